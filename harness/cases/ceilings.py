@@ -1,0 +1,171 @@
+"""Ceilings: the physical limits of this box, which every other figure is read against.
+
+Each probe moves or computes a fixed amount per step, so its seconds per step compare across
+boxes and versions, and its rate (bytes/s or FLOP/s) is the ceiling. Buffers are far larger
+than any cache (hundreds of MiB and up), inputs are random, outputs are poisoned first, and each
+probe checks its result after the timed steps.
+
+Bandwidths count what one step must move: a device copy reads and writes each byte (2 x size);
+a transfer between host and device, or between GPUs, moves each byte once.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from ..outcomes import CheckFailed
+from ..requirements import need_gpus, need_torch_cuda
+from . import Case, Workload
+
+MiB, GiB = 2**20, 2**30
+HOST_COPY_BYTES = 512 * MiB
+CPU_MATMUL_N = 2048
+DEVICE_COPY_BYTES = 2 * GiB
+LINK_BYTES = 1 * GiB
+GPU_MATMUL_N = 8192
+
+# Relative error against a float64 reference on the same (rounded) inputs. fp32 accumulates far
+# under 1e-4, so an fp32 figure that is really TF32 (about 3e-4) fails its check.
+MATMUL_TOLERANCE = {"fp32": 1e-4, "tf32": 3e-3, "fp16": 5e-3, "bf16": 3e-2}
+
+HOST_PROBES = ("host_copy", "cpu_matmul_fp32")
+GPU_PROBES = ("device_copy", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable",
+              "matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16")
+MULTI_GPU_PROBES = ("p2p_copy",)
+PROBES = HOST_PROBES + GPU_PROBES + MULTI_GPU_PROBES
+
+
+def rel_err(out, ref) -> float:
+    return float(np.linalg.norm(np.asarray(out, np.float64) - ref) / np.linalg.norm(ref))
+
+
+def checked(name: str, err: float, tolerance: float) -> dict:
+    if not err <= tolerance:  # also catches NaN: an unwritten, poisoned output
+        raise CheckFailed(f"{name}: relative error {err:.3g} over tolerance {tolerance:.1g}")
+    return {"rel_err": err, "tolerance": tolerance}
+
+
+def checked_equal(name: str, equal: bool) -> dict:
+    if not equal:
+        raise CheckFailed(f"{name}: destination differs from source after the copy")
+    return {"exact": True}
+
+
+# ---- host side: what CPU offload depends on; runs on any box -------------------------------
+
+def host_copy(nbytes: int = HOST_COPY_BYTES) -> Workload:
+    n = nbytes // 4
+    src = np.random.default_rng(0).random(n, dtype=np.float32)
+    dst = np.full(n, np.nan, dtype=np.float32)
+    return Workload(step=partial(np.copyto, dst, src),
+                    check=lambda: checked_equal("host_copy", np.array_equal(dst, src)),
+                    work={"bytes": 2 * nbytes}, warmup=2, repeat=10)
+
+
+def cpu_matmul(n: int = CPU_MATMUL_N) -> Workload:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    c = np.full((n, n), np.nan, dtype=np.float32)
+    rows = slice(0, 128)
+    return Workload(step=partial(np.matmul, a, b, out=c),
+                    check=lambda: checked("cpu_matmul_fp32", rel_err(c[rows], a[rows].astype(np.float64) @ b.astype(np.float64)),
+                                          MATMUL_TOLERANCE["fp32"]),
+                    work={"flops": 2 * n**3}, warmup=1, repeat=10)
+
+
+# ---- one GPU --------------------------------------------------------------------------------
+
+def _sync(torch, gpus):
+    def sync():
+        for g in gpus:
+            torch.cuda.synchronize(g)
+    return sync
+
+
+def _random_bytes(torch, nbytes, device):
+    return torch.rand(nbytes // 4, device=device)
+
+
+def device_copy(nbytes: int = DEVICE_COPY_BYTES) -> Workload:
+    torch = need_torch_cuda(1)
+    src = _random_bytes(torch, nbytes, "cuda:0")
+    dst = torch.full_like(src, float("nan"))
+    return Workload(step=partial(dst.copy_, src), sync=_sync(torch, [0]), gpus=(0,),
+                    check=lambda: checked_equal("device_copy", bool(torch.equal(dst, src))),
+                    work={"bytes": 2 * nbytes}, warmup=3, repeat=50)
+
+
+def host_link(direction: str, pinned: bool, nbytes: int = LINK_BYTES) -> Workload:
+    torch = need_torch_cuda(1)
+    on_gpu = _random_bytes(torch, nbytes, "cuda:0")
+    on_host = torch.empty(on_gpu.shape, dtype=on_gpu.dtype, pin_memory=pinned)
+    if direction == "h2d":
+        on_host.copy_(on_gpu.cpu())
+        src, dst, ref = on_host, torch.full_like(on_gpu, float("nan")), on_gpu
+    else:
+        on_host.fill_(float("nan"))
+        src, dst, ref = on_gpu, on_host, on_gpu.cpu()
+    name = f"{direction}_{'pinned' if pinned else 'pageable'}"
+    return Workload(step=partial(dst.copy_, src, non_blocking=pinned), sync=_sync(torch, [0]), gpus=(0,),
+                    check=lambda: checked_equal(name, bool(torch.equal(dst, ref))),
+                    work={"bytes": nbytes}, warmup=2, repeat=20)
+
+
+def gpu_matmul(precision: str, n: int = GPU_MATMUL_N) -> Workload:
+    torch = need_torch_cuda(1)
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    # "highest" keeps fp32 matrix products in IEEE fp32; "high" lets them use TF32 tensor cores.
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+    gen = torch.Generator(device="cuda:0").manual_seed(0)
+    a = torch.randn(n, n, device="cuda:0", generator=gen).to(dtype)
+    b = torch.randn(n, n, device="cuda:0", generator=gen).to(dtype)
+    c = torch.full((n, n), float("nan"), device="cuda:0", dtype=dtype)
+
+    def check():
+        rows = slice(0, 256)
+        ref = (a[rows].double() @ b.double()).cpu().numpy()
+        return checked(f"matmul_{precision}", rel_err(c[rows].double().cpu().numpy(), ref), MATMUL_TOLERANCE[precision])
+
+    return Workload(step=partial(torch.matmul, a, b, out=c), sync=_sync(torch, [0]), gpus=(0,),
+                    check=check, work={"flops": 2 * n**3}, warmup=3, repeat=20)
+
+
+# ---- several GPUs ---------------------------------------------------------------------------
+
+def p2p_copy(nbytes: int = LINK_BYTES) -> Workload:
+    devices = need_gpus(2)
+    torch = need_torch_cuda(2)
+    src = _random_bytes(torch, nbytes, "cuda:0")
+    dst = torch.full_like(src, float("nan"), device="cuda:1")
+    peer = devices.peer[0][1]
+    return Workload(step=partial(dst.copy_, src, non_blocking=True), sync=_sync(torch, [0, 1]), gpus=(0, 1),
+                    check=lambda: dict(checked_equal("p2p_copy", bool(torch.equal(dst.to("cuda:0"), src))), peer_access=peer),
+                    work={"bytes": nbytes}, warmup=2, repeat=20)
+
+
+BUILDERS = {
+    "host_copy": host_copy,
+    "cpu_matmul_fp32": cpu_matmul,
+    "device_copy": device_copy,
+    "h2d_pinned": partial(host_link, "h2d", True),
+    "h2d_pageable": partial(host_link, "h2d", False),
+    "d2h_pinned": partial(host_link, "d2h", True),
+    "d2h_pageable": partial(host_link, "d2h", False),
+    "matmul_fp32": partial(gpu_matmul, "fp32"),
+    "matmul_tf32": partial(gpu_matmul, "tf32"),
+    "matmul_fp16": partial(gpu_matmul, "fp16"),
+    "matmul_bf16": partial(gpu_matmul, "bf16"),
+    "p2p_copy": p2p_copy,
+}
+assert set(BUILDERS) == set(PROBES)
+
+# Device memory each probe asks for (per GPU), quoted if it does not fit.
+DECLARED_BYTES = {"device_copy": 2 * DEVICE_COPY_BYTES, "p2p_copy": LINK_BYTES,
+                  **{p: 2 * LINK_BYTES for p in ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")},
+                  **{p: 3 * GPU_MATMUL_N**2 * 4 for p in GPU_PROBES if p.startswith("matmul")}}
+
+CASE = Case(name="ceilings", params={"probe": PROBES},
+            build=lambda probe: BUILDERS[probe](),
+            declared_bytes=lambda probe: DECLARED_BYTES.get(probe),
+            doc=__doc__)

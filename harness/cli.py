@@ -1,0 +1,114 @@
+"""``python3 -m harness COMMAND``: the suite's entry points.
+
+run       set up if needed, run the suite through asv on this box, publish the site
+test      set up if needed, run the tests (on the CPU)
+devices   what GPUs this box has
+machine   how asv will name and describe this box
+case      measure one case in this process and print its record (for debugging a case)
+summary   print the records filed under results/records
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import bootstrap
+
+
+def _run(args) -> int:
+    bootstrap.ensure("run")
+    from . import suite
+    return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
+                     publish=not args.no_publish)
+
+
+def _test(args) -> int:
+    bootstrap.ensure("test")
+    import pytest
+    return pytest.main(["-q", *args.pytest_args])
+
+
+def _devices(args) -> int:
+    from .devices import describe, discover
+    d = discover()
+    print(json.dumps(d.to_dict(), indent=2) if args.json else describe(d))
+    return 0
+
+
+def _machine(args) -> int:
+    from .environment import snapshot
+    from .machine import machine_info
+    print(json.dumps(machine_info(snapshot()), indent=2))
+    return 0
+
+
+def parse_params(case, pairs: list[str]) -> dict:
+    params = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"parameters are name=value, got {pair!r}")
+        allowed = case.params.get(name, ())
+        params[name] = next((v for v in allowed if str(v) == text), text)
+    return params
+
+
+def _case(args) -> int:
+    from . import cases
+    from .runner import execute
+    from .summary import table
+    try:
+        case = cases.get(args.name)
+        rec = execute(case.name, case.validate(parse_params(case, args.params)))
+    except ValueError as e:
+        raise SystemExit(f"oombench: {e}")
+    print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))
+    return 0 if rec.outcome != "failed" else 1
+
+
+def _summary(args) -> int:
+    from . import record
+    from .runner import REPO
+    from .summary import table
+    recs = record.load_tree(args.path or REPO / "results" / "records")
+    print(table(recs) if recs else "no records")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m harness", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the suite through asv and publish the site")
+    r.add_argument("--bench", "-b", help="regular expression: only the benchmarks it matches")
+    r.add_argument("--quick", action="store_true", help="one sample per benchmark (asv --quick)")
+    r.add_argument("--allow-oversubscription", action="store_true",
+                   help="let managed memory go past the free device memory; never on a shared GPU")
+    r.add_argument("--no-publish", action="store_true", help="skip asv publish")
+    r.set_defaults(func=_run)
+    t = sub.add_parser("test", help="run the tests")
+    t.add_argument("pytest_args", nargs="*", help="passed to pytest")
+    t.set_defaults(func=_test)
+    d = sub.add_parser("devices", help="what GPUs this box has")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=_devices)
+    sub.add_parser("machine", help="how asv will name and describe this box").set_defaults(func=_machine)
+    c = sub.add_parser("case", help="measure one case here and print its record")
+    c.add_argument("name")
+    c.add_argument("params", nargs="*", help="name=value")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_case)
+    s = sub.add_parser("summary", help="print filed records")
+    s.add_argument("path", nargs="?")
+    s.set_defaults(func=_summary)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

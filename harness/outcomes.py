@@ -1,0 +1,66 @@
+"""How a case ends other than with a figure.
+
+- ``Skip``: it cannot run here (no GPU, too few GPUs, library missing, API unsupported). The
+  reason names the fix.
+- ``DoesNotFit``: it ran out of memory. That is a result ("does not fit"), recorded with the
+  size it asked for, not a crash.
+- ``CheckFailed``: it ran but computed a wrong answer, so its timing means nothing.
+"""
+from __future__ import annotations
+
+import re
+
+OK = "ok"
+SKIPPED = "skipped"
+DOES_NOT_FIT = "does_not_fit"
+FAILED = "failed"
+
+
+class Skip(Exception):
+    """The case cannot run here; the message says why and how to fix it."""
+
+
+class DoesNotFit(Exception):
+    def __init__(self, message: str, requested_bytes: int | None = None):
+        super().__init__(message)
+        self.requested_bytes = requested_bytes
+
+
+class CheckFailed(Exception):
+    """The case's result disagrees with its reference."""
+
+
+_UNITS = {"b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50, "eib": 2**60,
+          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+# PyTorch CUDA: "Tried to allocate 20.00 GiB"; PyTorch CPU: "you tried to allocate 123 bytes";
+# NumPy: "Unable to allocate 4.00 EiB for an array"; CuPy: "Out of memory allocating 1,024 bytes".
+_SIZE = re.compile(r"(?:tried to allocate|unable to allocate|out of memory allocating)\s+([\d,.]+)\s*([a-z]+)", re.I)
+
+_OOM_TYPES = ("OutOfMemoryError",)
+_OOM_TEXT = ("out of memory", "can't allocate memory", "unable to allocate", "cudaErrorMemoryAllocation")
+
+
+def requested_bytes(message: str) -> int | None:
+    m = _SIZE.search(message)
+    if not m:
+        return None
+    unit = _UNITS.get(m.group(2).lower())
+    return int(float(m.group(1).replace(",", "")) * unit) if unit else None
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for the out-of-memory errors of Python, NumPy, PyTorch (CPU and CUDA) and CuPy."""
+    if isinstance(exc, (MemoryError, DoesNotFit)):
+        return True
+    if type(exc).__name__ in _OOM_TYPES:
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(t.lower() in text.lower() for t in _OOM_TEXT)
+
+
+def as_does_not_fit(exc: BaseException, declared_bytes: int | None = None) -> DoesNotFit:
+    if isinstance(exc, DoesNotFit):
+        return exc
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    size = requested_bytes(str(exc))
+    return DoesNotFit(f"does not fit: {first_line}", size if size is not None else declared_bytes)

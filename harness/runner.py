@@ -1,0 +1,107 @@
+"""Runs one (case, parameters) and turns how it ended into a Record.
+
+``execute`` measures in the calling process; asv gives each (benchmark, parameters) a fresh
+process, so one case's allocations and caches never reach another's peak. ``measure`` is what an
+asv benchmark calls: it files the record beside asv's results and turns a skip or a
+does-not-fit into asv's own "skipped, with reason".
+
+A benchmark class may track several figures of one measurement (seconds, bytes), and asv runs
+each in its own process. Within one ``python -m harness run`` (one OOMBENCH_RUN_ID) the case is
+measured once and the other figures are read back from its record.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cases
+from . import record as records
+from .devices import Devices, discover
+from .environment import snapshot
+from .machine import machine_name
+from .memory import PeakMemory
+from .outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, Skip, as_does_not_fit, is_out_of_memory
+from .record import Record
+from .timing import time_steps
+
+RUN_ID_ENV = "OOMBENCH_RUN_ID"
+RECORDS_ENV = "OOMBENCH_RECORDS"
+MACHINE_ENV = "OOMBENCH_MACHINE"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def execute(case_name: str, params: dict, *, devices: Devices | None = None,
+            run_id: str | None = None, commit: str | None = None) -> Record:
+    case = cases.get(case_name)
+    case.validate(params)
+    devices = devices if devices is not None else discover()
+    common = dict(case=case.name, params=params, run_id=run_id, commit=commit)
+    peak = PeakMemory(gpus=range(devices.count))
+    try:
+        with peak:
+            workload = case.build(**params)
+            try:
+                timing = time_steps(workload.step, sync=workload.sync, warmup=workload.warmup, repeat=workload.repeat)
+                check = workload.check()
+            finally:
+                workload.close()
+    except Skip as e:
+        return Record(outcome=SKIPPED, reason=str(e), environment=snapshot(devices), **common)
+    except CheckFailed as e:
+        return Record(outcome=FAILED, reason=str(e), memory=peak.bytes, environment=snapshot(devices), **common)
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        dnf = as_does_not_fit(e, case.declared_bytes(**params))
+        return Record(outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
+                      memory=peak.bytes, environment=snapshot(devices), **common)
+    return Record(outcome=OK, timing=timing, work=workload.work, memory=peak.bytes, check=check,
+                  environment=snapshot(devices), **common)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where this process files its records: asv tells the commit and environment through ASV_*."""
+    run_id: str | None
+    commit: str | None
+    path: Path
+
+    @classmethod
+    def from_env(cls, devices: Devices, environ=None) -> "RunContext":
+        environ = os.environ if environ is None else environ
+        root = Path(environ.get(RECORDS_ENV) or Path(environ.get("ASV_CONF_DIR", REPO)) / "results" / "records")
+        machine = environ.get(MACHINE_ENV) or machine_name(devices, snapshot(devices).cpu)
+        commit = environ.get("ASV_COMMIT")
+        env_name = environ.get("ASV_ENV_NAME", "direct")
+        stem = f"{commit[:8]}-{env_name}" if commit else env_name
+        return cls(run_id=environ.get(RUN_ID_ENV), commit=commit, path=root / machine / f"{stem}.jsonl")
+
+
+def measure(case_name: str, **params) -> Record:
+    """For asv benchmarks: the case's record, measured in this process or earlier in this run."""
+    devices = discover()
+    ctx = RunContext.from_env(devices)
+    rec = _earlier(ctx, case_name, params) if ctx.run_id else None
+    if rec is None:
+        rec = execute(case_name, params, devices=devices, run_id=ctx.run_id, commit=ctx.commit)
+        records.append(ctx.path, rec)
+    return for_asv(rec)
+
+
+def _earlier(ctx: RunContext, case: str, params: dict) -> Record | None:
+    for rec in records.load(ctx.path):
+        if rec.run_id == ctx.run_id and rec.case == case and rec.params == params:
+            return rec
+    return None
+
+
+def for_asv(rec: Record) -> Record:
+    if rec.outcome in (SKIPPED, DOES_NOT_FIT):
+        # asv reports NotImplementedError from setup as "skipped" and shows the message.
+        print(f"oombench: {rec.outcome}: {rec.reason}", file=sys.stderr)
+        raise NotImplementedError(rec.reason)
+    if rec.outcome == FAILED:
+        raise RuntimeError(rec.reason)
+    return rec

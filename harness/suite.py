@@ -1,0 +1,67 @@
+"""Drives asv over the suite: names the machine, runs the benchmarks, publishes the site.
+
+asv does the running, the per-process isolation (``launch_method: spawn``), the bookkeeping by
+commit and machine, and the HTML. This module only hands asv what it cannot find out itself:
+the machine's description (its GPUs), the commit of the checkout, and where ``harness`` lives.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+from . import record as records
+from .environment import snapshot
+from .machine import machine_info, register_with_asv
+from .runner import MACHINE_ENV, REPO, RUN_ID_ENV
+from .safety import OPT_IN_ENV
+from .summary import table
+
+
+def head_commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit("oombench: asv files results by commit, and this checkout has none: run it from a git clone "
+                 f"with at least one commit ({done.stderr.strip()})")
+    return done.stdout.strip()
+
+
+def asv(*args: str, env=None) -> int:
+    return subprocess.call([sys.executable, "-m", "asv", *args], cwd=REPO, env=env)
+
+
+def asv_environment(run_id: str, machine: str, allow_oversubscription: bool) -> dict:
+    env = dict(os.environ)
+    # asv drops PYTHONPATH for benchmark processes and takes ASV_PYTHONPATH in its place.
+    env["ASV_PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env[RUN_ID_ENV] = run_id
+    env[MACHINE_ENV] = machine
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    if allow_oversubscription:
+        env[OPT_IN_ENV] = "1"
+    return env
+
+
+def run(bench: str | None = None, quick: bool = False, allow_oversubscription: bool = False,
+        publish: bool = True) -> int:
+    env = snapshot()
+    info = machine_info(env)
+    register_with_asv(info)
+    print(f"oombench: machine {info['machine']}: {info['gpu']}; cpu {info['cpu']}", flush=True)
+    commit = head_commit()
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    args = ["run", "--machine", info["machine"], "-E", f"existing:{sys.executable}",
+            "--set-commit-hash", commit, "--show-stderr"]
+    if bench:
+        args += ["--bench", bench]
+    if quick:
+        args.append("--quick")
+    rc = asv(*args, env=asv_environment(run_id, info["machine"], allow_oversubscription))
+    measured = [r for r in records.load_tree(REPO / "results" / "records") if r.run_id == run_id]
+    print("\n" + table(measured) if measured else "oombench: no record was written", flush=True)
+    if publish:
+        rc = asv("publish") or rc
+        print(f"oombench: site in {REPO / '.asv' / 'html'} (serve it: python -m asv preview)")
+    return rc

@@ -1,0 +1,31 @@
+"""A plain-text table of records: what a run measured, in the units people quote."""
+from __future__ import annotations
+
+from .record import Record
+
+# Rates quoted in decimal units, as the vendors' datasheets quote them.
+RATE_UNITS = {"bytes": (1e9, "GB/s"), "flops": (1e12, "TFLOP/s")}
+
+
+def rate_text(rec: Record) -> str:
+    for unit, (scale, label) in RATE_UNITS.items():
+        r = rec.rate(unit)
+        if r is not None:
+            return f"{r / scale:,.1f} {label}"
+    return ""
+
+
+def row(rec: Record) -> list[str]:
+    params = " ".join(f"{k}={v}" for k, v in rec.params.items())
+    if not rec.ok:
+        return [rec.case, params, rec.outcome, "", "", rec.reason or ""]
+    t = rec.timing
+    spread = f"{100 * t.iqr_s / t.median_s:.1f}%" if t.median_s else ""
+    return [rec.case, params, rec.outcome, f"{t.median_s * 1e3:,.3f} ms", spread, rate_text(rec)]
+
+
+def table(recs: list[Record]) -> str:
+    header = ["case", "parameters", "outcome", "median/step", "IQR", "rate or reason"]
+    rows = [header] + [row(r) for r in recs]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)

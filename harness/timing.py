@@ -1,0 +1,61 @@
+"""Seconds per step: warm-up excluded, device synchronised before every clock read, median kept
+with its spread.
+
+GPU work is queued asynchronously, so a host clock read without a synchronisation measures the
+launch, not the work. Each step is bracketed by ``sync()`` so the clock sees exactly one step;
+the steps measured here are milliseconds or longer, so the synchronisation's own few
+microseconds do not matter.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_s: float
+    q25_s: float
+    q75_s: float
+    min_s: float
+    max_s: float
+    steps: int
+    warmup: int
+
+    @property
+    def iqr_s(self) -> float:
+        return self.q75_s - self.q25_s
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_samples(cls, samples, warmup: int) -> "Timing":
+        if not samples:
+            raise ValueError("no timed step: ask for at least one repeat")
+        s = sorted(samples)
+        if len(s) == 1:
+            q25 = q75 = s[0]
+        else:
+            q25, _, q75 = statistics.quantiles(s, n=4, method="inclusive")
+        return cls(median_s=statistics.median(s), q25_s=q25, q75_s=q75,
+                   min_s=s[0], max_s=s[-1], steps=len(s), warmup=warmup)
+
+
+def no_sync() -> None:
+    """For work that is done when the call returns (CPU)."""
+
+
+def time_steps(step, *, sync=no_sync, warmup: int = 2, repeat: int = 10,
+               clock=time.perf_counter) -> Timing:
+    for _ in range(warmup):
+        step()
+    sync()
+    samples = []
+    for _ in range(repeat):
+        t0 = clock()
+        step()
+        sync()
+        samples.append(clock() - t0)
+    return Timing.from_samples(samples, warmup)
