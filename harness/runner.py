@@ -29,6 +29,7 @@ from .timing import time_steps
 RUN_ID_ENV = "OOMBENCH_RUN_ID"
 RECORDS_ENV = "OOMBENCH_RECORDS"
 MACHINE_ENV = "OOMBENCH_MACHINE"
+COMMIT_ENV = "OOMBENCH_COMMIT"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -63,7 +64,9 @@ def execute(case_name: str, params: dict, *, devices: Devices | None = None,
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where this process files its records: asv tells the commit and environment through ASV_*."""
+    """Where this process files its records. ``python -m harness run`` names the run, its commit
+    and machine through OOMBENCH_* (asv passes no commit to benchmark processes); under a plain
+    ``asv run`` the records go to ``asv-direct.jsonl``."""
     run_id: str | None
     commit: str | None
     path: Path
@@ -71,12 +74,11 @@ class RunContext:
     @classmethod
     def from_env(cls, devices: Devices, environ=None) -> "RunContext":
         environ = os.environ if environ is None else environ
-        root = Path(environ.get(RECORDS_ENV) or Path(environ.get("ASV_CONF_DIR", REPO)) / "results" / "records")
+        root = Path(environ.get(RECORDS_ENV) or REPO / "results" / "records")
         machine = environ.get(MACHINE_ENV) or machine_name(devices, snapshot(devices).cpu)
-        commit = environ.get("ASV_COMMIT")
-        env_name = environ.get("ASV_ENV_NAME", "direct")
-        stem = f"{commit[:8]}-{env_name}" if commit else env_name
-        return cls(run_id=environ.get(RUN_ID_ENV), commit=commit, path=root / machine / f"{stem}.jsonl")
+        run_id, commit = environ.get(RUN_ID_ENV), environ.get(COMMIT_ENV)
+        stem = f"{(commit or 'nocommit')[:8]}-{run_id}" if run_id else "asv-direct"
+        return cls(run_id=run_id, commit=commit, path=root / machine / f"{stem}.jsonl")
 
 
 def measure(case_name: str, **params) -> Record:

@@ -15,7 +15,7 @@ import uuid
 from . import record as records
 from .environment import snapshot
 from .machine import machine_info, register_with_asv
-from .runner import MACHINE_ENV, REPO, RUN_ID_ENV
+from .runner import COMMIT_ENV, MACHINE_ENV, REPO, RUN_ID_ENV
 from .safety import OPT_IN_ENV
 from .summary import table
 
@@ -32,11 +32,12 @@ def asv(*args: str, env=None) -> int:
     return subprocess.call([sys.executable, "-m", "asv", *args], cwd=REPO, env=env)
 
 
-def asv_environment(run_id: str, machine: str, allow_oversubscription: bool) -> dict:
+def asv_environment(run_id: str, commit: str, machine: str, allow_oversubscription: bool) -> dict:
     env = dict(os.environ)
     # asv drops PYTHONPATH for benchmark processes and takes ASV_PYTHONPATH in its place.
     env["ASV_PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     env[RUN_ID_ENV] = run_id
+    env[COMMIT_ENV] = commit
     env[MACHINE_ENV] = machine
     env.setdefault("NCCL_NVLS_ENABLE", "0")
     if allow_oversubscription:
@@ -58,7 +59,7 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
         args += ["--bench", bench]
     if quick:
         args.append("--quick")
-    rc = asv(*args, env=asv_environment(run_id, info["machine"], allow_oversubscription))
+    rc = asv(*args, env=asv_environment(run_id, commit, info["machine"], allow_oversubscription))
     measured = [r for r in records.load_tree(REPO / "results" / "records") if r.run_id == run_id]
     print("\n" + table(measured) if measured else "oombench: no record was written", flush=True)
     if publish:
