@@ -25,7 +25,10 @@ def _run(args) -> int:
 
 def _test(args) -> int:
     bootstrap.ensure("test")
+    import os
+
     import pytest
+    os.chdir(bootstrap.REPO)
     return pytest.main(["-q", *args.pytest_args])
 
 

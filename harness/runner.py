@@ -33,9 +33,9 @@ COMMIT_ENV = "OOMBENCH_COMMIT"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def execute(case_name: str, params: dict, *, devices: Devices | None = None,
+def execute(case: str | cases.Case, params: dict, *, devices: Devices | None = None,
             run_id: str | None = None, commit: str | None = None) -> Record:
-    case = cases.get(case_name)
+    case = case if isinstance(case, cases.Case) else cases.get(case)
     case.validate(params)
     devices = devices if devices is not None else discover()
     common = dict(case=case.name, params=params, run_id=run_id, commit=commit)

@@ -20,6 +20,9 @@ from .safety import OPT_IN_ENV
 from .summary import table
 
 
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
 def head_commit() -> str:
     done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
     if done.returncode != 0:
@@ -39,7 +42,8 @@ def asv_environment(run_id: str, commit: str, machine: str, allow_oversubscripti
     env[RUN_ID_ENV] = run_id
     env[COMMIT_ENV] = commit
     env[MACHINE_ENV] = machine
-    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    # NVLink multicast can take a shared host's GPUs out of service: always off (DESIGN.md).
+    env.update(MULTICAST_OFF)
     if allow_oversubscription:
         env[OPT_IN_ENV] = "1"
     return env

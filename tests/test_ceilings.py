@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+
+from harness.cases import ceilings
+from harness.outcomes import OK, CheckFailed
+from harness.runner import execute
+
+
+def run(workload):
+    workload.step()
+    return workload.check()
+
+
+def test_host_copy_is_checked_and_counts_read_plus_write():
+    w = ceilings.host_copy(nbytes=4 * 2**20)
+    assert w.work == {"bytes": 8 * 2**20}
+    with pytest.raises(CheckFailed):  # before any step the destination is still poisoned
+        w.check()
+    assert run(w) == {"exact": True}
+
+
+def test_cpu_matmul_matches_float64_and_counts_2n3_flops():
+    w = ceilings.cpu_matmul(n=256)
+    assert w.work == {"flops": 2 * 256**3}
+    result = run(w)
+    assert result["rel_err"] < ceilings.MATMUL_TOLERANCE["fp32"]
+
+
+def test_matmul_check_rejects_a_wrong_product():
+    w = ceilings.cpu_matmul(n=128)
+    w.step()
+    c = w.step.keywords["out"]
+    c[0, 0] += 1.0
+    with pytest.raises(CheckFailed, match="relative error"):
+        w.check()
+
+
+def test_check_fails_on_nan():
+    with pytest.raises(CheckFailed):
+        ceilings.checked("x", float("nan"), 1e-3)
+
+
+def test_every_probe_has_a_builder_and_gpu_probes_declare_their_memory():
+    assert set(ceilings.BUILDERS) == set(ceilings.PROBES)
+    for probe in ceilings.GPU_PROBES + ceilings.MULTI_GPU_PROBES:
+        assert ceilings.DECLARED_BYTES[probe] > 0
+
+
+def test_host_probes_run_through_the_runner(monkeypatch):
+    monkeypatch.setitem(ceilings.BUILDERS, "host_copy", lambda: ceilings.host_copy(nbytes=8 * 2**20))
+    rec = execute("ceilings", {"probe": "host_copy"})
+    assert rec.outcome == OK and rec.check == {"exact": True}
+    assert rec.rate("bytes") > 1e8  # any machine copies more than 100 MB/s
+    assert rec.memory["host.rss"] > 16 * 2**20

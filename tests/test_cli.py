@@ -1,0 +1,82 @@
+import json
+import os
+
+import pytest
+
+from harness import bootstrap, cli
+from harness.cases import ceilings
+
+
+def test_unknown_case_names_the_known_ones(capsys):
+    with pytest.raises(SystemExit, match="known cases: ceilings"):
+        cli.main(["case", "nope"])
+
+
+def test_bad_parameter_value_lists_the_choices():
+    with pytest.raises(SystemExit, match="probe='fast' is not one of"):
+        cli.main(["case", "ceilings", "probe=fast"])
+    with pytest.raises(SystemExit, match="name=value"):
+        cli.main(["case", "ceilings", "host_copy"])
+
+
+def test_case_prints_its_record(capsys, monkeypatch):
+    monkeypatch.setitem(ceilings.BUILDERS, "host_copy", lambda: ceilings.host_copy(nbytes=2**20))
+    assert cli.main(["case", "ceilings", "probe=host_copy", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["outcome"] == "ok" and rec["params"] == {"probe": "host_copy"} and rec["work"] == {"bytes": 2**21}
+
+
+def test_gpu_case_without_gpu_prints_the_skip(capsys):
+    assert cli.main(["case", "ceilings", "probe=matmul_bf16"]) == 0
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_devices_says_there_is_no_gpu(capsys):
+    cli.main(["devices"])
+    assert "no GPU" in capsys.readouterr().out
+
+
+class Calls:
+    def __init__(self):
+        self.run, self.exec = [], []
+
+
+@pytest.fixture
+def calls(monkeypatch, tmp_path):
+    c = Calls()
+    monkeypatch.setattr(bootstrap, "VENV", tmp_path / ".venv")
+    monkeypatch.setattr(bootstrap.subprocess, "run",
+                        lambda cmd, **kw: c.run.append(cmd) or type("Done", (), {"returncode": 0})())
+    monkeypatch.setattr(bootstrap.os, "execve", lambda exe, argv, env: c.exec.append((argv, env)))
+    monkeypatch.delenv(bootstrap.REEXEC_ENV, raising=False)
+    return c
+
+
+def test_bootstrap_uses_this_python_when_it_has_everything(calls):
+    bootstrap.ensure("test")  # the test run itself has every module
+    assert calls.run == [] and calls.exec == []
+
+
+def test_bootstrap_makes_a_venv_installs_cpu_torch_and_restarts_there(calls, monkeypatch):
+    monkeypatch.setitem(bootstrap.NEEDS, "run", (("no_such_module_xyz",), "bench,torch"))
+    monkeypatch.setattr(bootstrap, "has_nvidia_gpu", lambda: False)
+    bootstrap.ensure("run")
+    venv, pip = calls.run
+    assert venv[-3:] == ["-m", "venv", str(bootstrap.VENV)]
+    assert bootstrap.TORCH_CPU_DEFAULT in pip and pip[-2:] == ["-e", f"{bootstrap.REPO}[bench,torch]"]
+    (argv, env), = calls.exec
+    assert argv[1:3] == ["-m", "harness"] and env[bootstrap.REEXEC_ENV] == "1"
+
+
+def test_bootstrap_on_a_gpu_box_lets_pip_pick_the_cuda_torch(calls, monkeypatch):
+    monkeypatch.setitem(bootstrap.NEEDS, "run", (("no_such_module_xyz",), "bench,torch"))
+    monkeypatch.setattr(bootstrap, "has_nvidia_gpu", lambda: True)
+    bootstrap.ensure("run")
+    assert not any(a.startswith("torch==") for a in calls.run[-1])
+
+
+def test_bootstrap_gives_up_instead_of_looping(calls, monkeypatch):
+    monkeypatch.setitem(bootstrap.NEEDS, "run", (("no_such_module_xyz",), "bench,torch"))
+    monkeypatch.setenv(bootstrap.REEXEC_ENV, "1")
+    with pytest.raises(SystemExit, match="still missing no_such_module_xyz"):
+        bootstrap.ensure("run")

@@ -1,0 +1,73 @@
+import types
+
+import pytest
+
+from harness import devices
+from harness.machine import machine_info, machine_name
+from harness.environment import snapshot
+
+from conftest import fake_devices
+
+
+class FakeNvml(types.ModuleType):
+    """Stands in for pynvml: two H100s, peers of each other."""
+    NVML_P2P_CAPS_INDEX_READ = 0
+    NVML_P2P_STATUS_OK = 0
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, names, p2p_ok=True):
+        super().__init__("pynvml")
+        self.names, self.p2p_ok, self.open = names, p2p_ok, 0
+
+    def nvmlInit(self): self.open += 1
+    def nvmlShutdown(self): self.open -= 1
+    def nvmlDeviceGetCount(self): return len(self.names)
+    def nvmlDeviceGetHandleByIndex(self, i): return i
+    def nvmlDeviceGetName(self, h): return self.names[h]
+    def nvmlDeviceGetMemoryInfo(self, h): return types.SimpleNamespace(total=81559 * 2**20, free=80000 * 2**20, used=1559 * 2**20)
+    def nvmlDeviceGetCudaComputeCapability(self, h): return (9, 0)
+    def nvmlDeviceGetUUID(self, h): return f"GPU-{h}"
+    def nvmlSystemGetDriverVersion(self): return b"580.159.04"
+    def nvmlSystemGetCudaDriverVersion(self): return 13000
+    def nvmlDeviceGetP2PStatus(self, a, b, cap): return 0 if self.p2p_ok else 3
+
+
+def test_no_gpu_is_reported_not_raised():
+    d = devices.discover()  # this machine and CI have no NVIDIA driver
+    assert d.count == 0 and d.reason
+    assert "no GPU" in devices.describe(d)
+
+
+def test_discovery_reads_nvml(monkeypatch):
+    fake = FakeNvml(["NVIDIA H100 80GB HBM3"] * 2)
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", fake)
+    d = devices.discover()
+    assert d.count == 2 and d.reason is None
+    assert d.gpus[1].name == "NVIDIA H100 80GB HBM3" and d.gpus[1].memory_total == 81559 * 2**20
+    assert d.gpus[0].compute_capability == "9.0"
+    assert (d.driver, d.cuda_driver) == ("580.159.04", "13.0")
+    assert d.peer == ((True, True), (True, True))
+    assert fake.open == 0  # NVML shut down again
+
+
+def test_gpus_without_peer_access(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", FakeNvml(["A"] * 2, p2p_ok=False))
+    assert devices.discover().peer == ((True, False), (False, True))
+
+
+def test_machine_name_tells_gpu_models_and_counts_apart():
+    h100 = machine_name(fake_devices("NVIDIA H100 80GB HBM3"))
+    h200 = machine_name(fake_devices("NVIDIA H200"))
+    h200x2 = machine_name(fake_devices("NVIDIA H200", count=2))
+    assert (h100, h200, h200x2) == ("nvidia-h100-80gb-hbm3-x1", "nvidia-h200-x1", "nvidia-h200-x2")
+    assert machine_name(devices.Devices(reason="none"), "AMD EPYC 7B13").startswith("cpu-amd-epyc-7b13")
+
+
+def test_machine_description_names_the_gpu():
+    info = machine_info(snapshot(fake_devices("NVIDIA H200", count=2)))
+    assert info["machine"] == "nvidia-h200-x2"
+    assert "2 x NVIDIA H200" in info["gpu"] and info["gpu_count"] == "2"
+    assert info["driver"] == "580.159.04" and info["cuda_driver"] == "13.0"
+    assert all(isinstance(v, str) for v in info.values())  # asv's machine fields are strings

@@ -1,0 +1,45 @@
+import json
+
+from harness.devices import Devices
+from harness.environment import Environment, snapshot
+from harness.record import Record, append, load
+from harness.timing import Timing
+
+from conftest import fake_devices
+
+
+def sample_record(devices=None):
+    env = snapshot(devices or fake_devices(count=2), shims=("numpy.sctypes",))
+    return Record(case="ceilings", params={"probe": "device_copy"}, outcome="ok", environment=env,
+                  timing=Timing(1e-3, 0.9e-3, 1.1e-3, 0.8e-3, 1.3e-3, 50, 3), work={"bytes": 2**31},
+                  memory={"device.used.gpu0": 5 * 2**30, "host.rss": 2**29}, check={"exact": True},
+                  run_id="r1", commit="abc")
+
+
+def test_record_round_trips_with_its_environment():
+    rec = sample_record()
+    back = Record.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert back == rec
+    assert back.environment.devices.gpus[1].name == "NVIDIA H200"
+    assert back.environment.devices.peer == ((True, True), (True, True))
+    assert back.environment.shims == ("numpy.sctypes",)
+    assert back.rate("bytes") == 2**31 / 1e-3
+
+
+def test_environment_names_python_libraries_and_gpus():
+    env = snapshot(fake_devices())
+    assert env.python and env.num_cpu >= 1
+    assert "numpy" in env.libraries and "nvidia-ml-py" in env.libraries
+    assert env.devices.driver == "580.159.04" and env.devices.cuda_driver == "13.0"
+    assert Environment.from_dict(json.loads(json.dumps(env.to_dict()))) == env
+
+
+def test_appended_records_survive_an_interrupted_write(tmp_path):
+    path = tmp_path / "m" / "run.jsonl"
+    a = sample_record()
+    append(path, a)
+    append(path, a)
+    with open(path, "a") as f:  # a run killed in the middle of a line
+        f.write('{"case": "ceilings", "par')
+    assert load(path) == [a, a]
+    assert load(tmp_path / "missing.jsonl") == []

@@ -1,0 +1,68 @@
+"""The asv wiring: the suite is discovered as declared, asv check is clean, and the run hands
+asv what it needs."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import suite
+from harness.cases.ceilings import GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
+from harness.safety import OPT_IN_ENV
+
+REPO = Path(__file__).resolve().parents[1]
+EXPECTED = {
+    "ceilings.Host.track_seconds_per_step": list(HOST_PROBES),
+    "ceilings.Device.track_seconds_per_step": list(GPU_PROBES),
+    "ceilings.Peer.track_seconds_per_step": list(MULTI_GPU_PROBES),
+}
+
+
+def asv_env(tmp_path):
+    env = suite.asv_environment("test", "0" * 40, "test-machine", allow_oversubscription=False)
+    env["HOME"] = str(tmp_path)  # asv's machine file, kept out of the user's home
+    return env
+
+
+@pytest.fixture(scope="module")
+def discovered(tmp_path_factory):
+    out = tmp_path_factory.mktemp("asv") / "benchmarks.json"
+    from asv_runner.discovery import _discover  # what `asv run` calls in each environment
+    _discover((str(REPO / "benchmarks"), str(out)))
+    return {b["name"]: b for b in json.load(open(out))}
+
+
+def test_every_expected_benchmark_is_discovered_with_its_parameters(discovered):
+    assert set(discovered) == set(EXPECTED)
+    for name, probes in EXPECTED.items():
+        b = discovered[name]
+        assert b["type"] == "track" and b["unit"] == "seconds"
+        assert b["param_names"] == ["probe"]
+        assert b["params"] == [[repr(p) for p in probes]]
+
+
+def test_asv_check_is_clean(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "asv", "check", "-E", f"existing:{sys.executable}"],
+                          cwd=REPO, env=asv_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No problems found" in done.stdout
+
+
+def test_config_runs_each_case_in_its_own_process_in_the_existing_environment():
+    from asv.util import load_json
+    conf = load_json(str(REPO / "asv.conf.json"), js_comments=True)
+    assert conf["launch_method"] == "spawn"
+    assert conf["environment_type"] == "existing"
+    assert conf["results_dir"] == "results" and conf["benchmark_dir"] == "benchmarks"
+    assert "torch" in conf["matrix"]["req"]  # the version axis for virtualenv runs
+
+
+def test_benchmarks_see_the_harness_and_keep_nvlink_multicast_off(monkeypatch):
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # even if the caller's shell says otherwise
+    env = suite.asv_environment("r", "c" * 40, "m", allow_oversubscription=False)
+    assert env["ASV_PYTHONPATH"].split(":")[0] == str(REPO)
+    assert env["NCCL_NVLS_ENABLE"] == "0"
+    assert OPT_IN_ENV not in env
+    assert suite.asv_environment("r", "c", "m", allow_oversubscription=True)[OPT_IN_ENV] == "1"

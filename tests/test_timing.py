@@ -1,0 +1,42 @@
+import pytest
+
+from harness.timing import Timing, time_steps
+
+
+class FakeClock:
+    """Advances only when a step runs, by the duration the step says."""
+    def __init__(self, log):
+        self.now = 0.0
+        self.log = log
+
+    def __call__(self):
+        self.log.append("clock")
+        return self.now
+
+
+def test_warmup_is_not_timed_and_every_clock_read_follows_a_sync():
+    log = []
+    clock = FakeClock(log)
+    durations = iter([100.0, 100.0, 3.0, 1.0, 2.0])  # two slow warm-up steps, then the timed ones
+
+    def step():
+        log.append("step")
+        clock.now += next(durations)
+
+    t = time_steps(step, sync=lambda: log.append("sync"), warmup=2, repeat=3, clock=clock)
+    assert (t.median_s, t.min_s, t.max_s, t.steps, t.warmup) == (2.0, 1.0, 3.0, 3, 2)
+    assert log[:3] == ["step", "step", "sync"]
+    timed = log[3:]
+    assert timed == ["clock", "step", "sync", "clock"] * 3
+
+
+def test_median_and_quartiles():
+    t = Timing.from_samples([5, 1, 4, 2, 3], warmup=0)
+    assert (t.median_s, t.q25_s, t.q75_s, t.iqr_s) == (3, 2, 4, 2)
+    one = Timing.from_samples([7.0], warmup=1)
+    assert one.q25_s == one.q75_s == one.median_s == 7.0
+
+
+def test_no_samples_is_an_error():
+    with pytest.raises(ValueError, match="repeat"):
+        time_steps(lambda: None, repeat=0)
