@@ -6,7 +6,8 @@ so in `Devices.reason` instead of raising.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import ctypes
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,9 @@ class Devices:
     gpus: tuple[GPU, ...] = ()
     driver: str | None = None
     cuda_driver: str | None = None
-    # peer[i][j]: GPU i can read GPU j's memory directly (NVLink or PCIe peer-to-peer).
-    peer: tuple[tuple[bool, ...], ...] = ()
+    # peer[i][j]: GPU i can read GPU j's memory directly (NVLink or PCIe peer-to-peer);
+    # None where NVML could not tell.
+    peer: tuple[tuple[bool | None, ...], ...] = ()
     reason: str | None = None
 
     @property
@@ -60,17 +62,25 @@ def _gpu(nvml, index: int) -> GPU:
                uuid=_text(nvml.nvmlDeviceGetUUID(h)))
 
 
-def _peer_matrix(nvml, n: int) -> tuple[tuple[bool, ...], ...]:
+def _p2p_read_index(nvml) -> int:
+    # nvidia-ml-py 13.x defines NVML_P2P_CAPS_INDEX_READ as the tuple (0,) (a stray comma),
+    # which ctypes refuses; take the number inside.
+    index = nvml.NVML_P2P_CAPS_INDEX_READ
+    return index[0] if isinstance(index, tuple) else index
+
+
+def _peer_matrix(nvml, n: int) -> tuple[tuple[bool | None, ...], ...]:
+    """peer[i][j]: True or False as NVML reports it, None where NVML could not tell."""
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+    read = _p2p_read_index(nvml)
 
     def ok(i, j):
         if i == j:
             return True
         try:
-            status = nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], nvml.NVML_P2P_CAPS_INDEX_READ)
-        except nvml.NVMLError:
-            return False
-        return status == nvml.NVML_P2P_STATUS_OK
+            return nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], read) == nvml.NVML_P2P_STATUS_OK
+        except (nvml.NVMLError, ctypes.ArgumentError):
+            return None
 
     return tuple(tuple(ok(i, j) for j in range(n)) for i in range(n))
 

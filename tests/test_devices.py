@@ -11,7 +11,7 @@ from conftest import fake_devices
 
 class FakeNvml(types.ModuleType):
     """Stands in for pynvml: two H100s, peers of each other."""
-    NVML_P2P_CAPS_INDEX_READ = 0
+    NVML_P2P_CAPS_INDEX_READ = 0,  # sic: nvidia-ml-py 13 defines it as a tuple
     NVML_P2P_STATUS_OK = 0
 
     class NVMLError(Exception):
@@ -31,7 +31,9 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetUUID(self, h): return f"GPU-{h}"
     def nvmlSystemGetDriverVersion(self): return b"580.159.04"
     def nvmlSystemGetCudaDriverVersion(self): return 13000
-    def nvmlDeviceGetP2PStatus(self, a, b, cap): return 0 if self.p2p_ok else 3
+    def nvmlDeviceGetP2PStatus(self, a, b, cap):
+        assert isinstance(cap, int)  # ctypes takes no tuple
+        return 0 if self.p2p_ok else 3
 
 
 def test_no_gpu_is_reported_not_raised():
