@@ -31,6 +31,15 @@ def head_commit() -> str:
     return done.stdout.strip()
 
 
+def warn_if_dirty(commit: str) -> None:
+    """asv files results under the commit; say so when the code that ran is not that commit's."""
+    done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "harness", "benchmarks"],
+                          cwd=REPO, capture_output=True, text=True)
+    if done.stdout.strip():
+        print(f"oombench: warning: harness/ or benchmarks/ differ from {commit[:8]}, under which asv files "
+              f"these results; commit first so the results say what ran:\n{done.stdout}", file=sys.stderr)
+
+
 def asv(*args: str, env=None) -> int:
     return subprocess.call([sys.executable, "-m", "asv", *args], cwd=REPO, env=env)
 
@@ -56,6 +65,7 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
     register_with_asv(info)
     print(f"oombench: machine {info['machine']}: {info['gpu']}; cpu {info['cpu']}", flush=True)
     commit = head_commit()
+    warn_if_dirty(commit)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
     args = ["run", "--machine", info["machine"], "-E", f"existing:{sys.executable}",
             "--set-commit-hash", commit, "--show-stderr"]
