@@ -19,10 +19,20 @@ class _Probe:
 class Host(_Probe):
     params = [list(HOST_PROBES)]
 
+    def track_peak_host_bytes(self, probe):
+        return self.record.memory["host.max_rss"]
+
+    track_peak_host_bytes.unit = "bytes"
+
 
 class Device(_Probe):
     params = [list(GPU_PROBES)]
 
+    def track_peak_device_bytes(self, probe):
+        return self.record.device_bytes()
 
-class Peer(_Probe):
+    track_peak_device_bytes.unit = "bytes"
+
+
+class Peer(Device):
     params = [list(MULTI_GPU_PROBES)]

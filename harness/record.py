@@ -45,8 +45,12 @@ class Record:
             return None
         return self.work[unit] / self.timing.median_s
 
-    def key(self) -> tuple:
-        return (self.case, json.dumps(self.params, sort_keys=True))
+    def device_bytes(self) -> int | None:
+        """The most device memory the case took on any one GPU: NVML's used memory at the peak
+        less what was in use before it started (its CUDA context counts, other processes do not)."""
+        gains = [v - self.memory.get(label.replace("device.used.", "device.used_before."), 0)
+                 for label, v in self.memory.items() if label.startswith("device.used.")]
+        return max(gains) if gains else None
 
     def to_dict(self) -> dict:
         d = asdict(self)

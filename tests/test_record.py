@@ -43,3 +43,11 @@ def test_appended_records_survive_an_interrupted_write(tmp_path):
         f.write('{"case": "ceilings", "par')
     assert load(path) == [a, a]
     assert load(tmp_path / "missing.jsonl") == []
+
+
+def test_device_bytes_is_the_cases_own_share_on_its_busiest_gpu():
+    rec = sample_record()
+    memory = {"device.used_before.gpu0": 600, "device.used.gpu0": 5600,
+              "device.used_before.gpu1": 100, "device.used.gpu1": 7100, "host.rss": 10**9}
+    assert Record.from_dict({**rec.to_dict(), "memory": memory}).device_bytes() == 7000
+    assert Record.from_dict({**rec.to_dict(), "memory": {"host.rss": 1}}).device_bytes() is None

@@ -13,9 +13,12 @@ from harness.safety import OPT_IN_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 EXPECTED = {
-    "ceilings.Host.track_seconds_per_step": list(HOST_PROBES),
-    "ceilings.Device.track_seconds_per_step": list(GPU_PROBES),
-    "ceilings.Peer.track_seconds_per_step": list(MULTI_GPU_PROBES),
+    "ceilings.Host.track_seconds_per_step": ("seconds", HOST_PROBES),
+    "ceilings.Host.track_peak_host_bytes": ("bytes", HOST_PROBES),
+    "ceilings.Device.track_seconds_per_step": ("seconds", GPU_PROBES),
+    "ceilings.Device.track_peak_device_bytes": ("bytes", GPU_PROBES),
+    "ceilings.Peer.track_seconds_per_step": ("seconds", MULTI_GPU_PROBES),
+    "ceilings.Peer.track_peak_device_bytes": ("bytes", MULTI_GPU_PROBES),
 }
 
 
@@ -35,9 +38,10 @@ def discovered(tmp_path_factory):
 
 def test_every_expected_benchmark_is_discovered_with_its_parameters(discovered):
     assert set(discovered) == set(EXPECTED)
-    for name, probes in EXPECTED.items():
+    for name, (unit, probes) in EXPECTED.items():
         b = discovered[name]
-        assert b["type"] == "track" and b["unit"] == "seconds"
+        # asv treats bigger as worse: only seconds and bytes are tracked, never a rate.
+        assert b["type"] == "track" and b["unit"] == unit
         assert b["param_names"] == ["probe"]
         assert b["params"] == [[repr(p) for p in probes]]
 
