@@ -3,7 +3,8 @@
 - ``allocator.torch.max_allocated.cuda:N``: bytes held by live tensors at the peak.
 - ``allocator.torch.max_reserved.cuda:N``: bytes PyTorch's caching allocator held from the driver.
 - ``allocator.cupy.pool_used`` / ``allocator.cupy.pool_total``: CuPy's default pool (sampled,
-  since CuPy keeps no peak of its own).
+  since CuPy keeps no peak of its own); ``allocator.cupy.NAME.used`` / ``.total`` for a pool a
+  case set as the allocator and named with ``watch_pool``.
 - ``device.used.gpuN``: NVML's used memory, what nvidia-smi shows: the CUDA context and any other
   process on the card included. ``device.used_before.gpuN`` is the same figure before the case
   started, so the case's own share is the difference.
@@ -48,6 +49,14 @@ class _Nvml:
     def close(self):
         if self.handles:
             self.nvml.nvmlShutdown()
+
+
+_WATCHED: dict[str, object] = {}
+
+
+def watch_pool(name: str, pool) -> None:
+    """Samples ``pool`` (anything with used_bytes() and total_bytes()) under its name."""
+    _WATCHED[name] = pool
 
 
 def _cupy_pool():
@@ -110,6 +119,9 @@ class PeakMemory:
         if pool is not None:
             self._peak("allocator.cupy.pool_used", pool.used_bytes())
             self._peak("allocator.cupy.pool_total", pool.total_bytes())
+        for name, pool in list(_WATCHED.items()):
+            self._peak(f"allocator.cupy.{name}.used", pool.used_bytes())
+            self._peak(f"allocator.cupy.{name}.total", pool.total_bytes())
 
     def _read_torch(self):
         cuda = _torch_cuda()

@@ -44,7 +44,8 @@ def execute(case: str | cases.Case, params: dict, *, devices: Devices | None = N
         with peak:
             workload = case.build(**params)
             try:
-                timing = time_steps(workload.step, sync=workload.sync, warmup=workload.warmup, repeat=workload.repeat)
+                timing = time_steps(workload.step, sync=workload.sync, prepare=workload.prepare,
+                                    warmup=workload.warmup, repeat=workload.repeat)
                 check = workload.check()
             finally:
                 workload.close()

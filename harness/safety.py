@@ -71,11 +71,13 @@ class ManagedGuard:
     def release(self, nbytes: int) -> None:
         self.allocated = max(0, self.allocated - nbytes)
 
-    def wrap(self, malloc):
+    def wrap(self, malloc, hand_out=None):
         """An allocator that checks each request, then calls ``malloc(nbytes)``; the bytes are
-        released when the returned object is garbage-collected.
+        released when what it handed out is garbage-collected.
 
-        For CuPy: ``cupy.cuda.set_allocator(cupy.cuda.MemoryPool(guard.wrap(cupy.cuda.malloc_managed)).malloc)``.
+        By default the release hangs on a weak reference to ``malloc``'s result. Objects that take
+        no weak reference (CuPy's memory) pass ``hand_out(mem, reservation)``, which returns what
+        to hand out, holding ``reservation`` for as long as the memory lives.
         """
         def guarded(nbytes: int):
             self.reserve(nbytes)
@@ -84,6 +86,8 @@ class ManagedGuard:
             except BaseException:
                 self.release(nbytes)
                 raise
+            if hand_out is not None:
+                return hand_out(mem, _Reservation(self, nbytes))
             weakref.finalize(mem, self.release, nbytes)
             return mem
         return guarded
@@ -96,3 +100,10 @@ class ManagedGuard:
         if gpu >= devices.count:
             raise Skip(f"managed memory needs GPU {gpu}, and this box has {devices.count} ({devices.reason or 'too few'})")
         return cls(free_bytes=devices.gpus[gpu].memory_free, fraction=fraction, gpu=gpu)
+
+
+class _Reservation:
+    """Gives its bytes back to the guard when it is collected."""
+
+    def __init__(self, guard: ManagedGuard, nbytes: int):
+        self._release = weakref.finalize(self, guard.release, nbytes)

@@ -47,13 +47,23 @@ def no_sync() -> None:
     """For work that is done when the call returns (CPU)."""
 
 
-def time_steps(step, *, sync=no_sync, warmup: int = 2, repeat: int = 10,
+def no_prepare() -> None:
+    """For steps that need nothing put back between them."""
+
+
+def time_steps(step, *, sync=no_sync, prepare=no_prepare, warmup: int = 2, repeat: int = 10,
                clock=time.perf_counter) -> Timing:
+    """``prepare`` runs before every step, outside the clock: it puts the state back where each
+    step must start (pages back on the host before a managed-memory step, say)."""
     for _ in range(warmup):
+        prepare()
         step()
     sync()
     samples = []
     for _ in range(repeat):
+        if prepare is not no_prepare:
+            prepare()
+            sync()  # what prepare queued is done before the clock starts
         t0 = clock()
         step()
         sync()

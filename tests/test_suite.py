@@ -12,14 +12,23 @@ from harness.cases.ceilings import GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
 from harness.safety import OPT_IN_ENV
 
 REPO = Path(__file__).resolve().parents[1]
-EXPECTED = {
-    "ceilings.Host.track_seconds_per_step": ("seconds", HOST_PROBES),
-    "ceilings.Host.track_peak_host_bytes": ("bytes", HOST_PROBES),
-    "ceilings.Device.track_seconds_per_step": ("seconds", GPU_PROBES),
-    "ceilings.Device.track_peak_device_bytes": ("bytes", GPU_PROBES),
-    "ceilings.Peer.track_seconds_per_step": ("seconds", MULTI_GPU_PROBES),
-    "ceilings.Peer.track_peak_device_bytes": ("bytes", MULTI_GPU_PROBES),
+ALLOCATORS = ["device_pool", "managed_pool", "async_pool"]
+PATTERNS = ["stream", "reduce", "matmul", "gather"]
+FROM_HOST = ["fault", "prefetch", "host_mapped", "read_mostly"]
+# benchmark class -> (parameter names, parameter values, what it tracks beside seconds)
+CLASSES = {
+    "ceilings.Host": (["probe"], [HOST_PROBES], "host"),
+    "ceilings.Device": (["probe"], [GPU_PROBES], "device"),
+    "ceilings.Peer": (["probe"], [MULTI_GPU_PROBES], "device"),
+    "unified.Allocators": (["allocator", "pattern", "fraction"], [ALLOCATORS, PATTERNS, [0.1, 0.4, 0.8, 1.5]], "device"),
+    "unified.Placements": (["placement", "pattern", "fraction"], [FROM_HOST, PATTERNS, [0.02, 0.1, 0.25, 1.5]], "device"),
+    "unified.OutOfCore": (["pattern", "fraction"], [["stream", "reduce"], [0.02, 0.1, 0.25, 1.5]], "device"),
+    "unified.Seed": (["fraction"], [[0.4, 0.8, 1.5]], "device"),
 }
+EXPECTED = {}
+for cls, (names, values, where) in CLASSES.items():
+    EXPECTED[f"{cls}.track_seconds_per_step"] = ("seconds", names, values)
+    EXPECTED[f"{cls}.track_peak_{where}_bytes"] = ("bytes", names, values)
 
 
 def asv_env(tmp_path):
@@ -38,12 +47,12 @@ def discovered(tmp_path_factory):
 
 def test_every_expected_benchmark_is_discovered_with_its_parameters(discovered):
     assert set(discovered) == set(EXPECTED)
-    for name, (unit, probes) in EXPECTED.items():
+    for name, (unit, names, values) in EXPECTED.items():
         b = discovered[name]
         # asv treats bigger as worse: only seconds and bytes are tracked, never a rate.
         assert b["type"] == "track" and b["unit"] == unit
-        assert b["param_names"] == ["probe"]
-        assert b["params"] == [[repr(p) for p in probes]]
+        assert b["param_names"] == names
+        assert b["params"] == [[repr(v) for v in vs] for vs in values]
 
 
 def test_asv_check_is_clean(tmp_path):

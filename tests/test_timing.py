@@ -40,3 +40,20 @@ def test_median_and_quartiles():
 def test_no_samples_is_an_error():
     with pytest.raises(ValueError, match="repeat"):
         time_steps(lambda: None, repeat=0)
+
+
+def test_prepare_runs_before_every_step_and_outside_the_clock():
+    log = []
+    clock = FakeClock(log)
+
+    def prepare():
+        log.append("prepare")
+        clock.now += 50.0  # slow, and must not be counted
+
+    def step():
+        log.append("step")
+        clock.now += 1.0
+
+    t = time_steps(step, sync=lambda: log.append("sync"), prepare=prepare, warmup=1, repeat=2, clock=clock)
+    assert t.median_s == t.max_s == 1.0
+    assert log == ["prepare", "step", "sync"] + ["prepare", "sync", "clock", "step", "sync", "clock"] * 2

@@ -9,10 +9,10 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..timing import no_sync
+from ..timing import no_prepare, no_sync
 
 # case name -> module under harness.cases that defines CASE
-MODULES = {"ceilings": "ceilings"}
+MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unified_seed", "out_of_core": "out_of_core"}
 
 
 @dataclass
@@ -22,6 +22,8 @@ class Workload:
     check: Callable[[], dict]
     work: dict
     sync: Callable[[], None] = no_sync
+    # Untimed, before every step: restores the state each step must start from.
+    prepare: Callable[[], None] = no_prepare
     gpus: tuple = ()
     warmup: int = 2
     repeat: int = 10

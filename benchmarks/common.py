@@ -1,0 +1,32 @@
+"""What every benchmark class tracks of its case's record. asv treats bigger as worse: seconds
+per step and bytes go up when things get worse, so those are what it tracks; rates belong in the
+project's own pages. Names starting with "_" are not collected by asv as benchmarks."""
+from harness.runner import measure
+
+
+class _Case:
+    case = ""
+    fixed = {}  # parameters of the case that this class holds constant
+    timeout = 600
+
+    def setup(self, *values):
+        self.record = measure(self.case, **self.fixed, **dict(zip(self.param_names, values)))
+
+    def track_seconds_per_step(self, *values):
+        return self.record.timing.median_s
+
+    track_seconds_per_step.unit = "seconds"
+
+
+class _OnDevice(_Case):
+    def track_peak_device_bytes(self, *values):
+        return self.record.device_bytes()
+
+    track_peak_device_bytes.unit = "bytes"
+
+
+class _OnHost(_Case):
+    def track_peak_host_bytes(self, *values):
+        return self.record.memory["host.max_rss"]
+
+    track_peak_host_bytes.unit = "bytes"

@@ -1,0 +1,43 @@
+"""CuPy on unified (managed) memory, against the device pools and explicit out-of-core streaming.
+
+Placements that keep the working set on the device run up to 0.8 of the card (under the guard's
+cap). Placements that start every step on the host move the whole set each step, so they are
+held to 0.25 of the card: their rates have levelled off by then, and the host memory and device
+time they take grow with the set. 1.5 is oversubscription: declared everywhere, run only with
+the opt-in (the device pools cannot hold it and record "does not fit").
+"""
+from harness.cases.out_of_core import PATTERNS as STREAMED
+from harness.cases.unified import FROM_HOST, PATTERNS
+from harness.cases.unified_seed import FRACTIONS as SEED_FRACTIONS
+from harness.managed import ALLOCATORS
+
+from .common import _OnDevice
+
+ON_DEVICE = [0.1, 0.4, 0.8, 1.5]
+ON_HOST = [0.02, 0.1, 0.25, 1.5]
+
+
+class Allocators(_OnDevice):
+    case = "unified"
+    fixed = {"placement": "resident"}
+    param_names = ["allocator", "pattern", "fraction"]
+    params = [list(ALLOCATORS), list(PATTERNS), ON_DEVICE]
+
+
+class Placements(_OnDevice):
+    case = "unified"
+    fixed = {"allocator": "managed_pool"}
+    param_names = ["placement", "pattern", "fraction"]
+    params = [list(FROM_HOST), list(PATTERNS), ON_HOST]
+
+
+class OutOfCore(_OnDevice):
+    case = "out_of_core"
+    param_names = ["pattern", "fraction"]
+    params = [list(STREAMED), ON_HOST]
+
+
+class Seed(_OnDevice):
+    case = "unified_seed"
+    param_names = ["fraction"]
+    params = [list(SEED_FRACTIONS)]
