@@ -4,15 +4,13 @@ from __future__ import annotations
 from .record import Record
 
 # Rates quoted in decimal units, as the vendors' datasheets quote them.
-RATE_UNITS = {"bytes": (1e9, "GB/s"), "flops": (1e12, "TFLOP/s")}
+RATE_UNITS = {"flops": (1e12, "TFLOP/s"), "bytes": (1e9, "GB/s"),
+              "migrated_bytes": (1e9, "GB/s migrated"), "h2d_bytes": (1e9, "GB/s host-to-device")}
 
 
 def rate_text(rec: Record) -> str:
-    for unit, (scale, label) in RATE_UNITS.items():
-        r = rec.rate(unit)
-        if r is not None:
-            return f"{r / scale:,.1f} {label}"
-    return ""
+    rates = ((rec.rate(unit), scale, label) for unit, (scale, label) in RATE_UNITS.items())
+    return ", ".join(f"{r / scale:,.1f} {label}" for r, scale, label in rates if r is not None)
 
 
 def row(rec: Record) -> list[str]:
