@@ -59,13 +59,22 @@ def watch_pool(name: str, pool) -> None:
     _WATCHED[name] = pool
 
 
+def _imported(name: str):
+    """The module if its import has finished. The sampler runs beside the case, which may be
+    importing the framework right then: a half-imported module lacks what is read here."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
+
+
 def _cupy_pool():
-    cupy = sys.modules.get("cupy")
+    cupy = _imported("cupy")
     return cupy.get_default_memory_pool() if cupy is not None else None
 
 
 def _torch_cuda():
-    torch = sys.modules.get("torch")
+    torch = _imported("torch")
     if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
         return None
     return torch.cuda
