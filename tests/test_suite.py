@@ -21,8 +21,8 @@ CLASSES = {
     "ceilings.Device": (["probe"], [GPU_PROBES], "device"),
     "ceilings.Peer": (["probe"], [MULTI_GPU_PROBES], "device"),
     "unified.Allocators": (["allocator", "pattern", "fraction"], [ALLOCATORS, PATTERNS, [0.1, 0.4, 0.8, 1.5]], "device"),
-    "unified.Placements": (["placement", "pattern", "fraction"], [FROM_HOST, PATTERNS, [0.02, 0.1, 0.25, 1.5]], "device"),
-    "unified.OutOfCore": (["pattern", "fraction"], [["stream", "reduce"], [0.02, 0.1, 0.25, 1.5]], "device"),
+    "unified.Placements": (["placement", "pattern", "fraction"], [FROM_HOST, PATTERNS, [0.02, 0.1, 1.5]], "device"),
+    "unified.OutOfCore": (["pattern", "fraction"], [["stream", "reduce"], [0.02, 0.1, 1.5]], "device"),
     "unified.Seed": (["fraction"], [[0.4, 0.8, 1.5]], "device"),
 }
 EXPECTED = {}
