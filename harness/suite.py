@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 from . import record as records
+from .asvconf import local_config
 from .environment import snapshot
 from .machine import machine_info, register_with_asv
 from .runner import COMMIT_ENV, MACHINE_ENV, RECORDS_ENV, REPO, RUN_ID_ENV
@@ -83,7 +84,7 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
     commit = head_commit()
     warn_if_dirty(commit)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    args = ["run", "--machine", info["machine"], *environments(pythons),
+    args = ["run", "--config", str(local_config(REPO)), "--machine", info["machine"], *environments(pythons),
             "--set-commit-hash", commit, "--show-stderr"]
     if bench:
         args += ["--bench", bench]
@@ -93,6 +94,7 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
     measured = [r for r in records.load_tree(records_root()) if r.run_id == run_id]
     print("\n" + table(measured) if measured else "oombench: no record was written", flush=True)
     if publish:
-        rc = asv("publish") or rc
+        from .pages.asv_site import publish as publish_site
+        rc = publish_site(REPO, REPO / ".asv" / "html") or rc
         print(f"oombench: site in {REPO / '.asv' / 'html'} (serve it: python -m asv preview)")
     return rc

@@ -17,10 +17,23 @@ BASE = ["asv==0.6.6", "asv-runner==0.3.2", "virtualenv", "numpy", "psutil", "nvi
         "setuptools>=64", "wheel", "pip"]
 
 
+def expand(platforms: list[str]) -> list[str]:
+    """pip takes --platform tags literally: a manylinux_2_N box also installs every older
+    manylinux wheel (most wheels are manylinux_2_17 / manylinux2014), so name those too."""
+    out = []
+    for p in platforms:
+        out.append(p)
+        head, sep, arch = p.partition("_x86_64") if "x86_64" in p else (p, "", "")
+        if p.startswith("manylinux_2_") and sep:
+            glibc = int(head.split("_")[2])
+            out += [f"manylinux_2_{v}_x86_64" for v in range(glibc - 1, 16, -1)] + ["manylinux2014_x86_64"]
+    return list(dict.fromkeys(out))
+
+
 def command(dest: Path, python: str, platforms: list[str], extra: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--python-version", python,
            "--implementation", "cp", "-d", str(dest)]
-    for p in platforms:
+    for p in expand(platforms):
         cmd += ["--platform", p]
     return cmd + BASE + extra
 

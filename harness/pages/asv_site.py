@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..asvconf import local_config
+
 VENDOR = Path(__file__).parent / "asv_vendor"
 # CDN address in asv's pages -> file under asv_vendor/ (copied to <site>/vendor/)
 CDN = {
@@ -46,33 +48,6 @@ def localize(site: Path) -> list[str]:
                      if w.startswith(("https://cdn", "https://code."))})
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
-def publish_config(repo: Path) -> Path:
-    """asv.conf.json with the checked-out branch added to ``branches``: asv publishes only results
-    of commits on those branches (first parent), so a branch's own results would vanish otherwise.
-    Branches this clone does not have are left out (a fresh clone has only the one checked out).
-    Paths in an asv config are relative to the config file, which lives in .asv/."""
-    from asv.util import load_json
-    conf = load_json(str(repo / "asv.conf.json"), js_comments=True)
-    current = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
-    wanted = conf.get("branches", []) + ([current] if current and current != "HEAD" else [])
-    branches = [b for b in dict.fromkeys(wanted) if git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{b}")]
-    if not branches:
-        raise SystemExit("oombench pages: asv publishes results by branch, and this clone has none of "
-                         f"{', '.join(wanted) or 'asv.conf.json branches'}: check out a branch (git switch -c NAME)")
-    up = lambda key: str(Path("..") / conf[key])  # noqa: E731
-    conf.update(branches=branches, repo=up("repo"), results_dir=up("results_dir"),
-                benchmark_dir=up("benchmark_dir"), html_dir=up("html_dir"), env_dir=up("env_dir"))
-    path = repo / ".asv" / "publish.conf.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(conf, indent=2))
-    return path
-
-
 def fill_missing_summaries(site: Path) -> None:
     """asv's pages ask for a summary graph of every benchmark, and asv writes none for a benchmark
     that no published result holds (GPU cases in CPU-only results, results of an older benchmark
@@ -87,7 +62,7 @@ def fill_missing_summaries(site: Path) -> None:
 
 
 def publish(repo: Path, site: Path) -> int:
-    rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(publish_config(repo))], cwd=repo)
+    rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(local_config(repo))], cwd=repo)
     if rc != 0:
         return rc
     fill_missing_summaries(site)
