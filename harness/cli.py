@@ -85,7 +85,7 @@ def _summary(args) -> int:
 def _gate(args) -> int:
     from .gate import gate
     rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
-                    min_bytes=int(args.min_mib * 2**20))
+                    min_bytes=int(args.min_mib * 2**20), pattern=args.only)
     print(text)
     return rc
 
@@ -138,6 +138,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--iqr-factor", type=float, default=2.0,
                    help="k: a rise within k x the combined IQR of the two medians is noise, not a regression")
     g.add_argument("--min-mib", type=float, default=64, help="peak-memory growth below this many MiB is never a regression")
+    g.add_argument("--only", metavar="REGEX", help='gate only cases whose "case {params}" matches')
     g.set_defaults(func=_gate)
     pg = sub.add_parser("pages", help="build asv's site and the comparison pages from results/")
     pg.add_argument("--results", default=None, help="results folder (default: results/)")

@@ -176,9 +176,14 @@ def render(report: Report, base: list[Record], new: list[Record], threshold: flo
     return "\n".join(lines)
 
 
+def only(recs: list[Record], pattern: str | None) -> list[Record]:
+    import re
+    return [r for r in recs if not pattern or re.search(pattern, f"{r.case} {json.dumps(r.params, sort_keys=True)}")]
+
+
 def gate(base_path: Path, new_path: Path, threshold: float = 0.10, k: float = 2.0,
-         min_bytes: int = 64 * MiB) -> tuple[int, str]:
-    base, new = load_set(base_path), load_set(new_path)
+         min_bytes: int = 64 * MiB, pattern: str | None = None) -> tuple[int, str]:
+    base, new = only(load_set(base_path), pattern), only(load_set(new_path), pattern)
     report = compare(base, new, threshold, k, min_bytes)
     if report.compared == 0 and not report.regressions:
         return 2, render(report, base, new, threshold, k) + (
