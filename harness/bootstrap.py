@@ -20,7 +20,9 @@ REEXEC_ENV = "OOMBENCH_BOOTSTRAPPED"
 # Importable modules each command needs, and the extras of pyproject.toml that bring them.
 NEEDS = {
     "run": (("numpy", "psutil", "pynvml", "torch", "asv", "asv_runner"), "bench,torch"),
-    "test": (("numpy", "psutil", "pynvml", "torch", "pytest", "asv", "asv_runner"), "bench,test,torch"),
+    "test": (("numpy", "psutil", "pynvml", "torch", "pytest", "asv", "asv_runner", "jinja2", "matplotlib",
+              "playwright"), "bench,test,torch,pages"),
+    "pages": (("numpy", "psutil", "pynvml", "asv", "asv_runner", "jinja2", "matplotlib"), "bench,pages"),
 }
 # Without a GPU, the newest torch from PyPI would pull several GB of CUDA libraries it cannot
 # use: pin the CPU build (the development and CI machines hold a local wheel of 2.13.0).

@@ -6,6 +6,9 @@ devices   what GPUs this box has
 machine   how asv will name and describe this box
 case      measure one case in this process and print its record (for debugging a case)
 summary   print the records filed under results/records
+gate      compare two sets of records; exit 1 when a case got slower or bigger
+pages     build asv's site and the project's comparison pages from results/
+wheelhouse  download wheels for an offline box (named Python and platform)
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ def _run(args) -> int:
     bootstrap.ensure("run")
     from . import suite
     return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
-                     publish=not args.no_publish)
+                     publish=not args.no_publish, pythons=args.python)
 
 
 def _test(args) -> int:
@@ -79,6 +82,27 @@ def _summary(args) -> int:
     return 0
 
 
+def _gate(args) -> int:
+    from .gate import gate
+    rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
+                    min_bytes=int(args.min_mib * 2**20), pattern=args.only)
+    print(text)
+    return rc
+
+
+def _pages(args) -> int:
+    bootstrap.ensure("pages")
+    from .pages import build
+    return build.main(results=args.results, out=args.out, asv_site=not args.no_asv)
+
+
+def _wheelhouse(args) -> int:
+    from pathlib import Path
+
+    from .wheelhouse import build
+    return build(Path(args.dest), args.python, args.platform or ["manylinux_2_28_x86_64"], args.package)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m harness", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -89,6 +113,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-oversubscription", action="store_true",
                    help="let managed memory go past the free device memory; never on a shared GPU")
     r.add_argument("--no-publish", action="store_true", help="skip asv publish")
+    r.add_argument("--python", action="append", metavar="PATH",
+                   help="measure in this interpreter's environment (repeat for several: asv -E existing:PATH each)")
     r.set_defaults(func=_run)
     t = sub.add_parser("test", help="run the tests")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest")
@@ -105,6 +131,27 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("summary", help="print filed records")
     s.add_argument("path", nargs="?")
     s.set_defaults(func=_summary)
+    g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")
+    g.add_argument("base", help="record file (.jsonl) or folder of them")
+    g.add_argument("new", help="record file (.jsonl) or folder of them")
+    g.add_argument("--threshold", type=float, default=0.10, help="relative rise always allowed (0.10 = 10%%)")
+    g.add_argument("--iqr-factor", type=float, default=2.0,
+                   help="k: a rise within k x the combined IQR of the two medians is noise, not a regression")
+    g.add_argument("--min-mib", type=float, default=64, help="peak-memory growth below this many MiB is never a regression")
+    g.add_argument("--only", metavar="REGEX", help='gate only cases whose "case {params}" matches')
+    g.set_defaults(func=_gate)
+    pg = sub.add_parser("pages", help="build asv's site and the comparison pages from results/")
+    pg.add_argument("--results", default=None, help="results folder (default: results/)")
+    pg.add_argument("--out", default=None, help="where the comparison pages go (default: .asv/pages)")
+    pg.add_argument("--no-asv", action="store_true", help="skip asv publish")
+    pg.set_defaults(func=_pages)
+    w = sub.add_parser("wheelhouse", help="download wheels for a box without internet")
+    w.add_argument("dest", help="folder for the wheels")
+    w.add_argument("--python", required=True, help="the offline box's Python, e.g. 3.12")
+    w.add_argument("--platform", action="append", help="wheel platform tag (default manylinux_2_28_x86_64; repeatable)")
+    w.add_argument("--package", action="append", default=[], metavar="REQ",
+                   help="more requirements, e.g. --package torch==2.11.0 --package numpy==1.26.4")
+    w.set_defaults(func=_wheelhouse)
     return p
 
 

@@ -16,7 +16,8 @@ from . import devices as devices_mod
 
 # Distribution names whose versions are part of every result's identity.
 LIBRARIES = ("torch", "numpy", "cupy-cuda13x", "cupy-cuda12x", "cupy", "chainer", "nvidia-ml-py",
-             "asv", "asv-runner", "cuda-bindings")
+             "asv", "asv-runner", "cuda-bindings", "scipy-openblas64", "scipy-openblas32",
+             "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13")
 
 
 def library_versions(names=LIBRARIES) -> dict[str, str]:
@@ -67,6 +68,9 @@ class Environment:
     framework_cuda: dict = field(default_factory=dict)
     # Compatibility shims applied before import (e.g. Chainer on NumPy 2), by name.
     shims: tuple = ()
+    # The interpreter that measured: two environments on one box (two venvs with different
+    # library releases) are told apart by it, as asv tells them apart by python path.
+    executable: str = ""
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -92,4 +96,5 @@ def snapshot(devices: devices_mod.Devices | None = None, shims=()) -> Environmen
         devices=devices if devices is not None else devices_mod.discover(),
         framework_cuda=framework_cuda(),
         shims=tuple(shims),
+        executable=sys.executable,
     )

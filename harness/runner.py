@@ -94,8 +94,11 @@ def measure(case_name: str, **params) -> Record:
 
 
 def _earlier(ctx: RunContext, case: str, params: dict) -> Record | None:
+    # One run may cover several environments (``run --python A --python B``): only this
+    # interpreter's own record stands for it.
     for rec in records.load(ctx.path):
-        if rec.run_id == ctx.run_id and rec.case == case and rec.params == params:
+        if (rec.run_id == ctx.run_id and rec.case == case and rec.params == params
+                and rec.environment.executable in ("", sys.executable)):
             return rec
     return None
 

@@ -11,11 +11,13 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 from . import record as records
+from .asvconf import local_config
 from .environment import snapshot
 from .machine import machine_info, register_with_asv
-from .runner import COMMIT_ENV, MACHINE_ENV, REPO, RUN_ID_ENV
+from .runner import COMMIT_ENV, MACHINE_ENV, RECORDS_ENV, REPO, RUN_ID_ENV
 from .safety import OPT_IN_ENV
 from .summary import table
 
@@ -58,8 +60,23 @@ def asv_environment(run_id: str, commit: str, machine: str, allow_oversubscripti
     return env
 
 
+def environments(pythons: list[str] | None) -> list[str]:
+    """asv's -E arguments: this interpreter, or each named one (two venvs with different library
+    releases, say), all run in one go. asv names each result file for its python's path."""
+    chosen = pythons or [sys.executable]
+    for py in chosen:
+        if not os.access(py, os.X_OK):
+            sys.exit(f"oombench: {py} is not an executable python: pass the interpreter of an environment "
+                     "that has the project's requirements, e.g. --python /path/to/venv/bin/python")
+    return [a for py in chosen for a in ("-E", f"existing:{py}")]
+
+
+def records_root() -> Path:
+    return Path(os.environ.get(RECORDS_ENV) or REPO / "results" / "records")
+
+
 def run(bench: str | None = None, quick: bool = False, allow_oversubscription: bool = False,
-        publish: bool = True) -> int:
+        publish: bool = True, pythons: list[str] | None = None) -> int:
     env = snapshot()
     info = machine_info(env)
     register_with_asv(info)
@@ -67,16 +84,17 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
     commit = head_commit()
     warn_if_dirty(commit)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    args = ["run", "--machine", info["machine"], "-E", f"existing:{sys.executable}",
+    args = ["run", "--config", str(local_config(REPO)), "--machine", info["machine"], *environments(pythons),
             "--set-commit-hash", commit, "--show-stderr"]
     if bench:
         args += ["--bench", bench]
     if quick:
         args.append("--quick")
     rc = asv(*args, env=asv_environment(run_id, commit, info["machine"], allow_oversubscription))
-    measured = [r for r in records.load_tree(REPO / "results" / "records") if r.run_id == run_id]
+    measured = [r for r in records.load_tree(records_root()) if r.run_id == run_id]
     print("\n" + table(measured) if measured else "oombench: no record was written", flush=True)
     if publish:
-        rc = asv("publish") or rc
+        from .pages.asv_site import publish as publish_site
+        rc = publish_site(REPO, REPO / ".asv" / "html") or rc
         print(f"oombench: site in {REPO / '.asv' / 'html'} (serve it: python -m asv preview)")
     return rc

@@ -80,3 +80,19 @@ def test_bootstrap_gives_up_instead_of_looping(calls, monkeypatch):
     monkeypatch.setenv(bootstrap.REEXEC_ENV, "1")
     with pytest.raises(SystemExit, match="still missing no_such_module_xyz"):
         bootstrap.ensure("run")
+
+
+def test_wheelhouse_downloads_binary_wheels_for_the_named_python_and_platform(tmp_path):
+    from harness import wheelhouse
+    cmd = wheelhouse.command(tmp_path, "3.12", ["manylinux_2_17_x86_64"], ["torch==2.11.0"])
+    assert cmd[3:5] == ["download", "--only-binary=:all:"]
+    assert cmd[cmd.index("--python-version") + 1] == "3.12" and cmd[cmd.index("--platform") + 1] == "manylinux_2_17_x86_64"
+    assert "asv==0.6.6" in cmd and "asv-runner==0.3.2" in cmd and cmd[-1] == "torch==2.11.0"
+
+
+def test_new_commands_parse():
+    args = cli.parser().parse_args(["gate", "a", "b", "--threshold", "0.2"])
+    assert args.func is cli._gate and args.threshold == 0.2 and args.iqr_factor == 2.0
+    assert cli.parser().parse_args(["pages", "--no-asv"]).no_asv
+    args = cli.parser().parse_args(["run", "--python", "/a/python", "--python", "/b/python"])
+    assert args.python == ["/a/python", "/b/python"]

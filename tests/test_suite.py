@@ -79,3 +79,28 @@ def test_benchmarks_see_the_harness_and_keep_nvlink_multicast_off(monkeypatch):
     assert env["NCCL_NVLS_ENABLE"] == "0"
     assert OPT_IN_ENV not in env
     assert suite.asv_environment("r", "c", "m", allow_oversubscription=True)[OPT_IN_ENV] == "1"
+
+
+def test_several_pythons_become_several_existing_environments(tmp_path):
+    a = sys.executable
+    assert suite.environments([a, a]) == ["-E", f"existing:{a}", "-E", f"existing:{a}"]
+    assert suite.environments(None) == ["-E", f"existing:{sys.executable}"]
+    with pytest.raises(SystemExit, match="--python /path/to/venv/bin/python"):
+        suite.environments([str(tmp_path / "no-python")])
+
+
+def test_one_run_over_two_environments_reads_back_only_its_own_record(records_dir, monkeypatch):
+    """asv runs seconds and bytes in separate processes and the second reads the first's record:
+    under `run --python A --python B` (one run id) B must not take A's."""
+    from dataclasses import replace
+
+    from harness import record, runner
+    from harness.environment import snapshot
+    monkeypatch.setenv("OOMBENCH_RUN_ID", "run-1")
+    ctx = runner.RunContext.from_env(snapshot().devices)
+    other = record.Record(case="ceilings", params={"probe": "host_copy"}, outcome="skipped", reason="other env",
+                          run_id="run-1", environment=replace(snapshot(), executable="/elsewhere/python"))
+    record.append(ctx.path, other)
+    assert runner._earlier(ctx, "ceilings", {"probe": "host_copy"}) is None
+    record.append(ctx.path, replace(other, environment=snapshot()))
+    assert runner._earlier(ctx, "ceilings", {"probe": "host_copy"}) is not None

@@ -1,0 +1,1 @@
+"""The project's comparison pages: records -> rows (model) -> charts and tables (charts, build) -> HTML."""

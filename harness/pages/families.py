@@ -1,0 +1,34 @@
+"""What the pages need to know about each case family, and nothing more: which parameters name
+the workload (the rest name the technique), which memory level a technique trades, and which
+ceilings bound its figures. A case missing here still gets a page: every parameter is then a
+technique, and all of its machine's ceilings stand beside it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Family:
+    title: str
+    workload: tuple = ()  # parameters that name the workload; the others name the technique
+    memory: str = "device"  # the peak a Pareto chart puts on its x axis: "device" or "host"
+    pareto: bool = True  # False where the rows measure different things (the ceilings' probes)
+    ceilings: tuple = ()  # the probes that bound this family's rates; () = all
+    note: str = ""
+
+
+FAMILIES = {
+    "ceilings": Family("Ceilings: the box's physical limits", pareto=False,
+                       note="Every other figure is read against these; measured by the suite on the same box."),
+    "unified": Family("Unified memory: CuPy allocators and managed placements", workload=("pattern", "fraction"),
+                      ceilings=("device_copy", "h2d_pinned", "h2d_pageable"),
+                      note="fraction is the working set as a share of the card's memory."),
+    "out_of_core": Family("Out-of-core streaming: explicit chunked copies", workload=("pattern", "fraction"),
+                          ceilings=("h2d_pinned", "d2h_pinned")),
+    "unified_seed": Family("Unified memory: the seed scenario (managed pool)", workload=("fraction",),
+                           ceilings=("device_copy",)),
+}
+
+
+def family(case: str) -> Family:
+    return FAMILIES.get(case, Family(title=case))

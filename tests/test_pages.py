@@ -1,0 +1,167 @@
+"""The comparison pages: built from the committed results/, every figure traceable to its record,
+and (in a real headless browser) loading without a console error and showing the figures the
+result files hold."""
+import functools
+import hashlib
+import http.server
+import json
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness.pages import build, model
+from harness.pages.families import Family, family
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "results"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def raw_records() -> dict[str, dict]:
+    """rid -> the record as the file holds it, read without the harness's loader."""
+    out = {}
+    for path in sorted((RESULTS / "records").rglob("*.jsonl")):
+        source = str(path.relative_to(REPO))
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            out["r-" + hashlib.sha1(f"{source}:{n}".encode()).hexdigest()[:10]] = json.loads(line)
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """pages/ (the project's) and html/ (asv's), side by side as `python3 -m harness pages` lays them out."""
+    root = tmp_path_factory.mktemp("site")
+    assert build.main(out=str(root / "pages")) == 0
+    shutil.copytree(REPO / ".asv" / "html", root / "html")
+    return root
+
+
+def test_pareto_keeps_only_undominated_points():
+    # (peak, rate): the second uses more memory for less rate; the third trades memory for rate.
+    assert model.pareto([(1.0, 10.0), (2.0, 5.0), (3.0, 20.0)]) == [True, False, True]
+    assert model.pareto([(1.0, 10.0), (1.0, 10.0)]) == [True, True]  # ties dominate neither
+
+
+def test_an_unknown_family_gets_a_page_with_every_parameter_a_technique():
+    assert family("some_future_case") == Family(title="some_future_case")
+
+
+def test_every_record_has_a_provenance_entry_and_every_link_lands(site):
+    prov = (site / "pages" / "provenance.html").read_text()
+    for rid, rec in raw_records().items():
+        assert f'id="{rid}"' in prov and rec["commit"] in prov
+    anchors = set(re.findall(r'id="(r-[0-9a-f]{10})"', prov))
+    for page in (site / "pages").glob("*.html"):
+        for rid in re.findall(r'href="provenance.html#(r-[0-9a-f]{10})"', page.read_text()):
+            assert rid in anchors, f"{page.name} links to {rid}, which has no provenance entry"
+
+
+def test_pages_show_two_gpu_models_or_counts_and_two_library_versions(site):
+    index = (site / "pages" / "index.html").read_text()
+    assert "nvidia-h200-x1" in index and "nvidia-h200-x2" in index
+    # The committed CPU runs measured the same cases under numpy 1.26.4 and 2.4.6.
+    assert "numpy 1.26.4" in index and "numpy 2.4.6" in index
+    assert "None yet" in index  # no family sweeps past the card yet: said, not hidden
+
+
+def test_no_page_or_site_reaches_the_internet(site):
+    for page in list((site / "pages").glob("*.html")) + list((site / "html").glob("*.html")):
+        text = page.read_text()
+        assert not re.search(r'(src|href)="https?://(?!github\.com)', text), page.name
+
+
+# -- in a real browser -------------------------------------------------------------------------
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.skip("Debian's chromium is not installed and could not be: apt-get install -y chromium "
+                    "(.ci/run does this when apt is available)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser_page(site):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+    handler = functools.partial(QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        page = browser.new_page()
+        errors = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}"))
+        yield page, f"http://127.0.0.1:{server.server_address[1]}", errors
+        browser.close()
+    server.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def number(text: str) -> float:
+    return float(text.split()[0].replace(",", ""))
+
+
+def close(shown: str, value: float) -> bool:
+    """The page rounds to 1-3 decimals: half a unit of the last shown digit."""
+    digits = text_decimals(shown.split()[0])
+    return abs(number(shown) - value) <= 0.5 * 10 ** -digits + 1e-12
+
+
+def text_decimals(num: str) -> int:
+    return len(num.split(".")[1]) if "." in num else 0
+
+
+def expected_rate(rec: dict) -> float:
+    work, median = rec["work"], rec["timing"]["median_s"]
+    if "flops" in work:
+        return work["flops"] / median / 1e12
+    if "bytes" in work:
+        return work["bytes"] / median / 1e9
+    return 1 / median
+
+
+def expected_bytes(shown: str) -> float:
+    scale = {"GiB": 2**30, "MiB": 2**20}[shown.split()[1]]
+    return number(shown) * scale, scale
+
+
+def test_browser_every_page_loads_without_console_errors(browser_page, site):
+    page, base, errors = browser_page
+    urls = [f"pages/{p.name}" for p in sorted((site / "pages").glob("*.html"))] + ["html/index.html"]
+    for url in urls:
+        page.goto(f"{base}/{url}", wait_until="networkidle")
+        assert errors == [], f"{url}: {errors}"
+    assert "asv" in page.title().lower() or page.locator("body").inner_text()
+
+
+def test_browser_tables_show_the_figures_the_result_files_hold(browser_page):
+    page, base, errors = browser_page
+    raw = raw_records()
+    page.goto(f"{base}/pages/ceilings.html", wait_until="networkidle")
+    cells = page.locator("#family-table a[data-kind]")
+    seen = set()
+    for i in range(cells.count()):
+        a = cells.nth(i)
+        rid, kind, shown = a.get_attribute("data-record"), a.get_attribute("data-kind"), a.inner_text()
+        rec = raw[rid]
+        if kind == "rate":
+            assert close(shown, expected_rate(rec)), (rid, shown, expected_rate(rec))
+        elif kind == "host":
+            value, scale = expected_bytes(shown)
+            assert abs(value - rec["memory"]["host.max_rss"]) <= 0.5 * scale * 10 ** -text_decimals(shown.split()[0])
+        seen.add(rid)
+    # Every measured ceiling of each GPU box is on the page (one run each: all are the latest).
+    for rid, rec in raw.items():
+        if rec["outcome"] == "ok" and "nvidia-h200" in str(rec["environment"]["devices"]["gpus"][:1]).lower().replace(" ", "-"):
+            assert rid in seen, f"{rec['params']} on an H200 box is missing from the table"
+    assert errors == []
