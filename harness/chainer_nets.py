@@ -23,22 +23,11 @@ LR = 0.01
 LOSS_DROP = 0.95
 
 
-def glorot(rng, out_size: int, in_size: int) -> np.ndarray:
-    limit = np.sqrt(6.0 / (in_size + out_size))
-    return rng.uniform(-limit, limit, (out_size, in_size)).astype(np.float32)
-
-
 def he(rng, shape, fan_in: int) -> np.ndarray:
     return (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
 
 
-# ---- the GCN ---------------------------------------------------------------------------------
-
-def gcn_weights(features: int, hidden: int, classes: int, seed: int = 0):
-    """W1 (hidden, features) and W2 (classes, hidden), in Chainer's Linear layout (out, in)."""
-    rng = np.random.default_rng(seed)
-    return glorot(rng, hidden, features), glorot(rng, classes, hidden)
-
+# ---- the GCN (weights from harness.graphs.gcn_weights, shared with the PyTorch GCN) ----------
 
 class GCN(chainer.Chain):
     """Z = A_hat relu(A_hat X W1) W2, no bias: Kipf & Welling's two layers. X W is taken before

@@ -1,4 +1,5 @@
-"""A synthetic graph a graph convolution network can learn: a planted partition.
+"""A synthetic graph a graph convolution network can learn (a planted partition), and what the
+Chainer and PyTorch GCNs share on it: initial weights, the bytes a step holds, a float64 reference.
 
 Nodes fall into ``classes`` communities; each node draws ``degree / 2`` edges, to a node of its
 own community with probability ``p_in`` and to any node otherwise, and every edge is kept in both
@@ -89,3 +90,48 @@ def propagate_rows(graph: Graph, rows: np.ndarray, dense) -> np.ndarray:
     ids, inverse = np.unique(cols, return_inverse=True)
     terms = graph.value[seg, None].astype(np.float64) * np.asarray(dense(ids), np.float64)[inverse]
     return np.add.reduceat(terms, offsets, axis=0)
+
+
+# ---- shared by the Chainer and the PyTorch GCN ---------------------------------------------
+
+def glorot(rng, out_size: int, in_size: int) -> np.ndarray:
+    limit = np.sqrt(6.0 / (in_size + out_size))
+    return rng.uniform(-limit, limit, (out_size, in_size)).astype(np.float32)
+
+
+def gcn_weights(features: int, hidden: int, classes: int, seed: int = 0):
+    """W1 (hidden, features) and W2 (classes, hidden), in Chainer's Linear layout (out, in)."""
+    rng = np.random.default_rng(seed)
+    return glorot(rng, hidden, features), glorot(rng, classes, hidden)
+
+
+def gcn_bytes(nodes: int, features: int, hidden: int, classes: int, index_bytes: int = 4) -> int:
+    """An estimate of what a step holds at its peak, in fp32: the features, the adjacency (value,
+    row and column indices), the labels, and each activation of width hidden or classes twice
+    (itself and its gradient)."""
+    n = nodes
+    return 4 * n * features + (4 + 2 * index_bytes) * nnz_of(n) + 4 * n + 4 * 2 * 3 * n * (hidden + classes)
+
+
+def gcn_reference_rows(graph: Graph, w1: np.ndarray, w2: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Z[rows] = (A_hat relu(A_hat X W1^T) W2^T)[rows] in float64, from their two-hop neighbourhoods."""
+    x, w1, w2 = graph.features, w1.T.astype(np.float64), w2.T.astype(np.float64)
+
+    def hidden_at(ids):
+        return np.maximum(propagate_rows(graph, ids, lambda j: x[j].astype(np.float64) @ w1), 0)
+
+    return propagate_rows(graph, rows, lambda ids: hidden_at(ids) @ w2)
+
+
+def sample_rows(nodes: int, count: int = 32, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).choice(nodes, min(count, nodes), replace=False)
+
+
+def rows_checked(out: np.ndarray, ref: np.ndarray, tolerance: float) -> dict:
+    """The relative error of a GCN's output at sampled rows; CheckFailed past ``tolerance``."""
+    from .outcomes import CheckFailed
+    err = float(np.linalg.norm(np.asarray(out, np.float64) - ref) / np.linalg.norm(ref))
+    if not err <= tolerance:  # also catches NaN
+        raise CheckFailed(f"GCN output at {len(ref)} sampled nodes is off the float64 reference by {err:.3g} "
+                          f"(tolerance {tolerance:g})")
+    return {"rel_err": err, "tolerance": tolerance}
