@@ -110,6 +110,9 @@ def _satisfies(version: str, spec: str) -> bool:
     return SpecifierSet(spec).contains(version, prereleases=True)
 
 
+_ABSENT = object()
+
+
 @contextlib.contextmanager
 def import_time_modules(np):
     """Stand-ins for the modules Chainer imports only during its own import, where missing."""
@@ -118,7 +121,8 @@ def import_time_modules(np):
         added.update(_distutils_stand_in())
     if not _importable(PKG_RESOURCES):
         added.update(_pkg_resources_stand_in())
-    had_distutils_attr = "distutils" in vars(np)
+    before = {name: sys.modules[name] for name in added if name in sys.modules}  # e.g. None: "not importable"
+    attr_before = vars(np).get("distutils", _ABSENT)
     sys.modules.update(added)
     if DISTUTILS in added:
         np.distutils = added[DISTUTILS]  # `import numpy.distutils.system_info` reads it off numpy
@@ -127,8 +131,11 @@ def import_time_modules(np):
     finally:
         for name in added:
             sys.modules.pop(name, None)
-        if DISTUTILS in added and not had_distutils_attr:
+        sys.modules.update(before)
+        if DISTUTILS in added:
             vars(np).pop("distutils", None)
+            if attr_before is not _ABSENT:
+                np.distutils = attr_before
 
 
 def import_chainer():

@@ -80,3 +80,13 @@ def test_bootstrap_gives_up_instead_of_looping(calls, monkeypatch):
     monkeypatch.setenv(bootstrap.REEXEC_ENV, "1")
     with pytest.raises(SystemExit, match="still missing no_such_module_xyz"):
         bootstrap.ensure("run")
+
+
+def test_bootstrap_builds_chainers_wheel_aside_and_installs_it_from_there(calls, monkeypatch):
+    monkeypatch.setitem(bootstrap.NEEDS, "test", (("no_such_module_xyz",), "bench,test,torch,chainer"))
+    monkeypatch.setattr(bootstrap, "has_nvidia_gpu", lambda: False)
+    bootstrap.ensure("test")
+    venv, build_env, old_setuptools, wheel, pip = calls.run
+    assert "setuptools<70" in old_setuptools and str(bootstrap.VENV) not in " ".join(old_setuptools)
+    assert "--no-build-isolation" in wheel and bootstrap.CHAINER in wheel
+    assert "--find-links" in pip and pip[-1] == f"{bootstrap.REPO}[bench,test,torch,chainer]"
