@@ -57,6 +57,13 @@ def _pip(python: Path, *args: str) -> None:
         sys.exit(f"oombench: set-up failed ({' '.join(cmd)}):\n{done.stdout}{done.stderr}")
 
 
+def _has(python: Path, module: str) -> bool:
+    if not Path(python).exists():
+        return False
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
+
+
 def build_chainer_wheel(dest: Path) -> None:
     print(f"oombench: building {CHAINER} from its sdist (once)", file=sys.stderr, flush=True)
     env = dest / "build-env"
@@ -72,7 +79,7 @@ def install(python: Path, extras: str) -> None:
     print(f"oombench: installing {' '.join(reqs)} into {VENV} (once)", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="oombench-wheels-") as wheels:
         links = []
-        if "chainer" in extras.split(","):
+        if "chainer" in extras.split(",") and not _has(python, "chainer"):
             build_chainer_wheel(Path(wheels))
             links = ["--find-links", wheels]
         # -e applies to the project only; the pinned torch goes before it as a plain requirement.
