@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 
 from . import devices as devices_mod
+from . import shims as shims_mod
 
 # Distribution names whose versions are part of every result's identity.
 LIBRARIES = ("torch", "numpy", "cupy-cuda13x", "cupy-cuda12x", "cupy", "chainer", "nvidia-ml-py",
@@ -86,7 +87,8 @@ class Environment:
         return cls(**d)
 
 
-def snapshot(devices: devices_mod.Devices | None = None, shims=()) -> Environment:
+def snapshot(devices: devices_mod.Devices | None = None, shims=None) -> Environment:
+    """``shims`` defaults to those this process has applied (``harness.shims``)."""
     return Environment(
         python=platform.python_version(),
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
@@ -95,6 +97,6 @@ def snapshot(devices: devices_mod.Devices | None = None, shims=()) -> Environmen
         libraries=library_versions(),
         devices=devices if devices is not None else devices_mod.discover(),
         framework_cuda=framework_cuda(),
-        shims=tuple(shims),
+        shims=tuple(shims_mod.applied() if shims is None else shims),
         executable=sys.executable,
     )

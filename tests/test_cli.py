@@ -96,3 +96,13 @@ def test_new_commands_parse():
     assert cli.parser().parse_args(["pages", "--no-asv"]).no_asv
     args = cli.parser().parse_args(["run", "--python", "/a/python", "--python", "/b/python"])
     assert args.python == ["/a/python", "/b/python"]
+
+
+def test_bootstrap_builds_chainers_wheel_aside_and_installs_it_from_there(calls, monkeypatch):
+    monkeypatch.setitem(bootstrap.NEEDS, "test", (("no_such_module_xyz",), "bench,test,torch,chainer"))
+    monkeypatch.setattr(bootstrap, "has_nvidia_gpu", lambda: False)
+    bootstrap.ensure("test")
+    venv, build_env, old_setuptools, wheel, pip = calls.run
+    assert "setuptools<70" in old_setuptools and str(bootstrap.VENV) not in " ".join(old_setuptools)
+    assert "--no-build-isolation" in wheel and bootstrap.CHAINER in wheel
+    assert "--find-links" in pip and pip[-1] == f"{bootstrap.REPO}[bench,test,torch,chainer]"

@@ -12,7 +12,9 @@ from typing import Callable
 from ..timing import no_prepare, no_sync
 
 # case name -> module under harness.cases that defines CASE
-MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unified_seed", "out_of_core": "out_of_core"}
+MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unified_seed", "out_of_core": "out_of_core",
+           "chainer_gcn": "chainer_gcn", "chainer_mlp": "chainer_mlp", "chainer_cnn": "chainer_cnn",
+           "torch_gcn": "torch_gcn"}
 
 
 @dataclass

@@ -1,0 +1,47 @@
+"""Chainer 7.8.1 training an MLP (1024, 2048, 2048, 16) on a batch a random linear teacher
+labels: the batch-bound workload, beside the GCN's graph-bound one, on the same pools.
+
+Parameters: ``device`` and ``pool`` (``harness.chainer_backend``), ``batch``. A step is one
+forward, backward and Adam update over the batch; ``work`` counts its samples. The check asks
+the loss to have dropped.
+"""
+from __future__ import annotations
+
+from ..chainer_backend import DEVICES, POOLS, guard_refusal_does_not_fit, open_backend
+from . import Case, Workload
+
+SIZES = (1024, 2048, 2048, 16)
+BATCHES = (256, 4096, 65536, 262144)
+
+
+def declared_bytes(device="cuda", pool="device_pool", batch=BATCHES[0], sizes=SIZES) -> int:
+    """An estimate in fp32: the batch, each layer's output and its ReLU's, twice (itself and its
+    gradient), and the weights four times (themselves, gradient, Adam's two moments)."""
+    weights = sum((i + 1) * o for i, o in zip(sizes[:-1], sizes[1:]))
+    return 4 * (batch * (sizes[0] + 1) + 2 * 2 * batch * sum(sizes[1:]) + 4 * weights)
+
+
+def mlp_workload(device: str, pool: str, batch: int, sizes=SIZES, warmup: int = 2, repeat: int = 10) -> Workload:
+    nbytes = declared_bytes(device, pool, batch, sizes)
+    backend = open_backend(device, pool, nbytes)
+    return guard_refusal_does_not_fit(nbytes)(_build)(backend, batch, tuple(sizes), warmup, repeat, nbytes)
+
+
+def _build(backend, batch, sizes, warmup, repeat, nbytes):
+    from .. import chainer_nets as nets
+    x, t = nets.teacher_batch(batch, sizes[0], sizes[-1])
+    model = nets.MLP(sizes)
+    model.to_device(backend.device)
+    x, t = backend.device.send(x), backend.device.send(t)
+    trainer = nets.Trainer(model, lambda: nets.F.softmax_cross_entropy(model(x), t))
+    return Workload(step=guard_refusal_does_not_fit(nbytes)(trainer.step), sync=backend.sync, gpus=backend.gpus,
+                    check=lambda: dict(trainer.check(), shims=backend.shims), work={"samples": batch},
+                    warmup=warmup, repeat=repeat)
+
+
+def build(device: str, pool: str, batch: int) -> Workload:
+    return mlp_workload(device, pool, batch)
+
+
+CASE = Case(name="chainer_mlp", params={"device": DEVICES, "pool": POOLS, "batch": BATCHES},
+            build=build, declared_bytes=declared_bytes, doc=__doc__)
