@@ -1,0 +1,106 @@
+"""The PyTorch models that cases train: a decoder-only transformer language model, an
+encoder-decoder that can share one embedding, and torchvision's ResNet50; with synthetic data.
+
+The transformer has no batch statistics (LayerNorm, no dropout), so a batch split into
+micro-batches or over GPUs computes the same gradients as the whole batch: the property that
+data parallel, model parallel and gradient accumulation are tested against. Its blocks are a
+plain ``nn.ModuleList`` so that a case can checkpoint them one by one or cut the model into
+consecutive stages. torch and torchvision are imported when a model is built, not before.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    vocab: int = 32000
+    width: int = 1024
+    depth: int = 12
+    heads: int = 16
+    seq_len: int = 1024
+    tie_embeddings: bool = False
+
+    def __post_init__(self):
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} must be a multiple of heads {self.heads}")
+
+
+def _torch():
+    from .requirements import need_module
+    return need_module("torch", "pip install 'oombench[torch]'")
+
+
+def transformer_lm(config: LMConfig, seed: int = 0):
+    """A pre-norm decoder-only language model; ``model(tokens)`` returns logits (batch, seq, vocab)."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(config.width), nn.LayerNorm(config.width)
+            self.attn = nn.MultiheadAttention(config.width, config.heads, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(config.width, 4 * config.width), nn.GELU(),
+                                     nn.Linear(4 * config.width, config.width))
+
+        def forward(self, x):
+            n = x.shape[1]
+            causal = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+            h = self.norm1(x)
+            x = x + self.attn(h, h, h, attn_mask=causal, need_weights=False)[0]
+            return x + self.mlp(self.norm2(x))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(config.vocab, config.width)
+            self.position = nn.Embedding(config.seq_len, config.width)
+            self.blocks = nn.ModuleList(Block() for _ in range(config.depth))
+            self.norm = nn.LayerNorm(config.width)
+            self.head = nn.Linear(config.width, config.vocab, bias=False)
+            if config.tie_embeddings:
+                self.head.weight = self.embed.weight  # one storage for input and output embedding
+
+        def forward(self, tokens):
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            x = self.embed(tokens) + self.position(positions)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.norm(x))
+
+    torch.manual_seed(seed)
+    return LM()
+
+
+def resnet50(num_classes: int = 1000, seed: int = 0):
+    """torchvision's ResNet50, randomly initialised (no weights are downloaded)."""
+    torch = _torch()
+    from .requirements import need_module
+    models = need_module("torchvision.models", "pip install torchvision (the build that matches torch)")
+    torch.manual_seed(seed)
+    return models.resnet50(weights=None, num_classes=num_classes)
+
+
+def tokens(batch: int, seq_len: int, vocab: int, seed: int = 0, device="cpu"):
+    """Random token ids and their next-token targets, (batch, seq_len) each."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (batch, seq_len + 1), generator=gen)
+    return ids[:, :-1].to(device), ids[:, 1:].to(device)
+
+
+def images(batch: int, size: int, classes: int, seed: int = 0, device="cpu"):
+    """Random images (batch, 3, size, size) and one-hot labels (batch, classes), as in the
+    well-known model-parallel ResNet50 example (MSE against one-hot)."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, 3, size, size, generator=gen)
+    labels = torch.randint(0, classes, (batch,), generator=gen)
+    one_hot = torch.zeros(batch, classes).scatter_(1, labels[:, None], 1.0)
+    return x.to(device), one_hot.to(device)
+
+
+def parameter_count(model) -> int:
+    """Distinct parameters: a tied weight counts once."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
