@@ -19,14 +19,13 @@ from typing import Callable
 
 from .managed import use_allocator
 from .outcomes import DoesNotFit, Skip
-from .requirements import need_gpus, need_module
+from .requirements import need_cupy, need_gpus, need_module
 from .safety import OversubscriptionRefused
 from .timing import no_sync
 from .workingset import gib, guard_managed
 
 DEVICES = ("cpu", "cuda")
 POOLS = ("numpy", "device_pool", "managed_pool")
-CUPY_INSTALL = "pip install 'oombench[cupy]' (cupy-cuda12x for a CUDA 12 driver)"
 SCIPY_INSTALL = "pip install scipy (Chainer's sparse_matmul on the CPU runs through SciPy)"
 
 
@@ -60,11 +59,8 @@ def _chainer():
 
 
 def _cupy():
-    cupy = need_module("cupy", CUPY_INSTALL)
     devices = need_gpus(1)
-    if cupy.cuda.runtime.getDeviceCount() < 1:
-        raise Skip("CuPy sees no GPU; check CUDA_VISIBLE_DEVICES and the driver")
-    return cupy, devices
+    return need_cupy(), devices
 
 
 def open_backend(device: str, pool: str, declared_bytes: int) -> Backend:

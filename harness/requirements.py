@@ -31,3 +31,16 @@ def need_torch_cuda(count: int = 1):
     if torch.cuda.device_count() < count:
         raise Skip(f"needs {count} GPU(s), torch sees {torch.cuda.device_count()}; check CUDA_VISIBLE_DEVICES")
     return torch
+
+
+CUPY_INSTALL = "pip install 'oombench[cupy]' (cupy-cuda12x for a CUDA 12 driver)"
+
+
+def need_cupy():
+    """CuPy, on a box with a GPU that CuPy sees (the GPU is asked about first: on a box without
+    one, that is the reason to give, not CuPy's absence)."""
+    need_gpus(1)
+    cupy = need_module("cupy", CUPY_INSTALL)
+    if cupy.cuda.runtime.getDeviceCount() < 1:
+        raise Skip("CuPy sees no GPU; check CUDA_VISIBLE_DEVICES and the driver")
+    return cupy

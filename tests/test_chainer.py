@@ -7,7 +7,7 @@ import types
 import numpy as np
 import pytest
 
-from harness import compat_chainer, shims
+from harness import compat_chainer, requirements, shims
 from harness.cases.chainer_cnn import cnn_workload
 from harness.cases.chainer_gcn import gcn_workload
 from harness.cases.chainer_mlp import mlp_workload
@@ -161,6 +161,8 @@ GCN_GPU = {"device": "cuda", "nodes": 2**14, "features": 128}
 
 def test_managed_pool_without_cupy_is_skipped_with_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # not importable, whatever this box has
+    # A box with a GPU, so that CuPy's absence is the reason (without a GPU, that comes first).
+    monkeypatch.setattr(requirements, "discover", lambda: fake_devices(count=1))
     rec = execute("chainer_gcn", dict(GCN_GPU, pool="managed_pool"), devices=fake_devices(count=0))
     assert rec.outcome == "skipped"
     assert "cupy is not installed" in rec.reason and "pip install 'oombench[cupy]'" in rec.reason

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import managed
+from harness import managed, requirements
 from harness.cases import unified
 from harness.managed import HOST, UnifiedApi, Unsupported
 from harness.outcomes import SKIPPED, Skip
@@ -153,9 +153,9 @@ def test_no_gpu_is_a_skip_with_its_reason():
 
 def test_a_gpu_without_cupy_is_a_skip_that_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy fails, installed or not
-    monkeypatch.setattr(unified, "need_gpus", lambda count=1: fake_devices())
+    monkeypatch.setattr(requirements, "discover", lambda: fake_devices())
     with pytest.raises(Skip, match=r"cupy is not installed.*pip install 'oombench\[cupy\]'"):
-        unified.need_cupy()
+        requirements.need_cupy()
 
 
 def test_placements_other_than_resident_are_for_managed_memory_only():

@@ -20,23 +20,14 @@ from __future__ import annotations
 from ..kernels import PATTERNS
 from ..kernels import build as build_pattern
 from ..managed import ALLOCATORS, HOST, UnifiedApi, use_allocator
-from ..requirements import need_gpus, need_module
+from ..requirements import need_cupy, need_gpus
 from ..workingset import FRACTIONS, guard_managed, working_set_bytes
 from ..outcomes import Skip
 from . import Case, Workload
 
 PLACEMENTS = ("resident", "fault", "prefetch", "host_mapped", "read_mostly")
 FROM_HOST = PLACEMENTS[1:]
-CUPY_INSTALL = "pip install 'oombench[cupy]' (cupy-cuda12x for a CUDA 12 driver)"
 WARM_BYTES = 64 * 2**20  # a small run of the same kernels first, so no step pays for compiling
-
-
-def need_cupy():
-    need_gpus(1)
-    cupy = need_module("cupy", CUPY_INSTALL)
-    if cupy.cuda.runtime.getDeviceCount() < 1:
-        raise Skip("CuPy sees no GPU; check CUDA_VISIBLE_DEVICES and the driver")
-    return cupy
 
 
 class Placement:
