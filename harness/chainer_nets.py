@@ -130,3 +130,16 @@ class Trainer:
             raise CheckFailed(f"training did not learn: loss {first:.4g} at the first step, {last:.4g} "
                               f"after {len(losses)} (needs below {LOSS_DROP} x the first)")
         return {"loss_first": first, "loss_last": last, "steps": len(losses)}
+
+
+def classifier_workload(backend, model, x, t, nbytes: int, warmup: int, repeat: int):
+    """The Workload of a classifier trained on one fixed batch (x, t), wherever ``backend`` runs it;
+    a guard refusal inside a step is a does-not-fit of ``nbytes``."""
+    from .cases import Workload
+    from .chainer_backend import guard_refusal_does_not_fit
+    model.to_device(backend.device)
+    x, t = backend.device.send(x), backend.device.send(t)
+    trainer = Trainer(model, lambda: F.softmax_cross_entropy(model(x), t))
+    return Workload(step=guard_refusal_does_not_fit(nbytes)(trainer.step), sync=backend.sync, gpus=backend.gpus,
+                    check=lambda: dict(trainer.check(), shims=backend.shims), work={"samples": len(t)},
+                    warmup=warmup, repeat=repeat)

@@ -34,13 +34,7 @@ def cnn_workload(device: str, pool: str, batch: int, side: int = SIDE, warmup: i
 def _build(backend, batch, side, warmup, repeat, nbytes):
     from .. import chainer_nets as nets
     x, t = nets.template_images(batch, CHANNELS, side, CLASSES)
-    model = nets.CNN(CHANNELS, side, CLASSES)
-    model.to_device(backend.device)
-    x, t = backend.device.send(x), backend.device.send(t)
-    trainer = nets.Trainer(model, lambda: nets.F.softmax_cross_entropy(model(x), t))
-    return Workload(step=guard_refusal_does_not_fit(nbytes)(trainer.step), sync=backend.sync, gpus=backend.gpus,
-                    check=lambda: dict(trainer.check(), shims=backend.shims), work={"samples": batch},
-                    warmup=warmup, repeat=repeat)
+    return nets.classifier_workload(backend, nets.CNN(CHANNELS, side, CLASSES), x, t, nbytes, warmup, repeat)
 
 
 def build(device: str, pool: str, batch: int) -> Workload:

@@ -30,13 +30,7 @@ def mlp_workload(device: str, pool: str, batch: int, sizes=SIZES, warmup: int = 
 def _build(backend, batch, sizes, warmup, repeat, nbytes):
     from .. import chainer_nets as nets
     x, t = nets.teacher_batch(batch, sizes[0], sizes[-1])
-    model = nets.MLP(sizes)
-    model.to_device(backend.device)
-    x, t = backend.device.send(x), backend.device.send(t)
-    trainer = nets.Trainer(model, lambda: nets.F.softmax_cross_entropy(model(x), t))
-    return Workload(step=guard_refusal_does_not_fit(nbytes)(trainer.step), sync=backend.sync, gpus=backend.gpus,
-                    check=lambda: dict(trainer.check(), shims=backend.shims), work={"samples": batch},
-                    warmup=warmup, repeat=repeat)
+    return nets.classifier_workload(backend, nets.MLP(sizes), x, t, nbytes, warmup, repeat)
 
 
 def build(device: str, pool: str, batch: int) -> Workload:
