@@ -80,6 +80,19 @@ def test_config_runs_each_case_in_its_own_process_in_the_existing_environment():
     assert "torch" in conf["matrix"]["req"]  # the version axis for virtualenv runs
 
 
+def test_virtualenv_runs_keep_the_matrix_versions():
+    """The project goes into each virtualenv without its dependencies (asv's default reinstalls
+    them at their newest release, undoing the matrix), so the matrix must name every one."""
+    import re
+    import tomllib
+    from asv.util import load_json
+    conf = load_json(str(REPO / "asv.conf.json"), js_comments=True)
+    assert all("--no-deps" in c for c in conf["install_command"] + conf["build_command"])
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in deps}
+    assert names <= set(conf["matrix"]["req"]), names - set(conf["matrix"]["req"])
+
+
 def test_benchmarks_see_the_harness_and_keep_nvlink_multicast_off(monkeypatch):
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # even if the caller's shell says otherwise
