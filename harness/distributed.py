@@ -24,17 +24,17 @@ def worker(rank: int, world: int, job: training.Job) -> dict:
     backend = "nccl" if job.device == "cuda" else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=world,
                             device_id=torch.device(device) if job.device == "cuda" else None)
-    try:
-        trainer = _trainer(torch, job, device, rank, world)
-        sync = (lambda: torch.cuda.synchronize(device)) if job.device == "cuda" else (lambda: None)
-        timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat)
-        losses = trainer["losses"]()
-        dist.all_reduce(losses)  # mean of equal shards' means: the global batch's loss
-        first, last = (float(v) / world for v in losses)
-        return {"timing": timing.to_dict(), "loss_first": first, "loss": last,
-                "memory": _memory(torch, job, device, rank)}
-    finally:
-        dist.destroy_process_group()
+    trainer = _trainer(torch, job, device, rank, world)
+    sync = (lambda: torch.cuda.synchronize(device)) if job.device == "cuda" else (lambda: None)
+    timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat)
+    losses = trainer["losses"]()
+    dist.all_reduce(losses)  # mean of equal shards' means: the global batch's loss
+    first, last = (float(v) / world for v in losses)
+    result = {"timing": timing.to_dict(), "loss_first": first, "loss": last, "memory": _memory(torch, job, device, rank)}
+    # Only on success: after an error a peer may be stuck in a collective and the destroy with
+    # it; the launcher kills every rank instead.
+    dist.destroy_process_group()
+    return result
 
 
 def _device(torch, job, rank, world) -> str:
@@ -79,15 +79,17 @@ def _fully_shard(torch, job, model, world):
     from torch.distributed.fsdp import fully_shard
     mesh = init_device_mesh(job.device, (world,))
     for layer in training.layers(job, model):
-        if any(True for _ in layer.parameters(recurse=True)) and not _is_shared(layer, model):
+        if _is_block(layer, model):
             fully_shard(layer, mesh=mesh)
     return fully_shard(model, mesh=mesh)
 
 
-def _is_shared(layer, model) -> bool:
-    # lm_layers wraps the embeddings and the head in new containers; shard the real modules
-    # under the model instead (the root unit takes whatever is left).
-    return not any(layer is m for m in model.modules())
+def _is_block(layer, model) -> bool:
+    """A transformer block or a ResNet bottleneck: a unit of the model's own with parameters.
+    Single convolutions, norms and the classifier stay in the root unit (one all-gather for
+    all of them); the embedding and head wrappers of ``lm_layers`` are not the model's modules."""
+    own = any(layer is m for m in model.modules())
+    return own and bool(list(layer.children())) and any(True for _ in layer.parameters())
 
 
 def _memory(torch, job, device, rank) -> dict:

@@ -17,7 +17,6 @@ import os
 import queue as queues
 import signal
 import socket
-import sys
 import time
 import traceback
 
@@ -119,7 +118,7 @@ def _entry(worker, rank, world, env, results, args):
     except BaseException as e:  # everything goes back to the parent, which decides
         results.put((rank, _status(e), (type(e).__name__, str(e), traceback.format_exc())))
         _flush(results)
-        sys.exit(1)
+        os._exit(1)  # skip exit handlers: NCCL's can block on a peer stuck in a collective
     results.put((rank, "ok", payload))
     _flush(results)
 

@@ -81,7 +81,8 @@ class Stages:
                 sync()
                 t0 = time.perf_counter()
                 for x in inputs[s]:
-                    x = x.detach().requires_grad_(x.is_floating_point())
+                    # Later stages compute their input's gradient in training; stage 0 does not.
+                    x = x.detach().requires_grad_(s > 0 and x.is_floating_point())
                     out = stage(x)
                     out.backward(torch.ones_like(out))
                 sync()

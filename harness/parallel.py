@@ -13,12 +13,14 @@ rank 0's own timing and each rank's allocator peak come back as the Workload's m
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
 from .cases import Workload
 from .outcomes import CheckFailed, Skip
 from .requirements import need_module, need_torch_cuda
+from .suite import MULTICAST_OFF
 from .timing import Timing
 from .training import Job
 
@@ -29,6 +31,9 @@ LAUNCH_TIMEOUT_S = 500  # under asv's 600 s per benchmark, so the launcher's cle
 
 
 def build(job: Job) -> Workload:
+    # nn.DataParallel broadcasts through NCCL in this process, and spawned workers inherit this
+    # environment: NVLink multicast stays off whatever the calling shell says (DESIGN.md).
+    os.environ.update(MULTICAST_OFF)
     _check_fits_strategy(job)
     _need_runtime(job)
     if job.strategy in MULTI_PROCESS:

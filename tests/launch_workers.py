@@ -30,3 +30,8 @@ def hangs_with_a_child(rank, world, pid_dir):
 def note_pid(pid_dir, name, pid=None):
     with open(os.path.join(pid_dir, str(name)), "w") as f:
         f.write(str(pid or os.getpid()))
+
+
+def multicast_settings(rank, world):
+    names = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+    return {n: os.environ.get(n) for n in names}

@@ -154,3 +154,9 @@ def _workers_left() -> list:
     # multiprocessing's resource tracker is one per parent, shared by every launch, and holds no GPU.
     return [c for c in psutil.Process().children(recursive=True)
             if "resource_tracker" not in " ".join(c.cmdline())]
+
+
+def test_workers_run_with_nvlink_multicast_off(monkeypatch):
+    from harness.suite import MULTICAST_OFF
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
+    assert launch(launch_workers.multicast_settings, 2, timeout_s=30) == [MULTICAST_OFF, MULTICAST_OFF]
