@@ -160,3 +160,15 @@ def test_workers_run_with_nvlink_multicast_off(monkeypatch):
     from harness.suite import MULTICAST_OFF
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
     assert launch(launch_workers.multicast_settings, 2, timeout_s=30) == [MULTICAST_OFF, MULTICAST_OFF]
+
+
+def test_scaling_efficiency_is_the_baseline_time_over_k_times_the_strategys():
+    from dataclasses import replace
+
+    from harness.scaling import scaling_efficiency
+    from harness.timing import Timing
+    base, ddp = run_lm("single"), run_lm("ddp", 2)
+    base = replace(base, timing=Timing(1.0, 1.0, 1.0, 1.0, 1.0, 3, 1))
+    ddp = replace(ddp, timing=Timing(0.625, 0.6, 0.7, 0.6, 0.7, 3, 1))
+    other = replace(ddp, params={**ddp.params, "width": 64})  # another workload: no baseline
+    assert [(r.params["strategy"], e) for r, e in scaling_efficiency([base, ddp, other])] == [("ddp", 0.8)]
