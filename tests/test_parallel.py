@@ -73,11 +73,12 @@ def run_lm(strategy, gpus=1, micro_batches=1):
 
 
 def _measure_lm(strategy, gpus, micro_batches):
-    from harness.parallel import build
+    """The real case's parameters and record, with fewer steps (one warm-up, three timed)."""
     from harness.cases import Case
-    case = Case(name="parallel_lm", params={}, build=lambda: build(lm_job(strategy, "cpu", gpus, micro_batches,
-                                                                            **TINY, warmup=1, repeat=3)))
-    rec = execute(case, {})
+    from harness.cases.parallel_lm import CASE
+    from harness.parallel import build
+    quick = Case(name=CASE.name, params=CASE.params, build=lambda **p: build(lm_job(**p, warmup=1, repeat=3)))
+    rec = execute(quick, dict(strategy=strategy, device="cpu", gpus=gpus, micro_batches=micro_batches, **TINY))
     assert rec.outcome == OK, rec.reason
     return rec
 
