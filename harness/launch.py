@@ -57,11 +57,12 @@ def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0) -> li
 
 def _collect(procs, results, world, deadline, timeout_s) -> list:
     done: dict[int, object] = {}
+    exited: set[int] = set()
     while len(done) < world:
         try:
             rank, status, payload = results.get(timeout=POLL_S)
         except queues.Empty:
-            _raise_if_dead(procs, done)
+            exited = _raise_if_dead(procs, done, exited)
             if time.monotonic() > deadline:
                 raise LaunchError(f"workers ran past {timeout_s:.0f} s (ranks not done: "
                                   f"{sorted(set(range(world)) - set(done))}); all were killed. "
@@ -74,11 +75,15 @@ def _collect(procs, results, world, deadline, timeout_s) -> list:
     return [done[r] for r in range(world)]
 
 
-def _raise_if_dead(procs, done):
-    for rank, p in enumerate(procs):
-        if rank not in done and p.exitcode is not None:
-            raise LaunchError(f"rank {rank} exited with code {p.exitcode} before reporting a result "
-                              "(killed, or it called exit); all workers were killed")
+def _raise_if_dead(procs, done, exited: set) -> set:
+    """Ranks found gone without a result. A worker may put its result and exit between one
+    empty poll and this look, so a rank counts as lost only when it was already gone at the
+    previous empty poll: its result, flushed before it exited, would have arrived in between."""
+    gone = {rank for rank, p in enumerate(procs) if rank not in done and p.exitcode is not None}
+    for rank in sorted(gone & exited):
+        raise LaunchError(f"rank {rank} exited with code {procs[rank].exitcode} before reporting a result "
+                          "(killed, or it called exit); all workers were killed")
+    return gone
 
 
 def _raise_from_worker(rank, status, payload):
@@ -136,6 +141,8 @@ def _flush(results):
 
 
 def _die_with_parent():
+    # The signal comes when the thread that started this process ends: ``launch`` waits for its
+    # workers in that same thread, so that is when the parent is gone.
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -35,3 +35,16 @@ def note_pid(pid_dir, name, pid=None):
 def multicast_settings(rank, world):
     names = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
     return {n: os.environ.get(n) for n in names}
+
+
+def runs_out_of_memory_on_rank_1(rank, world):
+    if rank == 1:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    return rank
+
+
+def skips_on_rank_0(rank, world):
+    from harness.outcomes import Skip
+    if rank == 0:
+        raise Skip("needs something this box lacks")
+    return rank

@@ -173,3 +173,13 @@ def test_scaling_efficiency_is_the_baseline_time_over_k_times_the_strategys():
     ddp = replace(ddp, timing=Timing(0.625, 0.6, 0.7, 0.6, 0.7, 3, 1))
     other = replace(ddp, params={**ddp.params, "width": 64})  # another workload: no baseline
     assert [(r.params["strategy"], e) for r, e in scaling_efficiency([base, ddp, other])] == [("ddp", 0.8)]
+
+
+def test_a_worker_out_of_memory_is_does_not_fit_and_a_worker_skip_is_a_skip():
+    from harness.outcomes import DoesNotFit, Skip, requested_bytes
+    with pytest.raises(DoesNotFit, match="rank 1") as e:
+        launch(launch_workers.runs_out_of_memory_on_rank_1, 2, timeout_s=30)
+    assert requested_bytes(str(e.value)) == 20 * 2**30
+    with pytest.raises(Skip, match="needs something this box lacks"):
+        launch(launch_workers.skips_on_rank_0, 2, timeout_s=30)
+    assert _workers_left() == []
