@@ -109,8 +109,12 @@ def _one_process(job: Job) -> Workload:
             result.update(bubble(trainer, sync, statistics.median(durations[job.warmup:] or durations)))
         return result
 
-    return Workload(step=step, check=check, work=job.work(), sync=sync, gpus=tuple(range(job.gpus)) if job.device == "cuda" else (),
+    return Workload(step=step, check=check, work=job.work(), sync=sync, gpus=_gpus(job),
                     warmup=job.warmup, repeat=job.repeat)
+
+
+def _gpus(job: Job) -> tuple:
+    return tuple(range(job.gpus)) if job.device == "cuda" else ()
 
 
 def bubble(stages, sync, step_s: float) -> dict:
@@ -142,5 +146,4 @@ def _multi_process(job: Job) -> Workload:
     check = {**loss_check(ranks[0]["loss_first"], ranks[0]["loss"]),
              "rank_median_s": [r["timing"]["median_s"] for r in ranks]}
     return Workload(step=lambda: None, check=lambda: check, work=job.work(),
-                    gpus=tuple(range(job.gpus)) if job.device == "cuda" else (),
-                    timing=Timing(**ranks[0]["timing"]), memory=memory)
+                    gpus=_gpus(job), timing=Timing(**ranks[0]["timing"]), memory=memory)
