@@ -104,3 +104,33 @@ def images(batch: int, size: int, classes: int, seed: int = 0, device="cpu"):
 def parameter_count(model) -> int:
     """Distinct parameters: a tied weight counts once."""
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+# ---- the same models as a sequence of layers, for model parallelism --------------------------
+
+def lm_layers(model) -> list:
+    """The LM as consecutive layers (embedding, each block, norm and head) that share the
+    model's parameters: run in sequence they compute ``model(tokens)`` exactly."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Embed(nn.Module):
+        def __init__(self, embed, position):
+            super().__init__()
+            self.embed, self.position = embed, position
+
+        def forward(self, tokens):
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            return self.embed(tokens) + self.position(positions)
+
+    head = nn.Sequential(model.norm, model.head)
+    return [Embed(model.embed, model.position), *model.blocks, head]
+
+
+def resnet_layers(model) -> list:
+    """torchvision's ResNet as consecutive layers: the stem's modules, each bottleneck block of
+    the four stages, pooling, flatten and the classifier (what ``ResNet.forward`` runs)."""
+    torch = _torch()
+    stem = [model.conv1, model.bn1, model.relu, model.maxpool]
+    blocks = [b for stage in (model.layer1, model.layer2, model.layer3, model.layer4) for b in stage]
+    return [*stem, *blocks, model.avgpool, torch.nn.Flatten(1), model.fc]

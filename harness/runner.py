@@ -44,8 +44,8 @@ def execute(case: str | cases.Case, params: dict, *, devices: Devices | None = N
         with peak:
             workload = case.build(**params)
             try:
-                timing = time_steps(workload.step, sync=workload.sync, prepare=workload.prepare,
-                                    warmup=workload.warmup, repeat=workload.repeat)
+                timing = workload.timing or time_steps(workload.step, sync=workload.sync, prepare=workload.prepare,
+                                                       warmup=workload.warmup, repeat=workload.repeat)
                 check = workload.check()
             finally:
                 workload.close()
@@ -59,7 +59,7 @@ def execute(case: str | cases.Case, params: dict, *, devices: Devices | None = N
         dnf = as_does_not_fit(e, case.declared_bytes(**params))
         return Record(outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
                       memory=peak.bytes, environment=snapshot(devices), **common)
-    return Record(outcome=OK, timing=timing, work=workload.work, memory=peak.bytes, check=check,
+    return Record(outcome=OK, timing=timing, work=workload.work, memory={**peak.bytes, **workload.memory}, check=check,
                   environment=snapshot(devices), **common)
 
 

@@ -33,6 +33,17 @@ CLASSES = {
     "chainer_pool.Mlp": (["pool", "batch"], [GPU_POOLS, [256, 4096, 65536, 262144]], "device"),
     "chainer_pool.CnnCpu": (["batch"], [[128]], "host"),
     "chainer_pool.Cnn": (["pool", "batch"], [GPU_POOLS, [128, 1024, 4096, 8192]], "device"),
+    "parallel.ResnetSingle": (["image_size"], [[224, 1024]], "device"),
+    "parallel.ResnetDataParallel": (["strategy", "gpus"], [["dp", "ddp", "fsdp"], [1, 2, 4, 8]], "device"),
+    "parallel.ResnetModelParallel": (["gpus"], [[2, 4, 8]], "device"),
+    "parallel.ResnetPipeline": (["gpus", "micro_batches"], [[2, 4, 8], [2, 5, 10]], "device"),
+    "parallel.LmSingle": ([], [], "device"),
+    "parallel.LmDataParallel": (["strategy", "gpus"], [["dp", "ddp", "fsdp"], [1, 2, 4, 8]], "device"),
+    "parallel.LmModelParallel": (["gpus"], [[2, 4, 8]], "device"),
+    "parallel.LmPipeline": (["gpus", "micro_batches"], [[2, 4, 8], [2, 4, 8]], "device"),
+    "parallel.LmCpuSingle": ([], [], "host"),
+    "parallel.LmCpu": (["strategy"], [["ddp", "naive_mp", "fsdp"]], "host"),
+    "parallel.LmCpuPipeline": (["micro_batches"], [[2, 4]], "host"),
 }
 EXPECTED = {}
 for cls, (names, values, where) in CLASSES.items():

@@ -9,12 +9,12 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..timing import no_prepare, no_sync
+from ..timing import Timing, no_prepare, no_sync
 
 # case name -> module under harness.cases that defines CASE
 MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unified_seed", "out_of_core": "out_of_core",
            "chainer_gcn": "chainer_gcn", "chainer_mlp": "chainer_mlp", "chainer_cnn": "chainer_cnn",
-           "torch_gcn": "torch_gcn"}
+           "torch_gcn": "torch_gcn", "parallel_resnet50": "parallel_resnet50", "parallel_lm": "parallel_lm"}
 
 
 @dataclass
@@ -30,6 +30,11 @@ class Workload:
     warmup: int = 2
     repeat: int = 10
     close: Callable[[], None] = lambda: None
+    # Measured elsewhere: a multi-process case times its steps inside its workers (the process
+    # that calls ``step`` here only waits) and hands back that timing and each worker's peak
+    # memory. The runner then files these instead of timing ``step``.
+    timing: Timing | None = None
+    memory: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

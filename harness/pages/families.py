@@ -27,6 +27,13 @@ FAMILIES = {
                           ceilings=("h2d_pinned", "d2h_pinned")),
     "unified_seed": Family("Unified memory: the seed scenario (managed pool)", workload=("fraction",),
                            ceilings=("device_copy",)),
+    "parallel_resnet50": Family("Data versus model parallel: ResNet50", workload=("device", "batch", "image_size"),
+                                ceilings=("matmul_fp32", "p2p_copy"),
+                                note="batch is the global batch; gpus counts CPU workers where device is cpu."),
+    "parallel_lm": Family("Data versus model parallel: transformer LM",
+                          workload=("device", "batch", "depth", "width", "seq_len"),
+                          ceilings=("matmul_fp32", "p2p_copy"),
+                          note="batch is the global batch, in sequences; gpus counts CPU workers where device is cpu."),
 }
 
 

@@ -1,0 +1,26 @@
+"""Data parallel versus model parallel on torchvision's ResNet50: 1000 classes, SGD, MSE against
+one-hot labels, random images; by default batch 10 of 3 x 1024 x 1024, the well-known two-GPU
+model-parallel tutorial. ``strategy`` and ``gpus`` choose how it is spread (``harness.parallel``);
+``batch`` is the global batch, the same for every strategy. Its BatchNorm sees each shard or
+micro-batch alone, so strategies agree on the loss only roughly here; the transformer case is
+the exact one."""
+from ..parallel import STRATEGIES, build
+from ..training import Job
+from . import Case
+
+DEVICES = ("cuda", "cpu")
+GPUS = (1, 2, 3, 4, 8)
+MICRO_BATCHES = (1, 2, 5, 10)
+BATCHES = (2, 10, 20, 40, 80)
+IMAGE_SIZES = (64, 224, 512, 1024)
+
+
+def _build(strategy, device, gpus, micro_batches, batch, image_size):
+    return build(Job(model="resnet50", strategy=strategy, device=device, gpus=gpus, batch=batch,
+                     micro_batches=micro_batches, image_size=image_size, warmup=2, repeat=10))
+
+
+CASE = Case(name="parallel_resnet50",
+            params={"strategy": STRATEGIES, "device": DEVICES, "gpus": GPUS, "micro_batches": MICRO_BATCHES,
+                    "batch": BATCHES, "image_size": IMAGE_SIZES},
+            build=_build, doc=__doc__)

@@ -1,0 +1,185 @@
+"""Data versus model parallel on the CPU (gloo, two processes, a tiny transformer): every
+strategy reaches the single-device loss; the stage splitter balances; too few GPUs is a skip;
+a crashing or hanging worker leaves no process behind."""
+import itertools
+import os
+import time
+
+import psutil
+import pytest
+import torch
+
+import launch_workers  # beside this file: what spawned workers import must not pull in torch
+
+from harness.cases.parallel_lm import job as lm_job
+from harness.launch import LaunchError, launch
+from harness.models import LMConfig, lm_layers, tokens, transformer_lm
+from harness.outcomes import OK, SKIPPED
+from harness.runner import execute
+from harness.stages import split_balanced, stage_ranges
+
+TINY = dict(batch=4, depth=2, width=32, seq_len=16)
+
+
+# ---- the stage splitter -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("sizes, k, cuts", [
+    ([1, 1, 1, 1, 2, 2], 2, [4]),  # 4 | 4
+    ([5, 1, 1, 1, 1, 1, 5], 3, [1, 6]),  # 5 | 5 | 5
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9], 3, [5, 7]),  # 15 | 13 | 17: no cut does better than 17
+    ([9, 1, 1, 1], 4, [1, 2, 3]),  # as many stages as layers: one each
+    ([3, 3, 3], 1, []),
+])
+def test_split_balanced_gives_the_expected_cuts(sizes, k, cuts):
+    assert split_balanced(sizes, k) == cuts
+
+
+def test_split_balanced_reaches_the_brute_force_optimum():
+    sizes = [7, 2, 9, 4, 4, 1, 8, 3, 6, 5]
+    for k in range(1, 6):
+        best = min(max(sum(sizes[a:b]) for a, b in stage_ranges(list(c), len(sizes)))
+                   for c in itertools.combinations(range(1, len(sizes)), k - 1))
+        got = split_balanced(sizes, k)
+        assert len(got) == k - 1 and all(a < b for a, b in stage_ranges(got, len(sizes)))
+        assert max(sum(sizes[a:b]) for a, b in stage_ranges(got, len(sizes))) == best
+
+
+def test_split_balanced_refuses_more_stages_than_layers():
+    with pytest.raises(ValueError, match="at most 2 devices"):
+        split_balanced([1, 1], 3)
+
+
+def test_lm_layers_in_sequence_compute_the_model():
+    model = transformer_lm(LMConfig(vocab=97, width=32, depth=2, heads=2, seq_len=16))
+    x, _ = tokens(2, 16, 97)
+    with torch.no_grad():
+        y = x
+        for layer in lm_layers(model):
+            y = layer(y)
+        assert torch.equal(y, model(x))
+
+
+# ---- every strategy computes the same training ------------------------------------------------
+
+_RECORDS = {}
+
+
+def run_lm(strategy, gpus=1, micro_batches=1):
+    """One record per strategy for the whole module: each launch costs seconds on 2 cores."""
+    key = (strategy, gpus, micro_batches)
+    if key not in _RECORDS:
+        _RECORDS[key] = _measure_lm(*key)
+    return _RECORDS[key]
+
+
+def _measure_lm(strategy, gpus, micro_batches):
+    """The real case's parameters and record, with fewer steps (one warm-up, three timed)."""
+    from harness.cases import Case
+    from harness.cases.parallel_lm import CASE
+    from harness.parallel import build
+    quick = Case(name=CASE.name, params=CASE.params, build=lambda **p: build(lm_job(**p, warmup=1, repeat=3)))
+    rec = execute(quick, dict(strategy=strategy, device="cpu", gpus=gpus, micro_batches=micro_batches, **TINY))
+    assert rec.outcome == OK, rec.reason
+    return rec
+
+
+@pytest.fixture
+def single():
+    return run_lm("single")
+
+
+@pytest.mark.parametrize("strategy, gpus, micro_batches", [
+    ("naive_mp", 2, 1), ("pipeline", 2, 2), ("pipeline", 2, 4), ("ddp", 2, 1), ("fsdp", 2, 1)])
+def test_strategies_reach_the_single_device_loss(single, strategy, gpus, micro_batches):
+    rec = run_lm(strategy, gpus, micro_batches)
+    # Four SGD steps moved the loss far more than the tolerance, so equal losses mean equal training.
+    assert abs(single.check["loss"] - single.check["loss_first"]) > 1e-2
+    assert rec.check["loss_first"] == pytest.approx(single.check["loss_first"], rel=1e-5)
+    assert rec.check["loss"] == pytest.approx(single.check["loss"], rel=1e-5)
+    assert rec.work == {"samples": 4, "tokens": 64}
+
+
+def test_multi_process_record_carries_rank_zero_timing_and_each_ranks_memory():
+    rec = run_lm("ddp", 2)
+    assert rec.timing.median_s == rec.check["rank_median_s"][0]
+    assert rec.timing.steps == 3 and rec.timing.warmup == 1
+    assert {"host.max_rss.rank0", "host.max_rss.rank1"} <= set(rec.memory)
+
+
+def test_model_parallel_records_its_cut_and_bubble():
+    rec = run_lm("pipeline", 2, 2)
+    assert rec.check["cuts"] == [3]  # embedding and both blocks | the 32000-word head
+    assert len(rec.check["stage_busy_s"]) == 2 and 0 <= rec.check["bubble_fraction"] <= 1
+
+
+# ---- what cannot run here is a skip with its reason --------------------------------------------
+
+def test_more_gpus_than_the_box_has_is_skipped_with_the_reason():
+    from harness.devices import discover
+    want = discover().count + 1
+    rec = execute("parallel_lm", dict(strategy="ddp", device="cuda", gpus=8 if want <= 8 else want,
+                                      micro_batches=1, batch=8, depth=2, width=32, seq_len=16))
+    assert rec.outcome == SKIPPED and "needs 8 GPU(s)" in rec.reason
+
+
+def test_meaningless_combinations_are_skipped_with_the_fix():
+    rec = execute("parallel_lm", dict(strategy="ddp", device="cpu", gpus=2, micro_batches=4, **TINY))
+    assert rec.outcome == SKIPPED and "use micro_batches=1" in rec.reason
+    rec = execute("parallel_lm", dict(strategy="dp", device="cpu", gpus=2, micro_batches=1, **TINY))
+    assert rec.outcome == SKIPPED and "use ddp" in rec.reason
+
+
+# ---- the launcher leaves nothing behind ----------------------------------------------------------
+
+def _alive(pid_dir) -> list[int]:
+    pids = [int(open(os.path.join(pid_dir, n)).read()) for n in os.listdir(pid_dir)]
+    assert pids, "the workers never started"
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize("worker, timeout_s, message", [
+    (launch_workers.raises_on_rank_1, 20, "rank 1 failed with RuntimeError: boom from the test"),
+    (launch_workers.exits_on_rank_1, 20, "rank 1 exited with code 3"),
+    (launch_workers.hangs_with_a_child, 5, "ran past 5 s"),
+])
+def test_a_failing_worker_leaves_no_process_behind(tmp_path, worker, timeout_s, message):
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match=message):
+        launch(worker, 2, (str(tmp_path),), timeout_s=timeout_s)
+    assert time.monotonic() - t0 < 30  # not the peers' 60 s sleep
+    assert _alive(tmp_path) == []
+    assert _workers_left() == []
+
+
+def _workers_left() -> list:
+    # multiprocessing's resource tracker is one per parent, shared by every launch, and holds no GPU.
+    return [c for c in psutil.Process().children(recursive=True)
+            if "resource_tracker" not in " ".join(c.cmdline())]
+
+
+def test_workers_run_with_nvlink_multicast_off(monkeypatch):
+    from harness.suite import MULTICAST_OFF
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
+    assert launch(launch_workers.multicast_settings, 2, timeout_s=30) == [MULTICAST_OFF, MULTICAST_OFF]
+
+
+def test_scaling_efficiency_is_the_baseline_time_over_k_times_the_strategys():
+    from dataclasses import replace
+
+    from harness.scaling import scaling_efficiency
+    from harness.timing import Timing
+    base, ddp = run_lm("single"), run_lm("ddp", 2)
+    base = replace(base, timing=Timing(1.0, 1.0, 1.0, 1.0, 1.0, 3, 1))
+    ddp = replace(ddp, timing=Timing(0.625, 0.6, 0.7, 0.6, 0.7, 3, 1))
+    other = replace(ddp, params={**ddp.params, "width": 64})  # another workload: no baseline
+    assert [(r.params["strategy"], e) for r, e in scaling_efficiency([base, ddp, other])] == [("ddp", 0.8)]
+
+
+def test_a_worker_out_of_memory_is_does_not_fit_and_a_worker_skip_is_a_skip():
+    from harness.outcomes import DoesNotFit, Skip, requested_bytes
+    with pytest.raises(DoesNotFit, match="rank 1") as e:
+        launch(launch_workers.runs_out_of_memory_on_rank_1, 2, timeout_s=30)
+    assert requested_bytes(str(e.value)) == 20 * 2**30
+    with pytest.raises(Skip, match="needs something this box lacks"):
+        launch(launch_workers.skips_on_rank_0, 2, timeout_s=30)
+    assert _workers_left() == []
