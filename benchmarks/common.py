@@ -1,7 +1,14 @@
 """What every benchmark class tracks of its case's record. asv treats bigger as worse: seconds
 per step and bytes go up when things get worse, so those are what it tracks; rates belong in the
 project's own pages. Names starting with "_" are not collected by asv as benchmarks."""
-from harness.runner import measure
+import os
+from pathlib import Path
+
+from harness.runner import RECORDS_ENV, measure
+
+# In an `asv run -E virtualenv` environment the harness is an installed wheel, and records filed
+# beside it would land inside .asv/env: file them in this checkout's results/records instead.
+os.environ.setdefault(RECORDS_ENV, str(Path(__file__).resolve().parents[1] / "results" / "records"))
 
 
 class _Case:

@@ -137,3 +137,16 @@ def test_one_run_over_two_environments_reads_back_only_its_own_record(records_di
     assert runner._earlier(ctx, "ceilings", {"probe": "host_copy"}) is None
     record.append(ctx.path, replace(other, environment=snapshot()))
     assert runner._earlier(ctx, "ceilings", {"probe": "host_copy"}) is not None
+
+
+def test_benchmarks_file_records_in_this_checkout_wherever_the_harness_is_installed(monkeypatch):
+    import importlib
+    monkeypatch.setenv("OOMBENCH_RECORDS", "")  # so that the variable is put back as it was after the test
+    monkeypatch.delenv("OOMBENCH_RECORDS")
+    sys.path.insert(0, str(REPO))
+    try:
+        importlib.reload(importlib.import_module("benchmarks.common"))
+    finally:
+        sys.path.remove(str(REPO))
+    import os
+    assert os.environ["OOMBENCH_RECORDS"] == str(REPO / "results" / "records")
