@@ -14,7 +14,7 @@ from ..timing import no_prepare, no_sync
 # case name -> module under harness.cases that defines CASE
 MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unified_seed", "out_of_core": "out_of_core",
            "chainer_gcn": "chainer_gcn", "chainer_mlp": "chainer_mlp", "chainer_cnn": "chainer_cnn",
-           "torch_gcn": "torch_gcn", "tricks": "tricks"}
+           "torch_gcn": "torch_gcn", "tricks": "tricks", "fits": "fits"}
 
 
 @dataclass

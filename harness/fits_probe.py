@@ -1,0 +1,51 @@
+"""One "what fits" probe, alone in its process: ``python -m harness.fits_probe PARAMS_JSON N FRACTION``.
+
+Caps the CUDA allocator at FRACTION of the card before anything is allocated, builds the
+``tricks`` training step at batch N (no accumulation), runs ``STEPS`` optimizer steps and prints
+one JSON line: ``{"fits": true|false, "pid": ..., "peak_allocated": bytes, "reason": ...}``.
+Out of memory is an answer (exit 0); any other error is a broken probe (a traceback, exit 1).
+On the CPU there is no allocator cap: the probe only says whether the step runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+STEPS = 2  # the second step holds the optimizer state the first one created
+
+
+def probe(params: dict, n: int, fraction: float) -> dict:
+    from .cases.tricks import make_trainer, torch_on
+    from .outcomes import is_out_of_memory
+    torch = torch_on(params["device"])
+    cuda = params["device"] == "cuda"
+    if cuda:
+        torch.cuda.set_per_process_memory_fraction(fraction, 0)
+    result = {"pid": os.getpid(), "n": n}
+    try:
+        trainer, _ = make_trainer(**dict(params, batch=n, micro_batch=n))
+        for _ in range(STEPS):
+            trainer.step()
+        if cuda:
+            torch.cuda.synchronize()
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        return dict(result, fits=False, reason=str(e).strip().splitlines()[0])
+    if cuda:
+        result["peak_allocated"] = int(torch.cuda.max_memory_allocated(0))
+        result["peak_reserved"] = int(torch.cuda.max_memory_reserved(0))
+    return dict(result, fits=True)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3:
+        raise SystemExit("usage: python -m harness.fits_probe PARAMS_JSON N FRACTION")
+    print(json.dumps(probe(json.loads(argv[0]), int(argv[1]), float(argv[2]))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""What fits: the search finds the exact boundary of a fake memory model, each real probe runs in
+a process of its own, and a budget beyond the card is skipped with the reason."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import fits
+from harness.outcomes import Skip
+from harness.runner import execute
+
+# A probe that costs a process start, not a model: fits while n is at most the argument.
+FAKE_PROBE = "import json, os, sys; n = int(sys.argv[1]); print(json.dumps({'fits': n <= int(sys.argv[2]), 'pid': os.getpid()}))"
+
+
+@pytest.mark.parametrize("boundary", [1, 2, 3, 37, 64, 65, 1000, 4097])
+def test_search_returns_the_exact_boundary_of_a_fake_memory_model(boundary):
+    per_sample, fixed, budget = 3_000_000, 500_000_000, None
+    budget = fixed + boundary * per_sample  # batch `boundary` fits exactly, one more does not
+    search = fits.largest_fitting(lambda n: fixed + n * per_sample <= budget)
+    assert search.largest == boundary
+    assert (boundary, True) in search.probed and (boundary + 1, False) in search.probed
+    assert len({n for n, _ in search.probed}) == search.probes  # no batch probed twice
+
+
+def test_search_reports_zero_when_nothing_fits_and_stops_at_the_limit():
+    assert fits.largest_fitting(lambda n: False).largest == 0
+    assert fits.largest_fitting(lambda n: True, limit=100).largest == 100
+
+
+def test_every_probe_runs_in_a_fresh_process():
+    prober = fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"])
+    search = fits.largest_fitting(prober)
+    assert search.largest == 5
+    pids = [r["pid"] for r in prober.results]
+    assert len(pids) == search.probes and len(set(pids)) == len(pids) and os.getpid() not in pids
+
+
+def test_a_crashing_probe_raises_instead_of_reading_as_does_not_fit():
+    prober = fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", "raise SystemExit('boom')"])
+    with pytest.raises(RuntimeError, match="fix the probe"):
+        prober(1)
+
+
+def test_a_budget_larger_than_the_card_is_skipped_with_the_reason():
+    card = 24 * 2**30  # a 24 GB card: 25.8 x 10^9 bytes
+    assert fits.budget_bytes("24GB", card) == 24 * fits.GB
+    assert fits.budget_bytes("card", card) == card
+    with pytest.raises(Skip, match="budget 40GB is larger than this card"):
+        fits.budget_bytes("40GB", card)
+
+
+def test_what_fits_skips_on_the_cpu_with_the_reason():
+    rec = execute("fits", dict(device="cpu", workload="lm", technique="fp32", budget="16GB", vocab=128, width=32,
+                               depth=2, seq_len=16))
+    assert rec.outcome == "skipped" and "set_per_process_memory_fraction" in rec.reason
+
+
+def test_the_real_probe_trains_in_its_own_process_and_answers_in_json():
+    params = dict(device="cpu", workload="lm", technique="bf16_autocast", vocab=128, width=32, depth=2, seq_len=16)
+    argv = fits.probe_argv(params, 1.0)(3)
+    done = subprocess.run(argv, capture_output=True, text=True, env=fits.probe_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["fits"] is True and answer["n"] == 3 and answer["pid"] != os.getpid()
