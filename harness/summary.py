@@ -7,7 +7,8 @@ from .record import Record
 RATE_UNITS = {"flops": (1e12, "TFLOP/s"), "bytes": (1e9, "GB/s"),
               "migrated_bytes": (1e9, "GB/s migrated"), "h2d_bytes": (1e9, "GB/s host-to-device"),
               # training steps: what one step processes (a full-batch GCN step: every node and edge)
-              "nodes": (1e6, "M nodes/s"), "edges": (1e6, "M edges/s"), "samples": (1e3, "k samples/s")}
+              "nodes": (1e6, "M nodes/s"), "edges": (1e6, "M edges/s"), "samples": (1e3, "k samples/s"),
+              "tokens": (1e3, "k tokens/s")}
 
 
 def rate_text(rec: Record) -> str:
