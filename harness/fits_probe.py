@@ -13,11 +13,18 @@ import os
 import sys
 
 STEPS = 2  # the second step holds the optimizer state the first one created
+# Under a cap, cuBLAS and cuDNN can fail to get their workspace from the capped allocator and
+# say so in their own words rather than as torch's OutOfMemoryError.
+LIBRARY_OOM = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE")
+
+
+def out_of_memory(e: BaseException) -> bool:
+    from .outcomes import is_out_of_memory
+    return is_out_of_memory(e) or any(text in str(e) for text in LIBRARY_OOM)
 
 
 def probe(params: dict, n: int, fraction: float) -> dict:
     from .cases.tricks import make_trainer, torch_on
-    from .outcomes import is_out_of_memory
     torch = torch_on(params["device"])
     cuda = params["device"] == "cuda"
     if cuda:
@@ -30,7 +37,7 @@ def probe(params: dict, n: int, fraction: float) -> dict:
         if cuda:
             torch.cuda.synchronize()
     except Exception as e:
-        if not is_out_of_memory(e):
+        if not out_of_memory(e):
             raise
         return dict(result, fits=False, reason=str(e).strip().splitlines()[0])
     if cuda:

@@ -65,3 +65,10 @@ def test_the_real_probe_trains_in_its_own_process_and_answers_in_json():
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["fits"] is True and answer["n"] == 3 and answer["pid"] != os.getpid()
+
+
+def test_the_probe_reads_a_library_workspace_failure_as_out_of_memory_and_nothing_else():
+    from harness.fits_probe import out_of_memory
+    assert out_of_memory(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
+    assert out_of_memory(MemoryError())
+    assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
