@@ -144,3 +144,40 @@ def test_cpu_embedding_keeps_the_embedding_on_the_cpu_and_learns():
 def test_a_broken_or_stuck_training_fails_its_check(losses, match):
     with pytest.raises(CheckFailed, match=match):
         tricks.losses_checked([torch.tensor(v) for v in losses])
+
+
+def tiny_torchvision(monkeypatch):
+    """A stand-in for torchvision.models with ResNet's layout (stages layer1..layer4 of blocks),
+    so the ResNet50 path (checkpointing per block, images, bf16 inputs) runs here without it."""
+    import sys
+    import types
+    nn = torch.nn
+
+    class TinyResNet(nn.Module):
+        def __init__(self, num_classes):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 4, 3, stride=16)
+            for i in range(1, 5):
+                setattr(self, f"layer{i}", nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU()))
+            self.fc = nn.Linear(4, num_classes)
+
+        def forward(self, x):
+            x = self.stem(x)
+            for i in range(1, 5):
+                x = getattr(self, f"layer{i}")(x)
+            return self.fc(x.mean((2, 3)))
+
+    models = types.ModuleType("torchvision.models")
+    models.resnet50 = lambda weights=None, num_classes=1000: TinyResNet(num_classes)
+    package = types.ModuleType("torchvision")
+    package.models = models
+    monkeypatch.setitem(sys.modules, "torchvision", package)
+    monkeypatch.setitem(sys.modules, "torchvision.models", models)
+
+
+@pytest.mark.parametrize("technique", ["fp32", "checkpoint", "bf16_params", "fp16_autocast"])
+def test_the_resnet_path_trains_with_a_stand_in_model(monkeypatch, technique):
+    tiny_torchvision(monkeypatch)
+    rec = execute("tricks", dict(TINY, workload="resnet50", micro_batch=2, technique=technique))
+    assert rec.outcome == "ok", rec.reason
+    assert rec.work == {"samples": TINY["batch"]} and rec.check["accumulation_steps"] == 2
