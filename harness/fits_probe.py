@@ -30,12 +30,14 @@ def probe(params: dict, n: int, fraction: float) -> dict:
     if cuda:
         torch.cuda.set_per_process_memory_fraction(fraction, 0)
     result = {"pid": os.getpid(), "n": n}
+    from .training import float32_matmul
     try:
-        trainer, _ = make_trainer(**dict(params, batch=n, micro_batch=n))
-        for _ in range(STEPS):
-            trainer.step()
-        if cuda:
-            torch.cuda.synchronize()
+        with float32_matmul(params["technique"] == "tf32"):  # as the tricks case runs it
+            trainer, _ = make_trainer(**dict(params, batch=n, micro_batch=n))
+            for _ in range(STEPS):
+                trainer.step()
+            if cuda:
+                torch.cuda.synchronize()
     except Exception as e:
         if not out_of_memory(e):
             raise

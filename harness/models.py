@@ -48,7 +48,9 @@ def transformer_lm(config: LMConfig, seed: int = 0):
             n = x.shape[1]
             causal = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
             h = self.norm1(x)
-            x = x + self.attn(h, h, h, attn_mask=causal, need_weights=False)[0]
+            # is_causal: SDPA then applies the causal mask itself (flash or memory-efficient kernels)
+            # instead of holding an n x n float mask per layer for backward.
+            x = x + self.attn(h, h, h, attn_mask=causal, need_weights=False, is_causal=True)[0]
             return x + self.mlp(self.norm2(x))
 
     class LM(nn.Module):
@@ -141,7 +143,8 @@ def encoder_decoder(config: EncDecConfig, seed: int = 0):
             causal = torch.ones(n, n, dtype=torch.bool, device=target_in.device).triu(1)
             x = self._embedded(self.target_embed, target_in)
             for block in self.decoder:
-                x = run_block(block, x, memory, checkpointed=self.checkpoint_blocks, tgt_mask=causal)
+                x = run_block(block, x, memory, checkpointed=self.checkpoint_blocks, tgt_mask=causal,
+                              tgt_is_causal=True)
             return self.head(self.norm(x))
 
     torch.manual_seed(seed)

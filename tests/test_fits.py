@@ -12,7 +12,8 @@ from harness.outcomes import Skip
 from harness.runner import execute
 
 # A probe that costs a process start, not a model: fits while n is at most the argument.
-FAKE_PROBE = "import json, os, sys; n = int(sys.argv[1]); print(json.dumps({'fits': n <= int(sys.argv[2]), 'pid': os.getpid()}))"
+FAKE_PROBE = ("import json, os, sys; n = int(sys.argv[1]); "
+              "print(json.dumps({'fits': n <= int(sys.argv[2]), 'pid': os.getpid()}))")
 
 
 @pytest.mark.parametrize("boundary", [1, 2, 3, 37, 64, 65, 1000, 4097])
