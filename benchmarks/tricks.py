@@ -62,12 +62,13 @@ class SequenceCap(_OnDevice):
     params = [["pad_longest", "seq_cap"], [512, 1024, 2048]]
 
 
-class WhatFits:
-    """The largest batch under each budget. asv treats bigger as worse, so it tracks the budget
-    per fitting sample (budget / largest batch), which falls as more fits; the batch itself is in
-    the record's check (``max_batch``). Each search starts one process per probe: minutes."""
+class _Fits:
+    """What fits under each budget. asv treats bigger as worse, so it tracks the budget per
+    fitting sample or token (budget / largest size), which falls as more fits; the size itself is
+    in the record's check (``max_batch``, ``max_seq_len``). A search starts one process per probe:
+    minutes per benchmark."""
     case = "fits"
-    fixed = GPU_LM
+    fixed = {}
     param_names = ["technique", "budget"]
     params = [["fp32", "bf16_autocast", "checkpoint"], list(BUDGETS)]
     timeout = 1800
@@ -75,7 +76,22 @@ class WhatFits:
     def setup(self, *values):
         self.record = measure(self.case, **self.fixed, **dict(zip(self.param_names, values)))
 
+
+class WhatFits(_Fits):
+    """The largest batch of 1024-token sequences."""
+    fixed = {**GPU_LM, "over": "batch"}
+
     def track_budget_bytes_per_sample(self, *values):
         return self.record.check["budget_bytes_per_sample"]
 
     track_budget_bytes_per_sample.unit = "bytes"
+
+
+class WhatFitsSequence(_Fits):
+    """The longest single sequence, searched from 1024 tokens up."""
+    fixed = {**GPU_LM, "over": "seq_len"}
+
+    def track_budget_bytes_per_token(self, *values):
+        return self.record.check["budget_bytes_per_token"]
+
+    track_budget_bytes_per_token.unit = "bytes"

@@ -104,9 +104,15 @@ class SubprocessProber:
         return bool(result["fits"])
 
 
-def probe_argv(params: dict, fraction: float):
-    """argv_of for ``harness.fits_probe``: the case's parameters, the batch, the memory fraction."""
-    return lambda n: [sys.executable, "-m", "harness.fits_probe", json.dumps(params), str(n), repr(fraction)]
+OVER = ("batch", "seq_len")  # what a search grows: the batch, or the length of one sequence
+
+
+def probe_argv(params: dict, fraction: float, over: str = "batch"):
+    """argv_of for ``harness.fits_probe``: the case's parameters, n, the memory fraction, and
+    whether n is the batch or the sequence length."""
+    if over not in OVER:
+        raise ValueError(f"a search grows one of {', '.join(OVER)}, got {over!r}")
+    return lambda n: [sys.executable, "-m", "harness.fits_probe", json.dumps(params), str(n), repr(fraction), over]
 
 
 def probe_env() -> dict:

@@ -1,7 +1,8 @@
-"""One "what fits" probe, alone in its process: ``python -m harness.fits_probe PARAMS_JSON N FRACTION``.
+"""One "what fits" probe, alone in its process:
+``python -m harness.fits_probe PARAMS_JSON N FRACTION [batch|seq_len]``.
 
 Caps the CUDA allocator at FRACTION of the card before anything is allocated, builds the
-``tricks`` training step at batch N (no accumulation), runs ``STEPS`` optimizer steps and prints
+``tricks`` training step at batch N (no accumulation), or one sequence of N tokens, runs ``STEPS`` optimizer steps and prints
 one JSON line: ``{"fits": true|false, "pid": ..., "peak_allocated": bytes, "reason": ...}``.
 Out of memory is an answer (exit 0); any other error is a broken probe (a traceback, exit 1).
 On the CPU there is no allocator cap: the probe only says whether the step runs.
@@ -23,7 +24,12 @@ def out_of_memory(e: BaseException) -> bool:
     return is_out_of_memory(e) or any(text in str(e) for text in LIBRARY_OOM)
 
 
-def probe(params: dict, n: int, fraction: float) -> dict:
+def sizes(over: str, n: int) -> dict:
+    """The ``tricks`` parameters a probe of size n sets."""
+    return {"batch": n, "micro_batch": n} if over == "batch" else {"seq_len": n, "batch": 1, "micro_batch": 1}
+
+
+def probe(params: dict, n: int, fraction: float, over: str = "batch") -> dict:
     from .cases.tricks import make_trainer, torch_on
     torch = torch_on(params["device"])
     cuda = params["device"] == "cuda"
@@ -33,7 +39,7 @@ def probe(params: dict, n: int, fraction: float) -> dict:
     from .training import float32_matmul
     try:
         with float32_matmul(params["technique"] == "tf32"):  # as the tricks case runs it
-            trainer, _ = make_trainer(**dict(params, batch=n, micro_batch=n))
+            trainer, _ = make_trainer(**dict(params, **sizes(over, n)))
             for _ in range(STEPS):
                 trainer.step()
             if cuda:
@@ -50,9 +56,10 @@ def probe(params: dict, n: int, fraction: float) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 3:
-        raise SystemExit("usage: python -m harness.fits_probe PARAMS_JSON N FRACTION")
-    print(json.dumps(probe(json.loads(argv[0]), int(argv[1]), float(argv[2]))), flush=True)
+    if len(argv) not in (3, 4):
+        raise SystemExit("usage: python -m harness.fits_probe PARAMS_JSON N FRACTION [batch|seq_len]")
+    over = argv[3] if len(argv) == 4 else "batch"
+    print(json.dumps(probe(json.loads(argv[0]), int(argv[1]), float(argv[2]), over)), flush=True)
     return 0
 
 

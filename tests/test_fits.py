@@ -11,6 +11,8 @@ from harness import fits
 from harness.outcomes import Skip
 from harness.runner import execute
 
+CASE_PARAMS = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", vocab=128, width=32,
+                   depth=2, seq_len=16)
 # A probe that costs a process start, not a model: fits while n is at most the argument.
 FAKE_PROBE = ("import json, os, sys; n = int(sys.argv[1]); "
               "print(json.dumps({'fits': n <= int(sys.argv[2]), 'pid': os.getpid()}))")
@@ -54,18 +56,47 @@ def test_a_budget_larger_than_the_card_is_skipped_with_the_reason():
 
 
 def test_what_fits_skips_on_the_cpu_with_the_reason():
-    rec = execute("fits", dict(device="cpu", workload="lm", technique="fp32", budget="16GB", vocab=128, width=32,
-                               depth=2, seq_len=16))
+    rec = execute("fits", dict(CASE_PARAMS, device="cpu"))
     assert rec.outcome == "skipped" and "set_per_process_memory_fraction" in rec.reason
 
 
 def test_the_real_probe_trains_in_its_own_process_and_answers_in_json():
     params = dict(device="cpu", workload="lm", technique="bf16_autocast", vocab=128, width=32, depth=2, seq_len=16)
-    argv = fits.probe_argv(params, 1.0)(3)
+    argv = fits.probe_argv(params, 1.0, over="seq_len")(24)
     done = subprocess.run(argv, capture_output=True, text=True, env=fits.probe_env(), timeout=120)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.strip().splitlines()[-1])
-    assert answer["fits"] is True and answer["n"] == 3 and answer["pid"] != os.getpid()
+    assert answer["fits"] is True and answer["n"] == 24 and answer["pid"] != os.getpid()
+
+
+def test_a_probe_grows_the_batch_or_one_sequence():
+    from harness.fits_probe import sizes
+    assert sizes("batch", 12) == {"batch": 12, "micro_batch": 12}
+    assert sizes("seq_len", 4096) == {"seq_len": 4096, "batch": 1, "micro_batch": 1}
+    with pytest.raises(ValueError, match="batch, seq_len"):
+        fits.probe_argv({}, 1.0, over="width")
+
+
+@pytest.fixture
+def fake_card(monkeypatch):
+    """A 24 GB card whose probes are the cheap fake: batch 5 fits, 6 does not."""
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits_case, "_card_total", lambda: 24 * 2**30)
+    monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
+        lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"]))
+
+
+def test_the_fits_case_records_the_largest_batch_and_one_process_per_probe(fake_card, records_dir):
+    rec = execute("fits", CASE_PARAMS)
+    assert rec.outcome == "ok", rec.reason
+    assert rec.check["max_batch"] == 5 and rec.check["probe_pids"] == rec.check["probes"]
+    assert rec.check["budget_bytes"] == 16 * fits.GB
+    assert rec.check["budget_bytes_per_sample"] == 16 * fits.GB / 5
+
+
+def test_the_fits_case_skips_a_budget_beyond_the_card(fake_card):
+    rec = execute("fits", dict(CASE_PARAMS, budget="80GB"))
+    assert rec.outcome == "skipped" and "budget 80GB is larger than this card" in rec.reason
 
 
 def test_the_probe_reads_a_library_workspace_failure_as_out_of_memory_and_nothing_else():

@@ -49,8 +49,9 @@ for cls, (names, values, where) in CLASSES.items():
     EXPECTED[f"{cls}.track_seconds_per_step"] = ("seconds", names, values)
     EXPECTED[f"{cls}.track_peak_{where}_bytes"] = ("bytes", names, values)
 # What fits tracks only the budget per fitting sample: its one timed step is the search, not training.
-EXPECTED["tricks.WhatFits.track_budget_bytes_per_sample"] = (
-    "bytes", ["technique", "budget"], [["fp32", "bf16_autocast", "checkpoint"], ["16GB", "24GB", "40GB", "80GB", "card"]])
+FITS = (["technique", "budget"], [["fp32", "bf16_autocast", "checkpoint"], ["16GB", "24GB", "40GB", "80GB", "card"]])
+EXPECTED["tricks.WhatFits.track_budget_bytes_per_sample"] = ("bytes", *FITS)
+EXPECTED["tricks.WhatFitsSequence.track_budget_bytes_per_token"] = ("bytes", *FITS)
 
 
 def asv_env(tmp_path):

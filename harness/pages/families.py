@@ -33,7 +33,7 @@ FAMILIES = {
                      note="Compare loss_last in each check with the fp32 row of the same workload (same seed, "
                           "same steps): a technique that hurts training shows there."),
     "fits": Family("What fits: the largest batch under each memory budget", pareto=False,
-                   workload=("device", "workload", "vocab", "width", "depth", "seq_len"),
+                   workload=("device", "workload", "over", "vocab", "width", "depth", "seq_len"),
                    note="max_batch is in each record's check; the timed step is the search, not training."),
 }
 
