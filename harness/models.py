@@ -62,7 +62,7 @@ def transformer_lm(config: LMConfig, seed: int = 0):
             self.norm = nn.LayerNorm(config.width)
             self.head = nn.Linear(config.width, config.vocab, bias=False)
             if config.tie_embeddings:
-                self.head.weight = self.embed.weight  # one storage for input and output embedding
+                self.head.weight = tied_weight(self.embed)  # one storage for input and output embedding
 
             # Set by the checkpointing technique: recompute each block's activations in backward.
             self.checkpoint_blocks = False
@@ -80,6 +80,17 @@ def transformer_lm(config: LMConfig, seed: int = 0):
 
     torch.manual_seed(seed)
     return LM()
+
+
+def tied_weight(embed):
+    """The embedding's weight, rescaled to serve as the output projection too. nn.Embedding
+    starts at N(0, 1), which as a head gives logits of size sqrt(width) and a first loss several
+    times the untied model's; N(0, 1/width) gives the unit-size logits of nn.Linear's own start
+    (GPT-2 and T5 likewise start tied embeddings small)."""
+    import torch
+    with torch.no_grad():
+        embed.weight.mul_(embed.weight.shape[1] ** -0.5)
+    return embed.weight
 
 
 def run_block(block, *args, checkpointed: bool = False, **kwargs):
@@ -128,7 +139,7 @@ def encoder_decoder(config: EncDecConfig, seed: int = 0):
             self.norm_memory, self.norm = nn.LayerNorm(config.width), nn.LayerNorm(config.width)
             self.head = nn.Linear(config.width, config.vocab, bias=False)
             if config.shared_embedding:
-                self.head.weight = self.embed.weight
+                self.head.weight = tied_weight(self.embed)
             self.checkpoint_blocks = False
 
         def _embedded(self, embed, ids):
