@@ -135,6 +135,8 @@ def test_bf16_params_train_in_bf16():
 def test_cpu_embedding_keeps_the_embedding_on_the_cpu_and_learns():
     trainer, _ = tricks.make_trainer(**dict(TINY, technique="cpu_embedding"))
     assert trainer.model.embed.weight.device.type == "cpu"
+    # The LM holds no parameter of its own outside its children, so moving the children moves the rest.
+    assert not list(trainer.model.parameters(recurse=False))
     before = trainer.model.embed.weight.detach().clone()
     trainer.step()
     assert not torch.equal(before, trainer.model.embed.weight)  # its gradient came back through the copy

@@ -138,13 +138,17 @@ def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, 
     else:
         model, x, t = (_lm if workload == "lm" else _encdec)(torch, technique, batch, vocab, width, depth, seq_len)
     inputs = x if isinstance(x, tuple) else (x,)
-    model.to(device=device, dtype=prec.param_dtype)
     model.checkpoint_blocks = technique == "checkpoint"
     forward = model
     if technique == "cpu_embedding":
-        model.embed.to("cpu")
+        # Every part but the embedding is moved: moving it too and back would put the
+        # vocab x width matrix on the device for a moment, and into the allocator's peak.
+        for name, child in model.named_children():
+            if name != "embed":
+                child.to(device)
         forward = CpuEmbedding(model, device)
     else:
+        model.to(device=device, dtype=prec.param_dtype)
         inputs = tuple(i.to(device) for i in inputs)
     if prec.param_dtype is not None:
         inputs = tuple(i.to(prec.param_dtype) if i.is_floating_point() else i for i in inputs)
