@@ -26,6 +26,9 @@ NEEDS = {
     "test": (("numpy", "psutil", "pynvml", "torch", "pytest", "asv", "asv_runner", "jinja2", "matplotlib",
               "playwright", "chainer", "scipy"), "bench,test,torch,pages,chainer"),
     "pages": (("numpy", "psutil", "pynvml", "asv", "asv_runner", "jinja2", "matplotlib"), "bench,pages"),
+    # One case in this process: no asv. Chainer in the extras as for run, so that a .venv made
+    # here is the same one run makes (and is not reinstalled for lacking it).
+    "case": (("numpy", "psutil", "pynvml", "torch"), "bench,torch,chainer"),
 }
 # Chainer 7.8.1, the last release, is an sdist whose setup.py imports pkg_resources, which
 # setuptools 81 removed, and pip builds it in isolation with the newest setuptools. So it is

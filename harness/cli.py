@@ -61,6 +61,7 @@ def parse_params(case, pairs: list[str]) -> dict:
 
 
 def _case(args) -> int:
+    bootstrap.ensure("case")
     from . import cases
     from .runner import execute
     from .summary import table

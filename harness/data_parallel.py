@@ -3,18 +3,18 @@ other strategy is read against) and ``dp`` (``nn.DataParallel``: one process rep
 model on every GPU each step, scatters the batch and gathers the outputs on GPU 0)."""
 from __future__ import annotations
 
-from . import training
+from . import parallel_job
 
 
 class Replicated:
-    def __init__(self, job: training.Job, device: str, device_ids: list[int] | None = None):
+    def __init__(self, job: parallel_job.Job, device: str, device_ids: list[int] | None = None):
         import torch
-        self.model = training.build_model(job).to(device)
+        self.model = parallel_job.build_model(job).to(device)
         self.net = torch.nn.DataParallel(self.model, device_ids=device_ids) if device_ids else self.model
-        x, y = training.batch(job)
+        x, y = parallel_job.batch(job)
         self.inputs, self.targets = x.to(device), y.to(device)
-        self.loss_fn = training.loss_fn(job)
-        self.opt = training.optimizer(self.model.parameters())
+        self.loss_fn = parallel_job.loss_fn(job)
+        self.opt = parallel_job.optimizer(self.model.parameters())
         self.last_loss = float("nan")
 
     def step(self):

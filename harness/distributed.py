@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import resource
 
-from . import training
+from . import parallel_job
 from .timing import time_steps
 
 
-def worker(rank: int, world: int, job: training.Job) -> dict:
+def worker(rank: int, world: int, job: parallel_job.Job) -> dict:
     """Runs under ``harness.launch.launch``; returns what the parent files in the record."""
     import torch
     import torch.distributed as dist
@@ -47,7 +47,7 @@ def _device(torch, job, rank, world) -> str:
 
 
 def _trainer(torch, job, device, rank, world) -> dict:
-    model = training.build_model(job).to(device)
+    model = parallel_job.build_model(job).to(device)
     if job.strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
         net = DistributedDataParallel(model, device_ids=[rank] if job.device == "cuda" else None)
@@ -55,9 +55,9 @@ def _trainer(torch, job, device, rank, world) -> dict:
         net = _fully_shard(torch, job, model, world)
     else:
         raise ValueError(f"{job.strategy!r} is not a multi-process strategy: use ddp or fsdp")
-    x, y = training.batch(job)
-    x, y = training.shard(x, rank, world).to(device), training.shard(y, rank, world).to(device)
-    loss_fn, opt = training.loss_fn(job), training.optimizer(net.parameters())
+    x, y = parallel_job.batch(job)
+    x, y = parallel_job.shard(x, rank, world).to(device), parallel_job.shard(y, rank, world).to(device)
+    loss_fn, opt = parallel_job.loss_fn(job), parallel_job.optimizer(net.parameters())
     kept = []  # the first step's loss and the latest
 
     def step():
@@ -78,7 +78,7 @@ def _fully_shard(torch, job, model, world):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     mesh = init_device_mesh(job.device, (world,))
-    for layer in training.layers(job, model):
+    for layer in parallel_job.layers(job, model):
         if _is_block(layer, model):
             fully_shard(layer, mesh=mesh)
     return fully_shard(model, mesh=mesh)

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import time
 
-from . import training
+from . import parallel_job
 from .stages import layer_bytes, split_balanced, stage_ranges
 
 
 class Stages:
     """The model's layers, cut where ``split_balanced`` says, stage s on ``devices[s]``."""
 
-    def __init__(self, job: training.Job, devices: list[str]):
+    def __init__(self, job: parallel_job.Job, devices: list[str]):
         import torch
-        model = training.build_model(job)
-        layers = training.layers(job, model)
-        x, self.targets = training.batch(job)
+        model = parallel_job.build_model(job)
+        layers = parallel_job.layers(job, model)
+        x, self.targets = parallel_job.batch(job)
         self.sizes = layer_bytes(layers, x)
         self.cuts = split_balanced(self.sizes, len(devices))
         self.devices = devices
@@ -34,8 +34,8 @@ class Stages:
                        for (a, b), dev in zip(stage_ranges(self.cuts, len(layers)), devices)]
         self.inputs = x.to(devices[0])
         self.targets = self.targets.to(devices[-1])
-        self.loss_fn = training.loss_fn(job)
-        self.opt = training.optimizer([p for s in self.stages for p in s.parameters()])
+        self.loss_fn = parallel_job.loss_fn(job)
+        self.opt = parallel_job.optimizer([p for s in self.stages for p in s.parameters()])
         self.micro_batches = job.micro_batches
         self.last_loss = float("nan")
 

@@ -48,7 +48,9 @@ def transformer_lm(config: LMConfig, seed: int = 0):
             n = x.shape[1]
             causal = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
             h = self.norm1(x)
-            x = x + self.attn(h, h, h, attn_mask=causal, need_weights=False)[0]
+            # is_causal: SDPA then applies the causal mask itself (flash or memory-efficient kernels)
+            # instead of holding an n x n float mask per layer for backward.
+            x = x + self.attn(h, h, h, attn_mask=causal, need_weights=False, is_causal=True)[0]
             return x + self.mlp(self.norm2(x))
 
     class LM(nn.Module):
@@ -60,17 +62,104 @@ def transformer_lm(config: LMConfig, seed: int = 0):
             self.norm = nn.LayerNorm(config.width)
             self.head = nn.Linear(config.width, config.vocab, bias=False)
             if config.tie_embeddings:
-                self.head.weight = self.embed.weight  # one storage for input and output embedding
+                self.head.weight = tied_weight(self.embed)  # one storage for input and output embedding
+
+            # Set by the checkpointing technique: recompute each block's activations in backward.
+            self.checkpoint_blocks = False
 
         def forward(self, tokens):
-            positions = torch.arange(tokens.shape[1], device=tokens.device)
-            x = self.embed(tokens) + self.position(positions)
+            return self.forward_embedded(self.embed(tokens))
+
+        def forward_embedded(self, x):
+            """From the token embeddings on: lets the embedding live on another device."""
+            positions = torch.arange(x.shape[1], device=x.device)
+            x = x + self.position(positions)
             for block in self.blocks:
-                x = block(x)
+                x = run_block(block, x, checkpointed=self.checkpoint_blocks)
             return self.head(self.norm(x))
 
     torch.manual_seed(seed)
     return LM()
+
+
+def tied_weight(embed):
+    """The embedding's weight, rescaled to serve as the output projection too. nn.Embedding
+    starts at N(0, 1), which as a head gives logits of size sqrt(width) and a first loss several
+    times the untied model's; N(0, 1/width) gives the unit-size logits of nn.Linear's own start
+    (GPT-2 and T5 likewise start tied embeddings small)."""
+    import torch
+    with torch.no_grad():
+        embed.weight.mul_(embed.weight.shape[1] ** -0.5)
+    return embed.weight
+
+
+def run_block(block, *args, checkpointed: bool = False, **kwargs):
+    """``block(*args, **kwargs)``, its activations recomputed in backward when ``checkpointed``.
+    Non-reentrant checkpointing: the form PyTorch recommends, and it works with kwargs and
+    inputs that do not require grad."""
+    if not checkpointed:
+        return block(*args, **kwargs)
+    from torch.utils.checkpoint import checkpoint
+    return checkpoint(block, *args, use_reentrant=False, **kwargs)
+
+
+@dataclass(frozen=True)
+class EncDecConfig:
+    vocab: int = 32000
+    width: int = 512
+    depth: int = 6  # encoder layers, and as many decoder layers
+    heads: int = 8
+    seq_len: int = 512
+    shared_embedding: bool = False  # one matrix for encoder input, decoder input and output
+
+    def __post_init__(self):
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} must be a multiple of heads {self.heads}")
+
+
+def encoder_decoder(config: EncDecConfig, seed: int = 0):
+    """A pre-norm transformer encoder-decoder; ``model(source, target_in)`` returns logits
+    (batch, target_len, vocab). With ``shared_embedding`` the encoder's and decoder's input
+    embeddings and the output projection are one parameter, as in the original Transformer."""
+    torch = _torch()
+    nn = torch.nn
+
+    def layer(kind):
+        return kind(config.width, config.heads, 4 * config.width, dropout=0.0, activation="gelu",
+                    batch_first=True, norm_first=True)
+
+    class EncDec(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(config.vocab, config.width)
+            self.target_embed = self.embed if config.shared_embedding else nn.Embedding(config.vocab, config.width)
+            self.position = nn.Embedding(config.seq_len, config.width)
+            self.encoder = nn.ModuleList(layer(nn.TransformerEncoderLayer) for _ in range(config.depth))
+            self.decoder = nn.ModuleList(layer(nn.TransformerDecoderLayer) for _ in range(config.depth))
+            self.norm_memory, self.norm = nn.LayerNorm(config.width), nn.LayerNorm(config.width)
+            self.head = nn.Linear(config.width, config.vocab, bias=False)
+            if config.shared_embedding:
+                self.head.weight = tied_weight(self.embed)
+            self.checkpoint_blocks = False
+
+        def _embedded(self, embed, ids):
+            return embed(ids) + self.position(torch.arange(ids.shape[1], device=ids.device))
+
+        def forward(self, source, target_in):
+            memory = self._embedded(self.embed, source)
+            for block in self.encoder:
+                memory = run_block(block, memory, checkpointed=self.checkpoint_blocks)
+            memory = self.norm_memory(memory)
+            n = target_in.shape[1]
+            causal = torch.ones(n, n, dtype=torch.bool, device=target_in.device).triu(1)
+            x = self._embedded(self.target_embed, target_in)
+            for block in self.decoder:
+                x = run_block(block, x, memory, checkpointed=self.checkpoint_blocks, tgt_mask=causal,
+                              tgt_is_causal=True)
+            return self.head(self.norm(x))
+
+    torch.manual_seed(seed)
+    return EncDec()
 
 
 def resnet50(num_classes: int = 1000, seed: int = 0):

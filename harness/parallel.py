@@ -22,7 +22,7 @@ from .outcomes import CheckFailed, Skip
 from .requirements import need_module, need_torch_cuda
 from .suite import MULTICAST_OFF
 from .timing import Timing
-from .training import Job
+from .parallel_job import Job
 
 STRATEGIES = ("single", "dp", "ddp", "naive_mp", "pipeline", "fsdp")
 MULTI_PROCESS = ("ddp", "fsdp")

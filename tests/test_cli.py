@@ -106,3 +106,11 @@ def test_bootstrap_builds_chainers_wheel_aside_and_installs_it_from_there(calls,
     assert "setuptools<70" in old_setuptools and str(bootstrap.VENV) not in " ".join(old_setuptools)
     assert "--no-build-isolation" in wheel and bootstrap.CHAINER in wheel
     assert "--find-links" in pip and pip[-1] == f"{bootstrap.REPO}[bench,test,torch,chainer]"
+
+
+def test_case_sets_up_like_run_so_python3_dash_m_harness_case_works_on_a_fresh_clone(monkeypatch):
+    asked = []
+    monkeypatch.setattr(bootstrap, "ensure", lambda command: asked.append(command) or (_ for _ in ()).throw(SystemExit(0)))
+    with pytest.raises(SystemExit):
+        cli.main(["case", "ceilings", "probe=host_copy"])
+    assert asked == ["case"] and "asv" not in bootstrap.NEEDS["case"][0]

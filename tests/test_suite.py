@@ -16,6 +16,8 @@ ALLOCATORS = ["device_pool", "managed_pool", "async_pool"]
 PATTERNS = ["stream", "reduce", "matmul", "gather"]
 FROM_HOST = ["fault", "prefetch", "host_mapped", "read_mostly"]
 GPU_POOLS = ["device_pool", "managed_pool"]
+TECHNIQUES = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "pad_longest", "seq_cap",
+              "cpu_embedding", "tied_embeddings"]
 # benchmark class -> (parameter names, parameter values, what it tracks beside seconds)
 CLASSES = {
     "ceilings.Host": (["probe"], [HOST_PROBES], "host"),
@@ -44,11 +46,23 @@ CLASSES = {
     "parallel.LmCpuSingle": ([], [], "host"),
     "parallel.LmCpu": (["strategy"], [["ddp", "naive_mp", "fsdp"]], "host"),
     "parallel.LmCpuPipeline": (["micro_batches"], [[2, 4]], "host"),
+    "tricks.TricksCpu": (["technique"], [TECHNIQUES], "host"),
+    "tricks.Techniques": (["workload", "technique"], [["lm", "encdec", "resnet50"], TECHNIQUES], "device"),
+    "tricks.Accumulation": (["technique", "micro_batch"], [["fp32", "bf16_autocast"], [1, 2, 4, 8, 16, 32, 64]], "device"),
+    "tricks.Vocabulary": (["technique", "vocab"], [["fp32", "tied_embeddings", "cpu_embedding", "bf16_autocast"],
+                                                   [8192, 32000, 50304, 128256, 256000]], "device"),
+    "tricks.LongSequence": (["technique", "width", "seq_len"], [["fp32", "bf16_autocast", "checkpoint"], [1024, 2048],
+                                                                [2048, 4096, 8192, 16384, 32768]], "device"),
+    "tricks.SequenceCap": (["technique", "seq_len"], [["pad_longest", "seq_cap"], [512, 1024, 2048]], "device"),
 }
 EXPECTED = {}
 for cls, (names, values, where) in CLASSES.items():
     EXPECTED[f"{cls}.track_seconds_per_step"] = ("seconds", names, values)
     EXPECTED[f"{cls}.track_peak_{where}_bytes"] = ("bytes", names, values)
+# What fits tracks only the budget per fitting sample: its one timed step is the search, not training.
+FITS = (["technique", "budget"], [["fp32", "bf16_autocast", "checkpoint"], ["16GB", "24GB", "40GB", "80GB", "card"]])
+EXPECTED["tricks.WhatFits.track_budget_bytes_per_sample"] = ("bytes", *FITS)
+EXPECTED["tricks.WhatFitsSequence.track_budget_bytes_per_token"] = ("bytes", *FITS)
 
 
 def asv_env(tmp_path):

@@ -14,7 +14,8 @@ from ..timing import Timing, no_prepare, no_sync
 # case name -> module under harness.cases that defines CASE
 MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unified_seed", "out_of_core": "out_of_core",
            "chainer_gcn": "chainer_gcn", "chainer_mlp": "chainer_mlp", "chainer_cnn": "chainer_cnn",
-           "torch_gcn": "torch_gcn", "parallel_resnet50": "parallel_resnet50", "parallel_lm": "parallel_lm"}
+           "torch_gcn": "torch_gcn", "parallel_resnet50": "parallel_resnet50", "parallel_lm": "parallel_lm",
+           "tricks": "tricks", "fits": "fits"}
 
 
 @dataclass

@@ -3,7 +3,7 @@ statistics: every strategy must reach the same loss as one device). ``depth``, `
 ``seq_len`` size it (heads of 64 wide, at least 2), ``batch`` is the global batch in sequences;
 ``strategy``, ``gpus`` and ``micro_batches`` as in ``harness.parallel``."""
 from ..parallel import STRATEGIES, build
-from ..training import Job
+from ..parallel_job import Job
 from . import Case
 
 DEVICES = ("cuda", "cpu")

@@ -5,7 +5,7 @@ model-parallel tutorial. ``strategy`` and ``gpus`` choose how it is spread (``ha
 micro-batch alone, so strategies agree on the loss only roughly here; the transformer case is
 the exact one."""
 from ..parallel import STRATEGIES, build
-from ..training import Job
+from ..parallel_job import Job
 from . import Case
 
 DEVICES = ("cuda", "cpu")

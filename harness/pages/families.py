@@ -34,6 +34,14 @@ FAMILIES = {
                           workload=("device", "batch", "depth", "width", "seq_len"),
                           ceilings=("matmul_fp32", "p2p_copy"),
                           note="batch is the global batch, in sequences; gpus counts CPU workers where device is cpu."),
+    "tricks": Family("Everyday memory tricks: accumulation, precision, checkpointing, caps, embeddings",
+                     workload=("device", "workload", "batch", "vocab", "width", "depth", "seq_len"),
+                     ceilings=("matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16", "h2d_pinned"),
+                     note="Compare loss_last in each check with the fp32 row of the same workload (same seed, "
+                          "same steps): a technique that hurts training shows there."),
+    "fits": Family("What fits: the largest batch under each memory budget", pareto=False,
+                   workload=("device", "workload", "over", "vocab", "width", "depth", "seq_len"),
+                   note="max_batch is in each record's check; the timed step is the search, not training."),
 }
 
 

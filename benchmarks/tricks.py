@@ -1,0 +1,97 @@
+"""The everyday memory tricks (gradient accumulation, half precision, checkpointing, a sequence
+cap, the embedding on the CPU, tied embeddings, vocabulary size) and what fits under each GPU
+memory budget. ``TricksCpu`` is the newcomer's run on a box without a GPU: a small LM, seconds
+per technique. The GPU classes use a GPT-2-medium-sized LM (width 1024, 12 layers, vocab 32000,
+1024 tokens); the inapplicable pairs of the cross products (``seq_cap`` on ResNet50, say) skip
+with the reason."""
+from harness.cases.tricks import TECHNIQUES, WORKLOADS
+from harness.fits import BUDGETS
+from harness.runner import measure
+
+from .common import _OnDevice, _OnHost
+
+CPU_LM = {"device": "cpu", "workload": "lm", "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
+          "depth": 2, "seq_len": 128}
+LM_DIMS = {"vocab": 32000, "width": 1024, "depth": 12, "seq_len": 1024}
+GPU_LM = {"device": "cuda", "workload": "lm", **LM_DIMS}
+
+
+class TricksCpu(_OnHost):
+    case = "tricks"
+    fixed = CPU_LM
+    param_names = ["technique"]
+    params = [list(TECHNIQUES)]
+
+
+class Techniques(_OnDevice):
+    case = "tricks"
+    fixed = {"device": "cuda", "batch": 16, "micro_batch": 16, **LM_DIMS}
+    param_names = ["workload", "technique"]
+    params = [list(WORKLOADS), list(TECHNIQUES)]
+
+
+class Accumulation(_OnDevice):
+    """The optimizer step fixed at 64 sequences, cut into ever smaller micro-batches."""
+    case = "tricks"
+    fixed = {**GPU_LM, "batch": 64}
+    param_names = ["technique", "micro_batch"]
+    params = [["fp32", "bf16_autocast"], [1, 2, 4, 8, 16, 32, 64]]
+
+
+class Vocabulary(_OnDevice):
+    """The logits (batch x seq x vocab) and the embeddings grow with the vocabulary."""
+    case = "tricks"
+    fixed = {**GPU_LM, "batch": 8, "micro_batch": 8}
+    param_names = ["technique", "vocab"]
+    params = [["fp32", "tied_embeddings", "cpu_embedding", "bf16_autocast"], [8192, 32000, 50304, 128256, 256000]]
+
+
+class LongSequence(_OnDevice):
+    """One sequence per step, ever longer: activations grow with the length."""
+    case = "tricks"
+    fixed = {"device": "cuda", "workload": "lm", "batch": 1, "micro_batch": 1, "vocab": 32000, "depth": 12}
+    param_names = ["technique", "width", "seq_len"]
+    params = [["fp32", "bf16_autocast", "checkpoint"], [1024, 2048], [2048, 4096, 8192, 16384, 32768]]
+
+
+class SequenceCap(_OnDevice):
+    """A batch with one sequence four times longer than the rest: padded to it, or capped."""
+    case = "tricks"
+    fixed = {**GPU_LM, "batch": 16, "micro_batch": 16}
+    param_names = ["technique", "seq_len"]
+    params = [["pad_longest", "seq_cap"], [512, 1024, 2048]]
+
+
+class _Fits:
+    """What fits under each budget. asv treats bigger as worse, so it tracks the budget per
+    fitting sample or token (budget / largest size), which falls as more fits; the size itself is
+    in the record's check (``max_batch``, ``max_seq_len``). A search starts one process per probe:
+    minutes per benchmark."""
+    case = "fits"
+    fixed = {}
+    param_names = ["technique", "budget"]
+    params = [["fp32", "bf16_autocast", "checkpoint"], list(BUDGETS)]
+    timeout = 1800
+
+    def setup(self, *values):
+        self.record = measure(self.case, **self.fixed, **dict(zip(self.param_names, values)))
+
+
+class WhatFits(_Fits):
+    """The largest batch of 1024-token sequences."""
+    fixed = {**GPU_LM, "over": "batch"}
+
+    def track_budget_bytes_per_sample(self, *values):
+        return self.record.check["budget_bytes_per_sample"]
+
+    track_budget_bytes_per_sample.unit = "bytes"
+
+
+class WhatFitsSequence(_Fits):
+    """The longest single sequence, searched from 1024 tokens up."""
+    fixed = {**GPU_LM, "over": "seq_len"}
+
+    def track_budget_bytes_per_token(self, *values):
+        return self.record.check["budget_bytes_per_token"]
+
+    track_budget_bytes_per_token.unit = "bytes"

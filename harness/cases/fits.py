@@ -1,0 +1,69 @@
+"""What fits: the largest batch of a ``tricks`` training step under a memory budget.
+
+Parameters: ``device`` (cuda; cpu only skips, the allocator cap being a CUDA feature),
+``workload``, ``technique``, ``vocab``, ``width``, ``depth``, ``seq_len`` as in ``tricks``,
+``budget`` (16GB, 24GB, 40GB, 80GB, or ``card``: the whole card) and ``over``: ``batch`` (the
+largest batch of ``seq_len`` tokens, searched from 1) or ``seq_len`` (the longest single
+sequence, searched from ``seq_len``; token models only). A budget larger than the card skips
+with the reason.
+
+The one timed "step" is the whole search (``harness.fits``: doubling, then bisection, one fresh
+process per probe); its time says what the search cost, nothing about training. The answer is
+in the check: ``max_batch``, the probes it took, the budget in bytes, the peak the largest
+fitting probe allocated, and ``budget_bytes_per_sample`` (budget / max_batch) or
+``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
+worse there. When even the smallest size does not fit, the case does not fit.
+"""
+from __future__ import annotations
+
+from .. import fits
+from ..outcomes import DoesNotFit, Skip
+from . import Case, Workload
+from .tricks import PARAMS as TRICK_PARAMS
+from .tricks import _applies
+
+PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
+          "technique": TRICK_PARAMS["technique"], "budget": fits.BUDGETS, "over": fits.OVER,
+          **{k: TRICK_PARAMS[k] for k in ("vocab", "width", "depth", "seq_len")}}
+
+
+def _card_total() -> int:
+    # From NVML, not torch: this process must not create a CUDA context, which would take
+    # device memory from the probes beside it.
+    from ..devices import discover
+    from ..requirements import need_gpus
+    return need_gpus(1, discover()).gpus[0].memory_total
+
+
+def build(device, workload, technique, budget, over, vocab, width, depth, seq_len) -> Workload:
+    if device != "cuda":
+        raise Skip("what fits needs a CUDA device: the budget is enforced by "
+                   "torch.cuda.set_per_process_memory_fraction; run it with device=cuda on a GPU box")
+    _applies(workload, technique)
+    if over == "seq_len" and workload == "resnet50":
+        raise Skip("over=seq_len applies to the token models (lm, encdec), not resnet50")
+    total = _card_total()
+    cap = fits.budget_bytes(budget, total)
+    params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
+                  depth=depth, seq_len=seq_len)
+    prober = fits.SubprocessProber(fits.probe_argv(params, cap / total, over), env=fits.probe_env())
+    start = 1 if over == "batch" else seq_len
+    found = {}
+
+    def step():
+        found["search"] = fits.largest_fitting(prober, start=start)
+        if found["search"].largest == 0:
+            raise DoesNotFit(f"does not fit: {over} {start} of {workload} with {technique} under {budget}", cap)
+
+    def check():
+        n = found["search"].largest
+        at_max = next(r for r in reversed(prober.results) if r["n"] == n)
+        per = "budget_bytes_per_sample" if over == "batch" else "budget_bytes_per_token"
+        return {f"max_{over}": n, "probes": found["search"].probes, "budget_bytes": cap, "card_bytes": total,
+                "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n,
+                "probe_pids": len({r["pid"] for r in prober.results})}
+
+    return Workload(step=step, check=check, work={}, gpus=(0,), warmup=0, repeat=1)
+
+
+CASE = Case(name="fits", params=PARAMS, build=build, doc=__doc__)

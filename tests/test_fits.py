@@ -1,0 +1,106 @@
+"""What fits: the search finds the exact boundary of a fake memory model, each real probe runs in
+a process of its own, and a budget beyond the card is skipped with the reason."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import fits
+from harness.outcomes import Skip
+from harness.runner import execute
+
+CASE_PARAMS = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", vocab=128, width=32,
+                   depth=2, seq_len=16)
+# A probe that costs a process start, not a model: fits while n is at most the argument.
+FAKE_PROBE = ("import json, os, sys; n = int(sys.argv[1]); "
+              "print(json.dumps({'fits': n <= int(sys.argv[2]), 'pid': os.getpid()}))")
+
+
+@pytest.mark.parametrize("boundary", [1, 2, 3, 37, 64, 65, 1000, 4097])
+def test_search_returns_the_exact_boundary_of_a_fake_memory_model(boundary):
+    per_sample, fixed, budget = 3_000_000, 500_000_000, None
+    budget = fixed + boundary * per_sample  # batch `boundary` fits exactly, one more does not
+    search = fits.largest_fitting(lambda n: fixed + n * per_sample <= budget)
+    assert search.largest == boundary
+    assert (boundary, True) in search.probed and (boundary + 1, False) in search.probed
+    assert len({n for n, _ in search.probed}) == search.probes  # no batch probed twice
+
+
+def test_search_reports_zero_when_nothing_fits_and_stops_at_the_limit():
+    assert fits.largest_fitting(lambda n: False).largest == 0
+    assert fits.largest_fitting(lambda n: True, limit=100).largest == 100
+
+
+def test_every_probe_runs_in_a_fresh_process():
+    prober = fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"])
+    search = fits.largest_fitting(prober)
+    assert search.largest == 5
+    pids = [r["pid"] for r in prober.results]
+    assert len(pids) == search.probes and len(set(pids)) == len(pids) and os.getpid() not in pids
+
+
+def test_a_crashing_probe_raises_instead_of_reading_as_does_not_fit():
+    prober = fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", "raise SystemExit('boom')"])
+    with pytest.raises(RuntimeError, match="fix the probe"):
+        prober(1)
+
+
+def test_a_budget_larger_than_the_card_is_skipped_with_the_reason():
+    card = 24 * 2**30  # a 24 GB card: 25.8 x 10^9 bytes
+    assert fits.budget_bytes("24GB", card) == 24 * fits.GB
+    assert fits.budget_bytes("card", card) == card
+    with pytest.raises(Skip, match="budget 40GB is larger than this card"):
+        fits.budget_bytes("40GB", card)
+
+
+def test_what_fits_skips_on_the_cpu_with_the_reason():
+    rec = execute("fits", dict(CASE_PARAMS, device="cpu"))
+    assert rec.outcome == "skipped" and "set_per_process_memory_fraction" in rec.reason
+
+
+def test_the_real_probe_trains_in_its_own_process_and_answers_in_json():
+    params = dict(device="cpu", workload="lm", technique="bf16_autocast", vocab=128, width=32, depth=2, seq_len=16)
+    argv = fits.probe_argv(params, 1.0, over="seq_len")(24)
+    done = subprocess.run(argv, capture_output=True, text=True, env=fits.probe_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["fits"] is True and answer["n"] == 24 and answer["pid"] != os.getpid()
+
+
+def test_a_probe_grows_the_batch_or_one_sequence():
+    from harness.fits_probe import sizes
+    assert sizes("batch", 12) == {"batch": 12, "micro_batch": 12}
+    assert sizes("seq_len", 4096) == {"seq_len": 4096, "batch": 1, "micro_batch": 1}
+    with pytest.raises(ValueError, match="batch, seq_len"):
+        fits.probe_argv({}, 1.0, over="width")
+
+
+@pytest.fixture
+def fake_card(monkeypatch):
+    """A 24 GB card whose probes are the cheap fake: batch 5 fits, 6 does not."""
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits_case, "_card_total", lambda: 24 * 2**30)
+    monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
+        lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"]))
+
+
+def test_the_fits_case_records_the_largest_batch_and_one_process_per_probe(fake_card, records_dir):
+    rec = execute("fits", CASE_PARAMS)
+    assert rec.outcome == "ok", rec.reason
+    assert rec.check["max_batch"] == 5 and rec.check["probe_pids"] == rec.check["probes"]
+    assert rec.check["budget_bytes"] == 16 * fits.GB
+    assert rec.check["budget_bytes_per_sample"] == 16 * fits.GB / 5
+
+
+def test_the_fits_case_skips_a_budget_beyond_the_card(fake_card):
+    rec = execute("fits", dict(CASE_PARAMS, budget="80GB"))
+    assert rec.outcome == "skipped" and "budget 80GB is larger than this card" in rec.reason
+
+
+def test_the_probe_reads_a_library_workspace_failure_as_out_of_memory_and_nothing_else():
+    from harness.fits_probe import out_of_memory
+    assert out_of_memory(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
+    assert out_of_memory(MemoryError())
+    assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))

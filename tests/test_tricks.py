@@ -1,0 +1,185 @@
+"""The everyday memory tricks on the CPU, with tiny models: accumulation gives the full batch's
+gradient, tied embeddings are one storage, the cap bounds the batch, and every technique trains."""
+import math
+
+import pytest
+import torch
+
+from harness.cases import tricks
+from harness.models import EncDecConfig, LMConfig, encoder_decoder, parameter_count, transformer_lm
+from harness.outcomes import CheckFailed
+from harness.runner import execute
+from harness.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
+from harness.training import Trainer, precision, split, token_loss_sum
+
+TINY = dict(device="cpu", workload="lm", batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
+SMALL = dict(vocab=97, width=32, depth=2, heads=4, seq_len=64)
+
+
+def grads_of(micro_batch, inputs, targets):
+    model = transformer_lm(LMConfig(**SMALL), seed=3)
+    trainer = Trainer(model, [((x,), t) for x, t in split((inputs, targets), micro_batch)], token_loss_sum,
+                      precision("fp32"), "cpu")
+    trainer.backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("micro_batch", [1, 2])
+def test_accumulated_gradients_equal_the_full_batch_gradient(micro_batch):
+    # Ragged rows: micro-batches hold different numbers of real targets, so dividing each
+    # micro-batch's loss by its own count, or by the number of micro-batches, gives a wrong gradient.
+    inputs, targets = pad_to_longest(outlier_sequences(4, 12, SMALL["vocab"], seed=1))
+    whole, accumulated = grads_of(4, inputs, targets), grads_of(micro_batch, inputs, targets)
+    for w, a in zip(whole, accumulated):
+        assert torch.allclose(w, a, rtol=1e-4, atol=1e-6)
+
+
+def test_a_micro_batch_that_does_not_divide_the_batch_is_refused():
+    with pytest.raises(ValueError, match="must divide the batch"):
+        split((torch.zeros(6, 2),), 4)
+
+
+def test_encoder_decoder_shares_one_embedding_storage_and_drops_two_matrices():
+    config = dict(vocab=97, width=32, depth=1, heads=4, seq_len=16)
+    shared = encoder_decoder(EncDecConfig(**config, shared_embedding=True))
+    separate = encoder_decoder(EncDecConfig(**config))
+    ptr = shared.embed.weight.data_ptr()
+    assert shared.target_embed.weight.data_ptr() == ptr and shared.head.weight.data_ptr() == ptr
+    assert len({m.weight.data_ptr() for m in (separate.embed, separate.target_embed, separate.head)}) == 3
+    assert parameter_count(separate) - parameter_count(shared) == 2 * config["vocab"] * config["width"]
+
+
+def test_tied_case_counts_the_embedding_once():
+    plain = execute("tricks", dict(TINY, technique="fp32"))
+    tied = execute("tricks", dict(TINY, technique="tied_embeddings"))
+    assert plain.check["parameters"] - tied.check["parameters"] == TINY["vocab"] * TINY["width"]
+
+
+def test_the_cap_never_yields_a_longer_batch_and_padding_pads_to_the_longest():
+    sequences = outlier_sequences(8, 32, 100, seed=2)
+    longest = max(len(s) for s in sequences) - 1
+    assert longest == OUTLIER_FACTOR * 32
+    x, t = pad_to_longest(sequences)
+    assert x.shape == t.shape == (8, longest)
+    for cap in (1, 7, 32, 40):
+        x, t = capped(sequences, cap)
+        assert x.shape[1] <= cap and (t != IGNORE).sum(1).max() <= cap
+    # Nothing real is lost below the cap: each row keeps min(length, cap) targets.
+    x, t = capped(sequences, 40)
+    assert (t != IGNORE).sum(1).tolist() == [min(len(s) - 1, 40) for s in sequences]
+
+
+def test_checkpointing_recomputes_each_block_and_keeps_the_gradient():
+    model = transformer_lm(LMConfig(**SMALL), seed=1)
+    calls, block = [], model.blocks[0]
+    plain_forward = block.forward  # counted here: module hooks do not run in the recomputation
+    block.forward = lambda *a, **k: (calls.append(1), plain_forward(*a, **k))[1]
+    x = torch.randint(0, SMALL["vocab"], (2, 8))
+    model(x).sum().backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model.checkpoint_blocks, calls[:] = True, []
+    model(x).sum().backward()
+    assert len(calls) == 2  # the forward, and its recomputation in backward
+    for a, b in zip(plain, (p.grad for p in model.parameters())):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.parametrize("technique", tricks.TECHNIQUES)
+def test_every_technique_trains_one_tiny_lm_on_the_cpu(technique):
+    rec = execute("tricks", dict(TINY, technique=technique))
+    assert rec.outcome == "ok", rec.reason
+    assert math.isfinite(rec.check["loss_last"]) and rec.check["loss_last"] < rec.check["loss_first"]
+    assert rec.work["tokens"] > 0 and rec.timing.median_s > 0
+
+
+@pytest.mark.parametrize("technique", ["fp32", "checkpoint", "tied_embeddings", "bf16_autocast"])
+def test_encoder_decoder_trains_with_each_embedding_and_checkpointing(technique):
+    rec = execute("tricks", dict(TINY, workload="encdec", technique=technique))
+    assert rec.outcome == "ok", rec.reason
+
+
+def test_accumulation_matches_the_full_batch_loss_and_counts_its_steps():
+    full = execute("tricks", dict(TINY, technique="fp32"))
+    accumulated = execute("tricks", dict(TINY, technique="fp32", micro_batch=1))
+    assert accumulated.check["accumulation_steps"] == 4
+    assert accumulated.check["loss_last"] == pytest.approx(full.check["loss_last"], rel=1e-4)
+
+
+def test_capped_and_padded_batches_count_only_real_tokens():
+    padded = execute("tricks", dict(TINY, technique="pad_longest"))
+    capped_rec = execute("tricks", dict(TINY, technique="seq_cap"))
+    assert capped_rec.work["tokens"] < padded.work["tokens"]
+
+
+def test_lm_only_techniques_skip_other_workloads_with_the_reason():
+    rec = execute("tricks", dict(TINY, workload="encdec", technique="seq_cap"))
+    assert rec.outcome == "skipped" and "applies to workload lm only" in rec.reason
+
+
+def test_resnet50_without_torchvision_skips_with_the_fix():
+    try:
+        import torchvision  # noqa: F401
+        pytest.skip("torchvision is installed here")
+    except ImportError:
+        pass
+    rec = execute("tricks", dict(TINY, workload="resnet50", technique="fp32"))
+    assert rec.outcome == "skipped" and "pip install torchvision" in rec.reason
+
+
+def test_bf16_params_train_in_bf16():
+    trainer, _ = tricks.make_trainer(**dict(TINY, technique="bf16_params"))
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
+
+
+def test_cpu_embedding_keeps_the_embedding_on_the_cpu_and_learns():
+    trainer, _ = tricks.make_trainer(**dict(TINY, technique="cpu_embedding"))
+    assert trainer.model.embed.weight.device.type == "cpu"
+    # The LM holds no parameter of its own outside its children, so moving the children moves the rest.
+    assert not list(trainer.model.parameters(recurse=False))
+    before = trainer.model.embed.weight.detach().clone()
+    trainer.step()
+    assert not torch.equal(before, trainer.model.embed.weight)  # its gradient came back through the copy
+
+
+@pytest.mark.parametrize("losses, match", [([2.0, float("nan")], "loss is nan"), ([2.0, 2.5], "did not learn")])
+def test_a_broken_or_stuck_training_fails_its_check(losses, match):
+    with pytest.raises(CheckFailed, match=match):
+        tricks.losses_checked([torch.tensor(v) for v in losses])
+
+
+def tiny_torchvision(monkeypatch):
+    """A stand-in for torchvision.models with ResNet's layout (stages layer1..layer4 of blocks),
+    so the ResNet50 path (checkpointing per block, images, bf16 inputs) runs here without it."""
+    import sys
+    import types
+    nn = torch.nn
+
+    class TinyResNet(nn.Module):
+        def __init__(self, num_classes):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 4, 3, stride=16)
+            for i in range(1, 5):
+                setattr(self, f"layer{i}", nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU()))
+            self.fc = nn.Linear(4, num_classes)
+
+        def forward(self, x):
+            x = self.stem(x)
+            for i in range(1, 5):
+                x = getattr(self, f"layer{i}")(x)
+            return self.fc(x.mean((2, 3)))
+
+    models = types.ModuleType("torchvision.models")
+    models.resnet50 = lambda weights=None, num_classes=1000: TinyResNet(num_classes)
+    package = types.ModuleType("torchvision")
+    package.models = models
+    monkeypatch.setitem(sys.modules, "torchvision", package)
+    monkeypatch.setitem(sys.modules, "torchvision.models", models)
+
+
+@pytest.mark.parametrize("technique", ["fp32", "checkpoint", "bf16_params", "fp16_autocast"])
+def test_the_resnet_path_trains_with_a_stand_in_model(monkeypatch, technique):
+    tiny_torchvision(monkeypatch)
+    rec = execute("tricks", dict(TINY, workload="resnet50", micro_batch=2, technique=technique))
+    assert rec.outcome == "ok", rec.reason
+    assert rec.work == {"samples": TINY["batch"]} and rec.check["accumulation_steps"] == 2
