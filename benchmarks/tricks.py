@@ -41,7 +41,8 @@ class Accumulation(_OnDevice):
 class Vocabulary(_OnDevice):
     """The logits (batch x seq x vocab) and the embeddings grow with the vocabulary."""
     case = "tricks"
-    fixed = {**GPU_LM, "batch": 8, "micro_batch": 8}
+    fixed = {"device": "cuda", "workload": "lm", "width": 1024, "depth": 12, "seq_len": 1024, "batch": 8,
+             "micro_batch": 8}
     param_names = ["technique", "vocab"]
     params = [["fp32", "tied_embeddings", "cpu_embedding", "bf16_autocast"], [8192, 32000, 50304, 128256, 256000]]
 
@@ -57,7 +58,8 @@ class LongSequence(_OnDevice):
 class SequenceCap(_OnDevice):
     """A batch with one sequence four times longer than the rest: padded to it, or capped."""
     case = "tricks"
-    fixed = {**GPU_LM, "batch": 16, "micro_batch": 16}
+    fixed = {"device": "cuda", "workload": "lm", "vocab": 32000, "width": 1024, "depth": 12, "batch": 16,
+             "micro_batch": 16}
     param_names = ["technique", "seq_len"]
     params = [["pad_longest", "seq_cap"], [512, 1024, 2048]]
 

@@ -164,3 +164,34 @@ def test_benchmarks_file_records_in_this_checkout_wherever_the_harness_is_instal
         sys.path.remove(str(REPO))
     import os
     assert os.environ["OOMBENCH_RECORDS"] == str(REPO / "results" / "records")
+
+
+def benchmark_classes():
+    import importlib
+    import inspect
+    sys.path.insert(0, str(REPO))
+    try:
+        for path in sorted((REPO / "benchmarks").glob("*.py")):
+            module = importlib.import_module(f"benchmarks.{path.stem}")
+            for name, cls in inspect.getmembers(module, inspect.isclass):
+                if not name.startswith("_") and getattr(cls, "case", "") and cls.__module__ == module.__name__:
+                    yield f"{path.stem}.{name}", cls
+    finally:
+        sys.path.remove(str(REPO))
+
+
+def test_every_benchmark_names_each_parameter_of_its_case_once_with_allowed_values():
+    """asv calls setup only on a box that runs the class: a parameter fixed and swept at once, or
+    one the case does not know, would fail there, on the GPU, not here."""
+    import itertools
+    from harness import cases
+    seen = 0
+    for name, cls in benchmark_classes():
+        case = cases.get(cls.case)
+        fixed, swept = set(cls.fixed), set(cls.param_names)
+        assert not fixed & swept, f"{name}: {sorted(fixed & swept)} both fixed and swept"
+        assert fixed | swept == set(case.params), f"{name}: differs from {case.name}'s {sorted(case.params)}"
+        for values in itertools.product(*cls.params):
+            case.validate({**cls.fixed, **dict(zip(cls.param_names, values))})
+        seen += 1
+    assert seen >= 20
