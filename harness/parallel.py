@@ -21,7 +21,7 @@ from .cases import Workload
 from .outcomes import CheckFailed, Skip
 from .requirements import need_module, need_torch_cuda
 from .suite import MULTICAST_OFF
-from .timing import Timing
+from .timing import Timing, torch_sync
 from .parallel_job import Job
 
 STRATEGIES = ("single", "dp", "ddp", "naive_mp", "pipeline", "fsdp")
@@ -70,17 +70,6 @@ def _devices(job: Job) -> list[str]:
     return [f"cuda:{i}" for i in range(job.gpus)] if job.device == "cuda" else ["cpu"] * job.gpus
 
 
-def _sync(job: Job):
-    if job.device != "cuda":
-        return lambda: None
-    import torch
-
-    def sync():
-        for i in range(job.gpus):
-            torch.cuda.synchronize(i)
-    return sync
-
-
 def _trainer(job: Job):
     if job.strategy in MODEL_PARALLEL:
         from .model_parallel import Stages
@@ -91,7 +80,7 @@ def _trainer(job: Job):
 
 
 def _one_process(job: Job) -> Workload:
-    trainer, sync = _trainer(job), _sync(job)
+    trainer, sync = _trainer(job), torch_sync(_gpus(job))
     durations, losses = [], []
 
     def step():

@@ -47,6 +47,18 @@ def no_sync() -> None:
     """For work that is done when the call returns (CPU)."""
 
 
+def torch_sync(gpus=()):
+    """Waits for the work queued on each of these CUDA devices; with none (the CPU), nothing."""
+    if not gpus:
+        return no_sync
+    import torch
+
+    def sync() -> None:
+        for g in gpus:
+            torch.cuda.synchronize(g)
+    return sync
+
+
 def no_prepare() -> None:
     """For steps that need nothing put back between them."""
 

@@ -57,3 +57,14 @@ def test_prepare_runs_before_every_step_and_outside_the_clock():
     t = time_steps(step, sync=lambda: log.append("sync"), prepare=prepare, warmup=1, repeat=2, clock=clock)
     assert t.median_s == t.max_s == 1.0
     assert log == ["prepare", "step", "sync"] + ["prepare", "sync", "clock", "step", "sync", "clock"] * 2
+
+
+def test_torch_sync_waits_on_each_named_gpu_and_on_none_for_the_cpu(monkeypatch):
+    import torch
+
+    from harness.timing import no_sync, torch_sync
+    assert torch_sync(()) is no_sync
+    waited = []
+    monkeypatch.setattr(torch.cuda, "synchronize", waited.append)
+    torch_sync((0, 1))()
+    assert waited == [0, 1]

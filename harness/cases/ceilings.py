@@ -16,6 +16,7 @@ import numpy as np
 
 from ..outcomes import CheckFailed
 from ..requirements import need_gpus, need_torch_cuda
+from ..timing import torch_sync
 from . import Case, Workload
 
 MiB, GiB = 2**20, 2**30
@@ -76,13 +77,6 @@ def cpu_matmul(n: int = CPU_MATMUL_N) -> Workload:
 
 # ---- one GPU --------------------------------------------------------------------------------
 
-def _sync(torch, gpus):
-    def sync():
-        for g in gpus:
-            torch.cuda.synchronize(g)
-    return sync
-
-
 def _random_bytes(torch, nbytes, device):
     return torch.rand(nbytes // 4, device=device)
 
@@ -91,7 +85,7 @@ def device_copy(nbytes: int = DEVICE_COPY_BYTES) -> Workload:
     torch = need_torch_cuda(1)
     src = _random_bytes(torch, nbytes, "cuda:0")
     dst = torch.full_like(src, float("nan"))
-    return Workload(step=partial(dst.copy_, src), sync=_sync(torch, [0]), gpus=(0,),
+    return Workload(step=partial(dst.copy_, src), sync=torch_sync((0,)), gpus=(0,),
                     check=lambda: checked_equal("device_copy", bool(torch.equal(dst, src))),
                     work={"bytes": 2 * nbytes}, warmup=3, repeat=50)
 
@@ -107,7 +101,7 @@ def host_link(direction: str, pinned: bool, nbytes: int = LINK_BYTES) -> Workloa
         on_host.fill_(float("nan"))
         src, dst, ref = on_gpu, on_host, on_gpu.cpu()
     name = f"{direction}_{'pinned' if pinned else 'pageable'}"
-    return Workload(step=partial(dst.copy_, src, non_blocking=pinned), sync=_sync(torch, [0]), gpus=(0,),
+    return Workload(step=partial(dst.copy_, src, non_blocking=pinned), sync=torch_sync((0,)), gpus=(0,),
                     check=lambda: checked_equal(name, bool(torch.equal(dst, ref))),
                     work={"bytes": nbytes}, warmup=2, repeat=20)
 
@@ -127,7 +121,7 @@ def gpu_matmul(precision: str, n: int = GPU_MATMUL_N) -> Workload:
         ref = (a[rows].double() @ b.double()).cpu().numpy()
         return checked(f"matmul_{precision}", rel_err(c[rows].double().cpu().numpy(), ref), MATMUL_TOLERANCE[precision])
 
-    return Workload(step=partial(torch.matmul, a, b, out=c), sync=_sync(torch, [0]), gpus=(0,),
+    return Workload(step=partial(torch.matmul, a, b, out=c), sync=torch_sync((0,)), gpus=(0,),
                     check=check, work={"flops": 2 * n**3}, warmup=3, repeat=20)
 
 
@@ -139,7 +133,7 @@ def p2p_copy(nbytes: int = LINK_BYTES) -> Workload:
     src = _random_bytes(torch, nbytes, "cuda:0")
     dst = torch.full_like(src, float("nan"), device="cuda:1")
     peer = devices.peer[0][1]
-    return Workload(step=partial(dst.copy_, src, non_blocking=True), sync=_sync(torch, [0, 1]), gpus=(0, 1),
+    return Workload(step=partial(dst.copy_, src, non_blocking=True), sync=torch_sync((0, 1)), gpus=(0, 1),
                     check=lambda: dict(checked_equal("p2p_copy", bool(torch.equal(dst.to("cuda:0"), src))), peer_access=peer),
                     work={"bytes": nbytes}, warmup=2, repeat=20)
 
