@@ -1,6 +1,7 @@
 """Data parallel versus model parallel on torchvision's ResNet50: 1000 classes, SGD, MSE against
 one-hot labels, random images; by default batch 10 of 3 x 1024 x 1024, the well-known two-GPU
-model-parallel tutorial. ``strategy`` and ``gpus`` choose how it is spread (``harness.parallel``);
+model-parallel tutorial, and 2048 x 2048, four times its activations, where one GPU runs short
+sooner. ``strategy`` and ``gpus`` choose how it is spread (``harness.parallel``);
 ``batch`` is the global batch, the same for every strategy. Its BatchNorm sees each shard or
 micro-batch alone, so strategies agree on the loss only roughly here; the transformer case is
 the exact one."""
@@ -12,7 +13,7 @@ DEVICES = ("cuda", "cpu")
 GPUS = (1, 2, 3, 4, 8)
 MICRO_BATCHES = (1, 2, 5, 10)
 BATCHES = (2, 10, 20, 40, 80)
-IMAGE_SIZES = (64, 224, 512, 1024)
+IMAGE_SIZES = (64, 224, 512, 1024, 2048)
 
 
 def _build(strategy, device, gpus, micro_batches, batch, image_size):
