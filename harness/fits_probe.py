@@ -30,8 +30,9 @@ def sizes(over: str, n: int) -> dict:
 
 
 def probe(params: dict, n: int, fraction: float, over: str = "batch") -> dict:
-    from .cases.tricks import make_trainer, torch_on
-    torch = torch_on(params["device"])
+    from .cases.tricks import make_trainer
+    from .requirements import need_torch
+    torch = need_torch(params["device"])
     cuda = params["device"] == "cuda"
     if cuda:
         torch.cuda.set_per_process_memory_fraction(fraction, 0)

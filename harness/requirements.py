@@ -22,6 +22,15 @@ def need_gpus(count: int = 1, devices: Devices | None = None) -> Devices:
     raise Skip(f"needs {count} GPU(s), this box has {have}; run it on a box with {count} or more")
 
 
+def need_torch(device: str):
+    """torch for a case that runs on ``device``: "cuda" (a CUDA build seeing a GPU) or "cpu"."""
+    if device == "cuda":
+        return need_torch_cuda(1)
+    if device == "cpu":
+        return need_module("torch", "pip install 'oombench[torch]'")
+    raise ValueError(f"device must be cpu or cuda, got {device!r}")
+
+
 def need_torch_cuda(count: int = 1):
     """torch, built with CUDA and seeing at least ``count`` GPUs."""
     need_gpus(count)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..graphs import gcn_bytes, gcn_reference_rows, gcn_weights, planted_partition, rows_checked, sample_rows
 from ..outcomes import CheckFailed
-from ..requirements import need_module, need_torch_cuda
+from ..requirements import need_torch
+from ..timing import torch_sync
 from . import Case, Workload
 from .chainer_gcn import CLASSES, FEATURES, HIDDEN, NODES, TOLERANCE
 
@@ -20,17 +21,10 @@ def declared_bytes(device="cuda", nodes=NODES[0], features=FEATURES[0]) -> int:
     return gcn_bytes(nodes, features, HIDDEN, CLASSES, index_bytes=8)  # torch's indices are int64
 
 
-def _torch(device: str):
-    if device == "cuda":
-        return need_torch_cuda(1), lambda torch: torch.cuda.synchronize, (0,)
-    if device == "cpu":
-        return need_module("torch", "pip install 'oombench[torch]'"), lambda torch: (lambda: None), ()
-    raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
-
-
 def torch_gcn_workload(device: str, nodes: int, features: int, hidden: int = HIDDEN, classes: int = CLASSES,
                        warmup: int = 2, repeat: int = 10) -> Workload:
-    torch, sync_of, gpus = _torch(device)
+    torch = need_torch(device)
+    gpus = (0,) if device == "cuda" else ()
     from .. import torch_gcn as tg
     graph = planted_partition(nodes, features, classes)
     model = tg.GCN(*gcn_weights(features, hidden, classes)).to(device)
@@ -58,7 +52,7 @@ def torch_gcn_workload(device: str, nodes: int, features: int, hidden: int = HID
         ref = gcn_reference_rows(graph, w1, w2, rows)
         return dict(loss_first=first, loss_last=last, steps=len(losses), **rows_checked(out, ref, TOLERANCE))
 
-    return Workload(step=step, sync=sync_of(torch), gpus=gpus, check=check,
+    return Workload(step=step, sync=torch_sync(gpus), gpus=gpus, check=check,
                     work={"nodes": nodes, "edges": graph.nnz}, warmup=warmup, repeat=repeat)
 
 

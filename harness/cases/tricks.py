@@ -24,10 +24,12 @@ The fp32 record of the same parameters is the reference to read ``loss_last`` ag
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 from ..outcomes import CheckFailed, Skip
-from ..requirements import need_module, need_torch_cuda
+from ..requirements import need_torch
+from ..timing import torch_sync
 from . import Case, Workload
 
 DEVICES = ("cpu", "cuda")
@@ -45,14 +47,6 @@ PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES,
           "seq_len": (16, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768)}
 IMAGE_SIZE, CLASSES = 224, 1000
 SEED = 0
-
-
-def torch_on(device: str):
-    if device == "cuda":
-        return need_torch_cuda(1)
-    if device == "cpu":
-        return need_module("torch", "pip install 'oombench[torch]'")
-    raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
 
 
 def heads(width: int) -> int:
@@ -130,7 +124,7 @@ class CpuEmbedding:
 def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len):
     """(trainer, work per step): what ``build`` times and what a "what fits" probe runs."""
     _applies(workload, technique)
-    torch = torch_on(device)
+    torch = need_torch(device)
     from ..training import Trainer, image_loss_sum, precision, split, token_loss_sum
     prec = precision(technique if technique in PRECISION_TECHNIQUES else "fp32")
     if workload == "resnet50":
@@ -174,16 +168,14 @@ def losses_checked(losses) -> dict:
 
 
 def build(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len) -> Workload:
-    torch = torch_on(device)
+    torch = need_torch(device)
     from ..models import parameter_count
     from ..training import float32_matmul
-    tf32 = float32_matmul(technique == "tf32")
-    tf32.__enter__()  # held for the case's life: close() puts the previous setting back
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(float32_matmul(technique == "tf32"))
         trainer, work = make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len)
-    except BaseException:
-        tf32.__exit__(None, None, None)
-        raise
+        # Held for the case's life once built: close() puts the previous setting back.
+        setting = stack.pop_all()
     params = parameter_count(trainer.model)
     on_device = sum(p.numel() for p in trainer.model.parameters() if p.device.type == torch.device(device).type)
 
@@ -191,9 +183,9 @@ def build(device, workload, technique, batch, micro_batch, vocab, width, depth, 
         return {**losses_checked(trainer.losses), "parameters": params, "parameters_on_device": on_device,
                 "accumulation_steps": batch // micro_batch}
 
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    return Workload(step=trainer.step, sync=sync, check=check, work=work, gpus=(0,) if device == "cuda" else (),
-                    warmup=2, repeat=10, close=lambda: tf32.__exit__(None, None, None))
+    gpus = (0,) if device == "cuda" else ()
+    return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
+                    warmup=2, repeat=10, close=setting.close)
 
 
 CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__)
