@@ -64,20 +64,18 @@ def layer_bytes(layers, example) -> list[int]:
     ResNet50 at 1024 x 1024 costs no memory and no arithmetic."""
     import copy
 
-    import torch
     x = example.to("meta")
     sizes = []
     for layer in layers:
         meta = copy.deepcopy(layer).to("meta")
-        kept = _leaf_output_bytes(meta, x)
-        with torch.no_grad():
-            x = meta(x)
+        kept, x = _leaf_output_bytes(meta, x)
         params = sum(p.numel() * p.element_size() for p in layer.parameters())
         sizes.append(2 * params + kept)
     return sizes
 
 
-def _leaf_output_bytes(module, x) -> int:
+def _leaf_output_bytes(module, x):
+    """The bytes of the outputs of ``module``'s leaves on ``x``, and its own output."""
     import torch
     total = [0]
 
@@ -89,8 +87,8 @@ def _leaf_output_bytes(module, x) -> int:
     handles = [m.register_forward_hook(count) for m in leaves]
     try:
         with torch.no_grad():
-            module(x)
+            out = module(x)
     finally:
         for h in handles:
             h.remove()
-    return total[0]
+    return total[0], out
