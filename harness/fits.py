@@ -2,7 +2,10 @@
 
 The search is generic over ``probe(n) -> bool`` (doubling until a probe fails, then bisecting
 between the last fit and the first failure), so tests can hand it a fake memory model. It
-assumes fitting is monotone in ``n``: if n does not fit, nothing larger does.
+assumes fitting is monotone in ``n``: if n does not fit, nothing larger does. A probe costs a
+process start, a model build and two steps (seconds on a GPU), so where the probes report their
+peak memory an estimate from the first two jumps close to the answer and only the last few
+sizes around it are probed.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
 harness.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
@@ -39,8 +42,13 @@ class Search:
         return len(self.probed)
 
 
-def largest_fitting(probe, start: int = 1, limit: int = LIMIT) -> Search:
-    """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice."""
+def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None) -> Search:
+    """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
+
+    ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
+    the search probes the guess, then gallops from it (one step, two, four...) until the boundary
+    is bracketed, and bisects. A good guess costs about four probes in all, a bad one a few more;
+    the answer is exact either way, because only probes decide it."""
     search = Search(largest=0)
 
     def fits(n):
@@ -50,24 +58,59 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT) -> Search:
 
     if not fits(start):
         return search
-    low, high = start, None  # low fits; high (once known) does not
-    while high is None:
-        if low >= limit:
-            search.largest = limit
-            return search
-        n = min(2 * low, limit)
-        if fits(n):
-            low = n
-        else:
-            high = n
+    low, high, guess = start, None, None  # low fits; high (once known) does not
+    while high is None and low < limit and guess is None:
+        guess = estimate() if estimate else None
+        if guess is None:
+            n = min(2 * low, limit)
+            low, high = (n, high) if fits(n) else (low, n)
+    if guess is not None:
+        low, high = _gallop(fits, guess, low, high, limit)
+    if high is None:
+        search.largest = limit
+        return search
     while high - low > 1:
         mid = (low + high) // 2
-        if fits(mid):
-            low = mid
-        else:
-            high = mid
+        low, high = (mid, high) if fits(mid) else (low, mid)
     search.largest = low
     return search
+
+
+def _gallop(fits, guess: int, low: int, high: int | None, limit: int):
+    """Probe ``guess`` (held strictly between low and high), then step away from it by 1, 2,
+    4... in the direction it points until a probe lands on the other side: (low, high)."""
+    top = limit if high is None else high - 1
+    n = max(low + 1, min(guess, top))
+    if fits(n):
+        low, step = n, 1
+        while low < top:
+            n = min(low + step, top)
+            if not fits(n):
+                return low, n
+            low, step = n, 2 * step
+        return low, high
+    high, step = n, 1
+    while high - step > low:
+        n = high - step
+        if fits(n):
+            return n, high
+        high, step = n, 2 * step
+    return low, high
+
+
+def linear_estimate(points, cap: float):
+    """The largest n whose memory stays under ``cap``, from (n, bytes) measured at sizes that fit,
+    on the line through the two largest; None until there are two. Memory of a training step
+    grows about linearly with the batch (activations per sample) and at least linearly with the
+    sequence length, so for lengths the guess errs high and the gallop walks down."""
+    points = sorted(set(points))
+    if len(points) < 2:
+        return None
+    (n0, m0), (n1, m1) = points[-2:]
+    slope = (m1 - m0) / (n1 - n0)
+    if slope <= 0:
+        return None
+    return int(n1 + (cap - m1) // slope)
 
 
 def budget_bytes(budget: str, card_total: int) -> int:

@@ -104,3 +104,44 @@ def test_the_probe_reads_a_library_workspace_failure_as_out_of_memory_and_nothin
     assert out_of_memory(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
     assert out_of_memory(MemoryError())
     assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+def _memory_model(boundary, per_sample=3_000_000, fixed=500_000_000):
+    """Peak bytes at batch n, and the cap under which exactly ``boundary`` fits."""
+    return (lambda n: fixed + n * per_sample), fixed + boundary * per_sample
+
+
+@pytest.mark.parametrize("boundary", [2, 3, 37, 64, 65, 1000, 4097])
+def test_a_guess_from_the_measured_peaks_finds_the_boundary_in_four_probes(boundary):
+    peak, cap = _memory_model(boundary)
+    measured = []
+
+    def probe(n):
+        ok = peak(n) <= cap
+        if ok:
+            measured.append((n, peak(n)))
+        return ok
+
+    search = fits.largest_fitting(probe, estimate=lambda: fits.linear_estimate(measured, cap))
+    assert search.largest == boundary
+    assert search.probes <= 4 and (boundary + 1, False) in search.probed
+
+
+@pytest.mark.parametrize("boundary", [1, 2, 5, 37, 1000])
+@pytest.mark.parametrize("error", [-900, -30, -3, -1, 0, 1, 2, 17, 500, 10**6])
+def test_a_wrong_guess_costs_probes_but_never_the_exact_answer(boundary, error):
+    search = fits.largest_fitting(lambda n: n <= boundary, estimate=lambda: boundary + error, limit=5000)
+    assert search.largest == boundary
+    assert len({n for n, _ in search.probed}) == search.probes  # no batch probed twice
+    assert search.probes <= 2 * (abs(error) + 1).bit_length() + 4  # logarithmic in the guess's error
+
+
+def test_a_guess_past_the_limit_stops_there():
+    search = fits.largest_fitting(lambda n: True, estimate=lambda: 10**9, limit=100)
+    assert search.largest == 100 and max(n for n, _ in search.probed) == 100
+
+
+def test_the_linear_estimate_waits_for_two_sizes_and_reads_the_line_through_the_largest():
+    assert fits.linear_estimate([(1, 10)], cap=100) is None
+    assert fits.linear_estimate([(1, 10), (2, 20), (4, 40)], cap=100) == 10
+    assert fits.linear_estimate([(1, 10), (2, 10)], cap=100) is None  # no growth: no line to read

@@ -7,8 +7,8 @@ largest batch of ``seq_len`` tokens, searched from 1) or ``seq_len`` (the longes
 sequence, searched from ``seq_len``; token models only). A budget larger than the card skips
 with the reason.
 
-The one timed "step" is the whole search (``harness.fits``: doubling, then bisection, one fresh
-process per probe); its time says what the search cost, nothing about training. The answer is
+The one timed "step" is the whole search (``harness.fits``: doubling until two sizes fit, a
+guess on the line through their peaks, a gallop from it and bisection, one fresh process per probe); its time says what the search cost, nothing about training. The answer is
 in the check: ``max_batch``, the probes it took, the budget in bytes, the peak the largest
 fitting probe allocated, and ``budget_bytes_per_sample`` (budget / max_batch) or
 ``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
@@ -50,8 +50,13 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     start = 1 if over == "batch" else seq_len
     found = {}
 
+    def estimate():
+        # Reserved bytes are what the allocator's cap counts.
+        return fits.linear_estimate([(r["n"], r.get("peak_reserved") or r["peak_allocated"])
+                                     for r in prober.results if r["fits"] and "peak_allocated" in r], cap)
+
     def step():
-        found["search"] = fits.largest_fitting(prober, start=start)
+        found["search"] = fits.largest_fitting(prober, start=start, estimate=estimate)
         if found["search"].largest == 0:
             raise DoesNotFit(f"does not fit: {over} {start} of {workload} with {technique} under {budget}", cap)
 
