@@ -23,7 +23,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .outcomes import Skip
 
@@ -42,8 +44,11 @@ class Search:
         return len(self.probed)
 
 
-def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None) -> Search:
+def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None)) -> Search:
     """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
+
+    ``known`` is (a size known to fit, a size known not to), either None, from probes already
+    run (``ProbeLog.bounds``): the search starts from them and never probes them again.
 
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
@@ -56,15 +61,23 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None) ->
         search.probed.append((n, ok))
         return ok
 
-    if not fits(start):
+    low, high = known
+    if high is not None and high <= start:
         return search
-    low, high, guess = start, None, None  # low fits; high (once known) does not
-    while high is None and low < limit and guess is None:
+    if low is None or low < start:
+        if not fits(start):
+            return search
+        low = start
+    # low fits; high (once known) does not
+    guess = estimate() if estimate else None
+    while high is None and low < limit and guess is None:  # doubling until a guess can be made
+        n = min(2 * low, limit)
+        low, high = (n, high) if fits(n) else (low, n)
         guess = estimate() if estimate else None
-        if guess is None:
-            n = min(2 * low, limit)
-            low, high = (n, high) if fits(n) else (low, n)
-    if guess is not None:
+    if low >= limit:
+        search.largest = limit
+        return search
+    if guess is not None and (high is None or high - low > 1):
         low, high = _gallop(fits, guess, low, high, limit)
     if high is None:
         search.largest = limit
@@ -103,7 +116,10 @@ def linear_estimate(points, cap: float):
     on the line through the two largest; None until there are two. Memory of a training step
     grows about linearly with the batch (activations per sample) and at least linearly with the
     sequence length, so for lengths the guess errs high and the gallop walks down."""
-    points = sorted(set(points))
+    highest = {}
+    for n, peak in points:  # two probes at one size (two budgets) give one point
+        highest[n] = max(peak, highest.get(n, peak))
+    points = sorted(highest.items())
     if len(points) < 2:
         return None
     (n0, m0), (n1, m1) = points[-2:]
@@ -136,15 +152,59 @@ class SubprocessProber:
         self.results: list[dict] = []
 
     def __call__(self, n: int) -> bool:
+        began = time.perf_counter()
         done = subprocess.run(self.argv_of(n), capture_output=True, text=True, timeout=self.timeout_s,
                               env=self.env)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not lines:
             raise RuntimeError(f"probe at n={n} failed (exit {done.returncode}), fix the probe before "
                                f"reading its result: {done.stderr.strip()[-2000:]}")
-        result = dict(json.loads(lines[-1]), n=n)
+        result = dict(json.loads(lines[-1]), n=n, seconds=round(time.perf_counter() - began, 2))
         self.results.append(result)
         return bool(result["fits"])
+
+
+class ProbeLog:
+    """Every probe of one run, appended as it answers, so that the search of the same case under
+    the next budget starts from what is known. The allocator makes the same requests whatever
+    its cap, and only where it says no moves: a size that fit under a smaller cap fits under a
+    larger one, and one that did not fit under a larger cap fits under no smaller one. Kept per
+    run (one commit, one machine): another run's probes say nothing about this one. Without a
+    path it lives in memory, for one search."""
+
+    def __init__(self, path=None):
+        self.path = Path(path) if path else None
+        self.kept: list[dict] = []
+
+    def add(self, key: dict, cap: int, result: dict) -> None:
+        entry = {"key": key, "cap": cap, **result}
+        if self.path is None:
+            self.kept.append(entry)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+    def entries(self, key: dict) -> list[dict]:
+        if self.path is None:
+            lines = self.kept
+        elif self.path.exists():
+            lines = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        else:
+            lines = []
+        return [e for e in lines if e["key"] == key]
+
+    def bounds(self, key: dict, cap: int) -> tuple:
+        """(largest size known to fit under ``cap``, smallest known not to), either None."""
+        entries = self.entries(key)
+        fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
+        fail = [e["n"] for e in entries if not e["fits"] and e["cap"] >= cap]
+        return max(fit, default=None), min(fail, default=None)
+
+    def points(self, key: dict) -> list[tuple]:
+        """(size, reserved bytes) of every probe that fit: the estimate's line."""
+        return [(e["n"], e.get("peak_reserved") or e["peak_allocated"]) for e in self.entries(key)
+                if e["fits"] and e.get("peak_allocated")]
 
 
 OVER = ("batch", "seq_len")  # what a search grows: the batch, or the length of one sequence

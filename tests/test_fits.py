@@ -145,3 +145,37 @@ def test_the_linear_estimate_waits_for_two_sizes_and_reads_the_line_through_the_
     assert fits.linear_estimate([(1, 10)], cap=100) is None
     assert fits.linear_estimate([(1, 10), (2, 20), (4, 40)], cap=100) == 10
     assert fits.linear_estimate([(1, 10), (2, 10)], cap=100) is None  # no growth: no line to read
+
+
+def test_the_probe_log_carries_a_fit_up_to_larger_caps_and_a_failure_down_to_smaller_ones(tmp_path):
+    log, key = fits.ProbeLog(tmp_path / "p.ndjson"), {"technique": "fp32"}
+    log.add(key, 16, {"n": 9, "fits": True, "peak_allocated": 14})
+    log.add(key, 16, {"n": 10, "fits": False})
+    log.add(key, 24, {"n": 14, "fits": True, "peak_allocated": 22})
+    log.add(key, 24, {"n": 15, "fits": False})
+    log.add({"technique": "bf16_autocast"}, 16, {"n": 99, "fits": True, "peak_allocated": 1})
+    assert log.bounds(key, 16) == (9, 10)
+    assert log.bounds(key, 20) == (9, 15)  # 14 fit only under more; 10 failed only under less
+    assert log.bounds(key, 40) == (14, None)
+    assert log.bounds(key, 8) == (None, 10)
+    assert fits.ProbeLog(tmp_path / "p.ndjson").points(key) == [(9, 14), (14, 22)]  # read back from the file
+
+
+@pytest.mark.parametrize("fit_at,fail_at", [(5, None), (5, 6), (None, 6), (None, 1)])
+def test_a_search_never_probes_what_is_known(fit_at, fail_at):
+    search = fits.largest_fitting(lambda n: n <= 5, known=(fit_at, fail_at), limit=100)
+    assert search.largest == (0 if fail_at == 1 else 5)
+    assert not {fit_at, fail_at} & {n for n, _ in search.probed}
+    if fit_at and fail_at:
+        assert search.probes == 0
+
+
+def test_the_next_budget_of_a_run_starts_from_the_last_ones_answer(fake_card, records_dir, monkeypatch):
+    monkeypatch.setenv("OOMBENCH_RUN_ID", "run1")
+    first = execute("fits", CASE_PARAMS, run_id="run1")
+    second = execute("fits", dict(CASE_PARAMS, budget="24GB"), run_id="run1")
+    assert first.check["max_batch"] == second.check["max_batch"] == 5
+    assert second.check["known_fit"] == 5 and second.check["known_not_fit"] is None  # 6 failed under less
+    logged = list((records_dir / "test-machine").glob("*.fits-probes.ndjson"))
+    assert len(logged) == 1
+    assert second.check["probes"] < first.check["probes"] and second.check["probes"] == len(second.check["probe_seconds"])

@@ -35,6 +35,15 @@ def _card_total() -> int:
     return need_gpus(1, discover()).gpus[0].memory_total
 
 
+def _probe_log() -> fits.ProbeLog:
+    """Beside this run's records (not named *.jsonl: the probes are not records). Outside a
+    ``harness run`` each search has a log of its own, in memory, and knows nothing earlier."""
+    from ..devices import discover
+    from ..runner import RunContext
+    ctx = RunContext.from_env(discover())
+    return fits.ProbeLog(ctx.path.with_name(ctx.path.stem + ".fits-probes.ndjson") if ctx.run_id else None)
+
+
 def build(device, workload, technique, budget, over, vocab, width, depth, seq_len) -> Workload:
     if device != "cuda":
         raise Skip("what fits needs a CUDA device: the budget is enforced by "
@@ -47,26 +56,31 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
     prober = fits.SubprocessProber(fits.probe_argv(params, cap / total, over), env=fits.probe_env())
+    log, key = _probe_log(), dict(params, over=over)
     start = 1 if over == "batch" else seq_len
     found = {}
 
-    def estimate():
-        # Reserved bytes are what the allocator's cap counts.
-        return fits.linear_estimate([(r["n"], r.get("peak_reserved") or r["peak_allocated"])
-                                     for r in prober.results if r["fits"] and "peak_allocated" in r], cap)
+    def probe(n):
+        ok = prober(n)
+        log.add(key, cap, prober.results[-1])
+        return ok
 
     def step():
-        found["search"] = fits.largest_fitting(prober, start=start, estimate=estimate)
+        found["known"] = log.bounds(key, cap)
+        found["search"] = fits.largest_fitting(probe, start=start, known=found["known"],
+                                               estimate=lambda: fits.linear_estimate(log.points(key), cap))
         if found["search"].largest == 0:
             raise DoesNotFit(f"does not fit: {over} {start} of {workload} with {technique} under {budget}", cap)
 
     def check():
         n = found["search"].largest
-        at_max = next(r for r in reversed(prober.results) if r["n"] == n)
+        at_max = next((r for r in reversed(log.entries(key)) if r["n"] == n and r["fits"]), {})
         per = "budget_bytes_per_sample" if over == "batch" else "budget_bytes_per_token"
         return {f"max_{over}": n, "probes": found["search"].probes, "budget_bytes": cap, "card_bytes": total,
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n,
-                "probe_pids": len({r["pid"] for r in prober.results})}
+                "probe_pids": len({r["pid"] for r in prober.results}),
+                "known_fit": found["known"][0], "known_not_fit": found["known"][1],
+                "probe_seconds": [r["seconds"] for r in prober.results]}
 
     return Workload(step=step, check=check, work={}, gpus=(0,), warmup=0, repeat=1)
 
