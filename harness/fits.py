@@ -30,6 +30,9 @@ from pathlib import Path
 from .outcomes import Skip
 
 GB = 10**9
+# What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
+# spare: probes run side by side only where each can have its cap and this much more.
+PROBE_OVERHEAD = 2 * 2**30
 BUDGETS = ("16GB", "24GB", "40GB", "80GB", "card")
 LIMIT = 2**16  # no workload here trains a batch this large on one card: the search stops there
 
@@ -44,7 +47,8 @@ class Search:
         return len(self.probed)
 
 
-def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None)) -> Search:
+def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None),
+                    probe_many=None) -> Search:
     """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
 
     ``known`` is (a size known to fit, a size known not to), either None, from probes already
@@ -53,13 +57,19 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
     is bracketed, and bisects. A good guess costs about four probes in all, a bad one a few more;
-    the answer is exact either way, because only probes decide it."""
+    the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
+    memory allows several probes side by side, answers the guess and its neighbours at once."""
     search = Search(largest=0)
 
     def fits(n):
         ok = bool(probe(n))
         search.probed.append((n, ok))
         return ok
+
+    def fits_many(sizes):
+        answers = [bool(ok) for ok in probe_many(sizes)]
+        search.probed.extend(zip(sizes, answers))
+        return answers
 
     low, high = known
     if high is not None and high <= start:
@@ -78,7 +88,7 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
         search.largest = limit
         return search
     if guess is not None and (high is None or high - low > 1):
-        low, high = _gallop(fits, guess, low, high, limit)
+        low, high = _gallop(fits, guess, low, high, limit, fits_many if probe_many else None)
     if high is None:
         search.largest = limit
         return search
@@ -89,20 +99,37 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     return search
 
 
-def _gallop(fits, guess: int, low: int, high: int | None, limit: int):
+def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=None):
     """Probe ``guess`` (held strictly between low and high), then step away from it by 1, 2,
-    4... in the direction it points until a probe lands on the other side: (low, high)."""
+    4... in the direction it points until a probe lands on the other side: (low, high).
+    ``fits_many`` probes the guess and its two neighbours at once, and the gallop goes on from
+    there only if all three fell on one side."""
     top = limit if high is None else high - 1
     n = max(low + 1, min(guess, top))
-    if fits(n):
-        low, step = n, 1
-        while low < top:
-            n = min(low + step, top)
-            if not fits(n):
-                return low, n
-            low, step = n, 2 * step
-        return low, high
-    high, step = n, 1
+    if fits_many is None:
+        return _up(fits, n, high, top, 1) if fits(n) else _down(fits, low, n, 1)
+    sizes = [m for m in (n - 1, n, n + 1) if low < m <= top]
+    answers = dict(zip(sizes, fits_many(sizes)))
+    failed = [m for m, ok in answers.items() if not ok]
+    high = min(failed + ([high] if high is not None else []), default=None)
+    low = max([m for m, ok in answers.items() if ok and (high is None or m < high)] + [low])
+    if not failed:
+        return _up(fits, low, high, top, 2)
+    if all(not ok for ok in answers.values()):
+        return _down(fits, low, high, 2)
+    return low, high
+
+
+def _up(fits, low: int, high, top: int, step: int):
+    while low < top:
+        n = min(low + step, top)
+        if not fits(n):
+            return low, n
+        low, step = n, 2 * step
+    return low, high
+
+
+def _down(fits, low: int, high: int, step: int):
     while high - step > low:
         n = high - step
         if fits(n):
@@ -163,6 +190,12 @@ class SubprocessProber:
         self.results.append(result)
         return bool(result["fits"])
 
+    def many(self, sizes) -> list[bool]:
+        """One process per size, all at once: the caller has checked that memory holds them."""
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(sizes)) as pool:
+            return list(pool.map(self, sizes))
+
 
 class ProbeLog:
     """Every probe of one run, appended as it answers, so that the search of the same case under
@@ -208,6 +241,11 @@ class ProbeLog:
 
 
 OVER = ("batch", "seq_len")  # what a search grows: the batch, or the length of one sequence
+
+
+def side_by_side(cap: int, free: int, wanted: int = 3) -> int:
+    """How many probes under ``cap`` fit in ``free`` device bytes at once: ``wanted`` or 1."""
+    return wanted if wanted * (cap + PROBE_OVERHEAD) <= free else 1
 
 
 def probe_argv(params: dict, fraction: float, over: str = "batch"):

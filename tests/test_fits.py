@@ -81,7 +81,7 @@ def test_a_probe_grows_the_batch_or_one_sequence():
 def fake_card(monkeypatch):
     """A 24 GB card whose probes are the cheap fake: batch 5 fits, 6 does not."""
     from harness.cases import fits as fits_case
-    monkeypatch.setattr(fits_case, "_card_total", lambda: 24 * 2**30)
+    monkeypatch.setattr(fits_case, "_card", lambda: (24 * 2**30, 24 * 2**30))
     monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
         lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"]))
 
@@ -179,3 +179,29 @@ def test_the_next_budget_of_a_run_starts_from_the_last_ones_answer(fake_card, re
     logged = list((records_dir / "test-machine").glob("*.fits-probes.ndjson"))
     assert len(logged) == 1
     assert second.check["probes"] < first.check["probes"] and second.check["probes"] == len(second.check["probe_seconds"])
+
+
+# A probe whose memory is a line, 1 GB + n x 0.1 GB, against the cap it was given; it takes half a
+# second, and says when it ran.
+LINE_PROBE = ("import json, os, sys, time; began = time.time(); n = int(sys.argv[1]); "
+              "cap = float(sys.argv[2]) * 200e9; peak = 1e9 + n * 1e8; time.sleep(0.5); "
+              "print(json.dumps({'fits': peak <= cap, 'pid': os.getpid(), 'peak_allocated': peak, "
+              "'peak_reserved': peak, 'began': began, 'ended': time.time()}))")
+
+
+def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(monkeypatch, records_dir):
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits_case, "_card", lambda: (200 * 10**9, 200 * 10**9))
+    monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
+        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), repr(fraction)]))
+    rec = execute("fits", CASE_PARAMS)
+    assert rec.outcome == "ok", rec.reason
+    assert rec.check["max_batch"] == 150 and rec.check["side_by_side"] == 3  # (16e9 - 1e9) / 1e8
+    assert rec.check["probes"] == 5 == rec.check["probe_pids"]  # 1, 2, then 149, 150, 151 at once
+    assert sum(rec.check["probe_seconds"]) > rec.timing.median_s + 0.5  # the last three overlapped
+
+
+def test_probes_run_side_by_side_only_where_memory_holds_each_cap_and_its_context():
+    assert fits.side_by_side(16 * fits.GB, 80 * fits.GB) == 3
+    assert fits.side_by_side(40 * fits.GB, 85 * fits.GB) == 1
+    assert fits.side_by_side(40 * fits.GB, 3 * (40 * fits.GB + fits.PROBE_OVERHEAD)) == 3

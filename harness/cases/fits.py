@@ -27,12 +27,13 @@ PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"]
           **{k: TRICK_PARAMS[k] for k in ("vocab", "width", "depth", "seq_len")}}
 
 
-def _card_total() -> int:
-    # From NVML, not torch: this process must not create a CUDA context, which would take
-    # device memory from the probes beside it.
+def _card() -> tuple[int, int]:
+    """(total, free) bytes of GPU 0. From NVML, not torch: this process must not create a CUDA
+    context, which would take device memory from the probes beside it."""
     from ..devices import discover
     from ..requirements import need_gpus
-    return need_gpus(1, discover()).gpus[0].memory_total
+    gpu = need_gpus(1, discover()).gpus[0]
+    return gpu.memory_total, gpu.memory_free
 
 
 def _probe_log() -> fits.ProbeLog:
@@ -51,7 +52,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     _applies(workload, technique)
     if over == "seq_len" and workload == "resnet50":
         raise Skip("over=seq_len applies to the token models (lm, encdec), not resnet50")
-    total = _card_total()
+    total, free = _card()
     cap = fits.budget_bytes(budget, total)
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
@@ -65,10 +66,19 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         log.add(key, cap, prober.results[-1])
         return ok
 
+    def probe_many(sizes):
+        answers = prober.many(sizes)
+        for result in prober.results[-len(sizes):]:
+            log.add(key, cap, result)
+        return answers
+
+    width = fits.side_by_side(cap, free)
+
     def step():
         found["known"] = log.bounds(key, cap)
         found["search"] = fits.largest_fitting(probe, start=start, known=found["known"],
-                                               estimate=lambda: fits.linear_estimate(log.points(key), cap))
+                                               estimate=lambda: fits.linear_estimate(log.points(key), cap),
+                                               probe_many=probe_many if width > 1 else None)
         if found["search"].largest == 0:
             raise DoesNotFit(f"does not fit: {over} {start} of {workload} with {technique} under {budget}", cap)
 
@@ -79,7 +89,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         return {f"max_{over}": n, "probes": found["search"].probes, "budget_bytes": cap, "card_bytes": total,
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n,
                 "probe_pids": len({r["pid"] for r in prober.results}),
-                "known_fit": found["known"][0], "known_not_fit": found["known"][1],
+                "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
                 "probe_seconds": [r["seconds"] for r in prober.results]}
 
     return Workload(step=step, check=check, work={}, gpus=(0,), warmup=0, repeat=1)
