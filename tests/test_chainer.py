@@ -154,6 +154,13 @@ def test_mlp_and_cnn_learn_on_the_cpu():
     assert train(cnn_workload("cpu", "numpy", batch=16, side=8))["steps"] == 12
 
 
+def test_the_benchmarked_mlp_learns_past_its_smallest_batch():
+    # At the GPU sweep's second batch and full width: the learning rate that worked at 256
+    # (memorised) made the loss climb sevenfold here, on the H200 and on the CPU alike.
+    check = train(mlp_workload("cpu", "numpy", batch=4096, repeat=10))
+    assert check["loss_last"] < 0.5 * check["loss_first"]
+
+
 # ---- pools -----------------------------------------------------------------------------------
 
 GCN_GPU = {"device": "cuda", "nodes": 2**14, "features": 128}

@@ -30,7 +30,7 @@ def mlp_workload(device: str, pool: str, batch: int, sizes=SIZES, warmup: int = 
 def _build(backend, batch, sizes, warmup, repeat, nbytes):
     from .. import chainer_nets as nets
     x, t = nets.teacher_batch(batch, sizes[0], sizes[-1])
-    return nets.classifier_workload(backend, nets.MLP(sizes), x, t, nbytes, warmup, repeat)
+    return nets.classifier_workload(backend, nets.MLP(sizes), x, t, nbytes, warmup, repeat, lr=nets.mlp_lr(sizes))
 
 
 def build(device: str, pool: str, batch: int) -> Workload:
