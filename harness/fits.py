@@ -4,7 +4,7 @@ The search is generic over ``probe(n) -> bool`` (doubling until a probe fails, t
 between the last fit and the first failure), so tests can hand it a fake memory model. It
 assumes fitting is monotone in ``n``: if n does not fit, nothing larger does. A probe costs a
 process start, a model build and two steps (seconds on a GPU), so where the probes report their
-peak memory an estimate from the first two jumps close to the answer and only the last few
+peak memory an estimate from the first few jumps close to the answer and only the last few
 sizes around it are probed.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
@@ -56,7 +56,7 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
 
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
-    is bracketed, and bisects. A good guess costs about four probes in all, a bad one a few more;
+    is bracketed, and bisects. A good guess costs about five probes in all, a bad one a few more;
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
     memory allows several probes side by side, answers the guess and its neighbours at once."""
     search = Search(largest=0)
@@ -139,21 +139,23 @@ def _down(fits, low: int, high: int, step: int):
 
 
 def linear_estimate(points, cap: float):
-    """The largest n whose memory stays under ``cap``, from (n, bytes) measured at sizes that fit,
-    on the line through the two largest; None until there are two. Memory of a training step
-    grows about linearly with the batch (activations per sample) and at least linearly with the
-    sequence length, so for lengths the guess errs high and the gallop walks down."""
+    """The largest n whose memory stays under ``cap``, from (n, bytes) measured at sizes that fit:
+    on the line through the largest and the largest at most 3/4 of its size. None until the
+    sizes span a factor of four (1, 2, 4 from a cold start). Nearest the boundary because the
+    reserved bytes grow a little faster than linearly (1.2 GB a sequence at batch 9 of the fp32
+    LM on the H200, 1.4 at 27); a quarter of the size apart because reserved bytes move in
+    allocator segments, and two neighbours can even come out in the wrong order."""
     highest = {}
     for n, peak in points:  # two probes at one size (two budgets) give one point
         highest[n] = max(peak, highest.get(n, peak))
-    points = sorted(highest.items())
-    if len(points) < 2:
+    if not highest or max(highest) < 4 * min(highest):
         return None
-    (n0, m0), (n1, m1) = points[-2:]
-    slope = (m1 - m0) / (n1 - n0)
+    n1 = max(highest)
+    n0 = max(n for n in highest if 4 * n <= 3 * n1)
+    slope = (highest[n1] - highest[n0]) / (n1 - n0)
     if slope <= 0:
         return None
-    return int(n1 + (cap - m1) // slope)
+    return int(n1 + (cap - highest[n1]) // slope)
 
 
 def budget_bytes(budget: str, card_total: int) -> int:

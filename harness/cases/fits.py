@@ -7,8 +7,9 @@ largest batch of ``seq_len`` tokens, searched from 1) or ``seq_len`` (the longes
 sequence, searched from ``seq_len``; token models only). A budget larger than the card skips
 with the reason.
 
-The one timed "step" is the whole search (``harness.fits``: doubling until two sizes fit, a
-guess on the line through their peaks, a gallop from it and bisection, one fresh process per probe); its time says what the search cost, nothing about training. The answer is
+The one timed "step" is the whole search (``harness.fits``: doubling until the sizes that fit
+span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
+one fresh process per probe); its time says what the search cost, nothing about training. The answer is
 in the check: ``max_batch``, the probes it took, the budget in bytes, the peak the largest
 fitting probe allocated, and ``budget_bytes_per_sample`` (budget / max_batch) or
 ``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
