@@ -178,3 +178,16 @@ def test_browser_tables_show_the_figures_the_result_files_hold(browser_page):
     for box, rid in newest.items():
         assert rid in seen, f"{box} is missing from the table"
     assert errors == []
+
+
+def test_the_fits_page_tables_the_size_each_search_found_per_budget(site):
+    page = (site / "pages" / "fits.html").read_text()
+    raw = raw_records()
+    shown = re.findall(r'data-record="(r-[0-9a-f]+)" data-kind="answer">(\d+)<', page)
+    found = {rid: rec for rid, rec in raw.items() if rec["case"] == "fits" and rec["outcome"] == "ok"}
+    assert found and shown
+    for rid, value in shown:
+        check = raw[rid]["check"]
+        assert int(value) == next(v for k, v in check.items() if k.startswith("max_"))
+    budgets = re.search(r'id="answers-table">\s*<tr>(.*?)</tr>', page, re.S).group(1)
+    assert re.findall(r"<th>(\w+)</th>", budgets)[2:] == ["16GB", "24GB", "40GB", "80GB", "card"]  # as declared

@@ -61,7 +61,24 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
     return {"case": case, "family": fam, "envs": envs, "table": dict(table),
             "charts": charts_for(case, rows) if fam.pareto else [],
             "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
-            "fits": fits_view(case, rows) if case in what_fits(rows) else None}
+            "fits": fits_view(case, rows) if case in what_fits(rows) else None,
+            "answers": answers_view(fam.answer, rows) if fam.answer else None}
+
+
+def answers_view(column: str, rows: list[Row]) -> dict:
+    """The sizes each check found (``max_*``), one row per machine and remaining parameters, one
+    column per value of ``column`` (the budget), in the order the case declares them."""
+    from .. import cases
+    declared = cases.get(rows[0].case).params.get(column, ()) if rows and rows[0].case in cases.names() else ()
+    order = {v: i for i, v in enumerate(declared)}
+    columns = sorted({r.record.params[column] for r in rows if column in r.record.params},
+                     key=lambda v: (order.get(v, len(order)), str(v)))
+    table = defaultdict(dict)
+    for r in rows:
+        rest = {k: v for k, v in r.record.params.items() if k != column}
+        found = {k: v for k, v in (r.record.check or {}).items() if k.startswith("max_")}
+        table[(r.machine, fmt_params(rest))][r.record.params.get(column)] = (r, *next(iter(found.items()), (None, None)))
+    return {"column": column, "columns": columns, "table": dict(table)}
 
 
 def charts_for(case: str, rows: list[Row]) -> list[dict]:

@@ -15,6 +15,7 @@ class Family:
     pareto: bool = True  # False where the rows measure different things (the ceilings' probes)
     ceilings: tuple = ()  # the probes that bound this family's rates; () = all
     note: str = ""
+    answer: str = ""  # a parameter whose value each check answers per column (fits: budget)
 
 
 FAMILIES = {
@@ -41,7 +42,8 @@ FAMILIES = {
                           "same steps): a technique that hurts training shows there."),
     "fits": Family("What fits: the largest batch under each memory budget", pareto=False,
                    workload=("device", "workload", "over", "vocab", "width", "depth", "seq_len"),
-                   note="max_batch is in each record's check; the timed step is the search, not training."),
+                   note="The answer (max_batch or max_seq_len) is in each record's check and in the first "
+                        "table; in the second, the timed step is the search, not training.", answer="budget"),
 }
 
 
