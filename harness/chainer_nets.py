@@ -17,7 +17,6 @@ F = chainer.functions
 L = chainer.links
 
 LR = 0.01
-
 # The check asks the last step's loss to be below this fraction of the first's. The first is
 # taken before any update, so a model that does not learn (or a step that updates nothing)
 # fails it.

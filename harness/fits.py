@@ -174,10 +174,11 @@ def budget_bytes(budget: str, card_total: int) -> int:
 class SubprocessProber:
     """``probe(n)`` runs ``argv_of(n)`` in a new process, which prints one JSON line with at
     least ``fits`` and ``pid``. A probe that crashes (not an out-of-memory, which the probe
-    reports as ``fits: false``) raises, so a broken probe is never read as "does not fit"."""
+    reports as ``fits: false``) raises, so a broken probe is never read as "does not fit".
+    ``on_result(result)`` hears each answer as it comes (``ProbeLog.add``)."""
 
-    def __init__(self, argv_of, timeout_s: float = 600, env: dict | None = None):
-        self.argv_of, self.timeout_s, self.env = argv_of, timeout_s, env
+    def __init__(self, argv_of, timeout_s: float = 600, env: dict | None = None, on_result=None):
+        self.argv_of, self.timeout_s, self.env, self.on_result = argv_of, timeout_s, env, on_result
         self.results: list[dict] = []
 
     def __call__(self, n: int) -> bool:
@@ -190,6 +191,8 @@ class SubprocessProber:
                                f"reading its result: {done.stderr.strip()[-2000:]}")
         result = dict(json.loads(lines[-1]), n=n, seconds=round(time.perf_counter() - began, 2))
         self.results.append(result)
+        if self.on_result:
+            self.on_result(result)
         return bool(result["fits"])
 
     def many(self, sizes) -> list[bool]:

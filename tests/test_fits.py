@@ -81,7 +81,7 @@ def test_a_probe_grows_the_batch_or_one_sequence():
 def fake_card(monkeypatch):
     """A 24 GB card whose probes are the cheap fake: batch 5 fits, 6 does not."""
     from harness.cases import fits as fits_case
-    monkeypatch.setattr(fits_case, "_card", lambda: (24 * 2**30, 24 * 2**30))
+    monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
     monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
         lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"]))
 
@@ -206,7 +206,7 @@ LINE_PROBE = ("import json, os, sys, time; began = time.time(); n = int(sys.argv
 
 def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(monkeypatch, records_dir):
     from harness.cases import fits as fits_case
-    monkeypatch.setattr(fits_case, "_card", lambda: (200 * 10**9, 200 * 10**9))
+    monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
     monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
         lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), repr(fraction)]))
     rec = execute("fits", CASE_PARAMS)

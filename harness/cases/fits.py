@@ -28,21 +28,19 @@ PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"]
           **{k: TRICK_PARAMS[k] for k in ("vocab", "width", "depth", "seq_len")}}
 
 
-def _card() -> tuple[int, int]:
+def _card(devices) -> tuple[int, int]:
     """(total, free) bytes of GPU 0. From NVML, not torch: this process must not create a CUDA
     context, which would take device memory from the probes beside it."""
-    from ..devices import discover
     from ..requirements import need_gpus
-    gpu = need_gpus(1, discover()).gpus[0]
+    gpu = need_gpus(1, devices).gpus[0]
     return gpu.memory_total, gpu.memory_free
 
 
-def _probe_log() -> fits.ProbeLog:
+def _probe_log(devices) -> fits.ProbeLog:
     """Beside this run's records (not named *.jsonl: the probes are not records). Outside a
     ``harness run`` each search has a log of its own, in memory, and knows nothing earlier."""
-    from ..devices import discover
     from ..runner import RunContext
-    ctx = RunContext.from_env(discover())
+    ctx = RunContext.from_env(devices)
     return fits.ProbeLog(ctx.path.with_name(ctx.path.stem + ".fits-probes.ndjson") if ctx.run_id else None)
 
 
@@ -53,33 +51,24 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     _applies(workload, technique)
     if over == "seq_len" and workload == "resnet50":
         raise Skip("over=seq_len applies to the token models (lm, encdec), not resnet50")
-    total, free = _card()
+    from ..devices import discover
+    devices = discover()
+    total, free = _card(devices)
     cap = fits.budget_bytes(budget, total)
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
-    prober = fits.SubprocessProber(fits.probe_argv(params, cap / total, over), env=fits.probe_env())
-    log, key = _probe_log(), dict(params, over=over)
+    log, key = _probe_log(devices), dict(params, over=over)
+    prober = fits.SubprocessProber(fits.probe_argv(params, cap / total, over), env=fits.probe_env(),
+                                   on_result=lambda result: log.add(key, cap, result))
     start = 1 if over == "batch" else seq_len
     found = {}
-
-    def probe(n):
-        ok = prober(n)
-        log.add(key, cap, prober.results[-1])
-        return ok
-
-    def probe_many(sizes):
-        answers = prober.many(sizes)
-        for result in prober.results[-len(sizes):]:
-            log.add(key, cap, result)
-        return answers
-
     width = fits.side_by_side(cap, free)
 
     def step():
         found["known"] = log.bounds(key, cap)
-        found["search"] = fits.largest_fitting(probe, start=start, known=found["known"],
+        found["search"] = fits.largest_fitting(prober, start=start, known=found["known"],
                                                estimate=lambda: fits.linear_estimate(log.points(key), cap),
-                                               probe_many=probe_many if width > 1 else None)
+                                               probe_many=prober.many if width > 1 else None)
         if found["search"].largest == 0:
             raise DoesNotFit(f"does not fit: {over} {start} of {workload} with {technique} under {budget}", cap)
 
