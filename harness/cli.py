@@ -6,6 +6,7 @@ devices   what GPUs this box has
 machine   how asv will name and describe this box
 case      measure one case in this process and print its record (for debugging a case)
 summary   print the records filed under results/records
+table     a markdown table of filed records (one parameter down, one across)
 gate      compare two sets of records; exit 1 when a case got slower or bigger
 pages     build asv's site and the project's comparison pages from results/
 wheelhouse  download wheels for an offline box (named Python and platform)
@@ -83,6 +84,12 @@ def _summary(args) -> int:
     return 0
 
 
+def _table(args) -> int:
+    from .runner import REPO
+    from .tables import main
+    return main(args.results or REPO / "results", args.case, args.down, args.across, args.show, args.where)
+
+
 def _gate(args) -> int:
     from .gate import gate
     rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
@@ -132,6 +139,15 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("summary", help="print filed records")
     s.add_argument("path", nargs="?")
     s.set_defaults(func=_summary)
+    tb = sub.add_parser("table", help="a markdown table of filed records, for the README and notes")
+    tb.add_argument("case")
+    tb.add_argument("--down", required=True, help="parameters down the side, comma-separated (or machine)")
+    tb.add_argument("--across", default="machine", help="the parameter across the top (default: machine)")
+    tb.add_argument("--show", default="step,rate,peak",
+                    help="figures per cell, comma-separated: step, rate, peak, loss, check:KEY")
+    tb.add_argument("--where", action="append", default=[], metavar="NAME=VALUE", help="only these records")
+    tb.add_argument("--results", default=None, help="results folder (default: results/)")
+    tb.set_defaults(func=_table)
     g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")
     g.add_argument("base", help="record file (.jsonl) or folder of them")
     g.add_argument("new", help="record file (.jsonl) or folder of them")

@@ -1,0 +1,140 @@
+"""Markdown tables of filed records, for the README and closing notes: one or more parameters (or
+the machine) down, one across, the chosen figures in each cell. It reads what the pages read (the
+latest record per case, parameters and machine), so any table quoted from results/ can be made
+again from it, and a figure is never typed by hand.
+
+    python3 -m harness table fits --down technique,machine --across budget --show check:max_batch \\
+        --where over=batch
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from . import cases
+from .outcomes import DOES_NOT_FIT, OK, SKIPPED
+from .pages.model import Row, latest, load_rows
+from .summary import RATE_UNITS
+
+SHOWS = ("step", "rate", "peak", "loss")  # and check:KEY, any value of the record's check
+MACHINE = "machine"
+
+
+def machine_label(row: Row) -> str:
+    """The GPU as people name it ("H100 80GB HBM3", "H200 x2"), or the CPU on a box without one."""
+    env = row.record.environment
+    gpus = env.devices.gpus
+    if not gpus:
+        return env.cpu or row.machine
+    name = re.sub(r"^NVIDIA\s+", "", gpus[0].name)
+    return name if len(gpus) == 1 else f"{name} x{len(gpus)}"
+
+
+def _axis_names(case: cases.Case, names: list[str]) -> list[str]:
+    known = list(case.params) + [MACHINE]
+    for name in names:
+        if name not in known:
+            raise ValueError(f"{case.name} has no parameter {name!r}: choose from {', '.join(known)}")
+    return names
+
+
+def _where(case: cases.Case, pairs: list[str]) -> dict:
+    where = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--where takes name=value, got {pair!r}")
+        _axis_names(case, [name])
+        where[name] = value
+    return where
+
+
+def _value(row: Row, name: str):
+    return machine_label(row) if name == MACHINE else row.record.params.get(name)
+
+
+def _order(case: cases.Case, name: str, values: set) -> list:
+    """The case's declared order (budgets 16GB..card, techniques fp32 first); the rest sorted."""
+    declared = list(case.params.get(name, ()))
+    return sorted(values, key=lambda v: (declared.index(v) if v in declared else len(declared), str(v)))
+
+
+def _peak(rec) -> str:
+    allocated = [v for k, v in rec.memory.items() if k.startswith("allocator.") and ".max_" in k and "reserved" not in k]
+    device = rec.device_bytes()
+    parts = ([f"{max(allocated) / 1e9:.1f}"] if allocated else []) + ([f"{device / 1e9:.1f}"] if device else [])
+    return " / ".join(parts) + " GB" if parts else "-"
+
+
+def _rate(rec) -> str:
+    for unit, (scale, label) in RATE_UNITS.items():
+        r = rec.rate(unit)
+        if r is not None:
+            digits = 1 if r >= 10 * scale else 2 if r >= scale else 3  # three figures at least
+            return f"{r / scale:,.{digits}f} {label}"
+    return "-"
+
+
+def _show(rec, what: str) -> str:
+    if what.startswith("check:"):
+        value = rec.check.get(what[len("check:"):])
+        return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+    if what == "step":
+        return f"{rec.timing.median_s * 1e3:,.1f} ms"
+    if what == "rate":
+        return _rate(rec)
+    if what == "peak":
+        return _peak(rec)
+    if what == "loss":
+        return f"{rec.check['loss_last']:.3f}" if "loss_last" in rec.check else "-"
+    raise ValueError(f"unknown figure {what!r}: choose from {', '.join(SHOWS)} or check:KEY")
+
+
+def cell(row: Row | None, shows: list[str]) -> str:
+    if row is None:
+        return "not run"
+    rec = row.record
+    if rec.outcome == DOES_NOT_FIT:
+        asked = f" (a {rec.requested_bytes / 2**30:.2f} GiB request failed)" if rec.requested_bytes else ""
+        return "does not fit" + asked
+    if rec.outcome == SKIPPED:
+        return "skipped"
+    if rec.outcome != OK:
+        return rec.outcome
+    return ", ".join(_show(rec, s) for s in shows)
+
+
+def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
+          where: dict | None = None) -> str:
+    case = cases.get(case_name)
+    _axis_names(case, down + [across])
+    for s in shows:
+        if s not in SHOWS and not s.startswith("check:"):
+            raise ValueError(f"unknown figure {s!r}: choose from {', '.join(SHOWS)} or check:KEY")
+    where = where or {}
+    picked = [r for r in latest(rows) if r.case == case_name
+              and all(str(_value(r, k)) == v for k, v in where.items())]
+    if not picked:
+        raise ValueError(f"no records of {case_name} match {where or 'anything'}: run the case first, "
+                         f"or check --where against `python3 -m harness summary`")
+    # Oldest first, so that where two environments of one machine ran a case the newest shows.
+    grid = {(tuple(_value(r, d) for d in down), _value(r, across)): r
+            for r in sorted(picked, key=lambda r: r.record.created)}
+    orders = [_order(case, d, {k[i] for k, _ in grid}) for i, d in enumerate(down)]
+    keys = sorted({k for k, _ in grid}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
+    cols = _order(case, across, {c for _, c in grid})
+    lines = [f"| {', '.join(down)} | " + " | ".join(f"{across} {c}" for c in cols) + " |",
+             "| --- |" + " --- |" * len(cols)]
+    for k in keys:
+        lines.append(f"| {', '.join(map(str, k))} | " + " | ".join(cell(grid.get((k, c)), shows) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def main(results: str | Path, case: str, down: str, across: str, show: str, where: list[str]) -> int:
+    try:
+        text = table(load_rows(Path(results)), case, down.split(","), across, show.split(","),
+                     _where(cases.get(case), where))
+    except ValueError as e:
+        raise SystemExit(f"oombench: {e}")
+    print(text)
+    return 0

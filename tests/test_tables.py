@@ -1,0 +1,93 @@
+"""`harness table`: markdown tables made from real record files, with the answers the records hold,
+the newest record winning, the declared order of the parameters, and a clear message for bad input."""
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import cli, tables
+from harness.pages.model import load_rows
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDS = REPO / "results" / "records"
+H100_FITS = RECORDS / "nvidia-h100-80gb-hbm3-x1/d570cdd1-20261123T171437-2de948.jsonl"  # fp32, every budget
+H200_FITS = RECORDS / "nvidia-h200-x1/203233bf-20261123T164450-f5f3ac.jsonl"
+H100_ACCUMULATION = RECORDS / "nvidia-h100-80gb-hbm3-x1/d570cdd1-20261123T172337-7ef404.jsonl"
+H200_X2 = RECORDS / "nvidia-h200-x2/65529e88-20261122T204332-af3624.jsonl"
+
+
+def results_with(tmp_path, *files) -> Path:
+    root = tmp_path / "results"
+    for f in files:
+        dest = root / "records" / f.parent.name / f.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, dest)
+    return root
+
+
+def fits_table(root) -> list[str]:
+    return tables.table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"]).splitlines()
+
+
+def test_the_fits_table_holds_each_cards_answers_in_the_declared_budget_order(tmp_path):
+    lines = fits_table(results_with(tmp_path, H100_FITS, H200_FITS))
+    assert lines[0] == "| technique, machine | budget 16GB | budget 24GB | budget 40GB | budget 80GB | budget card |"
+    assert lines[2] == "| fp32, H100 80GB HBM3 | 9 | 16 | 27 | 56 | 59 |"
+    assert lines[3] == "| fp32, H200 | 9 | 16 | 27 | 56 | 106 |"
+
+
+def test_the_newest_record_of_a_case_wins_and_a_missing_one_says_not_run(tmp_path):
+    root = results_with(tmp_path, H200_FITS)
+    rec = json.loads(H200_FITS.read_text().splitlines()[-1])  # the card budget
+    rec["created"] += 3600
+    rec["check"]["max_batch"] = 105
+    (root / "records" / H200_FITS.parent.name / "later.jsonl").write_text(json.dumps(rec) + "\n")
+    assert fits_table(root)[2].endswith("| 56 | 105 |")
+    rec["params"]["technique"] = "checkpoint"
+    (root / "records" / H200_FITS.parent.name / "later.jsonl").write_text(json.dumps(rec) + "\n")
+    assert fits_table(root)[3] == "| checkpoint, H200 | not run | not run | not run | not run | 105 |"
+
+
+def test_cells_show_the_figures_asked_for_and_what_did_not_fit(tmp_path):
+    root = results_with(tmp_path, H100_ACCUMULATION)
+    lines = tables.table(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak", "loss"],
+                         {"batch": "64"}).splitlines()
+    assert lines[0] == "| micro_batch | technique fp32 | technique bf16_autocast |"
+    assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB, 5.556 | 1,879.8 ms, 4.8 / 5.7 GB, 5.556 |"
+    assert lines[-1].startswith("| 64 | does not fit (a 7.81 GiB request failed) | 268.0 ms, 57.7 / 61.2 GB")
+
+
+def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
+    (row,) = [r for r in load_rows(results_with(tmp_path, H200_X2))][:1]
+    assert tables.machine_label(row) == "H200 x2"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["table", "trick", "--down", "technique"], "unknown case 'trick'; known cases: ceilings"),
+    (["table", "fits", "--down", "techniq"], "fits has no parameter 'techniq': choose from device, workload"),
+    (["table", "fits", "--down", "technique", "--show", "speed"], "unknown figure 'speed': choose from step"),
+    (["table", "fits", "--down", "technique", "--where", "budget"], "--where takes name=value"),
+    (["table", "fits", "--down", "technique", "--where", "workload=gpt"], "no records of fits match"),
+])
+def test_bad_input_names_the_fix(tmp_path, argv, message):
+    root = results_with(tmp_path, H200_FITS)
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv + ["--results", str(root)])
+    assert message in str(e.value)
+
+
+def readme_tables() -> list[tuple[str, str]]:
+    """(command, the table printed under it) for every `harness table` command in the README."""
+    text = (REPO / "README.md").read_text()
+    pattern = r"```sh\npython3 -m harness table ([^\n]+)\n```\n\n((?:\|[^\n]*\n)+)"
+    return re.findall(pattern, text)
+
+
+def test_every_table_the_readme_quotes_is_what_the_command_prints_from_results(capsys):
+    quoted = readme_tables()
+    assert len(quoted) >= 5
+    for args, printed in quoted:
+        assert cli.main(["table", *args.split()]) == 0
+        assert capsys.readouterr().out == printed, f"README's table under `harness table {args}` is stale"
