@@ -58,7 +58,8 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
     is bracketed, and bisects. A good guess costs about five probes in all, a bad one a few more;
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
-    memory allows several probes side by side, answers the guess and its neighbours at once."""
+    memory allows several probes side by side, answers a cold start's first three sizes and the
+    guess and its neighbours at once."""
     search = Search(largest=0)
 
     def fits(n):
@@ -74,7 +75,11 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     low, high = known
     if high is not None and high <= start:
         return search
-    if low is None or low < start:
+    if (low is None or low < start) and probe_many:
+        low, high = _cold_start(fits_many, start, high, limit)
+        if low is None:
+            return search
+    elif low is None or low < start:
         if not fits(start):
             return search
         low = start
@@ -97,6 +102,17 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
         low, high = (mid, high) if fits(mid) else (low, mid)
     search.largest = low
     return search
+
+
+def _cold_start(fits_many, start: int, high, limit: int):
+    """With nothing known, ``start`` and its double and quadruple at once (the span the estimate
+    waits for): (the largest that fit or None, the smallest that did not or ``high``)."""
+    sizes = [n for n in (start, 2 * start, 4 * start) if n <= limit and (high is None or n < high)]
+    answers = dict(zip(sizes, fits_many(sizes)))
+    failed = [n for n, ok in answers.items() if not ok]
+    high = min(failed + ([high] if high is not None else []), default=None)
+    fit = [n for n, ok in answers.items() if ok and (high is None or n < high)]
+    return max(fit, default=None), high
 
 
 def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=None):

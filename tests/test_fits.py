@@ -209,11 +209,31 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
     monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
         lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), repr(fraction)]))
-    rec = execute("fits", CASE_PARAMS)
+    monkeypatch.setenv("OOMBENCH_RUN_ID", "run1")  # so that the probe log is a file, with each probe's times
+    rec = execute("fits", CASE_PARAMS, run_id="run1")
     assert rec.outcome == "ok", rec.reason
     assert rec.check["max_batch"] == 150 and rec.check["side_by_side"] == 3  # (16e9 - 1e9) / 1e8
-    assert rec.check["probes"] == 6 == rec.check["probe_pids"]  # 1, 2, 4, then 149, 150, 151 at once
-    assert sum(rec.check["probe_seconds"]) > rec.timing.median_s + 0.5  # the last three overlapped
+    assert rec.check["probes"] == 6 == rec.check["probe_pids"]  # 1, 2, 4 at once, then 149, 150, 151 at once
+    (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")
+    ran = {e["n"]: (e["began"], e["ended"]) for e in map(json.loads, log.read_text().splitlines())}
+    for batch in ((1, 2, 4), (149, 150, 151)):
+        assert max(ran[n][0] for n in batch) < min(ran[n][1] for n in batch), f"{batch} did not overlap"
+    assert rec.timing.median_s < 4 * 0.5 + 2  # two rounds of half a second, not six
+
+
+@pytest.mark.parametrize("boundary", [0, 1, 2, 3, 4, 5, 37])
+@pytest.mark.parametrize("high", [None, 3, 50])
+def test_side_by_side_a_cold_start_asks_for_three_sizes_at_once_and_keeps_the_exact_answer(boundary, high):
+    rounds = []
+
+    def many(sizes):
+        rounds.append(list(sizes))
+        return [n <= boundary for n in sizes]
+
+    search = fits.largest_fitting(lambda n: n <= boundary, known=(None, high), probe_many=many, limit=1000)
+    assert search.largest == (min(boundary, high - 1) if high else boundary)
+    assert rounds[0] == [n for n in (1, 2, 4) if high is None or n < high]
+    assert len({n for n, _ in search.probed}) == search.probes  # no size probed twice
 
 
 def test_probes_run_side_by_side_only_where_memory_holds_each_cap_and_its_context():
