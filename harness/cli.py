@@ -87,7 +87,8 @@ def _summary(args) -> int:
 def _table(args) -> int:
     from .runner import REPO
     from .tables import main
-    return main(args.results or REPO / "results", args.case, args.down, args.across, args.show, args.where)
+    return main(args.results or REPO / "results", args.case, args.down, args.across, args.show, args.where,
+                args.versus)
 
 
 def _gate(args) -> int:
@@ -146,6 +147,8 @@ def parser() -> argparse.ArgumentParser:
     tb.add_argument("--show", default="step,rate,peak",
                     help="figures per cell, comma-separated: step, rate, peak, loss, check:KEY")
     tb.add_argument("--where", action="append", default=[], metavar="NAME=VALUE", help="only these records")
+    tb.add_argument("--versus", metavar="NAME=VALUE",
+                    help="step, rate and peak also as a multiple of this row's or column's (technique=fp32)")
     tb.add_argument("--results", default=None, help="results folder (default: results/)")
     tb.set_defaults(func=_table)
     g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")

@@ -59,38 +59,65 @@ def _order(case: cases.Case, name: str, values: set) -> list:
     return sorted(values, key=lambda v: (declared.index(v) if v in declared else len(declared), str(v)))
 
 
+def _allocated(rec) -> int | None:
+    peaks = [v for k, v in rec.memory.items() if k.startswith("allocator.") and ".max_" in k and "reserved" not in k]
+    return max(peaks) if peaks else None
+
+
 def _peak(rec) -> str:
-    allocated = [v for k, v in rec.memory.items() if k.startswith("allocator.") and ".max_" in k and "reserved" not in k]
-    device = rec.device_bytes()
-    parts = ([f"{max(allocated) / 1e9:.1f}"] if allocated else []) + ([f"{device / 1e9:.1f}"] if device else [])
+    allocated, device = _allocated(rec), rec.device_bytes()
+    parts = ([f"{allocated / 1e9:.1f}"] if allocated else []) + ([f"{device / 1e9:.1f}"] if device else [])
     return " / ".join(parts) + " GB" if parts else "-"
 
 
-def _rate(rec) -> str:
+def _rate_of(rec) -> tuple[float, float, str] | None:
     for unit, (scale, label) in RATE_UNITS.items():
         r = rec.rate(unit)
         if r is not None:
-            digits = 1 if r >= 10 * scale else 2 if r >= scale else 3  # three figures at least
-            return f"{r / scale:,.{digits}f} {label}"
-    return "-"
+            return r, scale, label
+    return None
 
 
-def _show(rec, what: str) -> str:
+def _rate(rec) -> str:
+    rate = _rate_of(rec)
+    if rate is None:
+        return "-"
+    r, scale, label = rate
+    digits = 1 if r >= 10 * scale else 2 if r >= scale else 3  # three figures at least
+    return f"{r / scale:,.{digits}f} {label}"
+
+
+def _ratio(rec, base, what: str) -> str:
+    """`` (0.73x)``: the figure as a multiple of the base record's, where both have it."""
+    if base is None or base.outcome != OK or base is rec:
+        return ""
+    if what == "step":
+        pair = rec.timing.median_s, base.timing.median_s
+    elif what == "rate":
+        pair = tuple(x[0] if x else None for x in (_rate_of(rec), _rate_of(base)))
+    elif what == "peak":
+        pair = (_allocated(rec), _allocated(base)) if _allocated(base) else (rec.device_bytes(), base.device_bytes())
+    else:
+        return ""
+    return f" ({pair[0] / pair[1]:.2f}x)" if all(pair) else ""
+
+
+def _show(rec, what: str, base=None) -> str:
     if what.startswith("check:"):
         value = rec.check.get(what[len("check:"):])
         return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
     if what == "step":
-        return f"{rec.timing.median_s * 1e3:,.1f} ms"
+        return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(rec, base, what)
     if what == "rate":
-        return _rate(rec)
+        return _rate(rec) + _ratio(rec, base, what)
     if what == "peak":
-        return _peak(rec)
+        return _peak(rec) + _ratio(rec, base, what)
     if what == "loss":
         return f"{rec.check['loss_last']:.3f}" if "loss_last" in rec.check else "-"
     raise ValueError(f"unknown figure {what!r}: choose from {', '.join(SHOWS)} or check:KEY")
 
 
-def cell(row: Row | None, shows: list[str]) -> str:
+def cell(row: Row | None, shows: list[str], base: Row | None = None) -> str:
     if row is None:
         return "not run"
     rec = row.record
@@ -101,13 +128,17 @@ def cell(row: Row | None, shows: list[str]) -> str:
         return "skipped"
     if rec.outcome != OK:
         return rec.outcome
-    return ", ".join(_show(rec, s) for s in shows)
+    return ", ".join(_show(rec, s, base.record if base else None) for s in shows)
 
 
 def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-          where: dict | None = None) -> str:
+          where: dict | None = None, versus: tuple[str, str] | None = None) -> str:
+    """``versus=(parameter, value)``: step, rate and peak also as a multiple of the record that
+    differs only in holding that value (``("technique", "fp32")``: each trick against fp32)."""
     case = cases.get(case_name)
     _axis_names(case, down + [across])
+    if versus and versus[0] not in down + [across]:
+        raise ValueError(f"--versus {versus[0]}=... needs {versus[0]} down or across the table")
     for s in shows:
         if s not in SHOWS and not s.startswith("check:"):
             raise ValueError(f"unknown figure {s!r}: choose from {', '.join(SHOWS)} or check:KEY")
@@ -125,15 +156,27 @@ def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: 
     cols = _order(case, across, {c for _, c in grid})
     lines = [f"| {', '.join(down)} | " + " | ".join(f"{across} {c}" for c in cols) + " |",
              "| --- |" + " --- |" * len(cols)]
+    def base(k, c):
+        if not versus:
+            return None
+        if versus[0] == across:
+            return next((r for (kk, cc), r in grid.items() if kk == k and str(cc) == versus[1]), None)
+        i = down.index(versus[0])
+        return next((r for (kk, cc), r in grid.items() if cc == c and str(kk[i]) == versus[1]
+                     and kk[:i] + kk[i + 1:] == k[:i] + k[i + 1:]), None)
+
     for k in keys:
-        lines.append(f"| {', '.join(map(str, k))} | " + " | ".join(cell(grid.get((k, c)), shows) for c in cols) + " |")
+        cells = [cell(grid.get((k, c)), shows, base(k, c)) for c in cols]
+        lines.append(f"| {', '.join(map(str, k))} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def main(results: str | Path, case: str, down: str, across: str, show: str, where: list[str]) -> int:
+def main(results: str | Path, case: str, down: str, across: str, show: str, where: list[str],
+         versus: str | None = None) -> int:
     try:
-        text = table(load_rows(Path(results)), case, down.split(","), across, show.split(","),
-                     _where(cases.get(case), where))
+        c = cases.get(case)
+        against = tuple(_where(c, [versus]).items())[0] if versus else None
+        text = table(load_rows(Path(results)), case, down.split(","), across, show.split(","), _where(c, where), against)
     except ValueError as e:
         raise SystemExit(f"oombench: {e}")
     print(text)

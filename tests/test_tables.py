@@ -59,6 +59,18 @@ def test_cells_show_the_figures_asked_for_and_what_did_not_fit(tmp_path):
     assert lines[-1].startswith("| 64 | does not fit (a 7.81 GiB request failed) | 268.0 ms, 57.7 / 61.2 GB")
 
 
+def test_versus_gives_each_figure_as_a_multiple_of_the_base_rows(tmp_path):
+    root = results_with(tmp_path, H100_ACCUMULATION)
+    lines = tables.table(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak"],
+                         {"batch": "64"}, versus=("micro_batch", "64")).splitlines()
+    # bf16 autocast: 1,879.8 ms against 268.0 ms at 64 at once, 4.8 against 57.7 GB allocated
+    assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB | 1,879.8 ms (7.01x), 4.8 / 5.7 GB (0.08x) |"  # fp32 has no 64
+    assert lines[-1] == "| 64 | does not fit (a 7.81 GiB request failed) | 268.0 ms, 57.7 / 61.2 GB |"
+    across = tables.table(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
+                          versus=("technique", "fp32")).splitlines()
+    assert across[2] == "| 1 | 2,277.1 ms | 1,879.8 ms (0.83x) |"
+
+
 def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
     (row,) = [r for r in load_rows(results_with(tmp_path, H200_X2))][:1]
     assert tables.machine_label(row) == "H200 x2"
@@ -70,6 +82,7 @@ def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
     (["table", "fits", "--down", "technique", "--show", "speed"], "unknown figure 'speed': choose from step"),
     (["table", "fits", "--down", "technique", "--where", "budget"], "--where takes name=value"),
     (["table", "fits", "--down", "technique", "--where", "workload=gpt"], "no records of fits match"),
+    (["table", "fits", "--down", "technique", "--versus", "workload=lm"], "needs workload down or across"),
 ])
 def test_bad_input_names_the_fix(tmp_path, argv, message):
     root = results_with(tmp_path, H200_FITS)
