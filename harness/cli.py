@@ -24,7 +24,7 @@ def _run(args) -> int:
     bootstrap.ensure("run")
     from . import suite
     return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
-                     publish=not args.no_publish, pythons=args.python)
+                     publish=not args.no_publish, pythons=args.python, resume=args.resume)
 
 
 def _test(args) -> int:
@@ -124,6 +124,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-publish", action="store_true", help="skip asv publish")
     r.add_argument("--python", action="append", metavar="PATH",
                    help="measure in this interpreter's environment (repeat for several: asv -E existing:PATH each)")
+    r.add_argument("--resume", metavar="RUN_ID",
+                   help="go on with a run that was cut short, at its commit: what it measured is read back, not measured again")
     r.set_defaults(func=_run)
     t = sub.add_parser("test", help="run the tests")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest")

@@ -75,15 +75,38 @@ def records_root() -> Path:
     return Path(os.environ.get(RECORDS_ENV) or REPO / "results" / "records")
 
 
+def check_resumable(run_id: str, commit: str, machine: str, root: Path) -> None:
+    """A run resumes only where its records are and at the commit it measured: asv files results
+    by commit, and the records read back must be of the code that runs."""
+    if (root / machine / f"{commit[:8]}-{run_id}.jsonl").exists():
+        return
+    here = sorted((root / machine).glob(f"*-{run_id}.jsonl"))
+    if here:
+        was = here[0].name.split("-", 1)[0]
+        sys.exit(f"oombench: run {run_id} measured commit {was}, and this checkout is at {commit[:8]}: "
+                 f"`git checkout {was}` to resume it, or start a new run without --resume")
+    elsewhere = sorted(p.parent.name for p in root.glob(f"*/*-{run_id}.jsonl"))
+    if elsewhere:
+        sys.exit(f"oombench: run {run_id} was measured on {', '.join(elsewhere)}, not on this machine ({machine})")
+    runs = sorted(p.stem.split("-", 1)[1] for p in (root / machine).glob(f"{commit[:8]}-*.jsonl"))
+    sys.exit(f"oombench: no records of run {run_id} on {machine}; runs of {commit[:8]} here: "
+             f"{', '.join(runs[-5:]) or 'none'}")
+
+
 def run(bench: str | None = None, quick: bool = False, allow_oversubscription: bool = False,
-        publish: bool = True, pythons: list[str] | None = None) -> int:
+        publish: bool = True, pythons: list[str] | None = None, resume: str | None = None) -> int:
     env = snapshot()
     info = machine_info(env)
     register_with_asv(info)
     print(f"oombench: machine {info['machine']}: {info['gpu']}; cpu {info['cpu']}", flush=True)
     commit = head_commit()
     warn_if_dirty(commit)
-    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    if resume:
+        # Each case of the run that has a record is read back from it, not measured again; a
+        # what-fits search goes on from the probes its log holds.
+        check_resumable(resume, commit, info["machine"], records_root())
+    run_id = resume or f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    print(f"oombench: run {run_id} (if it is cut short: python3 -m harness run --resume {run_id} ...)", flush=True)
     args = ["run", "--config", str(local_config(REPO)), "--machine", info["machine"], *environments(pythons),
             "--set-commit-hash", commit, "--show-stderr"]
     if bench:

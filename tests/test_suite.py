@@ -196,3 +196,19 @@ def test_every_benchmark_names_each_parameter_of_its_case_once_with_allowed_valu
             case.validate({**cls.fixed, **dict(zip(cls.param_names, values))})
         seen += 1
     assert seen >= 20
+
+
+def test_a_run_resumes_only_where_its_records_are_and_at_their_commit(tmp_path):
+    root, commit = tmp_path / "records", "abcdef12" + "0" * 32
+    (root / "box").mkdir(parents=True)
+    (root / "box" / "abcdef12-20261123T170800-28da03.jsonl").write_text("")
+    (root / "box" / "99999999-20261122T100000-aaaaaa.jsonl").write_text("")
+    (root / "other-box").mkdir()
+    (root / "other-box" / "abcdef12-20261123T180000-bbbbbb.jsonl").write_text("")
+    suite.check_resumable("20261123T170800-28da03", commit, "box", root)  # its records, its commit: goes on
+    with pytest.raises(SystemExit, match="measured commit 99999999.*`git checkout 99999999`"):
+        suite.check_resumable("20261122T100000-aaaaaa", commit, "box", root)
+    with pytest.raises(SystemExit, match="measured on other-box, not on this machine"):
+        suite.check_resumable("20261123T180000-bbbbbb", commit, "box", root)
+    with pytest.raises(SystemExit, match="no records of run nope on box; runs of abcdef12 here: 20261123T170800-28da03"):
+        suite.check_resumable("nope", commit, "box", root)
