@@ -131,42 +131,53 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None) -> str:
     return ", ".join(_show(rec, s, base.record if base else None) for s in shows)
 
 
-def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-          where: dict | None = None, versus: tuple[str, str] | None = None) -> str:
-    """``versus=(parameter, value)``: step, rate and peak also as a multiple of the record that
-    differs only in holding that value (``("technique", "fp32")``: each trick against fp32)."""
-    case = cases.get(case_name)
+def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus) -> None:
     _axis_names(case, down + [across])
     if versus and versus[0] not in down + [across]:
         raise ValueError(f"--versus {versus[0]}=... needs {versus[0]} down or across the table")
     for s in shows:
         if s not in SHOWS and not s.startswith("check:"):
             raise ValueError(f"unknown figure {s!r}: choose from {', '.join(SHOWS)} or check:KEY")
-    where = where or {}
+
+
+def _grid(rows: list[Row], case_name: str, down: list[str], across: str, where: dict) -> dict:
+    """(values down, value across) -> the row there."""
     picked = [r for r in latest(rows) if r.case == case_name
               and all(str(_value(r, k)) == v for k, v in where.items())]
     if not picked:
         raise ValueError(f"no records of {case_name} match {where or 'anything'}: run the case first, "
                          f"or check --where against `python3 -m harness summary`")
     # Oldest first, so that where two environments of one machine ran a case the newest shows.
-    grid = {(tuple(_value(r, d) for d in down), _value(r, across)): r
+    return {(tuple(_value(r, d) for d in down), _value(r, across)): r
             for r in sorted(picked, key=lambda r: r.record.created)}
+
+
+def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):
+    """The row that differs from (key, col) only in holding ``versus``'s value, or None."""
+    if not versus:
+        return None
+    name, value = versus
+    if name == across:
+        return next((r for (k, c), r in grid.items() if k == key and str(c) == value), None)
+    i = down.index(name)
+    return next((r for (k, c), r in grid.items()
+                 if c == col and str(k[i]) == value and k[:i] + k[i + 1:] == key[:i] + key[i + 1:]), None)
+
+
+def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
+          where: dict | None = None, versus: tuple[str, str] | None = None) -> str:
+    """``versus=(parameter, value)``: step, rate and peak also as a multiple of the record that
+    differs only in holding that value (``("technique", "fp32")``: each trick against fp32)."""
+    case = cases.get(case_name)
+    _check_request(case, down, across, shows, versus)
+    grid = _grid(rows, case_name, down, across, where or {})
     orders = [_order(case, d, {k[i] for k, _ in grid}) for i, d in enumerate(down)]
     keys = sorted({k for k, _ in grid}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
     cols = _order(case, across, {c for _, c in grid})
     lines = [f"| {', '.join(down)} | " + " | ".join(f"{across} {c}" for c in cols) + " |",
              "| --- |" + " --- |" * len(cols)]
-    def base(k, c):
-        if not versus:
-            return None
-        if versus[0] == across:
-            return next((r for (kk, cc), r in grid.items() if kk == k and str(cc) == versus[1]), None)
-        i = down.index(versus[0])
-        return next((r for (kk, cc), r in grid.items() if cc == c and str(kk[i]) == versus[1]
-                     and kk[:i] + kk[i + 1:] == k[:i] + k[i + 1:]), None)
-
     for k in keys:
-        cells = [cell(grid.get((k, c)), shows, base(k, c)) for c in cols]
+        cells = [cell(grid.get((k, c)), shows, _base(grid, down, across, versus, k, c)) for c in cols]
         lines.append(f"| {', '.join(map(str, k))} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
