@@ -24,7 +24,8 @@ def _run(args) -> int:
     bootstrap.ensure("run")
     from . import suite
     return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
-                     publish=not args.no_publish, pythons=args.python, resume=args.resume)
+                     publish=not args.no_publish, pythons=args.python, resume=args.resume,
+                     deadline_s=args.deadline)
 
 
 def _test(args) -> int:
@@ -126,6 +127,8 @@ def parser() -> argparse.ArgumentParser:
                    help="measure in this interpreter's environment (repeat for several: asv -E existing:PATH each)")
     r.add_argument("--resume", metavar="RUN_ID",
                    help="go on with a run that was cut short, at its commit: what it measured is read back, not measured again")
+    r.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="start no case after this many seconds; asv still writes what was measured (then --resume)")
     r.set_defaults(func=_run)
     t = sub.add_parser("test", help="run the tests")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest")

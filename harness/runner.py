@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ RUN_ID_ENV = "OOMBENCH_RUN_ID"
 RECORDS_ENV = "OOMBENCH_RECORDS"
 MACHINE_ENV = "OOMBENCH_MACHINE"
 COMMIT_ENV = "OOMBENCH_COMMIT"
+DEADLINE_ENV = "OOMBENCH_DEADLINE"  # seconds since the epoch after which a run starts no new case
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -88,9 +90,20 @@ def measure(case_name: str, **params) -> Record:
     ctx = RunContext.from_env(devices)
     rec = _earlier(ctx, case_name, params) if ctx.run_id else None
     if rec is None:
+        _before_deadline(ctx)
         rec = execute(case_name, params, devices=devices, run_id=ctx.run_id, commit=ctx.commit)
         records.append(ctx.path, rec)
     return for_asv(rec)
+
+
+def _before_deadline(ctx: RunContext) -> None:
+    """Past the run's deadline a case is not started, and no record says it ran: asv lists it as
+    skipped and goes on to the end, where it writes its results file with all that was measured
+    (a run killed at a time limit writes none). ``--resume`` measures what was left."""
+    deadline = os.environ.get(DEADLINE_ENV)
+    if deadline and time.time() > float(deadline):
+        raise NotImplementedError(f"not started: the run's deadline had passed; `python3 -m harness run --resume "
+                                  f"{ctx.run_id}` measures it")
 
 
 def _earlier(ctx: RunContext, case: str, params: dict) -> Record | None:

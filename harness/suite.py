@@ -17,7 +17,7 @@ from . import record as records
 from .asvconf import local_config
 from .environment import snapshot
 from .machine import machine_info, register_with_asv
-from .runner import COMMIT_ENV, MACHINE_ENV, RECORDS_ENV, REPO, RUN_ID_ENV
+from .runner import COMMIT_ENV, DEADLINE_ENV, MACHINE_ENV, RECORDS_ENV, REPO, RUN_ID_ENV
 from .safety import OPT_IN_ENV
 from .summary import table
 
@@ -94,7 +94,8 @@ def check_resumable(run_id: str, commit: str, machine: str, root: Path) -> None:
 
 
 def run(bench: str | None = None, quick: bool = False, allow_oversubscription: bool = False,
-        publish: bool = True, pythons: list[str] | None = None, resume: str | None = None) -> int:
+        publish: bool = True, pythons: list[str] | None = None, resume: str | None = None,
+        deadline_s: float | None = None) -> int:
     env = snapshot()
     info = machine_info(env)
     register_with_asv(info)
@@ -113,7 +114,10 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
         args += ["--bench", bench]
     if quick:
         args.append("--quick")
-    rc = asv(*args, env=asv_environment(run_id, commit, info["machine"], allow_oversubscription))
+    variables = asv_environment(run_id, commit, info["machine"], allow_oversubscription)
+    if deadline_s is not None:
+        variables[DEADLINE_ENV] = repr(time.time() + deadline_s)
+    rc = asv(*args, env=variables)
     measured = [r for r in records.load_tree(records_root()) if r.run_id == run_id]
     print("\n" + table(measured) if measured else "oombench: no record was written", flush=True)
     if publish:

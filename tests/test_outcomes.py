@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,23 @@ def test_measure_files_every_record_and_measures_once_per_run(records_dir, monke
     files = sorted(p.name for p in path.iterdir())
     assert files == ["abcdef01-run-1.jsonl", "abcdef01-run-2.jsonl"]
     assert [r.params["n"] for r in load(path / files[0])] == [1, 2]
+
+
+def test_past_the_deadline_a_case_is_not_started_but_one_already_measured_still_reads_back(records_dir, monkeypatch):
+    built = []
+
+    def build(n):
+        built.append(n)
+        return quick()
+    fake = make_case(build)
+    monkeypatch.setattr(cases, "get", lambda name: fake)
+    monkeypatch.setenv("OOMBENCH_RUN_ID", "run-1")
+    monkeypatch.setenv("OOMBENCH_DEADLINE", repr(time.time() + 3600))
+    measure("fake", n=1)
+    monkeypatch.setenv("OOMBENCH_DEADLINE", repr(time.time() - 1))
+    assert measure("fake", n=1).params == {"n": 1}  # measured before the deadline: read back
+    with pytest.raises(NotImplementedError, match="deadline had passed; `python3 -m harness run --resume run-1`"):
+        measure("fake", n=2)  # asv shows this as skipped, with the reason
+    assert built == [1]
+    (path,) = RunContext.from_env(None).path.parent.iterdir()
+    assert [r.params["n"] for r in load(path)] == [1]  # nothing says n=2 ran
