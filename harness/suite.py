@@ -117,6 +117,11 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
     variables = asv_environment(run_id, commit, info["machine"], allow_oversubscription)
     if deadline_s is not None:
         variables[DEADLINE_ENV] = repr(time.time() + deadline_s)
+        # The run's records file exists from the start, so that it can be resumed even if the
+        # deadline left it nothing to measure.
+        path = records_root() / info["machine"] / f"{commit[:8]}-{run_id}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
     rc = asv(*args, env=variables)
     measured = [r for r in records.load_tree(records_root()) if r.run_id == run_id]
     print("\n" + table(measured) if measured else "oombench: no record was written", flush=True)
