@@ -65,6 +65,16 @@ def execute(case: str | cases.Case, params: dict, *, devices: Devices | None = N
                   environment=snapshot(devices), **common)
 
 
+def records_root(environ=None) -> Path:
+    environ = os.environ if environ is None else environ
+    return Path(environ.get(RECORDS_ENV) or REPO / "results" / "records")
+
+
+def run_records(root: Path, machine: str, commit: str | None, run_id: str) -> Path:
+    """The file of one run's records: ``<machine>/<commit[:8]>-<run id>.jsonl``."""
+    return root / machine / f"{(commit or 'nocommit')[:8]}-{run_id}.jsonl"
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Where this process files its records. ``python -m harness run`` names the run, its commit
@@ -77,11 +87,11 @@ class RunContext:
     @classmethod
     def from_env(cls, devices: Devices, environ=None) -> "RunContext":
         environ = os.environ if environ is None else environ
-        root = Path(environ.get(RECORDS_ENV) or REPO / "results" / "records")
+        root = records_root(environ)
         machine = environ.get(MACHINE_ENV) or machine_name(devices, snapshot(devices).cpu)
         run_id, commit = environ.get(RUN_ID_ENV), environ.get(COMMIT_ENV)
-        stem = f"{(commit or 'nocommit')[:8]}-{run_id}" if run_id else "asv-direct"
-        return cls(run_id=run_id, commit=commit, path=root / machine / f"{stem}.jsonl")
+        path = run_records(root, machine, commit, run_id) if run_id else root / machine / "asv-direct.jsonl"
+        return cls(run_id=run_id, commit=commit, path=path)
 
 
 def measure(case_name: str, **params) -> Record:

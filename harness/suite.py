@@ -17,7 +17,7 @@ from . import record as records
 from .asvconf import local_config
 from .environment import snapshot
 from .machine import machine_info, register_with_asv
-from .runner import COMMIT_ENV, DEADLINE_ENV, MACHINE_ENV, RECORDS_ENV, REPO, RUN_ID_ENV
+from .runner import COMMIT_ENV, DEADLINE_ENV, MACHINE_ENV, REPO, RUN_ID_ENV, records_root, run_records
 from .safety import OPT_IN_ENV
 from .summary import table
 
@@ -71,14 +71,10 @@ def environments(pythons: list[str] | None) -> list[str]:
     return [a for py in chosen for a in ("-E", f"existing:{py}")]
 
 
-def records_root() -> Path:
-    return Path(os.environ.get(RECORDS_ENV) or REPO / "results" / "records")
-
-
 def check_resumable(run_id: str, commit: str, machine: str, root: Path) -> None:
     """A run resumes only where its records are and at the commit it measured: asv files results
     by commit, and the records read back must be of the code that runs."""
-    if (root / machine / f"{commit[:8]}-{run_id}.jsonl").exists():
+    if run_records(root, machine, commit, run_id).exists():
         return
     here = sorted((root / machine).glob(f"*-{run_id}.jsonl"))
     if here:
@@ -119,7 +115,7 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
         variables[DEADLINE_ENV] = repr(time.time() + deadline_s)
         # The run's records file exists from the start, so that it can be resumed even if the
         # deadline left it nothing to measure.
-        path = records_root() / info["machine"] / f"{commit[:8]}-{run_id}.jsonl"
+        path = run_records(records_root(), info["machine"], commit, run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
     rc = asv(*args, env=variables)
