@@ -108,11 +108,15 @@ def _cold_start(fits_many, start: int, high, limit: int):
     """With nothing known, ``start`` and its double and quadruple at once (the span the estimate
     waits for): (the largest that fit or None, the smallest that did not or ``high``)."""
     sizes = [n for n in (start, 2 * start, 4 * start) if n <= limit and (high is None or n < high)]
-    answers = dict(zip(sizes, fits_many(sizes)))
-    failed = [n for n, ok in answers.items() if not ok]
-    high = min(failed + ([high] if high is not None else []), default=None)
+    return _bracket(dict(zip(sizes, fits_many(sizes))), None, high)
+
+
+def _bracket(answers: dict, low, high):
+    """(low, high) narrowed by probes answered at once (size -> fits): the smallest failure, and
+    the largest fit below it; either stays as it was (None included) where no answer moves it."""
+    high = min([n for n, ok in answers.items() if not ok] + ([high] if high is not None else []), default=None)
     fit = [n for n, ok in answers.items() if ok and (high is None or n < high)]
-    return max(fit, default=None), high
+    return max(fit + ([low] if low is not None else []), default=None), high
 
 
 def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=None):
@@ -126,12 +130,10 @@ def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=
         return _up(fits, n, high, top, 1) if fits(n) else _down(fits, low, n, 1)
     sizes = [m for m in (n - 1, n, n + 1) if low < m <= top]
     answers = dict(zip(sizes, fits_many(sizes)))
-    failed = [m for m, ok in answers.items() if not ok]
-    high = min(failed + ([high] if high is not None else []), default=None)
-    low = max([m for m, ok in answers.items() if ok and (high is None or m < high)] + [low])
-    if not failed:
+    low, high = _bracket(answers, low, high)
+    if all(answers.values()):
         return _up(fits, low, high, top, 2)
-    if all(not ok for ok in answers.values()):
+    if not any(answers.values()):
         return _down(fits, low, high, 2)
     return low, high
 
