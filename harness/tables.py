@@ -14,7 +14,6 @@ from pathlib import Path
 from . import cases
 from .outcomes import DOES_NOT_FIT, OK, SKIPPED
 from .pages.model import Row, latest, load_rows
-from .summary import RATE_UNITS
 
 SHOWS = ("step", "rate", "peak", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
@@ -53,12 +52,6 @@ def _value(row: Row, name: str):
     return machine_label(row) if name == MACHINE else row.record.params.get(name)
 
 
-def _order(case: cases.Case, name: str, values: set) -> list:
-    """The case's declared order (budgets 16GB..card, techniques fp32 first); the rest sorted."""
-    declared = list(case.params.get(name, ()))
-    return sorted(values, key=lambda v: (declared.index(v) if v in declared else len(declared), str(v)))
-
-
 def _allocated(rec) -> int | None:
     peaks = [v for k, v in rec.memory.items() if k.startswith("allocator.") and ".max_" in k and "reserved" not in k]
     return max(peaks) if peaks else None
@@ -70,48 +63,42 @@ def _peak(rec) -> str:
     return " / ".join(parts) + " GB" if parts else "-"
 
 
-def _rate_of(rec) -> tuple[float, float, str] | None:
-    for unit, (scale, label) in RATE_UNITS.items():
-        r = rec.rate(unit)
-        if r is not None:
-            return r, scale, label
-    return None
-
-
-def _rate(rec) -> str:
-    rate = _rate_of(rec)
-    if rate is None:
+def _rate(row: Row) -> str:
+    rates = row.rates()  # in datasheet units, the primary first
+    if not rates:
         return "-"
-    r, scale, label = rate
-    digits = 1 if r >= 10 * scale else 2 if r >= scale else 3  # three figures at least
-    return f"{r / scale:,.{digits}f} {label}"
+    value, label = rates[0]
+    digits = 1 if value >= 10 else 2 if value >= 1 else 3  # three figures at least
+    return f"{value:,.{digits}f} {label}"
 
 
-def _ratio(rec, base, what: str) -> str:
+def _ratio(row: Row, base: Row | None, what: str) -> str:
     """`` (0.73x)``: the figure as a multiple of the base record's, where both have it."""
-    if base is None or base.outcome != OK or base is rec:
+    if base is None or base.record.outcome != OK or base is row:
         return ""
+    rec, ref = row.record, base.record
     if what == "step":
-        pair = rec.timing.median_s, base.timing.median_s
+        pair = rec.timing.median_s, ref.timing.median_s
     elif what == "rate":
-        pair = tuple(x[0] if x else None for x in (_rate_of(rec), _rate_of(base)))
+        pair = tuple(r[0][0] if r else None for r in (row.rates(), base.rates()))
     elif what == "peak":
-        pair = (_allocated(rec), _allocated(base)) if _allocated(base) else (rec.device_bytes(), base.device_bytes())
+        pair = (_allocated(rec), _allocated(ref)) if _allocated(ref) else (rec.device_bytes(), ref.device_bytes())
     else:
         return ""
     return f" ({pair[0] / pair[1]:.2f}x)" if all(pair) else ""
 
 
-def _show(rec, what: str, base=None) -> str:
+def _show(row: Row, what: str, base: Row | None = None) -> str:
+    rec = row.record
     if what.startswith("check:"):
         value = rec.check.get(what[len("check:"):])
         return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
     if what == "step":
-        return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(rec, base, what)
+        return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(row, base, what)
     if what == "rate":
-        return _rate(rec) + _ratio(rec, base, what)
+        return _rate(row) + _ratio(row, base, what)
     if what == "peak":
-        return _peak(rec) + _ratio(rec, base, what)
+        return _peak(rec) + _ratio(row, base, what)
     if what == "loss":
         return f"{rec.check['loss_last']:.3f}" if "loss_last" in rec.check else "-"
     raise ValueError(f"unknown figure {what!r}: choose from {', '.join(SHOWS)} or check:KEY")
@@ -128,7 +115,7 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None) -> str:
         return "skipped"
     if rec.outcome != OK:
         return rec.outcome
-    return ", ".join(_show(rec, s, base.record if base else None) for s in shows)
+    return ", ".join(_show(row, s, base) for s in shows)
 
 
 def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus) -> None:
@@ -171,9 +158,9 @@ def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: 
     case = cases.get(case_name)
     _check_request(case, down, across, shows, versus)
     grid = _grid(rows, case_name, down, across, where or {})
-    orders = [_order(case, d, {k[i] for k, _ in grid}) for i, d in enumerate(down)]
+    orders = [case.ordered(d, {k[i] for k, _ in grid}) for i, d in enumerate(down)]
     keys = sorted({k for k, _ in grid}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
-    cols = _order(case, across, {c for _, c in grid})
+    cols = case.ordered(across, {c for _, c in grid})
     lines = [f"| {', '.join(down)} | " + " | ".join(f"{across} {c}" for c in cols) + " |",
              "| --- |" + " --- |" * len(cols)]
     for k in keys:

@@ -61,6 +61,12 @@ class Case:
                 raise ValueError(f"case {self.name!r}: {name}={value!r} is not one of: {choices}")
         return params
 
+    def ordered(self, name: str, values) -> list:
+        """``values`` of parameter ``name`` in the order the case declares them (budgets 16GB to
+        card, techniques fp32 first); any it does not declare after them, sorted."""
+        declared = list(self.params.get(name, ()))
+        return sorted(values, key=lambda v: (declared.index(v) if v in declared else len(declared), str(v)))
+
 
 def names() -> list[str]:
     return sorted(MODULES)

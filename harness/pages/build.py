@@ -69,10 +69,9 @@ def answers_view(column: str, rows: list[Row]) -> dict:
     """The sizes each check found (``max_*``), one row per machine and remaining parameters, one
     column per value of ``column`` (the budget), in the order the case declares them."""
     from .. import cases
-    declared = cases.get(rows[0].case).params.get(column, ()) if rows and rows[0].case in cases.names() else ()
-    order = {v: i for i, v in enumerate(declared)}
-    columns = sorted({r.record.params[column] for r in rows if column in r.record.params},
-                     key=lambda v: (order.get(v, len(order)), str(v)))
+    values = {r.record.params[column] for r in rows if column in r.record.params}
+    columns = (cases.get(rows[0].case).ordered(column, values) if rows and rows[0].case in cases.names()
+               else sorted(values, key=str))
     table = defaultdict(dict)
     for r in rows:
         rest = {k: v for k, v in r.record.params.items() if k != column}
