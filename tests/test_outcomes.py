@@ -105,7 +105,9 @@ def test_unknown_case_and_parameters_are_refused_with_the_choices():
         execute("ceilings", {"probe": "host_copy", "size": 3})
 
 
-def test_measure_files_every_record_and_measures_once_per_run(records_dir, monkeypatch):
+@pytest.fixture
+def built(monkeypatch) -> list:
+    """The n of every build of the case "fake" that ``measure`` runs, in order, within run-1."""
     built = []
 
     def build(n):
@@ -114,6 +116,10 @@ def test_measure_files_every_record_and_measures_once_per_run(records_dir, monke
     fake = make_case(build)
     monkeypatch.setattr(cases, "get", lambda name: fake)
     monkeypatch.setenv("OOMBENCH_RUN_ID", "run-1")
+    return built
+
+
+def test_measure_files_every_record_and_measures_once_per_run(records_dir, built, monkeypatch):
     monkeypatch.setenv("OOMBENCH_COMMIT", "abcdef0123456789")
     first = measure("fake", n=1)
     second = measure("fake", n=1)  # another figure of the same case, in the same run
@@ -128,15 +134,8 @@ def test_measure_files_every_record_and_measures_once_per_run(records_dir, monke
     assert [r.params["n"] for r in load(path / files[0])] == [1, 2]
 
 
-def test_past_the_deadline_a_case_is_not_started_but_one_already_measured_still_reads_back(records_dir, monkeypatch):
-    built = []
-
-    def build(n):
-        built.append(n)
-        return quick()
-    fake = make_case(build)
-    monkeypatch.setattr(cases, "get", lambda name: fake)
-    monkeypatch.setenv("OOMBENCH_RUN_ID", "run-1")
+def test_past_the_deadline_a_case_is_not_started_but_one_already_measured_still_reads_back(records_dir, built,
+                                                                                          monkeypatch):
     monkeypatch.setenv("OOMBENCH_DEADLINE", repr(time.time() + 3600))
     measure("fake", n=1)
     monkeypatch.setenv("OOMBENCH_DEADLINE", repr(time.time() - 1))
