@@ -134,9 +134,25 @@ def _grid(rows: list[Row], case_name: str, down: list[str], across: str, where: 
     if not picked:
         raise ValueError(f"no records of {case_name} match {where or 'anything'}: run the case first, "
                          f"or check --where against `python3 -m harness summary`")
+    grid: dict = {}
     # Oldest first, so that where two environments of one machine ran a case the newest shows.
-    return {(tuple(_value(r, d) for d in down), _value(r, across)): r
-            for r in sorted(picked, key=lambda r: r.record.created)}
+    for r in sorted(picked, key=lambda r: r.record.created):
+        at = (tuple(_value(r, d) for d in down), _value(r, across))
+        if at in grid:
+            _one_case_per_cell(grid[at], r)
+        grid[at] = r
+    return grid
+
+
+def _one_case_per_cell(was: Row, row: Row) -> None:
+    """Two records in one cell must be the same case on the same machine (the newer wins); two
+    machines or parameters folded into one cell would show one of them as if it were all."""
+    names = sorted({MACHINE} | set(was.record.params) | set(row.record.params))
+    differ = [n for n in names if _value(was, n) != _value(row, n)]
+    if differ:
+        pairs = ", ".join(f"{n} {_value(was, n)} and {_value(row, n)}" for n in differ)
+        raise ValueError(f"one cell would hold records that differ in {pairs}: add "
+                         f"{' or '.join(differ)} to --down, or pick one with --where {differ[0]}=VALUE")
 
 
 def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):

@@ -15,6 +15,7 @@ RECORDS = REPO / "results" / "records"
 H100_FITS = RECORDS / "nvidia-h100-80gb-hbm3-x1/d570cdd1-20261123T171437-2de948.jsonl"  # fp32, every budget
 H200_FITS = RECORDS / "nvidia-h200-x1/203233bf-20261123T164450-f5f3ac.jsonl"
 H100_ACCUMULATION = RECORDS / "nvidia-h100-80gb-hbm3-x1/d570cdd1-20261123T172337-7ef404.jsonl"
+H200_ACCUMULATION = RECORDS / "nvidia-h200-x1/e10b46f1-20261123T180632-c58770.jsonl"
 H200_X2 = RECORDS / "nvidia-h200-x2/65529e88-20261122T204332-af3624.jsonl"
 
 
@@ -69,6 +70,17 @@ def test_versus_gives_each_figure_as_a_multiple_of_the_base_rows(tmp_path):
     across = tables.table(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
                           versus=("technique", "fp32")).splitlines()
     assert across[2] == "| 1 | 2,277.1 ms | 1,879.8 ms (0.83x) |"
+
+
+def test_records_of_two_machines_are_never_folded_into_one_cell(tmp_path):
+    rows = load_rows(results_with(tmp_path, H100_ACCUMULATION, H200_ACCUMULATION))
+    with pytest.raises(ValueError, match="differ in machine H100 80GB HBM3 and H200: add machine to --down"):
+        tables.table(rows, "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"})
+    lines = tables.table(rows, "tricks", ["micro_batch", "machine"], "technique", ["peak"], {"batch": "64"}).splitlines()
+    assert lines[-2:] == ["| 64, H100 80GB HBM3 | does not fit (a 7.81 GiB request failed) | 57.7 / 61.2 GB |",
+                          "| 64, H200 | 83.2 / 91.1 GB | 57.7 / 61.2 GB |"]
+    one = tables.table(rows, "tricks", ["micro_batch"], "technique", ["peak"], {"batch": "64", "machine": "H200"})
+    assert one.splitlines()[-1] == "| 64 | 83.2 / 91.1 GB | 57.7 / 61.2 GB |"
 
 
 def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
