@@ -1,7 +1,7 @@
 """The box's physical limits: every other figure is read against these."""
 from harness.cases.ceilings import GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
 
-from .common import _OnDevice, _OnHost
+from benchmarks.common import _OnDevice, _OnHost
 
 
 class Host(_OnHost):

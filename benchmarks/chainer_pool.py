@@ -1,12 +1,12 @@
 """Chainer 7.8.1 with CuPy's device pool against the managed pool, beside the same GCN in
 PyTorch. The CPU classes are the newcomer's run on a box without a GPU: one small size each,
-seconds apiece. The GPU GCN sweep stops at 2**21 nodes (about 5.5 GB by ``harness.graphs.gcn_bytes``
+seconds apiece. The GPU GCN sweep stops at 2**21 nodes (about 5.5 GB by ``harness.workloads.graphs.gcn_bytes``
 at 128 features), far under the managed-memory guard's cap on an 80 GB card."""
 from harness.cases.chainer_cnn import BATCHES as CNN_BATCHES
 from harness.cases.chainer_gcn import NODES
 from harness.cases.chainer_mlp import BATCHES as MLP_BATCHES
 
-from .common import _OnDevice, _OnHost
+from benchmarks.common import _OnDevice, _OnHost
 
 GPU_POOLS = ["device_pool", "managed_pool"]
 FEATURES = 128

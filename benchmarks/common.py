@@ -4,7 +4,7 @@ project's own pages. Names starting with "_" are not collected by asv as benchma
 import os
 from pathlib import Path
 
-from harness.runner import RECORDS_ENV, measure
+from harness.drive.runner import RECORDS_ENV, measure
 
 # In an `asv run -E virtualenv` environment the harness is an installed wheel, and records filed
 # beside it would land inside .asv/env: file them in this checkout's results/records instead.

@@ -1,10 +1,10 @@
-"""Data parallel versus model parallel (``harness.parallel``): ResNet50 at the tutorial's batch
+"""Data parallel versus model parallel (``harness.workloads.parallel``): ResNet50 at the tutorial's batch
 10 of 1024 x 1024 images and of 2048 x 2048, and the shared transformer LM (12 blocks of width 1024, 1024 tokens,
 batch 16). ``batch`` is the global batch everywhere, so seconds per step compare directly across
 strategies and GPU counts; scaling efficiency is single's seconds over (gpus x a strategy's).
 GPU counts a box lacks skip with the reason. The CPU classes are the newcomer's run: a tiny LM
 on gloo, two CPU workers, seconds apiece."""
-from .common import _OnDevice, _OnHost
+from benchmarks.common import _OnDevice, _OnHost
 
 RESNET_CASE, LM_CASE = "parallel_resnet50", "parallel_lm"
 TUTORIAL = {"batch": 10}

@@ -5,10 +5,10 @@ per technique. The GPU classes use a GPT-2-medium-sized LM (width 1024, 12 layer
 1024 tokens); the inapplicable pairs of the cross products (``seq_cap`` on ResNet50, say) skip
 with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
-from harness.fits import BUDGETS
-from harness.runner import measure
+from harness.workloads.fits import BUDGETS
+from harness.drive.runner import measure
 
-from .common import _OnDevice, _OnHost
+from benchmarks.common import _OnDevice, _OnHost
 
 CPU_LM = {"device": "cpu", "workload": "lm", "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
           "depth": 2, "seq_len": 128}

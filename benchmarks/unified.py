@@ -10,9 +10,9 @@ the opt-in (the device pools cannot hold it and record "does not fit").
 from harness.cases.out_of_core import PATTERNS as STREAMED
 from harness.cases.unified import FROM_HOST, PATTERNS
 from harness.cases.unified_seed import FRACTIONS as SEED_FRACTIONS
-from harness.managed import ALLOCATORS
+from harness.workloads.managed import ALLOCATORS
 
-from .common import _OnDevice
+from benchmarks.common import _OnDevice
 
 ON_DEVICE = [0.1, 0.4, 0.8, 1.5]
 ON_HOST = [0.02, 0.1, 1.5]

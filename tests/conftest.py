@@ -1,6 +1,6 @@
 import pytest
 
-from harness.devices import GPU, Devices
+from harness.measure.devices import GPU, Devices
 
 
 @pytest.fixture

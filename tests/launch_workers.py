@@ -44,7 +44,7 @@ def runs_out_of_memory_on_rank_1(rank, world):
 
 
 def skips_on_rank_0(rank, world):
-    from harness.outcomes import Skip
+    from harness.measure.outcomes import Skip
     if rank == 0:
         raise Skip("needs something this box lacks")
     return rank

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from harness.cases import ceilings
-from harness.outcomes import OK, CheckFailed
-from harness.runner import execute
+from harness.measure.outcomes import OK, CheckFailed
+from harness.drive.runner import execute
 
 
 def run(workload):

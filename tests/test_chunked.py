@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from harness.chunked import HostLane, run_chunks, spans
+from harness.workloads.chunked import HostLane, run_chunks, spans
 
 
 @pytest.mark.parametrize("n", [0, 1, 9, 10, 11, 99, 100, 1001])

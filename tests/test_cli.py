@@ -3,7 +3,8 @@ import os
 
 import pytest
 
-from harness import bootstrap, cli
+from harness.drive import bootstrap
+from harness.drive import cli
 from harness.cases import ceilings
 
 
@@ -83,7 +84,7 @@ def test_bootstrap_gives_up_instead_of_looping(calls, monkeypatch):
 
 
 def test_wheelhouse_downloads_binary_wheels_for_the_named_python_and_platform(tmp_path):
-    from harness import wheelhouse
+    from harness.drive import wheelhouse
     cmd = wheelhouse.command(tmp_path, "3.12", ["manylinux_2_17_x86_64"], ["torch==2.11.0"])
     assert cmd[3:5] == ["download", "--only-binary=:all:"]
     assert cmd[cmd.index("--python-version") + 1] == "3.12" and cmd[cmd.index("--platform") + 1] == "manylinux_2_17_x86_64"

@@ -2,9 +2,9 @@ import types
 
 import pytest
 
-from harness import devices
-from harness.machine import machine_info, machine_name
-from harness.environment import snapshot
+from harness.measure import devices
+from harness.measure.machine import machine_info, machine_name
+from harness.measure.environment import snapshot
 
 from conftest import fake_devices
 

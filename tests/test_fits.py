@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from harness import fits
-from harness.outcomes import Skip
-from harness.runner import execute
+from harness.workloads import fits
+from harness.measure.outcomes import Skip
+from harness.drive.runner import execute
 
 CASE_PARAMS = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", vocab=128, width=32,
                    depth=2, seq_len=16)
@@ -70,7 +70,7 @@ def test_the_real_probe_trains_in_its_own_process_and_answers_in_json():
 
 
 def test_a_probe_grows_the_batch_or_one_sequence():
-    from harness.fits_probe import sizes
+    from harness.workloads.fits_probe import sizes
     assert sizes("batch", 12) == {"batch": 12, "micro_batch": 12}
     assert sizes("seq_len", 4096) == {"seq_len": 4096, "batch": 1, "micro_batch": 1}
     with pytest.raises(ValueError, match="batch, seq_len"):
@@ -100,7 +100,7 @@ def test_the_fits_case_skips_a_budget_beyond_the_card(fake_card):
 
 
 def test_the_probe_reads_a_library_workspace_failure_as_out_of_memory_and_nothing_else():
-    from harness.fits_probe import out_of_memory
+    from harness.workloads.fits_probe import out_of_memory
     assert out_of_memory(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
     assert out_of_memory(MemoryError())
     assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))

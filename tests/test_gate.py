@@ -3,7 +3,8 @@ both figures; two honest runs of the same commit pass."""
 import json
 from pathlib import Path
 
-from harness import cli, gate
+from harness.drive import cli
+from harness.report import gate
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "results/records/nvidia-h200-x1/5bdb56dc-20261122T203654-d321e2.jsonl"

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from harness import kernels
-from harness.outcomes import CheckFailed
+from harness.workloads import kernels
+from harness.measure.outcomes import CheckFailed
 
 MiB = 2**20
 

@@ -3,7 +3,7 @@ batch statistics, so a batch split in two gives the whole batch's gradient."""
 import pytest
 import torch
 
-from harness.models import LMConfig, parameter_count, tokens, transformer_lm
+from harness.workloads.models import LMConfig, parameter_count, tokens, transformer_lm
 
 SMALL = dict(vocab=97, width=32, depth=2, heads=4, seq_len=16)
 

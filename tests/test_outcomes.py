@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from harness import cases
-from harness.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, is_out_of_memory, requested_bytes
-from harness.record import load
-from harness.runner import RunContext, execute, for_asv, measure
-from harness.timing import no_sync
+from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, is_out_of_memory, requested_bytes
+from harness.measure.record import load
+from harness.drive.runner import RunContext, execute, for_asv, measure
+from harness.measure.timing import no_sync
+from harness.measure.workload import Workload
 
 
 def make_case(build, declared=None):
@@ -16,7 +17,7 @@ def make_case(build, declared=None):
 
 
 def quick(step=lambda: None, check=lambda: {"exact": True}):
-    return cases.Workload(step=step, check=check, work={"bytes": 8}, sync=no_sync, warmup=1, repeat=3)
+    return Workload(step=step, check=check, work={"bytes": 8}, sync=no_sync, warmup=1, repeat=3)
 
 
 @pytest.mark.parametrize("message,size", [

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.pages import build, model
-from harness.pages.families import Family, family
+from harness.drive import asv_site
+from harness.report.pages import build, model
+from harness.report.pages.families import Family, family
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
@@ -35,6 +36,7 @@ def raw_records() -> dict[str, dict]:
 def site(tmp_path_factory):
     """pages/ (the project's) and html/ (asv's), side by side as `python3 -m harness pages` lays them out."""
     root = tmp_path_factory.mktemp("site")
+    assert asv_site.publish(REPO, REPO / ".asv" / "html") == 0
     assert build.main(out=str(root / "pages")) == 0
     shutil.copytree(REPO / ".asv" / "html", root / "html")
     return root

@@ -12,11 +12,11 @@ import torch
 import launch_workers  # beside this file: what spawned workers import must not pull in torch
 
 from harness.cases.parallel_lm import job as lm_job
-from harness.launch import LaunchError, launch
-from harness.models import LMConfig, lm_layers, tokens, transformer_lm
-from harness.outcomes import OK, SKIPPED
-from harness.runner import execute
-from harness.stages import split_balanced, stage_ranges
+from harness.workloads.launch import LaunchError, launch
+from harness.workloads.models import LMConfig, lm_layers, tokens, transformer_lm
+from harness.measure.outcomes import OK, SKIPPED
+from harness.drive.runner import execute
+from harness.workloads.stages import split_balanced, stage_ranges
 
 TINY = dict(batch=4, depth=2, width=32, seq_len=16)
 
@@ -74,9 +74,9 @@ def run_lm(strategy, gpus=1, micro_batches=1):
 
 def _measure_lm(strategy, gpus, micro_batches):
     """The real case's parameters and record, with fewer steps (one warm-up, three timed)."""
-    from harness.cases import Case
+    from harness.cases.base import Case
     from harness.cases.parallel_lm import CASE
-    from harness.parallel import build
+    from harness.workloads.parallel import build
     quick = Case(name=CASE.name, params=CASE.params, build=lambda **p: build(lm_job(**p, warmup=1, repeat=3)))
     rec = execute(quick, dict(strategy=strategy, device="cpu", gpus=gpus, micro_batches=micro_batches, **TINY))
     assert rec.outcome == OK, rec.reason
@@ -115,7 +115,7 @@ def test_model_parallel_records_its_cut_and_bubble():
 # ---- what cannot run here is a skip with its reason --------------------------------------------
 
 def test_more_gpus_than_the_box_has_is_skipped_with_the_reason():
-    from harness.devices import discover
+    from harness.measure.devices import discover
     want = discover().count + 1
     rec = execute("parallel_lm", dict(strategy="ddp", device="cuda", gpus=8 if want <= 8 else want,
                                       micro_batches=1, batch=8, depth=2, width=32, seq_len=16))
@@ -158,7 +158,7 @@ def _workers_left() -> list:
 
 
 def test_workers_run_with_nvlink_multicast_off(monkeypatch):
-    from harness.suite import MULTICAST_OFF
+    from harness.measure.safety import MULTICAST_OFF
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
     assert launch(launch_workers.multicast_settings, 2, timeout_s=30) == [MULTICAST_OFF, MULTICAST_OFF]
 
@@ -166,8 +166,8 @@ def test_workers_run_with_nvlink_multicast_off(monkeypatch):
 def test_scaling_efficiency_is_the_baseline_time_over_k_times_the_strategys():
     from dataclasses import replace
 
-    from harness.scaling import scaling_efficiency
-    from harness.timing import Timing
+    from harness.report.scaling import scaling_efficiency
+    from harness.measure.timing import Timing
     base, ddp = run_lm("single"), run_lm("ddp", 2)
     base = replace(base, timing=Timing(1.0, 1.0, 1.0, 1.0, 1.0, 3, 1))
     ddp = replace(ddp, timing=Timing(0.625, 0.6, 0.7, 0.6, 0.7, 3, 1))
@@ -176,7 +176,7 @@ def test_scaling_efficiency_is_the_baseline_time_over_k_times_the_strategys():
 
 
 def test_a_worker_out_of_memory_is_does_not_fit_and_a_worker_skip_is_a_skip():
-    from harness.outcomes import DoesNotFit, Skip, requested_bytes
+    from harness.measure.outcomes import DoesNotFit, Skip, requested_bytes
     with pytest.raises(DoesNotFit, match="rank 1") as e:
         launch(launch_workers.runs_out_of_memory_on_rank_1, 2, timeout_s=30)
     assert requested_bytes(str(e.value)) == 20 * 2**30

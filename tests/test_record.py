@@ -1,9 +1,9 @@
 import json
 
-from harness.devices import Devices
-from harness.environment import Environment, snapshot
-from harness.record import Record, append, load
-from harness.timing import Timing
+from harness.measure.devices import Devices
+from harness.measure.environment import Environment, snapshot
+from harness.measure.record import Record, append, load
+from harness.measure.timing import Timing
 
 from conftest import fake_devices
 

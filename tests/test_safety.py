@@ -2,7 +2,7 @@ import gc
 
 import pytest
 
-from harness.safety import OPT_IN_ENV, ManagedGuard, OversubscriptionRefused, opted_in
+from harness.measure.safety import OPT_IN_ENV, ManagedGuard, OversubscriptionRefused, opted_in
 
 from conftest import fake_devices
 
@@ -93,7 +93,7 @@ def test_guard_is_sized_from_the_gpus_free_memory():
 
 
 def test_guard_without_a_gpu_skips_with_reason(no_gpu):
-    from harness.outcomes import Skip
+    from harness.measure.outcomes import Skip
     with pytest.raises(Skip, match="GPU"):
         ManagedGuard.for_gpu(0, devices=no_gpu)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import suite
+from harness.drive import suite
 from harness.cases.ceilings import GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
-from harness.safety import OPT_IN_ENV
+from harness.measure.safety import OPT_IN_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 ALLOCATORS = ["device_pool", "managed_pool", "async_pool"]
@@ -142,8 +142,9 @@ def test_one_run_over_two_environments_reads_back_only_its_own_record(records_di
     under `run --python A --python B` (one run id) B must not take A's."""
     from dataclasses import replace
 
-    from harness import record, runner
-    from harness.environment import snapshot
+    from harness.measure import record
+    from harness.drive import runner
+    from harness.measure.environment import snapshot
     monkeypatch.setenv("OOMBENCH_RUN_ID", "run-1")
     ctx = runner.RunContext.from_env(snapshot().devices)
     other = record.Record(case="ceilings", params={"probe": "host_copy"}, outcome="skipped", reason="other env",

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, tables
-from harness.pages.model import load_rows
+from harness.drive import cli
+from harness.report import tables
+from harness.report.pages.model import load_rows
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS = REPO / "results" / "records"

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from harness.cases import tricks
-from harness.models import EncDecConfig, LMConfig, encoder_decoder, parameter_count, transformer_lm
-from harness.outcomes import CheckFailed
-from harness.runner import execute
-from harness.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
-from harness.training import Trainer, precision, split, token_loss_sum
+from harness.workloads import tricks as trick_steps
+from harness.workloads.models import EncDecConfig, LMConfig, encoder_decoder, parameter_count, transformer_lm
+from harness.measure.outcomes import CheckFailed
+from harness.drive.runner import execute
+from harness.workloads.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
+from harness.workloads.training import Trainer, precision, split, token_loss_sum
 
 TINY = dict(device="cpu", workload="lm", batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
 SMALL = dict(vocab=97, width=32, depth=2, heads=4, seq_len=64)
@@ -128,12 +129,12 @@ def test_resnet50_without_torchvision_skips_with_the_fix():
 
 
 def test_bf16_params_train_in_bf16():
-    trainer, _ = tricks.make_trainer(**dict(TINY, technique="bf16_params"))
+    trainer, _ = trick_steps.make_trainer(**dict(TINY, technique="bf16_params"))
     assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
 
 
 def test_cpu_embedding_keeps_the_embedding_on_the_cpu_and_learns():
-    trainer, _ = tricks.make_trainer(**dict(TINY, technique="cpu_embedding"))
+    trainer, _ = trick_steps.make_trainer(**dict(TINY, technique="cpu_embedding"))
     assert trainer.model.embed.weight.device.type == "cpu"
     # The LM holds no parameter of its own outside its children, so moving the children moves the rest.
     assert not list(trainer.model.parameters(recurse=False))
@@ -145,7 +146,7 @@ def test_cpu_embedding_keeps_the_embedding_on_the_cpu_and_learns():
 @pytest.mark.parametrize("losses, match", [([2.0, float("nan")], "loss is nan"), ([2.0, 2.5], "did not learn")])
 def test_a_broken_or_stuck_training_fails_its_check(losses, match):
     with pytest.raises(CheckFailed, match=match):
-        tricks.losses_checked([torch.tensor(v) for v in losses])
+        trick_steps.losses_checked([torch.tensor(v) for v in losses])
 
 
 def tiny_torchvision(monkeypatch):

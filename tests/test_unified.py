@@ -6,12 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import managed, requirements
+from harness.workloads import managed
+from harness.measure import requirements
 from harness.cases import unified
-from harness.managed import HOST, UnifiedApi, Unsupported
-from harness.outcomes import SKIPPED, Skip
-from harness.runner import execute
-from harness.safety import ManagedGuard
+from harness.workloads.managed import HOST, UnifiedApi, Unsupported
+from harness.measure.outcomes import SKIPPED, Skip
+from harness.drive.runner import execute
+from harness.measure.safety import ManagedGuard
 
 from conftest import fake_devices
 

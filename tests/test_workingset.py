@@ -2,9 +2,9 @@
 import pytest
 
 from harness.cases.unified_seed import ARRAYS_AT_PEAK, size_for
-from harness.outcomes import Skip
-from harness.safety import OPT_IN_ENV
-from harness.workingset import HOST_MEMORY_ENV, guard_managed, host_available, need_host, working_set_bytes
+from harness.measure.outcomes import Skip
+from harness.measure.safety import OPT_IN_ENV
+from harness.measure.workingset import HOST_MEMORY_ENV, guard_managed, host_available, need_host, working_set_bytes
 
 from conftest import fake_devices
 

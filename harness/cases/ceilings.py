@@ -14,10 +14,11 @@ from functools import partial
 
 import numpy as np
 
-from ..outcomes import CheckFailed
-from ..requirements import need_gpus, need_torch_cuda
-from ..timing import torch_sync
-from . import Case, Workload
+from harness.measure.outcomes import CheckFailed
+from harness.measure.requirements import need_gpus, need_torch_cuda
+from harness.measure.timing import torch_sync
+from harness.cases.base import Case
+from harness.measure.workload import Workload
 
 MiB, GiB = 2**20, 2**30
 HOST_COPY_BYTES = 512 * MiB

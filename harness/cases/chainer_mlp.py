@@ -1,14 +1,15 @@
 """Chainer 7.8.1 training an MLP (1024, 2048, 2048, 16) on a batch a random linear teacher
 labels: the batch-bound workload, beside the GCN's graph-bound one, on the same pools.
 
-Parameters: ``device`` and ``pool`` (``harness.chainer_backend``), ``batch``. A step is one
+Parameters: ``device`` and ``pool`` (``harness.workloads.chainer_backend``), ``batch``. A step is one
 forward, backward and Adam update over the batch; ``work`` counts its samples. The check asks
 the loss to have dropped.
 """
 from __future__ import annotations
 
-from ..chainer_backend import DEVICES, POOLS, guard_refusal_does_not_fit, open_backend
-from . import Case, Workload
+from harness.workloads.chainer_backend import DEVICES, POOLS, guard_refusal_does_not_fit, open_backend
+from harness.cases.base import Case
+from harness.measure.workload import Workload
 
 SIZES = (1024, 2048, 2048, 16)
 BATCHES = (256, 4096, 65536, 262144)
@@ -28,7 +29,7 @@ def mlp_workload(device: str, pool: str, batch: int, sizes=SIZES, warmup: int = 
 
 
 def _build(backend, batch, sizes, warmup, repeat, nbytes):
-    from .. import chainer_nets as nets
+    from harness.workloads import chainer_nets as nets
     x, t = nets.teacher_batch(batch, sizes[0], sizes[-1])
     return nets.classifier_workload(backend, nets.MLP(sizes), x, t, nbytes, warmup, repeat, lr=nets.mlp_lr(sizes))
 

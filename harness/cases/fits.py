@@ -7,7 +7,7 @@ largest batch of ``seq_len`` tokens, searched from 1) or ``seq_len`` (the longes
 sequence, searched from ``seq_len``; token models only). A budget larger than the card skips
 with the reason.
 
-The one timed "step" is the whole search (``harness.fits``: doubling until the sizes that fit
+The one timed "step" is the whole search (``harness.workloads.fits``: doubling until the sizes that fit
 span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
 one fresh process per probe); its time says what the search cost, nothing about training. The answer is
 in the check: ``max_batch``, the probes it took, the budget in bytes, the peak the largest
@@ -17,11 +17,12 @@ worse there. When even the smallest size does not fit, the case does not fit.
 """
 from __future__ import annotations
 
-from .. import fits
-from ..outcomes import DoesNotFit, Skip
-from . import Case, Workload
-from .tricks import PARAMS as TRICK_PARAMS
-from .tricks import _applies
+from harness.workloads import fits
+from harness.measure.outcomes import DoesNotFit, Skip
+from harness.cases.base import Case
+from harness.measure.workload import Workload
+from harness.cases.tricks import PARAMS as TRICK_PARAMS
+from harness.workloads.tricks import applies
 
 PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
           "technique": TRICK_PARAMS["technique"], "budget": fits.BUDGETS, "over": fits.OVER,
@@ -31,7 +32,7 @@ PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"]
 def _card(devices) -> tuple[int, int]:
     """(total, free) bytes of GPU 0. From NVML, not torch: this process must not create a CUDA
     context, which would take device memory from the probes beside it."""
-    from ..requirements import need_gpus
+    from harness.measure.requirements import need_gpus
     gpu = need_gpus(1, devices).gpus[0]
     return gpu.memory_total, gpu.memory_free
 
@@ -39,7 +40,7 @@ def _card(devices) -> tuple[int, int]:
 def _probe_log(devices) -> fits.ProbeLog:
     """Beside this run's records (not named *.jsonl: the probes are not records). Outside a
     ``harness run`` each search has a log of its own, in memory, and knows nothing earlier."""
-    from ..runner import RunContext
+    from harness.drive.runner import RunContext
     ctx = RunContext.from_env(devices)
     return fits.ProbeLog(ctx.path.with_name(ctx.path.stem + ".fits-probes.ndjson") if ctx.run_id else None)
 
@@ -48,10 +49,10 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     if device != "cuda":
         raise Skip("what fits needs a CUDA device: the budget is enforced by "
                    "torch.cuda.set_per_process_memory_fraction; run it with device=cuda on a GPU box")
-    _applies(workload, technique)
+    applies(workload, technique)
     if over == "seq_len" and workload == "resnet50":
         raise Skip("over=seq_len applies to the token models (lm, encdec), not resnet50")
-    from ..devices import discover
+    from harness.measure.devices import discover
     devices = discover()
     total, free = _card(devices)
     cap = fits.budget_bytes(budget, total)

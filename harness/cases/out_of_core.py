@@ -1,5 +1,5 @@
 """Explicit out-of-core streaming from pinned host memory: the baseline experts use in place of
-unified memory (``harness.chunked`` holds the schedule).
+unified memory (``harness.workloads.chunked`` holds the schedule).
 
 The working set lives in pinned host memory and never needs to fit on the card, so fractions
 above 1 need no opt-in: only host memory. Each step streams it through two device buffers:
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..chunked import CudaLane, run_chunks, spans
-from ..kernels import MOD_X, MOD_Y, check_reduce, check_stream
-from ..requirements import need_gpus
-from ..workingset import FRACTIONS, need_host, working_set_bytes
-from . import Case, Workload
-from .unified import need_cupy
+from harness.workloads.chunked import CudaLane, run_chunks, spans
+from harness.workloads.kernels import MOD_X, MOD_Y, check_reduce, check_stream
+from harness.measure.requirements import need_gpus
+from harness.measure.workingset import FRACTIONS, need_host, working_set_bytes
+from harness.cases.base import Case
+from harness.measure.workload import Workload
+from harness.cases.unified import need_cupy
 
 PATTERNS = ("stream", "reduce")
 CHUNK = 2**25  # elements: 256 MiB of float64 per buffer, long enough to hide each launch

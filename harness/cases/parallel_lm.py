@@ -1,10 +1,10 @@
 """Data parallel versus model parallel on the shared transformer language model (no batch
 statistics: every strategy must reach the same loss as one device). ``depth``, ``width`` and
 ``seq_len`` size it (heads of 64 wide, at least 2), ``batch`` is the global batch in sequences;
-``strategy``, ``gpus`` and ``micro_batches`` as in ``harness.parallel``."""
-from ..parallel import STRATEGIES, build
-from ..parallel_job import Job
-from . import Case
+``strategy``, ``gpus`` and ``micro_batches`` as in ``harness.workloads.parallel``."""
+from harness.workloads.parallel import STRATEGIES, build
+from harness.workloads.parallel_job import Job
+from harness.cases.base import Case
 
 DEVICES = ("cuda", "cpu")
 GPUS = (1, 2, 3, 4, 8)

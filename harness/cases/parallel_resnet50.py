@@ -1,13 +1,13 @@
 """Data parallel versus model parallel on torchvision's ResNet50: 1000 classes, SGD, MSE against
 one-hot labels, random images; by default batch 10 of 3 x 1024 x 1024, the well-known two-GPU
 model-parallel tutorial, and 2048 x 2048, four times its activations, where one GPU runs short
-sooner. ``strategy`` and ``gpus`` choose how it is spread (``harness.parallel``);
+sooner. ``strategy`` and ``gpus`` choose how it is spread (``harness.workloads.parallel``);
 ``batch`` is the global batch, the same for every strategy. Its BatchNorm sees each shard or
 micro-batch alone, so strategies agree on the loss only roughly here; the transformer case is
 the exact one."""
-from ..parallel import STRATEGIES, build
-from ..parallel_job import Job
-from . import Case
+from harness.workloads.parallel import STRATEGIES, build
+from harness.workloads.parallel_job import Job
+from harness.cases.base import Case
 
 DEVICES = ("cuda", "cpu")
 GPUS = (1, 2, 3, 4, 8)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from math import isqrt
 
-from ..managed import use_allocator
-from ..outcomes import CheckFailed
-from ..requirements import need_gpus
-from ..workingset import guard_managed, working_set_bytes
-from . import Case, Workload
-from .unified import need_cupy
+from harness.workloads.managed import use_allocator
+from harness.measure.outcomes import CheckFailed
+from harness.measure.requirements import need_gpus
+from harness.measure.workingset import guard_managed, working_set_bytes
+from harness.cases.base import Case
+from harness.measure.workload import Workload
+from harness.cases.unified import need_cupy
 
 FRACTIONS = (0.4, 0.8, 1.5)
 ARRAYS_AT_PEAK = 5

@@ -1,0 +1,197 @@
+"""``python3 -m harness COMMAND``: the suite's entry points.
+
+run       set up if needed, run the suite through asv on this box, publish the site
+test      set up if needed, run the tests (on the CPU)
+devices   what GPUs this box has
+machine   how asv will name and describe this box
+case      measure one case in this process and print its record (for debugging a case)
+summary   print the records filed under results/records
+table     a markdown table of filed records (one parameter down, one across)
+gate      compare two sets of records; exit 1 when a case got slower or bigger
+pages     build asv's site and the project's comparison pages from results/
+wheelhouse  download wheels for an offline box (named Python and platform)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from harness.drive import bootstrap
+
+
+def _run(args) -> int:
+    bootstrap.ensure("run")
+    from harness.drive import suite
+    return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
+                     publish=not args.no_publish, pythons=args.python, resume=args.resume,
+                     deadline_s=args.deadline)
+
+
+def _test(args) -> int:
+    bootstrap.ensure("test")
+    import os
+
+    import pytest
+    os.chdir(bootstrap.REPO)
+    return pytest.main(["-q", *args.pytest_args])
+
+
+def _devices(args) -> int:
+    from harness.measure.devices import describe, discover
+    d = discover()
+    print(json.dumps(d.to_dict(), indent=2) if args.json else describe(d))
+    return 0
+
+
+def _machine(args) -> int:
+    from harness.measure.environment import snapshot
+    from harness.measure.machine import machine_info
+    print(json.dumps(machine_info(snapshot()), indent=2))
+    return 0
+
+
+def parse_params(case, pairs: list[str]) -> dict:
+    params = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"parameters are name=value, got {pair!r}")
+        allowed = case.params.get(name, ())
+        params[name] = next((v for v in allowed if str(v) == text), text)
+    return params
+
+
+def _case(args) -> int:
+    bootstrap.ensure("case")
+    from harness import cases
+    from harness.drive.runner import execute
+    from harness.report.summary import table
+    try:
+        case = cases.get(args.name)
+        rec = execute(case.name, case.validate(parse_params(case, args.params)))
+    except ValueError as e:
+        raise SystemExit(f"oombench: {e}")
+    print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))
+    return 0 if rec.outcome != "failed" else 1
+
+
+def _summary(args) -> int:
+    from harness.measure import record
+    from harness.drive.runner import REPO
+    from harness.report.summary import table
+    recs = record.load_tree(args.path or REPO / "results" / "records")
+    print(table(recs) if recs else "no records")
+    return 0
+
+
+def _table(args) -> int:
+    from harness.drive.runner import REPO
+    from harness.report.tables import main
+    return main(args.results or REPO / "results", args.case, args.down, args.across, args.show, args.where,
+                args.versus)
+
+
+def _gate(args) -> int:
+    from harness.report.gate import gate
+    rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
+                    min_bytes=int(args.min_mib * 2**20), pattern=args.only)
+    print(text)
+    return rc
+
+
+def _pages(args) -> int:
+    bootstrap.ensure("pages")
+    from harness.drive import asv_site
+    from harness.report.pages import build
+    # asv's own site, from the same results/ (asv.conf.json names it), into .asv/html.
+    rc = 0 if args.no_asv else asv_site.publish(bootstrap.REPO, bootstrap.REPO / ".asv" / "html")
+    if rc != 0:
+        print("oombench pages: asv publish failed (above); the comparison pages are built anyway. "
+              "Fix: check results/ holds asv result files, or pass --no-asv", file=sys.stderr)
+    elif not args.no_asv:
+        print(f"oombench: asv's site in {bootstrap.REPO / '.asv' / 'html'}")
+    return build.main(results=args.results, out=args.out) or rc
+
+
+def _wheelhouse(args) -> int:
+    from pathlib import Path
+
+    from harness.drive.wheelhouse import build
+    return build(Path(args.dest), args.python, args.platform or ["manylinux_2_28_x86_64"], args.package)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m harness", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the suite through asv and publish the site")
+    r.add_argument("--bench", "-b", help="regular expression: only the benchmarks it matches")
+    r.add_argument("--quick", action="store_true", help="one sample per benchmark (asv --quick)")
+    r.add_argument("--allow-oversubscription", action="store_true",
+                   help="let managed memory go past the free device memory; never on a shared GPU")
+    r.add_argument("--no-publish", action="store_true", help="skip asv publish")
+    r.add_argument("--python", action="append", metavar="PATH",
+                   help="measure in this interpreter's environment (repeat for several: asv -E existing:PATH each)")
+    r.add_argument("--resume", metavar="RUN_ID",
+                   help="go on with a run that was cut short, at its commit: what it measured is read back, not measured again")
+    r.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="start no case after this many seconds; asv still writes what was measured (then --resume)")
+    r.set_defaults(func=_run)
+    t = sub.add_parser("test", help="run the tests")
+    t.add_argument("pytest_args", nargs="*", help="passed to pytest")
+    t.set_defaults(func=_test)
+    d = sub.add_parser("devices", help="what GPUs this box has")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=_devices)
+    sub.add_parser("machine", help="how asv will name and describe this box").set_defaults(func=_machine)
+    c = sub.add_parser("case", help="measure one case here and print its record")
+    c.add_argument("name")
+    c.add_argument("params", nargs="*", help="name=value")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_case)
+    s = sub.add_parser("summary", help="print filed records")
+    s.add_argument("path", nargs="?")
+    s.set_defaults(func=_summary)
+    tb = sub.add_parser("table", help="a markdown table of filed records, for the README and notes")
+    tb.add_argument("case")
+    tb.add_argument("--down", required=True, help="parameters down the side, comma-separated (or machine)")
+    tb.add_argument("--across", default="machine", help="the parameter across the top (default: machine)")
+    tb.add_argument("--show", default="step,rate,peak",
+                    help="figures per cell, comma-separated: step, rate, peak, loss, check:KEY")
+    tb.add_argument("--where", action="append", default=[], metavar="NAME=VALUE", help="only these records")
+    tb.add_argument("--versus", metavar="NAME=VALUE",
+                    help="step, rate and peak also as a multiple of this row's or column's (technique=fp32)")
+    tb.add_argument("--results", default=None, help="results folder (default: results/)")
+    tb.set_defaults(func=_table)
+    g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")
+    g.add_argument("base", help="record file (.jsonl) or folder of them")
+    g.add_argument("new", help="record file (.jsonl) or folder of them")
+    g.add_argument("--threshold", type=float, default=0.10, help="relative rise always allowed (0.10 = 10%%)")
+    g.add_argument("--iqr-factor", type=float, default=2.0,
+                   help="k: a rise within k x the combined IQR of the two medians is noise, not a regression")
+    g.add_argument("--min-mib", type=float, default=64, help="peak-memory growth below this many MiB is never a regression")
+    g.add_argument("--only", metavar="REGEX", help='gate only cases whose "case {params}" matches')
+    g.set_defaults(func=_gate)
+    pg = sub.add_parser("pages", help="build asv's site and the comparison pages from results/")
+    pg.add_argument("--results", default=None, help="results folder (default: results/)")
+    pg.add_argument("--out", default=None, help="where the comparison pages go (default: .asv/pages)")
+    pg.add_argument("--no-asv", action="store_true", help="skip asv publish")
+    pg.set_defaults(func=_pages)
+    w = sub.add_parser("wheelhouse", help="download wheels for a box without internet")
+    w.add_argument("dest", help="folder for the wheels")
+    w.add_argument("--python", required=True, help="the offline box's Python, e.g. 3.12")
+    w.add_argument("--platform", action="append", help="wheel platform tag (default manylinux_2_28_x86_64; repeatable)")
+    w.add_argument("--package", action="append", default=[], metavar="REQ",
+                   help="more requirements, e.g. --package torch==2.11.0 --package numpy==1.26.4")
+    w.set_defaults(func=_wheelhouse)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

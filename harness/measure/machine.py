@@ -1,0 +1,52 @@
+"""The name and description asv records for this box, from its GPUs.
+
+Results are filed under the machine's name, so the name says what matters for the figures: the
+GPU model and how many (``nvidia-h200-x2``), or the CPU where there is no GPU. Boxes of the same
+GPU model and count share a name on purpose: their results are comparable.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import psutil
+
+from harness.measure.devices import Devices, describe
+from harness.measure.environment import Environment
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def machine_name(devices: Devices, cpu: str = "") -> str:
+    if devices.gpus:
+        counts = Counter(g.name for g in devices.gpus)
+        return "+".join(f"{slug(name)}-x{n}" for name, n in sorted(counts.items()))
+    return f"cpu-{slug(cpu)[:40] or 'unknown'}"
+
+
+def machine_info(env: Environment) -> dict[str, str]:
+    """asv's six machine fields, plus the GPU fields that tell an H100 box from an H200 box."""
+    d = env.devices
+    info = {
+        "machine": machine_name(d, env.cpu),
+        "os": env.platform,
+        "arch": env.platform.split()[-1],
+        "cpu": env.cpu,
+        "num_cpu": str(env.num_cpu),
+        "ram": str(psutil.virtual_memory().total),
+        "gpu": describe(d),
+        "gpu_count": str(d.count),
+    }
+    if d.gpus:
+        info.update(gpu_memory_mib=str(d.gpus[0].memory_total // 2**20),
+                    compute_capability=d.gpus[0].compute_capability,
+                    driver=d.driver or "", cuda_driver=d.cuda_driver or "")
+    return info
+
+
+def register_with_asv(info: dict[str, str]) -> None:
+    """Store the description where ``asv run --machine NAME`` looks for it (~/.asv-machine.json)."""
+    from asv.machine import MachineCollection
+    MachineCollection.save(info["machine"], info)

@@ -1,0 +1,92 @@
+"""One record type for every measurement, and the file it is appended to.
+
+A record holds the case, its parameters, how it ended, the timing with its spread, the work one
+step does (so rates can be derived), peak memory by label, the correctness check, and the
+environment. Records are appended one JSON line at a time and flushed, so a run that fails or
+is interrupted keeps everything measured before it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.measure.environment import Environment
+from harness.measure.outcomes import OK
+from harness.measure.timing import Timing
+
+
+@dataclass(frozen=True)
+class Record:
+    case: str
+    params: dict
+    outcome: str
+    environment: Environment
+    reason: str | None = None
+    timing: Timing | None = None
+    # What one step does: {"bytes": n} for a transfer, {"flops": n} for arithmetic.
+    work: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
+    check: dict = field(default_factory=dict)
+    requested_bytes: int | None = None
+    run_id: str | None = None
+    commit: str | None = None
+    created: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == OK
+
+    def rate(self, unit: str) -> float | None:
+        """Work per second at the median step time, e.g. rate("bytes") in bytes/s."""
+        if self.timing is None or unit not in self.work:
+            return None
+        return self.work[unit] / self.timing.median_s
+
+    def device_bytes(self) -> int | None:
+        """The most device memory the case took on any one GPU: NVML's used memory at the peak
+        less what was in use before it started (its CUDA context counts, other processes do not)."""
+        gains = [v - self.memory.get(label.replace("device.used.", "device.used_before."), 0)
+                 for label, v in self.memory.items() if label.startswith("device.used.")]
+        return max(gains) if gains else None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["environment"] = self.environment.to_dict()
+        d["timing"] = self.timing.to_dict() if self.timing else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Record":
+        d = dict(d)
+        d["environment"] = Environment.from_dict(d["environment"])
+        d["timing"] = Timing(**d["timing"]) if d.get("timing") else None
+        return cls(**d)
+
+
+def append(path: Path, record: Record) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def load(path: Path) -> list[Record]:
+    """Every whole record in the file; a line cut short by an interrupted run is left out."""
+    records = []
+    if not path.exists():
+        return records
+    with open(path) as f:
+        for line in f:
+            try:
+                records.append(Record.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+    return records
+
+
+def load_tree(root: Path) -> list[Record]:
+    return [r for p in sorted(Path(root).rglob("*.jsonl")) for r in load(p)]

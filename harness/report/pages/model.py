@@ -1,0 +1,134 @@
+"""Records -> rows for the pages, read generically: parameters, work units and memory labels.
+
+Every figure a page shows is a ``Row``: one record, with the file and line it came from, so the
+page can link each number to its provenance. Nothing here knows a case family beyond the
+declarative table in ``families``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.measure.machine import machine_name
+from harness.measure.outcomes import DOES_NOT_FIT, OK
+from harness.measure.record import Record
+from harness.units import RATE_UNITS
+from harness.report.pages.families import family
+
+# The libraries whose versions identify an environment on the pages (all are kept in provenance).
+VERSION_LIBS = ("torch", "numpy", "cupy-cuda13x", "cupy-cuda12x", "cupy", "chainer", "cuda-bindings")
+# The rate a row is ranked by: arithmetic where a step does it, else bytes moved.
+PRIMARY_UNITS = ("flops", "bytes")
+
+
+@dataclass(frozen=True)
+class Row:
+    rid: str
+    record: Record
+    source: str  # path of the record file, relative to the results folder's parent
+    line: int
+
+    @property
+    def case(self) -> str:
+        return self.record.case
+
+    @property
+    def machine(self) -> str:
+        env = self.record.environment
+        return machine_name(env.devices, env.cpu)
+
+    @property
+    def versions(self) -> str:
+        libs = self.record.environment.libraries
+        return ", ".join(f"{k} {libs[k]}" for k in VERSION_LIBS if k in libs)
+
+    @property
+    def environment_key(self) -> tuple[str, str]:
+        return self.machine, self.versions
+
+    @property
+    def workload(self) -> dict:
+        names = family(self.case).workload
+        return {k: v for k, v in self.record.params.items() if k in names}
+
+    @property
+    def technique(self) -> dict:
+        names = family(self.case).workload
+        return {k: v for k, v in self.record.params.items() if k not in names}
+
+    def rate(self) -> tuple[float, str] | None:
+        """The primary rate in datasheet units, with its unit; steps/s where a step declares no work."""
+        if self.record.outcome != OK:
+            return None
+        for unit in PRIMARY_UNITS:
+            r = self.record.rate(unit)
+            if r is not None:
+                scale, label = RATE_UNITS[unit]
+                return r / scale, label
+        return 1 / self.record.timing.median_s, "steps/s"
+
+    def rates(self) -> list[tuple[float, str]]:
+        out = []
+        for unit, (scale, label) in RATE_UNITS.items():
+            r = self.record.rate(unit) if self.record.outcome == OK else None
+            if r is not None:
+                out.append((r / scale, label))
+        return out
+
+    @property
+    def peak_device(self) -> int | None:
+        return self.record.device_bytes() if self.record.environment.devices.gpus else None
+
+    @property
+    def peak_host(self) -> int | None:
+        return self.record.memory.get("host.max_rss")
+
+    def peak(self) -> int | None:
+        return self.peak_device if family(self.case).memory == "device" else self.peak_host
+
+    @property
+    def gpu_memory(self) -> int | None:
+        gpus = self.record.environment.devices.gpus
+        return gpus[0].memory_total if gpus else None
+
+
+def record_id(source: str, line: int) -> str:
+    return "r-" + hashlib.sha1(f"{source}:{line}".encode()).hexdigest()[:10]
+
+
+def load_rows(results: Path) -> list[Row]:
+    """Every whole record under results/records, with the file and line it came from."""
+    rows = []
+    root = Path(results)
+    for path in sorted((root / "records").rglob("*.jsonl")):
+        source = str(path.relative_to(root.parent))
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            try:
+                rec = Record.from_dict(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a line cut short by an interrupted run
+            rows.append(Row(record_id(source, n), rec, source, n))
+    return rows
+
+
+def latest(rows: list[Row]) -> list[Row]:
+    """One row per (case, parameters, machine, versions): the latest, where a box ran a case more than once."""
+    keep: dict = {}
+    for row in sorted(rows, key=lambda r: r.record.created):
+        keep[(row.case, json.dumps(row.record.params, sort_keys=True), row.environment_key)] = row
+    return sorted(keep.values(), key=lambda r: (r.case, json.dumps(r.record.params, sort_keys=True)))
+
+
+def pareto(points: list[tuple[float, float]]) -> list[bool]:
+    """For (peak bytes, rate) points: True where no other point has as little memory and as much
+    rate, and strictly better in one."""
+    def dominated(p, q):
+        return q[0] <= p[0] and q[1] >= p[1] and (q[0] < p[0] or q[1] > p[1])
+    return [not any(dominated(p, q) for q in points) for p in points]
+
+
+def what_fits(rows: list[Row]) -> list[str]:
+    """The cases with a does-not-fit record somewhere: those are the ones a memory budget decides."""
+    return sorted({r.case for r in rows if r.record.outcome == DOES_NOT_FIT})

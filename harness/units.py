@@ -1,0 +1,40 @@
+"""How every figure the suite prints is written, in one place.
+
+Bytes are GB, 10^9 bytes, everywhere: the unit GPUs are sold in ("H100 80GB") and the one the
+memory budgets use. Rates keep their datasheet units (GB/s, TFLOP/s, tokens/s).
+"""
+from __future__ import annotations
+
+GB = 10**9
+MB = 10**6
+
+# work unit -> (scale, label) for a rate of that work per second, in decimal units as the
+# vendors' datasheets quote them; a training step's work is what it processes.
+RATE_UNITS = {"flops": (1e12, "TFLOP/s"), "bytes": (1e9, "GB/s"),
+              "migrated_bytes": (1e9, "GB/s migrated"), "h2d_bytes": (1e9, "GB/s host-to-device"),
+              "nodes": (1e6, "M nodes/s"), "edges": (1e6, "M edges/s"), "samples": (1e3, "k samples/s"),
+              "tokens": (1e3, "k tokens/s")}
+
+
+def gb(n: float | None, digits: int = 1) -> str:
+    """``n`` bytes as GB (below 1 GB as MB, so small peaks do not read 0.0 GB); "-" for None."""
+    if n is None:
+        return "-"
+    if abs(n) < GB:
+        return f"{n / MB:,.{digits}f} MB"
+    return f"{n / GB:,.{digits}f} GB"
+
+
+def rate(value_per_s: float, unit: str) -> str:
+    """A rate of ``unit`` per second in its datasheet unit, e.g. rate(2.5e12, "flops") -> "2.5 TFLOP/s"."""
+    scale, label = RATE_UNITS[unit]
+    return f"{value_per_s / scale:,.1f} {label}"
+
+
+def seconds(s: float) -> str:
+    """A duration as people read step times: µs, ms or s."""
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} µs"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"

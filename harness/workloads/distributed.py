@@ -1,0 +1,99 @@
+"""The multi-process trainers, one process per device: ``ddp`` (DistributedDataParallel: each
+rank holds the whole model and a 1/world shard of the batch; gradients are averaged by
+all-reduce) and ``fsdp`` (FSDP2, ``fully_shard``: parameters, gradients and optimizer state
+sharded over ranks, gathered layer by layer when used). NCCL on GPUs, gloo on the CPU.
+
+The runner times ``step()`` in its own process, which here only waits. So each rank times its
+own steps with the harness's ``time_steps`` (collectives keep the ranks in step) and reports its
+timing, its own peak memory and the global loss; rank 0's timing stands for the step.
+"""
+from __future__ import annotations
+
+import os
+import resource
+
+from harness.workloads import parallel_job
+from harness.measure.timing import time_steps
+
+
+def worker(rank: int, world: int, job: parallel_job.Job) -> dict:
+    """Runs under ``harness.workloads.launch.launch``; returns what the parent files in the record."""
+    import torch
+    import torch.distributed as dist
+    device = _device(torch, job, rank, world)
+    backend = "nccl" if job.device == "cuda" else "gloo"
+    dist.init_process_group(backend, rank=rank, world_size=world,
+                            device_id=torch.device(device) if job.device == "cuda" else None)
+    trainer = _trainer(torch, job, device, rank, world)
+    sync = (lambda: torch.cuda.synchronize(device)) if job.device == "cuda" else (lambda: None)
+    timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat)
+    losses = trainer["losses"]()
+    dist.all_reduce(losses)  # mean of equal shards' means: the global batch's loss
+    first, last = (float(v) / world for v in losses)
+    result = {"timing": timing.to_dict(), "loss_first": first, "loss": last, "memory": _memory(torch, job, device, rank)}
+    # Only on success: after an error a peer may be stuck in a collective and the destroy with
+    # it; the launcher kills every rank instead.
+    dist.destroy_process_group()
+    return result
+
+
+def _device(torch, job, rank, world) -> str:
+    if job.device == "cuda":
+        torch.cuda.set_device(rank)
+        return f"cuda:{rank}"
+    # Share the host's cores between ranks instead of each rank taking them all.
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    return "cpu"
+
+
+def _trainer(torch, job, device, rank, world) -> dict:
+    model = parallel_job.build_model(job).to(device)
+    if job.strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+        net = DistributedDataParallel(model, device_ids=[rank] if job.device == "cuda" else None)
+    elif job.strategy == "fsdp":
+        net = _fully_shard(torch, job, model, world)
+    else:
+        raise ValueError(f"{job.strategy!r} is not a multi-process strategy: use ddp or fsdp")
+    x, y = parallel_job.batch(job)
+    x, y = parallel_job.shard(x, rank, world).to(device), parallel_job.shard(y, rank, world).to(device)
+    loss_fn, opt = parallel_job.loss_fn(job), parallel_job.optimizer(net.parameters())
+    kept = []  # the first step's loss and the latest
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        kept[1:] = [loss.detach()]
+        if len(kept) == 1:
+            kept.insert(0, kept[0])
+
+    return {"step": step, "losses": lambda: torch.stack(kept).float().clone()}
+
+
+def _fully_shard(torch, job, model, world):
+    """Each layer is its own FSDP unit (gathered just before it runs, freed after), then the root;
+    that is what keeps only one layer's full parameters alive at a time."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh(job.device, (world,))
+    for layer in parallel_job.layers(job, model):
+        if _is_block(layer, model):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def _is_block(layer, model) -> bool:
+    """A transformer block or a ResNet bottleneck: a unit of the model's own with parameters.
+    Single convolutions, norms and the classifier stay in the root unit (one all-gather for
+    all of them); the embedding and head wrappers of ``lm_layers`` are not the model's modules."""
+    own = any(layer is m for m in model.modules())
+    return own and bool(list(layer.children())) and any(True for _ in layer.parameters())
+
+
+def _memory(torch, job, device, rank) -> dict:
+    if job.device == "cuda":
+        return {f"allocator.torch.max_allocated.cuda:{rank}": int(torch.cuda.max_memory_allocated(device)),
+                f"allocator.torch.max_reserved.cuda:{rank}": int(torch.cuda.max_memory_reserved(device))}
+    return {f"host.max_rss.rank{rank}": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}

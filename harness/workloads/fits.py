@@ -1,0 +1,287 @@
+"""What fits: the largest batch that trains under a memory budget, found by search.
+
+The search is generic over ``probe(n) -> bool`` (doubling until a probe fails, then bisecting
+between the last fit and the first failure), so tests can hand it a fake memory model. It
+assumes fitting is monotone in ``n``: if n does not fit, nothing larger does. A probe costs a
+process start, a model build and two steps (seconds on a GPU), so where the probes report their
+peak memory an estimate from the first few jumps close to the answer and only the last few
+sizes around it are probed.
+
+For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
+harness.workloads.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
+the CUDA context in an unknown state, so a second probe in the same process would measure the
+first one's leftovers. Each probe caps its allocator at the budget with
+``torch.cuda.set_per_process_memory_fraction(budget / card total)``.
+
+Budgets are in GB (10^9 bytes): a card sold as "N GB" holds N GiB or a little under (an H100
+80GB reports 79.6 GiB), so N x 10^9 bytes fits under every such card with room left for the
+CUDA context, which the allocator's cap does not count.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.measure.outcomes import Skip
+
+GB = 10**9
+# What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
+# spare: probes run side by side only where each can have its cap and this much more.
+PROBE_OVERHEAD = 2 * 2**30
+BUDGETS = ("16GB", "24GB", "40GB", "80GB", "card")
+LIMIT = 2**16  # no workload here trains a batch this large on one card: the search stops there
+
+
+@dataclass
+class Search:
+    largest: int  # 0 when even ``start`` does not fit
+    probed: list = field(default_factory=list)  # (n, fits) in the order probed
+
+    @property
+    def probes(self) -> int:
+        return len(self.probed)
+
+
+def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None),
+                    probe_many=None) -> Search:
+    """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
+
+    ``known`` is (a size known to fit, a size known not to), either None, from probes already
+    run (``ProbeLog.bounds``): the search starts from them and never probes them again.
+
+    ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
+    the search probes the guess, then gallops from it (one step, two, four...) until the boundary
+    is bracketed, and bisects. A good guess costs about five probes in all, a bad one a few more;
+    the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
+    memory allows several probes side by side, answers a cold start's first three sizes and the
+    guess and its neighbours at once."""
+    search = Search(largest=0)
+
+    def fits(n):
+        ok = bool(probe(n))
+        search.probed.append((n, ok))
+        return ok
+
+    def fits_many(sizes):
+        answers = [bool(ok) for ok in probe_many(sizes)]
+        search.probed.extend(zip(sizes, answers))
+        return answers
+
+    low, high = known
+    if high is not None and high <= start:
+        return search
+    if (low is None or low < start) and probe_many:
+        low, high = _cold_start(fits_many, start, high, limit)
+        if low is None:
+            return search
+    elif low is None or low < start:
+        if not fits(start):
+            return search
+        low = start
+    # low fits; high (once known) does not
+    guess = estimate() if estimate else None
+    while high is None and low < limit and guess is None:  # doubling until a guess can be made
+        n = min(2 * low, limit)
+        low, high = (n, high) if fits(n) else (low, n)
+        guess = estimate() if estimate else None
+    if low >= limit:
+        search.largest = limit
+        return search
+    if guess is not None and (high is None or high - low > 1):
+        low, high = _gallop(fits, guess, low, high, limit, fits_many if probe_many else None)
+    if high is None:
+        search.largest = limit
+        return search
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    search.largest = low
+    return search
+
+
+def _cold_start(fits_many, start: int, high, limit: int):
+    """With nothing known, ``start`` and its double and quadruple at once (the span the estimate
+    waits for): (the largest that fit or None, the smallest that did not or ``high``)."""
+    sizes = [n for n in (start, 2 * start, 4 * start) if n <= limit and (high is None or n < high)]
+    return _bracket(dict(zip(sizes, fits_many(sizes))), None, high)
+
+
+def _bracket(answers: dict, low, high):
+    """(low, high) narrowed by probes answered at once (size -> fits): the smallest failure, and
+    the largest fit below it; either stays as it was (None included) where no answer moves it."""
+    high = min([n for n, ok in answers.items() if not ok] + ([high] if high is not None else []), default=None)
+    fit = [n for n, ok in answers.items() if ok and (high is None or n < high)]
+    return max(fit + ([low] if low is not None else []), default=None), high
+
+
+def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=None):
+    """Probe ``guess`` (held strictly between low and high), then step away from it by 1, 2,
+    4... in the direction it points until a probe lands on the other side: (low, high).
+    ``fits_many`` probes the guess and its two neighbours at once, and the gallop goes on from
+    there only if all three fell on one side."""
+    top = limit if high is None else high - 1
+    n = max(low + 1, min(guess, top))
+    if fits_many is None:
+        return _up(fits, n, high, top, 1) if fits(n) else _down(fits, low, n, 1)
+    sizes = [m for m in (n - 1, n, n + 1) if low < m <= top]
+    answers = dict(zip(sizes, fits_many(sizes)))
+    low, high = _bracket(answers, low, high)
+    if all(answers.values()):
+        return _up(fits, low, high, top, 2)
+    if not any(answers.values()):
+        return _down(fits, low, high, 2)
+    return low, high
+
+
+def _up(fits, low: int, high, top: int, step: int):
+    while low < top:
+        n = min(low + step, top)
+        if not fits(n):
+            return low, n
+        low, step = n, 2 * step
+    return low, high
+
+
+def _down(fits, low: int, high: int, step: int):
+    while high - step > low:
+        n = high - step
+        if fits(n):
+            return n, high
+        high, step = n, 2 * step
+    return low, high
+
+
+def linear_estimate(points, cap: float):
+    """The largest n whose memory stays under ``cap``, from (n, bytes) measured at sizes that fit:
+    on the line through the largest and the largest at most 3/4 of its size. None until the
+    sizes span a factor of four (1, 2, 4 from a cold start). Nearest the boundary because the
+    reserved bytes grow a little faster than linearly (1.2 GB a sequence at batch 9 of the fp32
+    LM on the H200, 1.4 at 27); a quarter of the size apart because reserved bytes move in
+    allocator segments, and two neighbours can even come out in the wrong order."""
+    highest = {}
+    for n, peak in points:  # two probes at one size (two budgets) give one point
+        highest[n] = max(peak, highest.get(n, peak))
+    if not highest or max(highest) < 4 * min(highest):
+        return None
+    n1 = max(highest)
+    n0 = max(n for n in highest if 4 * n <= 3 * n1)
+    slope = (highest[n1] - highest[n0]) / (n1 - n0)
+    if slope <= 0:
+        return None
+    return int(n1 + (cap - highest[n1]) // slope)
+
+
+def budget_bytes(budget: str, card_total: int) -> int:
+    """Bytes of the budget on a card of ``card_total`` bytes; ``Skip`` when the card is smaller."""
+    if budget == "card":
+        return card_total
+    if budget not in BUDGETS:
+        raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
+    wanted = int(budget[:-2]) * GB
+    if wanted > card_total:
+        raise Skip(f"budget {budget} is larger than this card ({card_total / GB:.1f} GB): "
+                   f"run it on a card with {budget} or more")
+    return wanted
+
+
+class SubprocessProber:
+    """``probe(n)`` runs ``argv_of(n)`` in a new process, which prints one JSON line with at
+    least ``fits`` and ``pid``. A probe that crashes (not an out-of-memory, which the probe
+    reports as ``fits: false``) raises, so a broken probe is never read as "does not fit".
+    ``on_result(result)`` hears each answer as it comes (``ProbeLog.add``)."""
+
+    def __init__(self, argv_of, timeout_s: float = 600, env: dict | None = None, on_result=None):
+        self.argv_of, self.timeout_s, self.env, self.on_result = argv_of, timeout_s, env, on_result
+        self.results: list[dict] = []
+
+    def __call__(self, n: int) -> bool:
+        began = time.perf_counter()
+        done = subprocess.run(self.argv_of(n), capture_output=True, text=True, timeout=self.timeout_s,
+                              env=self.env)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode != 0 or not lines:
+            raise RuntimeError(f"probe at n={n} failed (exit {done.returncode}), fix the probe before "
+                               f"reading its result: {done.stderr.strip()[-2000:]}")
+        result = dict(json.loads(lines[-1]), n=n, seconds=round(time.perf_counter() - began, 2))
+        self.results.append(result)
+        if self.on_result:
+            self.on_result(result)
+        return bool(result["fits"])
+
+    def many(self, sizes) -> list[bool]:
+        """One process per size, all at once: the caller has checked that memory holds them."""
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(sizes)) as pool:
+            return list(pool.map(self, sizes))
+
+
+class ProbeLog:
+    """Every probe of one run, appended as it answers, so that the search of the same case under
+    the next budget starts from what is known. The allocator makes the same requests whatever
+    its cap, and only where it says no moves: a size that fit under a smaller cap fits under a
+    larger one, and one that did not fit under a larger cap fits under no smaller one. Kept per
+    run (one commit, one machine): another run's probes say nothing about this one. Without a
+    path it lives in memory, for one search."""
+
+    def __init__(self, path=None):
+        self.path = Path(path) if path else None
+        self.kept: list[dict] = []
+
+    def add(self, key: dict, cap: int, result: dict) -> None:
+        entry = {"key": key, "cap": cap, **result}
+        if self.path is None:
+            self.kept.append(entry)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+    def entries(self, key: dict) -> list[dict]:
+        if self.path is None:
+            lines = self.kept
+        elif self.path.exists():
+            lines = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        else:
+            lines = []
+        return [e for e in lines if e["key"] == key]
+
+    def bounds(self, key: dict, cap: int) -> tuple:
+        """(largest size known to fit under ``cap``, smallest known not to), either None."""
+        entries = self.entries(key)
+        fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
+        fail = [e["n"] for e in entries if not e["fits"] and e["cap"] >= cap]
+        return max(fit, default=None), min(fail, default=None)
+
+    def points(self, key: dict) -> list[tuple]:
+        """(size, reserved bytes) of every probe that fit: the estimate's line."""
+        return [(e["n"], e.get("peak_reserved") or e["peak_allocated"]) for e in self.entries(key)
+                if e["fits"] and e.get("peak_allocated")]
+
+
+OVER = ("batch", "seq_len")  # what a search grows: the batch, or the length of one sequence
+
+
+def side_by_side(cap: int, free: int, wanted: int = 3) -> int:
+    """How many probes under ``cap`` fit in ``free`` device bytes at once: ``wanted`` or 1."""
+    return wanted if wanted * (cap + PROBE_OVERHEAD) <= free else 1
+
+
+def probe_argv(params: dict, fraction: float, over: str = "batch"):
+    """argv_of for ``harness.workloads.fits_probe``: the case's parameters, n, the memory fraction, and
+    whether n is the batch or the sequence length."""
+    if over not in OVER:
+        raise ValueError(f"a search grows one of {', '.join(OVER)}, got {over!r}")
+    return lambda n: [sys.executable, "-m", "harness.workloads.fits_probe", json.dumps(params), str(n), repr(fraction), over]
+
+
+def probe_env() -> dict:
+    """The probe imports ``harness`` from this checkout, wherever it was started from."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env

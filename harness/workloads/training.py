@@ -1,0 +1,131 @@
+"""One optimizer step over a batch cut into micro-batches, in a chosen precision.
+
+Gradient accumulation: each micro-batch's summed loss is divided by the target count of the
+WHOLE batch before backward, so the gradients that add up in ``.grad`` are exactly the
+full batch's mean-loss gradient (for a model without batch statistics), whatever the split.
+
+Precisions:
+- ``fp32``: full fp32, TF32 off for matrix products and convolutions (the reference);
+- ``tf32``: fp32 parameters and activations, matrix products on TF32 tensor cores (CUDA only;
+  on the CPU it is fp32);
+- ``fp16_autocast``: fp32 master parameters, fp16 compute under autocast, losses scaled by a
+  ``GradScaler`` so that small fp16 gradients do not flush to zero;
+- ``bf16_autocast``: as above in bf16, whose fp32-sized exponent needs no scaler;
+- ``bf16_params``: parameters, gradients and optimizer state in bf16 (no fp32 master copy):
+  the smallest footprint, and the one most likely to hurt the loss.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+PRECISIONS = ("fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params")
+LR = 1e-3
+
+
+def split(tensors, micro_batch: int) -> list[tuple]:
+    """The batch (a tuple of tensors sharing dim 0) cut into micro-batches of ``micro_batch``."""
+    batch = tensors[0].shape[0]
+    if micro_batch < 1 or batch % micro_batch:
+        raise ValueError(f"micro-batch {micro_batch} must divide the batch {batch}: pick a divisor of it")
+    return list(zip(*(t.split(micro_batch) for t in tensors)))
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    autocast: object = None  # torch dtype under autocast, or None
+    param_dtype: object = None  # torch dtype of the parameters, None for fp32
+    scaler: bool = False
+    tf32: bool = False
+
+
+def precision(name: str) -> Precision:
+    import torch
+    table = {"fp32": Precision("fp32"), "tf32": Precision("tf32", tf32=True),
+             "fp16_autocast": Precision("fp16_autocast", autocast=torch.float16, scaler=True),
+             "bf16_autocast": Precision("bf16_autocast", autocast=torch.bfloat16),
+             "bf16_params": Precision("bf16_params", param_dtype=torch.bfloat16)}
+    if name not in table:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
+    return table[name]
+
+
+@contextlib.contextmanager
+def float32_matmul(tf32: bool):
+    """TF32 on or off for fp32 matrix products and cuDNN convolutions, put back on exit.
+    cuDNN allows TF32 by default, so the fp32 reference must turn it off explicitly."""
+    import torch
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
+
+
+class Trainer:
+    """Adam on ``model``'s parameters; ``loss_sum(forward, inputs, targets) -> (summed loss,
+    target count)``, where ``forward`` is ``model`` unless given (a wrapper that runs part of it
+    elsewhere). ``micro_batches`` is a list of (inputs, targets), inputs a tuple of arguments."""
+
+    def __init__(self, model, micro_batches, loss_sum, prec: Precision, device_type: str, lr: float = LR,
+                 forward=None):
+        import torch
+        self.torch, self.model, self.micro_batches, self.loss_sum = torch, model, micro_batches, loss_sum
+        self.forward = forward if forward is not None else model
+        self.prec, self.device_type = prec, device_type
+        with torch.no_grad():  # the whole batch's count: every micro-batch's loss is a share of one mean
+            self.count = sum(int(loss_sum(None, None, t)[1]) for _, t in micro_batches)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        self.scaler = torch.amp.GradScaler(device_type, enabled=prec.scaler)
+        self.losses = []
+
+    def _autocast(self):
+        if self.prec.autocast is None:
+            return contextlib.nullcontext()
+        return self.torch.autocast(self.device_type, dtype=self.prec.autocast)
+
+    def backward(self):
+        """Gradients of the whole batch's mean loss, summed over micro-batches into ``.grad``;
+        returns that loss (a tensor: reading it would synchronise)."""
+        total = 0.0
+        for inputs, targets in self.micro_batches:
+            with self._autocast():
+                loss_sum, _ = self.loss_sum(self.forward, inputs, targets)
+            loss = loss_sum.float() / self.count
+            self.scaler.scale(loss).backward()
+            total = total + loss.detach()
+        return total
+
+    def step(self):
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.backward()
+        self.scaler.step(self.optimizer)  # skips the update if fp16 gradients overflowed
+        self.scaler.update()
+        self.losses.append(loss)
+
+
+def token_loss_sum(model, inputs, targets):
+    """Summed next-token cross-entropy over non-padding targets, and their count. With
+    ``model=None`` only the count (the trainer asks for it up front)."""
+    import torch
+    from harness.workloads.seqdata import IGNORE
+    count = (targets != IGNORE).sum()
+    if model is None:
+        return None, count
+    logits = model(*inputs)
+    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, -2), targets.flatten(),
+                                             ignore_index=IGNORE, reduction="sum")
+    return loss, count
+
+
+def image_loss_sum(model, inputs, targets):
+    """Summed cross-entropy against (one-hot) class probabilities, and the number of samples."""
+    import torch
+    if model is None:
+        return None, targets.shape[0]
+    logits = model(*inputs)
+    return torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum"), targets.shape[0]
