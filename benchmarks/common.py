@@ -1,14 +1,14 @@
 """What every benchmark class tracks of its case's record. asv treats bigger as worse: seconds
 per step and bytes go up when things get worse, so those are what it tracks; rates belong in the
 project's own pages. Names starting with "_" are not collected by asv as benchmarks."""
-import os
 from pathlib import Path
 
-from harness.drive.runner import RECORDS_ENV, measure
+from harness.drive.bench import measure
 
-# In an `asv run -E virtualenv` environment the harness is an installed wheel, and records filed
-# beside it would land inside .asv/env: file them in this checkout's results/records instead.
-os.environ.setdefault(RECORDS_ENV, str(Path(__file__).resolve().parents[1] / "results" / "records"))
+# Under a plain `asv run` (not `python3 -m harness run`, which names the run's results folder),
+# records go to this checkout's local results, outside git. In an `asv run -E virtualenv`
+# environment the harness is an installed wheel: the folder is found from this file, not from it.
+FALLBACK_RESULTS = Path(__file__).resolve().parents[1] / ".asv" / "results"
 
 
 class _Case:
@@ -17,7 +17,7 @@ class _Case:
     timeout = 600
 
     def setup(self, *values):
-        self.record = measure(self.case, **self.fixed, **dict(zip(self.param_names, values)))
+        self.record = measure(self.case, FALLBACK_RESULTS, **self.fixed, **dict(zip(self.param_names, values)))
 
     def track_seconds_per_step(self, *values):
         return self.record.timing.median_s

@@ -17,12 +17,26 @@ RATE_UNITS = {"flops": (1e12, "TFLOP/s"), "bytes": (1e9, "GB/s"),
 
 
 def gb(n: float | None, digits: int = 1) -> str:
-    """``n`` bytes as GB (below 1 GB as MB, so small peaks do not read 0.0 GB); "-" for None."""
-    if n is None:
+    """``n`` bytes as GB (below 1 GB as MB, so small peaks do not read 0.0 GB); "-" for None.
+    ``digits``: decimals of a GB figure; an MB figure has one at most."""
+    return gbs([n], digits)
+
+
+def gbs(ns, digits: int = 1, sep: str = " / ") -> str:
+    """Several byte counts in one unit, written once: gbs([4.8e9, 5.6e9]) -> "4.8 / 5.6 GB"; the
+    unit is the largest one's (MB when all are below 1 GB). None values are left out; "-" if none."""
+    ns = [n for n in ns if n is not None]
+    if not ns:
         return "-"
-    if abs(n) < GB:
-        return f"{n / MB:,.{digits}f} MB"
-    return f"{n / GB:,.{digits}f} GB"
+    scale, label, digits = _unit(max(abs(n) for n in ns), digits)
+    return sep.join(f"{n / scale:,.{digits}f}" for n in ns) + f" {label}"
+
+
+def _unit(n: float, digits: int) -> tuple[int, str, int]:
+    mb_digits = min(digits, 1)
+    if round(n / MB, mb_digits) < 1000:  # 999.99 MB is written 1.0 GB, not 1,000.0 MB
+        return MB, "MB", mb_digits
+    return GB, "GB", digits
 
 
 def rate(value_per_s: float, unit: str) -> str:

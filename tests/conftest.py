@@ -1,6 +1,8 @@
 import pytest
 
+from harness.drive.bench import RUN_ENV
 from harness.measure.devices import GPU, Devices
+from harness.measure.store import RecordStore, RunContext
 
 
 @pytest.fixture
@@ -15,11 +17,16 @@ def fake_devices(name="NVIDIA H200", count=1, total=143771 * 2**20, free=None):
     return Devices(gpus=gpus, driver="580.159.04", cuda_driver="13.0", peer=peer)
 
 
+def set_run(monkeypatch, records, **fields):
+    """Hands a run's context to ``harness.drive.bench`` as ``harness run`` does, through its one
+    environment variable: the records under ``records``, on "test-machine", with ``fields``."""
+    ctx = RunContext(RecordStore(records), "test-machine", **fields)
+    monkeypatch.setenv(RUN_ENV, ctx.to_json())
+    return ctx
+
+
 @pytest.fixture
 def records_dir(tmp_path, monkeypatch):
     """Measurements filed under a temporary folder, never into the repository's results/."""
-    monkeypatch.setenv("OOMBENCH_RECORDS", str(tmp_path / "records"))
-    monkeypatch.delenv("OOMBENCH_RUN_ID", raising=False)
-    monkeypatch.delenv("OOMBENCH_COMMIT", raising=False)
-    monkeypatch.setenv("OOMBENCH_MACHINE", "test-machine")
+    set_run(monkeypatch, tmp_path / "records")
     return tmp_path / "records"

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from conftest import set_run
+
 import pytest
 
 from harness.workloads import fits
@@ -186,9 +188,9 @@ def test_a_search_never_probes_what_is_known(fit_at, fail_at):
 
 
 def test_the_next_budget_of_a_run_starts_from_the_last_ones_answer(fake_card, records_dir, monkeypatch):
-    monkeypatch.setenv("OOMBENCH_RUN_ID", "run1")
-    first = execute("fits", CASE_PARAMS, run_id="run1")
-    second = execute("fits", dict(CASE_PARAMS, budget="24GB"), run_id="run1")
+    run = set_run(monkeypatch, records_dir, run_id="run1")
+    first = execute("fits", CASE_PARAMS, run=run)
+    second = execute("fits", dict(CASE_PARAMS, budget="24GB"), run=run)
     assert first.check["max_batch"] == second.check["max_batch"] == 5
     assert second.check["known_fit"] == 5 and second.check["known_not_fit"] is None  # 6 failed under less
     logged = list((records_dir / "test-machine").glob("*.fits-probes.ndjson"))
@@ -209,8 +211,8 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
     monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
         lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), repr(fraction)]))
-    monkeypatch.setenv("OOMBENCH_RUN_ID", "run1")  # so that the probe log is a file, with each probe's times
-    rec = execute("fits", CASE_PARAMS, run_id="run1")
+    run = set_run(monkeypatch, records_dir, run_id="run1")  # so that the probe log is a file, with each probe's times
+    rec = execute("fits", CASE_PARAMS, run=run)
     assert rec.outcome == "ok", rec.reason
     assert rec.check["max_batch"] == 150 and rec.check["side_by_side"] == 3  # (16e9 - 1e9) / 1e8
     assert rec.check["probes"] == 6 == rec.check["probe_pids"]  # 1, 2, 4 at once, then 149, 150, 151 at once

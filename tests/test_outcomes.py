@@ -5,9 +5,12 @@ import pytest
 
 from harness import cases
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, is_out_of_memory, requested_bytes
-from harness.measure.record import load
-from harness.drive.runner import RunContext, execute, for_asv, measure
+from harness.drive.bench import for_asv, measure
+from harness.drive.runner import execute
+from harness.measure.store import load_file
 from harness.measure.timing import no_sync
+
+from conftest import set_run
 from harness.measure.workload import Workload
 
 
@@ -116,33 +119,32 @@ def built(monkeypatch) -> list:
         return quick()
     fake = make_case(build)
     monkeypatch.setattr(cases, "get", lambda name: fake)
-    monkeypatch.setenv("OOMBENCH_RUN_ID", "run-1")
     return built
 
 
 def test_measure_files_every_record_and_measures_once_per_run(records_dir, built, monkeypatch):
-    monkeypatch.setenv("OOMBENCH_COMMIT", "abcdef0123456789")
+    set_run(monkeypatch, records_dir, run_id="run-1", commit="abcdef0123456789")
     first = measure("fake", n=1)
     second = measure("fake", n=1)  # another figure of the same case, in the same run
     assert built == [1] and first.timing == second.timing
     measure("fake", n=2)
-    monkeypatch.setenv("OOMBENCH_RUN_ID", "run-2")
+    set_run(monkeypatch, records_dir, run_id="run-2", commit="abcdef0123456789")
     measure("fake", n=1)
     assert built == [1, 2, 1]
-    path = RunContext.from_env(None).path.parent
+    path = records_dir / "test-machine"
     files = sorted(p.name for p in path.iterdir())
     assert files == ["abcdef01-run-1.jsonl", "abcdef01-run-2.jsonl"]
-    assert [r.params["n"] for r in load(path / files[0])] == [1, 2]
+    assert [r.params["n"] for r in load_file(path / files[0]).records] == [1, 2]
 
 
 def test_past_the_deadline_a_case_is_not_started_but_one_already_measured_still_reads_back(records_dir, built,
                                                                                           monkeypatch):
-    monkeypatch.setenv("OOMBENCH_DEADLINE", repr(time.time() + 3600))
+    set_run(monkeypatch, records_dir, run_id="run-1", deadline=time.time() + 3600)
     measure("fake", n=1)
-    monkeypatch.setenv("OOMBENCH_DEADLINE", repr(time.time() - 1))
+    set_run(monkeypatch, records_dir, run_id="run-1", deadline=time.time() - 1)
     assert measure("fake", n=1).params == {"n": 1}  # measured before the deadline: read back
     with pytest.raises(NotImplementedError, match="deadline had passed; `python3 -m harness run --resume run-1`"):
         measure("fake", n=2)  # asv shows this as skipped, with the reason
     assert built == [1]
-    (path,) = RunContext.from_env(None).path.parent.iterdir()
-    assert [r.params["n"] for r in load(path)] == [1]  # nothing says n=2 ran
+    (path,) = (records_dir / "test-machine").iterdir()
+    assert [r.params["n"] for r in load_file(path).records] == [1]  # nothing says n=2 ran

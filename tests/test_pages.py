@@ -138,7 +138,7 @@ def expected_rate(rec: dict) -> float:
 
 
 def expected_bytes(shown: str) -> float:
-    scale = {"GiB": 2**30, "MiB": 2**20}[shown.split()[1]]
+    scale = {"GB": 10**9, "MB": 10**6}[shown.split()[1]]
     return number(shown) * scale, scale
 
 

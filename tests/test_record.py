@@ -2,7 +2,8 @@ import json
 
 from harness.measure.devices import Devices
 from harness.measure.environment import Environment, snapshot
-from harness.measure.record import Record, append, load
+from harness.measure.record import Record
+from harness.measure.store import RecordStore, load_file
 from harness.measure.timing import Timing
 
 from conftest import fake_devices
@@ -37,12 +38,17 @@ def test_environment_names_python_libraries_and_gpus():
 def test_appended_records_survive_an_interrupted_write(tmp_path):
     path = tmp_path / "m" / "run.jsonl"
     a = sample_record()
-    append(path, a)
-    append(path, a)
+    RecordStore.append(path, a)
+    RecordStore.append(path, a)
     with open(path, "a") as f:  # a run killed in the middle of a line
         f.write('{"case": "ceilings", "par')
-    assert load(path) == [a, a]
-    assert load(tmp_path / "missing.jsonl") == []
+    loaded = load_file(path)
+    assert loaded.records == [a, a]
+    assert loaded.problems == [f"{path}:3: not JSON (Unterminated string starting at)"]  # reported, not dropped
+    RecordStore.append(path, a)  # the next append repairs the torn line first
+    assert load_file(path).records == [a, a, a] and not load_file(path).problems
+    assert (tmp_path / "m" / "run.jsonl.torn").read_text() == '{"case": "ceilings", "par\n'
+    assert load_file(tmp_path / "missing.jsonl").records == []
 
 
 def test_device_bytes_is_the_cases_own_share_on_its_busiest_gpu():
@@ -51,3 +57,25 @@ def test_device_bytes_is_the_cases_own_share_on_its_busiest_gpu():
               "device.used_before.gpu1": 100, "device.used.gpu1": 7100, "host.rss": 10**9}
     assert Record.from_dict({**rec.to_dict(), "memory": memory}).device_bytes() == 7000
     assert Record.from_dict({**rec.to_dict(), "memory": {"host.rss": 1}}).device_bytes() is None
+
+
+def test_invalid_lines_are_reported_with_file_and_line(tmp_path):
+    path = tmp_path / "m" / "run.jsonl"
+    good = sample_record().to_dict()
+    lines = [good, {**good, "outcome": "great"}, {**good, "params": "n=1"}, [1, 2],
+             {**good, "timing": {**good["timing"], "median_s": "fast"}}, good]
+    path.parent.mkdir()
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\x00\x01garbage\n")
+    loaded = load_file(path)
+    assert len(loaded.records) == 2
+    assert [p.split(": ")[0] for p in loaded.problems] == [f"{path}:{n}" for n in (2, 3, 4, 5, 7)]
+    assert "outcome 'great' is not one of" in loaded.problems[0]
+
+
+def test_every_committed_record_file_still_loads():
+    """Records written by earlier commits stay readable: no line of results/ is invalid."""
+    from harness.measure.store import RecordStore
+    store = RecordStore.committed()
+    loaded = store.load()
+    assert len(store.files()) > 10 and len(loaded.records) > 100
+    assert loaded.problems == []

@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 from harness.drive import suite
+from harness.drive.bench import RUN_ENV
+from harness.measure.store import RecordStore, RunContext, StoreError
 from harness.cases.ceilings import GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
 from harness.measure.safety import OPT_IN_ENV
+
+from conftest import set_run
 
 REPO = Path(__file__).resolve().parents[1]
 ALLOCATORS = ["device_pool", "managed_pool", "async_pool"]
@@ -67,7 +71,8 @@ EXPECTED["tricks.WhatFitsSequence.track_budget_bytes_per_token"] = ("bytes", *FI
 
 
 def asv_env(tmp_path):
-    env = suite.asv_environment("test", "0" * 40, "test-machine", allow_oversubscription=False)
+    env = suite.asv_environment(RunContext(RecordStore(tmp_path / "records"), "test-machine", "test", "0" * 40),
+                                allow_oversubscription=False)
     env["HOME"] = str(tmp_path)  # asv's machine file, kept out of the user's home
     return env
 
@@ -122,11 +127,13 @@ def test_virtualenv_runs_keep_the_matrix_versions():
 def test_benchmarks_see_the_harness_and_keep_nvlink_multicast_off(monkeypatch):
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # even if the caller's shell says otherwise
-    env = suite.asv_environment("r", "c" * 40, "m", allow_oversubscription=False)
+    ctx = RunContext(RecordStore(REPO / ".asv" / "results" / "records"), "m", "r", "c" * 40)
+    env = suite.asv_environment(ctx, allow_oversubscription=False)
     assert env["ASV_PYTHONPATH"].split(":")[0] == str(REPO)
     assert env["NCCL_NVLS_ENABLE"] == "0"
     assert OPT_IN_ENV not in env
-    assert suite.asv_environment("r", "c", "m", allow_oversubscription=True)[OPT_IN_ENV] == "1"
+    assert suite.asv_environment(ctx, allow_oversubscription=True)[OPT_IN_ENV] == "1"
+    assert RunContext.from_json(env[RUN_ENV]) == ctx  # the run crosses asv's process boundary whole
 
 
 def test_several_pythons_become_several_existing_environments(tmp_path):
@@ -143,29 +150,31 @@ def test_one_run_over_two_environments_reads_back_only_its_own_record(records_di
     from dataclasses import replace
 
     from harness.measure import record
-    from harness.drive import runner
+    from harness.drive import bench
     from harness.measure.environment import snapshot
-    monkeypatch.setenv("OOMBENCH_RUN_ID", "run-1")
-    ctx = runner.RunContext.from_env(snapshot().devices)
+    ctx = set_run(monkeypatch, records_dir, run_id="run-1")
     other = record.Record(case="ceilings", params={"probe": "host_copy"}, outcome="skipped", reason="other env",
                           run_id="run-1", environment=replace(snapshot(), executable="/elsewhere/python"))
-    record.append(ctx.path, other)
-    assert runner._earlier(ctx, "ceilings", {"probe": "host_copy"}) is None
-    record.append(ctx.path, replace(other, environment=snapshot()))
-    assert runner._earlier(ctx, "ceilings", {"probe": "host_copy"}) is not None
+    RecordStore.append(ctx.path, other)
+    assert bench._earlier(ctx, "ceilings", {"probe": "host_copy"}) is None
+    RecordStore.append(ctx.path, replace(other, environment=snapshot()))
+    assert bench._earlier(ctx, "ceilings", {"probe": "host_copy"}) is not None
 
 
 def test_benchmarks_file_records_in_this_checkout_wherever_the_harness_is_installed(monkeypatch):
+    """Under a plain ``asv run`` (no run context) records go to this checkout's local results,
+    never into results/ (committed) and never inside an installed harness."""
     import importlib
-    monkeypatch.setenv("OOMBENCH_RECORDS", "")  # so that the variable is put back as it was after the test
-    monkeypatch.delenv("OOMBENCH_RECORDS")
+    monkeypatch.delenv(RUN_ENV, raising=False)
     sys.path.insert(0, str(REPO))
     try:
-        importlib.reload(importlib.import_module("benchmarks.common"))
+        common = importlib.reload(importlib.import_module("benchmarks.common"))
     finally:
         sys.path.remove(str(REPO))
-    import os
-    assert os.environ["OOMBENCH_RECORDS"] == str(REPO / "results" / "records")
+    assert common.FALLBACK_RESULTS == REPO / ".asv" / "results"
+    from harness.drive.bench import context
+    from harness.measure.devices import Devices
+    assert context(Devices(reason="test"), common.FALLBACK_RESULTS).store.root == REPO / ".asv" / "results" / "records"
 
 
 def benchmark_classes():
@@ -206,10 +215,14 @@ def test_a_run_resumes_only_where_its_records_are_and_at_their_commit(tmp_path):
     (root / "box" / "99999999-20261122T100000-aaaaaa.jsonl").write_text("")
     (root / "other-box").mkdir()
     (root / "other-box" / "abcdef12-20261123T180000-bbbbbb.jsonl").write_text("")
-    suite.check_resumable("20261123T170800-28da03", commit, "box", root)  # its records, its commit: goes on
-    with pytest.raises(SystemExit, match="measured commit 99999999.*`git checkout 99999999`"):
-        suite.check_resumable("20261122T100000-aaaaaa", commit, "box", root)
-    with pytest.raises(SystemExit, match="measured on other-box, not on this machine"):
-        suite.check_resumable("20261123T180000-bbbbbb", commit, "box", root)
-    with pytest.raises(SystemExit, match="no records of run nope on box; runs of abcdef12 here: 20261123T170800-28da03"):
-        suite.check_resumable("nope", commit, "box", root)
+    store = RecordStore(root)
+    store.resumable("20261123T170800-28da03", "box", commit)  # its records, its commit: goes on
+    with pytest.raises(StoreError, match="measured commit 99999999.*`git checkout 99999999`"):
+        store.resumable("20261122T100000-aaaaaa", "box", commit)
+    with pytest.raises(StoreError, match="measured on other-box, not on this machine"):
+        store.resumable("20261123T180000-bbbbbb", "box", commit)
+    with pytest.raises(StoreError, match="no records of run nope on box in .*; runs of abcdef12 here: 20261123T170800-28da03"):
+        store.resumable("nope", "box", commit)
+    for bad in ("", "*", "2026*"):
+        with pytest.raises(StoreError, match="--resume takes a run id"):
+            store.resumable(bad, "box", commit)

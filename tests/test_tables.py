@@ -58,7 +58,7 @@ def test_cells_show_the_figures_asked_for_and_what_did_not_fit(tmp_path):
                          {"batch": "64"}).splitlines()
     assert lines[0] == "| micro_batch | technique fp32 | technique bf16_autocast |"
     assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB, 5.556 | 1,879.8 ms, 4.8 / 5.7 GB, 5.556 |"
-    assert lines[-1].startswith("| 64 | does not fit (a 7.81 GiB request failed) | 268.0 ms, 57.7 / 61.2 GB")
+    assert lines[-1].startswith("| 64 | does not fit (a 8.39 GB request failed) | 268.0 ms, 57.7 / 61.2 GB")
 
 
 def test_versus_gives_each_figure_as_a_multiple_of_the_base_rows(tmp_path):
@@ -67,7 +67,7 @@ def test_versus_gives_each_figure_as_a_multiple_of_the_base_rows(tmp_path):
                          {"batch": "64"}, versus=("micro_batch", "64")).splitlines()
     # bf16 autocast: 1,879.8 ms against 268.0 ms at 64 at once, 4.8 against 57.7 GB allocated
     assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB | 1,879.8 ms (7.01x), 4.8 / 5.7 GB (0.08x) |"  # fp32 has no 64
-    assert lines[-1] == "| 64 | does not fit (a 7.81 GiB request failed) | 268.0 ms, 57.7 / 61.2 GB |"
+    assert lines[-1] == "| 64 | does not fit (a 8.39 GB request failed) | 268.0 ms, 57.7 / 61.2 GB |"
     across = tables.table(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
                           versus=("technique", "fp32")).splitlines()
     assert across[2] == "| 1 | 2,277.1 ms | 1,879.8 ms (0.83x) |"
@@ -78,7 +78,7 @@ def test_records_of_two_machines_are_never_folded_into_one_cell(tmp_path):
     with pytest.raises(ValueError, match="differ in machine H100 80GB HBM3 and H200: add machine to --down"):
         tables.table(rows, "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"})
     lines = tables.table(rows, "tricks", ["micro_batch", "machine"], "technique", ["peak"], {"batch": "64"}).splitlines()
-    assert lines[-2:] == ["| 64, H100 80GB HBM3 | does not fit (a 7.81 GiB request failed) | 57.7 / 61.2 GB |",
+    assert lines[-2:] == ["| 64, H100 80GB HBM3 | does not fit (a 8.39 GB request failed) | 57.7 / 61.2 GB |",
                           "| 64, H200 | 83.2 / 91.1 GB | 57.7 / 61.2 GB |"]
     one = tables.table(rows, "tricks", ["micro_batch"], "technique", ["peak"], {"batch": "64", "machine": "H200"})
     assert one.splitlines()[-1] == "| 64 | 83.2 / 91.1 GB | 57.7 / 61.2 GB |"
@@ -104,16 +104,38 @@ def test_bad_input_names_the_fix(tmp_path, argv, message):
     assert message in str(e.value)
 
 
-def readme_tables() -> list[tuple[str, str]]:
-    """(command, the table printed under it) for every `harness table` command in the README."""
-    text = (REPO / "README.md").read_text()
-    pattern = r"```sh\npython3 -m harness table ([^\n]+)\n```\n\n((?:\|[^\n]*\n)+)"
-    return re.findall(pattern, text)
+DOCS = sorted((REPO / "docs" / "results").glob("*.md")) + [REPO / "docs" / "headline.md"]
+QUOTED = r"```sh\npython3 -m harness table ([^\n]+)\n```\n\n"
 
 
-def test_every_table_the_readme_quotes_is_what_the_command_prints_from_results(capsys):
-    quoted = readme_tables()
-    assert len(quoted) >= 5
-    for args, printed in quoted:
-        assert cli.main(["table", *args.split()]) == 0
-        assert capsys.readouterr().out == printed, f"README's table under `harness table {args}` is stale"
+def docs_tables() -> list[tuple[str, str, str]]:
+    """(doc, command, the table printed under it) for every `harness table` command in docs/, and
+    in the README's headline."""
+    out = []
+    for path in DOCS + [REPO / "README.md"]:
+        out += [(path.name, args, printed)
+                for args, printed in re.findall(QUOTED + r"((?:\|[^\n]*\n)+)", path.read_text())]
+    return out
+
+
+@pytest.fixture(scope="module")
+def committed_results(tmp_path_factory) -> Path:
+    """results/ as git holds it: what a local run writes, tracked or not, never reaches these tests."""
+    from harness.report.docs import committed_results
+    return committed_results(REPO, tmp_path_factory.mktemp("committed"))
+
+
+def test_every_table_the_docs_quote_is_what_the_command_prints_from_results(capsys, committed_results):
+    quoted = docs_tables()
+    assert len(quoted) >= 12
+    assert {doc for doc, _, _ in quoted} >= {p.name for p in DOCS} - {"parallel.md"} | {"README.md"}
+    for doc, args, printed in quoted:
+        assert cli.main(["table", *args.split(), "--results", str(committed_results)]) == 0
+        assert capsys.readouterr().out == printed, f"{doc}'s table under `harness table {args}` is stale"
+
+
+def test_a_command_the_docs_quote_without_a_table_has_no_records_to_print(committed_results):
+    for path in DOCS:
+        for args in re.findall(QUOTED + "No committed record matches yet", path.read_text()):
+            with pytest.raises(SystemExit, match="no records of"):
+                cli.main(["table", *args.split(), "--results", str(committed_results)])

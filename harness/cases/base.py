@@ -16,6 +16,9 @@ class Case:
     # Device memory the case asks for, by parameters: quoted when it does not fit.
     declared_bytes: Callable[..., int | None] = lambda **_: None
     doc: str = ""
+    # Its build takes ``run_file``: the run's records file, beside which it keeps files of its own
+    # (the what-fits probes), or None outside a ``harness run``.
+    keeps_files: bool = False
 
     def validate(self, params: dict) -> dict:
         unknown = sorted(set(params) - set(self.params))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from harness.workloads import fits
 from harness.measure.outcomes import DoesNotFit, Skip
+from harness.measure.store import RecordStore
 from harness.cases.base import Case
 from harness.measure.workload import Workload
 from harness.cases.tricks import PARAMS as TRICK_PARAMS
@@ -37,15 +38,13 @@ def _card(devices) -> tuple[int, int]:
     return gpu.memory_total, gpu.memory_free
 
 
-def _probe_log(devices) -> fits.ProbeLog:
-    """Beside this run's records (not named *.jsonl: the probes are not records). Outside a
-    ``harness run`` each search has a log of its own, in memory, and knows nothing earlier."""
-    from harness.drive.runner import RunContext
-    ctx = RunContext.from_env(devices)
-    return fits.ProbeLog(ctx.path.with_name(ctx.path.stem + ".fits-probes.ndjson") if ctx.run_id else None)
+def _probe_log(run_file) -> fits.ProbeLog:
+    """Beside the run's records. Outside a ``harness run`` each search has a log of its own, in
+    memory, and knows nothing earlier."""
+    return fits.ProbeLog(RecordStore.probe_log(run_file) if run_file else None)
 
 
-def build(device, workload, technique, budget, over, vocab, width, depth, seq_len) -> Workload:
+def build(device, workload, technique, budget, over, vocab, width, depth, seq_len, run_file=None) -> Workload:
     if device != "cuda":
         raise Skip("what fits needs a CUDA device: the budget is enforced by "
                    "torch.cuda.set_per_process_memory_fraction; run it with device=cuda on a GPU box")
@@ -58,7 +57,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     cap = fits.budget_bytes(budget, total)
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
-    log, key = _probe_log(devices), dict(params, over=over)
+    log, key = _probe_log(run_file), dict(params, over=over)
     prober = fits.SubprocessProber(fits.probe_argv(params, cap / total, over), env=fits.probe_env(),
                                    on_result=lambda result: log.add(key, cap, result))
     start = 1 if over == "batch" else seq_len
@@ -86,4 +85,4 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     return Workload(step=step, check=check, work={}, gpus=(0,), warmup=0, repeat=1)
 
 
-CASE = Case(name="fits", params=PARAMS, build=build, doc=__doc__)
+CASE = Case(name="fits", params=PARAMS, build=build, doc=__doc__, keeps_files=True)

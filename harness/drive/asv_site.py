@@ -61,8 +61,10 @@ def fill_missing_summaries(site: Path) -> None:
             path.write_text("[]")
 
 
-def publish(repo: Path, site: Path) -> int:
-    rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(local_config(repo))], cwd=repo)
+def publish(repo: Path, site: Path, results: Path | None = None) -> int:
+    """asv's site from ``results`` (default: the committed results/) into ``site``."""
+    rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(local_config(repo, results))],
+                         cwd=repo)
     if rc != 0:
         return rc
     fill_missing_summaries(site)

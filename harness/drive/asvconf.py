@@ -11,12 +11,13 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def local_config(repo: Path) -> Path:
+def local_config(repo: Path, results: Path | None = None) -> Path:
     """asv.conf.json with the checked-out branch added to ``branches``: asv refuses to run when a
     configured branch is missing (a fresh clone of a feature branch has no main), and publishes only results
     of commits on those branches (first parent), so a branch's own results would vanish otherwise.
     Branches this clone does not have are left out (a fresh clone has only the one checked out).
-    Paths in an asv config are relative to the config file, which lives in .asv/."""
+    Paths in an asv config are relative to the config file, which lives in .asv/. ``results``, where
+    given, replaces the results folder (a local run's, outside git)."""
     from asv.util import load_json
     conf = load_json(str(repo / "asv.conf.json"), js_comments=True)
     current = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
@@ -28,6 +29,8 @@ def local_config(repo: Path) -> Path:
     up = lambda key: str(Path("..") / conf[key])  # noqa: E731
     conf.update(branches=branches, repo=up("repo"), results_dir=up("results_dir"),
                 benchmark_dir=up("benchmark_dir"), html_dir=up("html_dir"), env_dir=up("env_dir"))
+    if results is not None:
+        conf["results_dir"] = str(Path(results).resolve())
     path = repo / ".asv" / "local.conf.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(conf, indent=2))

@@ -5,10 +5,17 @@ started ``python3 -m harness`` already has what the command needs (a GPU box wit
 framework stack, plus asv carried as wheels when it has no internet), it is used as it is.
 Otherwise a virtual environment ``.venv`` is made in the repository, the project is installed
 into it with the extras the command needs, and the command starts again inside it.
+
+Set up once: after each install a stamp in .venv records the extras installed, a hash of
+pyproject.toml and the torch pin. While the stamp covers what a command needs, the command goes
+straight to .venv (one exec, no pip, no probe); pip runs again only for a new extra or an edited
+pyproject.toml, and then installs the union, so that one .venv serves every command.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -18,18 +25,29 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv"
 REEXEC_ENV = "OOMBENCH_BOOTSTRAPPED"
+STAMP = "oombench-setup.json"  # in VENV: what the last successful install put there
+# pyproject's own dependencies: enough for the commands that only read or describe.
+BASE = ("numpy", "psutil", "pynvml")
 # Importable modules each command needs, and the extras of pyproject.toml that bring them.
 # Chainer is not among run's modules: a GPU box's own interpreter without it is used as it is,
 # and the Chainer cases skip there with the install command; .venv gets it all the same.
 NEEDS = {
-    "run": (("numpy", "psutil", "pynvml", "torch", "asv", "asv_runner"), "bench,torch,chainer"),
-    "test": (("numpy", "psutil", "pynvml", "torch", "pytest", "asv", "asv_runner", "jinja2", "matplotlib",
+    "run": ((*BASE, "torch", "asv", "asv_runner"), "bench,torch,chainer"),
+    "test": ((*BASE, "torch", "pytest", "asv", "asv_runner", "jinja2", "matplotlib",
               "playwright", "chainer", "scipy"), "bench,test,torch,pages,chainer"),
-    "pages": (("numpy", "psutil", "pynvml", "asv", "asv_runner", "jinja2", "matplotlib"), "bench,pages"),
+    "pages": ((*BASE, "asv", "asv_runner", "jinja2", "matplotlib"), "bench,pages"),
     # One case in this process: no asv. Chainer in the extras as for run, so that a .venv made
-    # here is the same one run makes (and is not reinstalled for lacking it).
-    "case": (("numpy", "psutil", "pynvml", "torch"), "bench,torch,chainer"),
+    # here is the same one run makes.
+    "case": ((*BASE, "torch"), "bench,torch,chainer"),
+    "devices": (BASE, ""),
+    "machine": (BASE, ""),
+    "summary": (BASE, ""),
+    "table": (BASE, ""),
+    "gate": (BASE, ""),
+    # pip download for another box: pip is all it needs.
+    "wheelhouse": (("pip",), ""),
 }
+NEEDS["docs"] = NEEDS["pages"]  # the docs are written from the same records, with the same stack
 # Chainer 7.8.1, the last release, is an sdist whose setup.py imports pkg_resources, which
 # setuptools 81 removed, and pip builds it in isolation with the newest setuptools. So it is
 # built once, as a wheel, in a throwaway environment with an older setuptools and no build
@@ -54,11 +72,60 @@ def venv_python() -> Path:
     return VENV / "bin" / "python"
 
 
-def _pip(python: Path, *args: str) -> None:
-    cmd = [str(python), "-m", "pip", *args[:1], "--quiet", "--disable-pip-version-check", *args[1:]]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+def split(extras: str) -> list[str]:
+    return [e for e in extras.split(",") if e]
+
+
+def torch_spec(extras) -> str | None:
+    """The torch requirement pinned before the project's, or None where pip picks (a GPU box)."""
+    if "torch" not in extras or has_nvidia_gpu():
+        return None
+    return os.environ.get(TORCH_CPU_ENV, TORCH_CPU_DEFAULT)
+
+
+def pyproject_hash() -> str:
+    return hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def read_stamp() -> dict | None:
+    try:
+        return json.loads((VENV / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_stamp(extras: list[str]) -> None:
+    stamp = {"extras": extras, "pyproject": pyproject_hash(), "torch": torch_spec(extras)}
+    VENV.mkdir(parents=True, exist_ok=True)
+    tmp = VENV / (STAMP + ".tmp")
+    tmp.write_text(json.dumps(stamp, indent=2) + "\n")
+    os.replace(tmp, VENV / STAMP)  # a reader never sees half a stamp
+
+
+def covers(stamp: dict | None, extras: str) -> bool:
+    """Whether what the stamp says .venv holds is still what pyproject.toml asks, extras included."""
+    if not stamp:
+        return False
+    held = stamp.get("extras", [])
+    return (set(split(extras)) <= set(held) and stamp.get("pyproject") == pyproject_hash()
+            and stamp.get("torch") == torch_spec(held))
+
+
+def union(extras: str, stamp: dict | None) -> list[str]:
+    """The command's extras, then those already in .venv: an install never drops what is there."""
+    return list(dict.fromkeys([*split(extras), *((stamp or {}).get("extras", []))]))
+
+
+def _pip(python: Path, *args: str, quiet: bool = False) -> None:
+    # Not captured: pip's progress shows while it works, and its errors above our message. Its
+    # stdout goes to our stderr (fd 2), so that the command's own stdout (JSON, tables) stays clean.
+    cmd = [str(python), "-m", "pip", *args[:1], *(["--quiet"] if quiet else []),
+           "--disable-pip-version-check", *args[1:]]
+    done = subprocess.run(cmd, stdout=2)
     if done.returncode != 0:
-        sys.exit(f"oombench: set-up failed ({' '.join(cmd)}):\n{done.stdout}{done.stderr}")
+        again = " ".join(["python3 -m harness", *sys.argv[1:]])
+        sys.exit(f"oombench: set-up failed: `{' '.join(cmd)}` exited {done.returncode} (pip's output above).\n"
+                 f"Fix what pip reports (network, index, disk), or remove {VENV}, then run `{again}` again.")
 
 
 def _has(python: Path, module: str) -> bool:
@@ -72,41 +139,66 @@ def build_chainer_wheel(dest: Path) -> None:
     print(f"oombench: building {CHAINER} from its sdist (once)", file=sys.stderr, flush=True)
     env = dest / "build-env"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-    _pip(env / "bin" / "python", "install", *CHAINER_BUILD)
+    _pip(env / "bin" / "python", "install", *CHAINER_BUILD, quiet=True)
     _pip(env / "bin" / "python", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dest), CHAINER)
 
 
-def install(python: Path, extras: str) -> None:
-    reqs = [f"{REPO}[{extras}]"]
-    if not has_nvidia_gpu():
-        reqs.insert(0, os.environ.get(TORCH_CPU_ENV, TORCH_CPU_DEFAULT))
-    print(f"oombench: installing {' '.join(reqs)} into {VENV} (once)", file=sys.stderr, flush=True)
+def _needs_chainer_build(python: Path, extras: list[str], stamp: dict | None) -> bool:
+    # A stamp that lists chainer vouches for it; without one (a .venv made before stamps), ask .venv.
+    if "chainer" not in extras or "chainer" in (stamp or {}).get("extras", []):
+        return False
+    return not _has(python, "chainer")
+
+
+def install(python: Path, extras: list[str], stamp: dict | None = None) -> None:
+    project = f"{REPO}[{','.join(extras)}]" if extras else str(REPO)
+    pin = [spec] if (spec := torch_spec(extras)) else []
+    print(f"oombench: installing {' '.join([*pin, project])} into {VENV} (once)", file=sys.stderr, flush=True)
+    (VENV / STAMP).unlink(missing_ok=True)  # half an install is no install: the next call retries
     with tempfile.TemporaryDirectory(prefix="oombench-wheels-") as wheels:
         links = []
-        if "chainer" in extras.split(",") and not _has(python, "chainer"):
+        if _needs_chainer_build(python, extras, stamp):
             build_chainer_wheel(Path(wheels))
             links = ["--find-links", wheels]
         # -e applies to the project only; the pinned torch goes before it as a plain requirement.
-        _pip(python, "install", *links, *reqs[:-1], "-e", reqs[-1])
+        _pip(python, "install", *links, *pin, "-e", project)
+    write_stamp(extras)
+
+
+def set_up(extras: str) -> None:
+    """Make .venv if it is not there and install into it what the command needs."""
+    if not venv_python().exists():
+        print(f"oombench: creating {VENV}", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    stamp = read_stamp()
+    install(venv_python(), union(extras, stamp), stamp)
+
+
+def in_venv() -> bool:
+    return Path(sys.prefix).resolve() == VENV.resolve()
+
+
+def _ensure_here(modules, extras: str) -> None:
+    """Inside .venv: install only when the stamp falls short (or a module is gone)."""
+    stamp = read_stamp()
+    if not missing(modules) and (stamp is None or covers(stamp, extras)):
+        return  # stamped and current, or a .venv made by hand that has it all: used as it is
+    install(venv_python(), union(extras, stamp), stamp)
+    importlib.invalidate_caches()
+    if missing(modules):
+        sys.exit(f"oombench: still missing {', '.join(missing(modules))} after set-up; see the README")
 
 
 def ensure(command: str) -> None:
     """Return when this interpreter can run ``command``; otherwise set up .venv and re-run there."""
     modules, extras = NEEDS[command]
-    in_venv = Path(sys.prefix).resolve() == VENV.resolve()
+    if in_venv():
+        return _ensure_here(modules, extras)
     if not missing(modules):
-        if in_venv and missing(("chainer",)):  # a .venv made before Chainer joined the suite
-            install(venv_python(), extras)
-            importlib.invalidate_caches()
         return
-    if os.environ.get(REEXEC_ENV) and not in_venv:
+    if os.environ.get(REEXEC_ENV):
         sys.exit(f"oombench: still missing {', '.join(missing(modules))} after set-up; see the README")
-    if not venv_python().exists():
-        print(f"oombench: creating {VENV}", file=sys.stderr, flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    install(venv_python(), extras)
-    if in_venv:
-        importlib.invalidate_caches()
-        return
+    if not (covers(read_stamp(), extras) and venv_python().exists()):
+        set_up(extras)
     env = dict(os.environ, **{REEXEC_ENV: "1"})
     os.execve(str(venv_python()), [str(venv_python()), "-m", "harness", *sys.argv[1:]], env)

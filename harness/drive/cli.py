@@ -9,6 +9,7 @@ summary   print the records filed under results/records
 table     a markdown table of filed records (one parameter down, one across)
 gate      compare two sets of records; exit 1 when a case got slower or bigger
 pages     build asv's site and the project's comparison pages from results/
+docs      regenerate docs/results/<family>.md, docs/headline.* and the README's headline from results/
 wheelhouse  download wheels for an offline box (named Python and platform)
 """
 from __future__ import annotations
@@ -23,9 +24,11 @@ from harness.drive import bootstrap
 def _run(args) -> int:
     bootstrap.ensure("run")
     from harness.drive import suite
+    from harness.measure.store import COMMITTED, LOCAL
+    results = Path(args.results) if args.results else COMMITTED if args.file else LOCAL
     return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
                      publish=not args.no_publish, pythons=args.python, resume=args.resume,
-                     deadline_s=args.deadline)
+                     deadline_s=args.deadline, results=results, profile=args.profile)
 
 
 def _test(args) -> int:
@@ -38,6 +41,7 @@ def _test(args) -> int:
 
 
 def _devices(args) -> int:
+    bootstrap.ensure("devices")
     from harness.measure.devices import describe, discover
     d = discover()
     print(json.dumps(d.to_dict(), indent=2) if args.json else describe(d))
@@ -45,6 +49,7 @@ def _devices(args) -> int:
 
 
 def _machine(args) -> int:
+    bootstrap.ensure("machine")
     from harness.measure.environment import snapshot
     from harness.measure.machine import machine_info
     print(json.dumps(machine_info(snapshot()), indent=2))
@@ -69,7 +74,7 @@ def _case(args) -> int:
     from harness.report.summary import table
     try:
         case = cases.get(args.name)
-        rec = execute(case.name, case.validate(parse_params(case, args.params)))
+        rec = execute(case, parse_params(case, args.params))
     except ValueError as e:
         raise SystemExit(f"oombench: {e}")
     print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))
@@ -77,25 +82,31 @@ def _case(args) -> int:
 
 
 def _summary(args) -> int:
-    from harness.measure import record
-    from harness.drive.runner import REPO
+    bootstrap.ensure("summary")
+    from harness.measure.store import COMMITTED, load_any
     from harness.report.summary import table
-    recs = record.load_tree(args.path or REPO / "results" / "records")
+    path = Path(args.path) if args.path else COMMITTED / "records"
+    if not path.exists():
+        raise SystemExit(f"oombench summary: {path} does not exist: name a record file (.jsonl) or a folder of them")
+    recs = load_any(path).warn().records
     print(table(recs) if recs else "no records")
     return 0
 
 
 def _table(args) -> int:
-    from harness.drive.runner import REPO
+    bootstrap.ensure("table")
+    from harness.measure.store import COMMITTED
     from harness.report.tables import main
-    return main(args.results or REPO / "results", args.case, args.down, args.across, args.show, args.where,
+    return main(args.results or COMMITTED, args.case, args.down, args.across, args.show, args.where,
                 args.versus)
 
 
 def _gate(args) -> int:
+    bootstrap.ensure("gate")
     from harness.report.gate import gate
+    from harness.units import MB
     rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
-                    min_bytes=int(args.min_mib * 2**20), pattern=args.only)
+                    min_bytes=int(args.min_mb * MB), pattern=args.only)
     print(text)
     return rc
 
@@ -105,7 +116,7 @@ def _pages(args) -> int:
     from harness.drive import asv_site
     from harness.report.pages import build
     # asv's own site, from the same results/ (asv.conf.json names it), into .asv/html.
-    rc = 0 if args.no_asv else asv_site.publish(bootstrap.REPO, bootstrap.REPO / ".asv" / "html")
+    rc = 0 if args.no_asv else asv_site.publish(bootstrap.REPO, bootstrap.REPO / ".asv" / "html", args.results)
     if rc != 0:
         print("oombench pages: asv publish failed (above); the comparison pages are built anyway. "
               "Fix: check results/ holds asv result files, or pass --no-asv", file=sys.stderr)
@@ -114,7 +125,14 @@ def _pages(args) -> int:
     return build.main(results=args.results, out=args.out) or rc
 
 
+def _docs(args) -> int:
+    bootstrap.ensure("pages")
+    from harness.report import docs
+    return docs.main(repo=bootstrap.REPO, out=args.out)
+
+
 def _wheelhouse(args) -> int:
+    bootstrap.ensure("wheelhouse")
     from pathlib import Path
 
     from harness.drive.wheelhouse import build
@@ -137,6 +155,12 @@ def parser() -> argparse.ArgumentParser:
                    help="go on with a run that was cut short, at its commit: what it measured is read back, not measured again")
     r.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="start no case after this many seconds; asv still writes what was measured (then --resume)")
+    r.add_argument("--profile", choices=("quick", "standard", "full"), default="standard",
+                   help="how much to run: quick (one value per family), standard (what the pages compare; "
+                        "the default), full (everything); --bench overrides it")
+    r.add_argument("--file", action="store_true",
+                   help="file the results into results/ (for committing); by default they go to .asv/results/")
+    r.add_argument("--results", metavar="DIR", help="file the results into DIR (asv's files and records/)")
     r.set_defaults(func=_run)
     t = sub.add_parser("test", help="run the tests")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest")
@@ -170,7 +194,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--threshold", type=float, default=0.10, help="relative rise always allowed (0.10 = 10%%)")
     g.add_argument("--iqr-factor", type=float, default=2.0,
                    help="k: a rise within k x the combined IQR of the two medians is noise, not a regression")
-    g.add_argument("--min-mib", type=float, default=64, help="peak-memory growth below this many MiB is never a regression")
+    g.add_argument("--min-mb", type=float, default=64,
+                   help="peak-memory growth below this many MB (10^6 bytes) is never a regression")
     g.add_argument("--only", metavar="REGEX", help='gate only cases whose "case {params}" matches')
     g.set_defaults(func=_gate)
     pg = sub.add_parser("pages", help="build asv's site and the comparison pages from results/")
@@ -178,6 +203,9 @@ def parser() -> argparse.ArgumentParser:
     pg.add_argument("--out", default=None, help="where the comparison pages go (default: .asv/pages)")
     pg.add_argument("--no-asv", action="store_true", help="skip asv publish")
     pg.set_defaults(func=_pages)
+    dc = sub.add_parser("docs", help="regenerate docs/ and the README's headline from the committed records")
+    dc.add_argument("--out", default=None, help="write docs/ and README.md under this folder instead (default: the repository)")
+    dc.set_defaults(func=_docs)
     w = sub.add_parser("wheelhouse", help="download wheels for a box without internet")
     w.add_argument("dest", help="folder for the wheels")
     w.add_argument("--python", required=True, help="the offline box's Python, e.g. 3.12")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 from dataclasses import asdict, dataclass
 
+from harness.units import gb
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -109,10 +111,11 @@ def discover() -> Devices:
         nvml.nvmlShutdown()
 
 
-def describe(devices: Devices) -> str:
+def describe(devices: Devices, memory=gb) -> str:
+    """The box in a line: "1 x NVIDIA H200 (150.8 GB, sm_90), driver 580.159.04, CUDA 13.0"."""
     if not devices.gpus:
         return f"no GPU ({devices.reason})"
     names = sorted({g.name for g in devices.gpus})
     g = devices.gpus[0]
-    return (f"{devices.count} x {', '.join(names)} ({g.memory_total // 2**20} MiB, sm_{g.compute_capability.replace('.', '')}), "
+    return (f"{devices.count} x {', '.join(names)} ({memory(g.memory_total)}, sm_{g.compute_capability.replace('.', '')}), "
             f"driver {devices.driver}, CUDA {devices.cuda_driver}")

@@ -14,6 +14,7 @@ OK = "ok"
 SKIPPED = "skipped"
 DOES_NOT_FIT = "does_not_fit"
 FAILED = "failed"
+OUTCOMES = (OK, SKIPPED, DOES_NOT_FIT, FAILED)
 
 
 class Skip(Exception):

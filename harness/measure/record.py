@@ -7,14 +7,13 @@ is interrupted keeps everything measured before it.
 """
 from __future__ import annotations
 
-import json
-import os
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.measure.environment import Environment
-from harness.measure.outcomes import OK
+from harness.measure.outcomes import OK, OUTCOMES
 from harness.measure.timing import Timing
 
 
@@ -60,33 +59,23 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Record":
+        """The record a line holds; ValueError naming the field where it is not a valid one."""
+        _validate(d)
         d = dict(d)
         d["environment"] = Environment.from_dict(d["environment"])
         d["timing"] = Timing(**d["timing"]) if d.get("timing") else None
         return cls(**d)
 
 
-def append(path: Path, record: Record) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
-
-def load(path: Path) -> list[Record]:
-    """Every whole record in the file; a line cut short by an interrupted run is left out."""
-    records = []
-    if not path.exists():
-        return records
-    with open(path) as f:
-        for line in f:
-            try:
-                records.append(Record.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
-    return records
-
-
-def load_tree(root: Path) -> list[Record]:
-    return [r for p in sorted(Path(root).rglob("*.jsonl")) for r in load(p)]
+def _validate(d: dict) -> None:
+    for name, kind in (("case", str), ("params", dict), ("outcome", str), ("environment", dict)):
+        if not isinstance(d.get(name), kind):
+            raise ValueError(f"{name} must be a {kind.__name__}, got {d.get(name)!r:.60}")
+    if d["outcome"] not in OUTCOMES:
+        raise ValueError(f"outcome {d['outcome']!r} is not one of {', '.join(OUTCOMES)}")
+    timing = d.get("timing")
+    if d["outcome"] == OK:
+        median = timing.get("median_s") if isinstance(timing, dict) else None
+        if not isinstance(median, (int, float)) or not math.isfinite(median) or median < 0:
+            raise ValueError(f"an ok record needs a finite timing.median_s, got {median!r}")

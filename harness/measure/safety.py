@@ -12,6 +12,8 @@ import os
 import weakref
 from dataclasses import dataclass, field
 
+from harness.units import gb
+
 OPT_IN_ENV = "OOMBENCH_ALLOW_OVERSUBSCRIPTION"
 OPT_IN_FLAG = "--allow-oversubscription"
 # NVLink multicast (NVLS) can take a shared host's GPUs out of service: every process the suite
@@ -29,10 +31,6 @@ class OversubscriptionRefused(Exception):
 def opted_in(environ=None) -> bool:
     value = (os.environ if environ is None else environ).get(OPT_IN_ENV, "")
     return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB"
 
 
 @dataclass
@@ -62,8 +60,8 @@ class ManagedGuard:
         if self.allow_oversubscription or self.fits(nbytes):
             return
         raise OversubscriptionRefused(
-            f"managed allocation of {_gib(nbytes)} refused: with {_gib(self.allocated)} already allocated "
-            f"it would pass the cap of {_gib(self.cap)} ({self.fraction:.2f} of the {_gib(self.free_bytes)} "
+            f"managed allocation of {gb(nbytes)} refused: with {gb(self.allocated)} already allocated "
+            f"it would pass the cap of {gb(self.cap)} ({self.fraction:.2f} of the {gb(self.free_bytes)} "
             f"free on GPU {self.gpu}). Oversubscribing managed memory can hang a shared GPU for everyone on "
             f"the host. Only on a machine you own: set {OPT_IN_ENV}=1 or pass {OPT_IN_FLAG}.")
 

@@ -14,18 +14,14 @@ import psutil
 
 from harness.measure.outcomes import Skip
 from harness.measure.safety import OPT_IN_ENV, OPT_IN_FLAG, ManagedGuard, OversubscriptionRefused
+from harness.units import GB, gb
 
 # The sweep a case declares; benchmark classes pick the subset they run (see benchmarks/unified.py).
 FRACTIONS = (0.02, 0.1, 0.25, 0.4, 0.8, 1.5)
 HOST_CAP_FRACTION = 0.5
 # Some VMs (the lent multi-GPU boxes among them) report little memory until it is first used:
-# this names what the host really has, in GiB.
-HOST_MEMORY_ENV = "OOMBENCH_HOST_MEMORY_GIB"
-GiB = 2**30
-
-
-def gib(n: int) -> str:
-    return f"{n / GiB:.1f} GiB"
+# this names what the host really has, in GB (10^9 bytes), the unit every message here writes.
+HOST_MEMORY_ENV = "OOMBENCH_HOST_MEMORY_GB"
 
 
 def working_set_bytes(fraction: float, total_bytes: int) -> int:
@@ -41,7 +37,7 @@ def admit_managed(fraction: float, nbytes: int, guard: ManagedGuard) -> None:
     opt-in, or past the guard's cap."""
     if fraction > 1 and not guard.allow_oversubscription:
         raise OversubscriptionRefused(
-            f"working set of {fraction:g} x the card's memory ({gib(nbytes)}) oversubscribes GPU {guard.gpu}: "
+            f"working set of {fraction:g} x the card's memory ({gb(nbytes)}) oversubscribes GPU {guard.gpu}: "
             f"it runs only when you opt in, on a machine you own ({OPT_IN_ENV}=1 or {OPT_IN_FLAG}); "
             "oversubscribing managed memory can hang a shared GPU for every process on the host")
     guard.check(nbytes)
@@ -52,9 +48,9 @@ def host_available(environ=None) -> int:
     stated = environ.get(HOST_MEMORY_ENV)
     if stated:
         try:
-            return int(float(stated) * GiB)
+            return int(float(stated) * GB)
         except ValueError:
-            raise ValueError(f"{HOST_MEMORY_ENV} must be a number of GiB, got {stated!r}") from None
+            raise ValueError(f"{HOST_MEMORY_ENV} must be a number of GB, got {stated!r}") from None
     return int(psutil.virtual_memory().available)
 
 
@@ -62,8 +58,8 @@ def need_host(nbytes: int, what: str, available: int | None = None) -> None:
     available = host_available() if available is None else available
     cap = int(available * HOST_CAP_FRACTION)
     if nbytes > cap:
-        raise Skip(f"{what} needs {gib(nbytes)} of host memory; the limit is {HOST_CAP_FRACTION:g} of the "
-                   f"{gib(available)} available ({gib(cap)}): run it on a host with more memory "
+        raise Skip(f"{what} needs {gb(nbytes)} of host memory; the limit is {HOST_CAP_FRACTION:g} of the "
+                   f"{gb(available)} available ({gb(cap)}): run it on a host with more memory "
                    f"(on a VM that grows its memory as it is used, state it with {HOST_MEMORY_ENV})")
 
 

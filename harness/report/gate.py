@@ -20,11 +20,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.measure import record as records
+from harness.measure.store import latest as store_latest
+from harness.measure.store import load_any
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK
 from harness.measure.record import Record
+from harness.units import MB, gb
 
-MiB = 2**20
 # Memory labels that are peaks (the others are levels before the case, or a final level).
 PEAK_PREFIXES = ("allocator.", "host.max_rss")
 
@@ -34,7 +35,7 @@ def load_set(path: Path) -> list[Record]:
     if not path.exists():
         raise SystemExit(f"oombench gate: {path} does not exist: pass a record file (.jsonl) or a folder "
                          "of them, e.g. results/records/<machine>")
-    recs = records.load(path) if path.is_file() else records.load_tree(path)
+    recs = load_any(path).warn().records
     if not recs:
         raise SystemExit(f"oombench gate: no record in {path}: run `python3 -m harness run` first, or name "
                          "the folder results/records/<machine>")
@@ -46,10 +47,7 @@ def key(rec: Record) -> tuple[str, str]:
 
 
 def latest(recs: list[Record]) -> dict[tuple[str, str], Record]:
-    out: dict = {}
-    for rec in sorted(recs, key=lambda r: r.created):
-        out[key(rec)] = rec
-    return out
+    return store_latest(recs, key=key)
 
 
 def peaks(rec: Record) -> dict[str, int]:
@@ -81,7 +79,7 @@ def seconds_text(s: float) -> str:
 
 
 def bytes_text(b: float) -> str:
-    return f"{b / MiB:,.1f} MiB"
+    return gb(b, 2)
 
 
 def compare_time(base: Record, new: Record, threshold: float, k: float) -> Finding | None:
@@ -124,7 +122,7 @@ class Report:
 
 
 def compare(base: list[Record], new: list[Record], threshold: float = 0.10, k: float = 2.0,
-            min_bytes: int = 64 * MiB) -> Report:
+            min_bytes: int = 64 * MB) -> Report:
     b, n = latest(base), latest(new)
     report = Report([], 0, sorted(set(b) - set(n)), sorted(set(n) - set(b)), [])
     for kk in sorted(set(b) & set(n)):
@@ -182,7 +180,7 @@ def only(recs: list[Record], pattern: str | None) -> list[Record]:
 
 
 def gate(base_path: Path, new_path: Path, threshold: float = 0.10, k: float = 2.0,
-         min_bytes: int = 64 * MiB, pattern: str | None = None) -> tuple[int, str]:
+         min_bytes: int = 64 * MB, pattern: str | None = None) -> tuple[int, str]:
     base, new = only(load_set(base_path), pattern), only(load_set(new_path), pattern)
     report = compare(base, new, threshold, k, min_bytes)
     if report.compared == 0 and not report.regressions:

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from harness.measure.record import Record
-from harness.units import RATE_UNITS
+from harness.units import RATE_UNITS, rate
 
 
 
 
 def rate_text(rec: Record) -> str:
-    rates = ((rec.rate(unit), scale, label) for unit, (scale, label) in RATE_UNITS.items())
-    return ", ".join(f"{r / scale:,.1f} {label}" for r, scale, label in rates if r is not None)
+    rates = ((rec.rate(unit), unit) for unit in RATE_UNITS)
+    return ", ".join(rate(r, unit) for r, unit in rates if r is not None)
 
 
 def row(rec: Record) -> list[str]:

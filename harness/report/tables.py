@@ -14,6 +14,7 @@ from pathlib import Path
 from harness import cases
 from harness.measure.outcomes import DOES_NOT_FIT, OK, SKIPPED
 from harness.report.pages.model import Row, latest, load_rows
+from harness.units import gb, gbs
 
 SHOWS = ("step", "rate", "peak", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
@@ -59,8 +60,7 @@ def _allocated(rec) -> int | None:
 
 def _peak(rec) -> str:
     allocated, device = _allocated(rec), rec.device_bytes()
-    parts = ([f"{allocated / 1e9:.1f}"] if allocated else []) + ([f"{device / 1e9:.1f}"] if device else [])
-    return " / ".join(parts) + " GB" if parts else "-"
+    return gbs([allocated or None, device or None])  # "4.8 / 5.6 GB": allocated / device
 
 
 def _rate(row: Row) -> str:
@@ -109,7 +109,7 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None) -> str:
         return "not run"
     rec = row.record
     if rec.outcome == DOES_NOT_FIT:
-        asked = f" (a {rec.requested_bytes / 2**30:.2f} GiB request failed)" if rec.requested_bytes else ""
+        asked = f" (a {gb(rec.requested_bytes, 2)} request failed)" if rec.requested_bytes else ""
         return "does not fit" + asked
     if rec.outcome == SKIPPED:
         return "skipped"

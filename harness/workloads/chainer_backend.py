@@ -22,7 +22,8 @@ from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.requirements import need_cupy, need_gpus, need_module
 from harness.measure.safety import OversubscriptionRefused
 from harness.measure.timing import no_sync
-from harness.measure.workingset import gib, guard_managed
+from harness.measure.workingset import guard_managed
+from harness.units import gb
 
 DEVICES = ("cpu", "cuda")
 POOLS = ("numpy", "device_pool", "managed_pool")
@@ -94,6 +95,6 @@ def guard_refusal_does_not_fit(declared_bytes: int):
                 return fn(*args, **kwargs)
             except OversubscriptionRefused as e:
                 raise DoesNotFit(f"does not fit under the managed-memory guard's cap "
-                                 f"(about {gib(declared_bytes)} declared): {e}", declared_bytes) from None
+                                 f"(about {gb(declared_bytes)} declared): {e}", declared_bytes) from None
         return guarded
     return wrap

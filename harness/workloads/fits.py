@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.measure.outcomes import Skip
+from harness.measure.store import append_line, read_lines
+from harness.units import GB, gb
 
-GB = 10**9
 # What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
 # spare: probes run side by side only where each can have its cap and this much more.
 PROBE_OVERHEAD = 2 * 2**30
@@ -184,7 +185,7 @@ def budget_bytes(budget: str, card_total: int) -> int:
         raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
     wanted = int(budget[:-2]) * GB
     if wanted > card_total:
-        raise Skip(f"budget {budget} is larger than this card ({card_total / GB:.1f} GB): "
+        raise Skip(f"budget {budget} is larger than this card ({gb(card_total)}): "
                    f"run it on a card with {budget} or more")
     return wanted
 
@@ -237,15 +238,13 @@ class ProbeLog:
         if self.path is None:
             self.kept.append(entry)
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            f.write(json.dumps(entry, sort_keys=True) + "\n")
+        append_line(self.path, entry)
 
     def entries(self, key: dict) -> list[dict]:
         if self.path is None:
             lines = self.kept
         elif self.path.exists():
-            lines = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+            lines = [obj for _, obj in read_lines(self.path)[0]]
         else:
             lines = []
         return [e for e in lines if e["key"] == key]

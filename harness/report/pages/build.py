@@ -10,25 +10,20 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.report.pages import charts
 from harness.report.pages.families import family
 from harness.report.pages.model import Row, latest, load_rows, pareto, what_fits
+from harness.units import GB, gb
 
 REPO = Path(__file__).resolve().parents[3]
-MiB, GiB = 2**20, 2**30
 
 
-# -- formatting: one rule per kind of figure, shared by every page --------------------------------
+# -- formatting: one rule per kind of figure, shared by every page (bytes: harness.units.gb) ------
 
 def fmt_rate(v: float) -> str:
     return f"{v:,.1f}" if v >= 10 else f"{v:,.2f}" if v >= 1 else f"{v:,.3f}"
-
-
-def fmt_bytes(b: int | None) -> str:
-    if b is None:
-        return "n/a"
-    return f"{b / GiB:,.2f} GiB" if abs(b) >= GiB else f"{b / MiB:,.1f} MiB"
 
 
 def fmt_params(params: dict) -> str:
@@ -90,13 +85,13 @@ def charts_for(case: str, rows: list[Row]) -> list[dict]:
         series = []
         for env in environments(wrows):
             pts = [r for r in wrows if r.environment_key == env and r.rate()[1] == unit]
-            xy = [(r.peak() / GiB, r.rate()[0]) for r in pts]
+            xy = [(r.peak() / GB, r.rate()[0]) for r in pts]
             front = pareto(xy)
             series.append({"label": f"{env[0]} ({env[1]})",
                            "points": [(x, y, fmt_params(r.technique), on) for (x, y), r, on in zip(xy, pts, front)],
                            "frontier": [r for r, on in zip(pts, front) if on]})
         memory = "peak device memory gain" if family(case).memory == "device" else "peak host RSS"
-        svg = charts.pareto_svg(series, f"{memory} (GiB)", unit, f"{case}: {workload}")
+        svg = charts.pareto_svg(series, f"{memory} (GB)", unit, f"{case}: {workload}")
         out.append({"workload": workload, "svg": svg, "series": series, "unit": unit})
     return out
 
@@ -134,7 +129,8 @@ def machines_view(rows: list[Row], results: Path) -> list[dict]:
         out.append({"name": machine, "records": len(mine),
                     "commits": sorted({(r.record.commit or "none")[:8] for r in mine}),
                     "asv": json.loads(info.read_text()) if info.exists() else None,
-                    "env": mine[-1].record.environment})
+                    "env": mine[-1].record.environment,
+                    "gpu": describe(mine[-1].record.environment.devices)})  # asv's "gpu" keeps MiB
     return out
 
 
@@ -143,7 +139,7 @@ def machines_view(rows: list[Row], results: Path) -> list[dict]:
 def jinja() -> Environment:
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(rate=fmt_rate, bytes=fmt_bytes, params=fmt_params)
+    env.filters.update(rate=fmt_rate, bytes=lambda b: gb(b, 2), params=fmt_params)
     env.globals.update(OK=OK, DOES_NOT_FIT=DOES_NOT_FIT)
     return env
 

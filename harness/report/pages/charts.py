@@ -10,7 +10,6 @@ import matplotlib
 matplotlib.use("Agg")  # no display on build machines
 import matplotlib.pyplot as plt  # noqa: E402
 
-GiB = 2**30
 # Text stays text in the SVG (searchable, small); no date, so rebuilt pages do not differ.
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "oombench", "font.size": 9})
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from harness.measure.machine import machine_name
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.record import Record
+from harness.measure.store import RecordStore
+from harness.measure.store import latest as store_latest
 from harness.units import RATE_UNITS
 from harness.report.pages.families import family
 
@@ -99,25 +101,17 @@ def record_id(source: str, line: int) -> str:
 
 
 def load_rows(results: Path) -> list[Row]:
-    """Every whole record under results/records, with the file and line it came from."""
-    rows = []
+    """Every valid record under results/records, with the file and line it came from."""
     root = Path(results)
-    for path in sorted((root / "records").rglob("*.jsonl")):
-        source = str(path.relative_to(root.parent))
-        for n, line in enumerate(path.read_text().splitlines(), start=1):
-            try:
-                rec = Record.from_dict(json.loads(line))
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue  # a line cut short by an interrupted run
-            rows.append(Row(record_id(source, n), rec, source, n))
-    return rows
+    loaded = RecordStore.of_results(root).load().warn()
+    return [Row(record_id(str(e.path.relative_to(root.parent)), e.line), e.record, str(e.path.relative_to(root.parent)),
+                e.line) for e in loaded.entries]
 
 
 def latest(rows: list[Row]) -> list[Row]:
     """One row per (case, parameters, machine, versions): the latest, where a box ran a case more than once."""
-    keep: dict = {}
-    for row in sorted(rows, key=lambda r: r.record.created):
-        keep[(row.case, json.dumps(row.record.params, sort_keys=True), row.environment_key)] = row
+    keep = store_latest(rows, key=lambda r: (r.case, json.dumps(r.record.params, sort_keys=True), r.environment_key),
+                        record=lambda r: r.record)
     return sorted(keep.values(), key=lambda r: (r.case, json.dumps(r.record.params, sort_keys=True)))
 
 

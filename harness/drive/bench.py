@@ -1,0 +1,77 @@
+"""What an asv benchmark calls: the record of its case, measured in this process or read back
+from earlier in the same run, with skips and does-not-fit turned into asv's own "skipped".
+
+asv starts a fresh process per (benchmark, parameters) and passes it nothing of the run, so
+``python3 -m harness run`` hands the run's context over in one environment variable, read here
+and nowhere else. A benchmark class may track several figures of one measurement (seconds,
+bytes), each in its own process: within one run the case is measured once and the other figures
+are read back from its record.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from harness import cases
+from harness.drive.runner import execute
+from harness.measure.devices import discover
+from harness.measure.environment import snapshot
+from harness.measure.machine import machine_name
+from harness.measure.outcomes import DOES_NOT_FIT, FAILED, SKIPPED
+from harness.measure.record import Record
+from harness.measure.store import LOCAL, RecordStore, RunContext, load_file
+
+RUN_ENV = "OOMBENCH_RUN"
+SKIP_MARK = "oombench: "
+
+
+def context(devices, fallback_results: Path = LOCAL, environ=None) -> RunContext:
+    """The run this process belongs to; under a plain ``asv run``, records go to the local store."""
+    environ = os.environ if environ is None else environ
+    if environ.get(RUN_ENV):
+        return RunContext.from_json(environ[RUN_ENV])
+    return RunContext(RecordStore.of_results(fallback_results), machine_name(devices, snapshot(devices).cpu))
+
+
+def measure(case_name: str, fallback_results: Path = LOCAL, **params) -> Record:
+    """For asv benchmarks: the case's record, measured in this process or earlier in this run."""
+    devices = discover()
+    ctx = context(devices, fallback_results)
+    rec = _earlier(ctx, case_name, params) if ctx.run_id else None
+    if rec is None:
+        _before_deadline(ctx)
+        rec = execute(cases.get(case_name), params, devices=devices, run=ctx)
+        RecordStore.append(ctx.path, rec)
+    return for_asv(rec)
+
+
+def _before_deadline(ctx: RunContext) -> None:
+    """Past the run's deadline a case is not started, and no record says it ran: asv lists it as
+    skipped and goes on to the end, where it writes its results file with all that was measured
+    (a run killed at a time limit writes none). ``--resume`` measures what was left."""
+    if ctx.deadline is not None and time.time() > ctx.deadline:
+        raise NotImplementedError(f"not started: the run's deadline had passed; `python3 -m harness run --resume "
+                                  f"{ctx.run_id}` measures it")
+
+
+def _earlier(ctx: RunContext, case: str, params: dict) -> Record | None:
+    # One run may cover several environments (``run --python A --python B``): only this
+    # interpreter's own record stands for it.
+    for rec in load_file(ctx.path).records if ctx.path.exists() else []:
+        if (rec.run_id == ctx.run_id and rec.case == case and rec.params == params
+                and rec.environment.executable in ("", sys.executable)):
+            return rec
+    return None
+
+
+def for_asv(rec: Record) -> Record:
+    if rec.outcome in (SKIPPED, DOES_NOT_FIT):
+        # asv reports NotImplementedError from setup as "skipped"; the reason reaches its output
+        # through stderr (--show-stderr), where ``harness run`` folds repeats into one line.
+        print(f"{SKIP_MARK}{rec.outcome}: {rec.reason}", file=sys.stderr)
+        raise NotImplementedError(rec.reason)
+    if rec.outcome == FAILED:
+        raise RuntimeError(rec.reason)
+    return rec

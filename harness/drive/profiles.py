@@ -1,0 +1,41 @@
+"""How much of the suite a run covers: asv ``--bench`` expressions per profile.
+
+asv matches each expression against ``module.Class.method(param, ...)``, parameters as Python
+literals, so a profile can take one parameter set of a class and leave the rest.
+
+- ``quick``: one value per family, to see the suite work (minutes on one GPU);
+- ``standard``: what the comparison pages need to compare cards: every ceiling, the managed
+  pool against the device pool, Chainer's pools, the single-GPU training baselines and every
+  trick on the language model;
+- ``full``: every benchmark and parameter set (hours: the what-fits searches alone take many
+  minutes each).
+"""
+from __future__ import annotations
+
+CPU = [r"^ceilings\.Host\.", r"^chainer_pool\.\w+Cpu\.", r"^parallel\.LmCpu", r"^tricks\.TricksCpu\."]
+
+QUICK = [
+    r"^ceilings\.Host\.", r"^ceilings\.Device\.\w+\('device_copy'\)",
+    r"^unified\.Allocators\.\w+\('managed_pool', 'stream', 0\.1\)",
+    r"^chainer_pool\.GcnCpu\.", r"^chainer_pool\.Gcn\.\w+\('managed_pool', 16384\)",
+    r"^parallel\.LmCpuSingle\.", r"^parallel\.LmSingle\.",
+    r"^tricks\.TricksCpu\.\w+\('fp32'\)", r"^tricks\.Techniques\.\w+\('lm', 'fp32'\)",
+]
+
+STANDARD = CPU + [
+    r"^ceilings\.(Device|Peer)\.",
+    r"^unified\.Allocators\.\w+\('\w+', 'stream', 0\.1\)", r"^unified\.OutOfCore\.\w+\('stream', 0\.1\)",
+    r"^unified\.Seed\.\w+\(0\.4\)",
+    r"^chainer_pool\.(Gcn|TorchGcn)\.\w+\(('\w+', )?16384\)", r"^chainer_pool\.Mlp\.\w+\('\w+', 4096\)",
+    r"^parallel\.LmSingle\.", r"^parallel\.ResnetSingle\.\w+\(1024\)",
+    r"^tricks\.Techniques\.\w+\('lm', ",
+]
+
+PROFILES = {"quick": QUICK, "standard": STANDARD, "full": []}
+
+
+def benchmarks(profile: str) -> list[str]:
+    """asv ``--bench`` expressions of ``profile`` (none: everything)."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}: choose one of {', '.join(PROFILES)}")
+    return PROFILES[profile]

@@ -1,0 +1,245 @@
+"""The record store: where records live, what their files are named, and how they are read and
+written. Every reader and writer of records goes through it.
+
+Layout under a store's root (``results/records`` for committed results, ``.asv/results/records``
+for a local run)::
+
+    <machine>/<commit[:8]>-<run id>.jsonl           one run's records, one JSON object a line
+    <machine>/<commit[:8]>-<run id>.fits-probes.ndjson   the what-fits probes of that run
+    <machine>/asv-direct.jsonl                       records of a plain ``asv run``
+
+Records are appended one line at a time, flushed and synced, so a run that fails or is killed
+keeps everything measured before it. A line cut short by a kill is repaired before the next
+append (the fragment is moved to ``<file>.torn``), and loading reports every line it cannot
+read as ``file:line``, never drops one silently.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from harness.measure.record import Record
+
+REPO = Path(__file__).resolve().parents[2]
+COMMITTED = REPO / "results"
+LOCAL = REPO / ".asv" / "results"
+PROBES_SUFFIX = ".fits-probes.ndjson"
+
+
+class StoreError(ValueError):
+    """A request the store cannot honour; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One record with the file and line it came from, so any figure can be traced back."""
+    record: Record
+    path: Path
+    line: int
+
+
+@dataclass
+class Loaded:
+    entries: list[Stored] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # "file:line: why", for the reader to show
+
+    @property
+    def records(self) -> list[Record]:
+        return [e.record for e in self.entries]
+
+    def warn(self, out=sys.stderr) -> "Loaded":
+        for p in self.problems:
+            print(f"oombench: skipped an unreadable record: {p}", file=out)
+        return self
+
+
+def append_line(path: Path, obj: dict) -> None:
+    """Appends one JSON line, flushed and synced; a torn last line is repaired first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    repair(path)
+    with open(path, "a") as f:
+        f.write(json.dumps(obj, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def repair(path: Path) -> None:
+    """A file whose last line has no newline was cut mid-write: the fragment is moved to
+    ``<file>.torn`` so that the next record starts on a line of its own."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        with open(str(path) + ".torn", "ab") as torn:
+            torn.write(data[cut:] + b"\n")
+        f.truncate(cut)
+
+
+def read_lines(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
+    """(line number, object) of every JSON line, and "file:line: why" for each that is not."""
+    good, bad = [], []
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as e:
+        return good, [f"{path}: {e.strerror}"]
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            bad.append(f"{path}:{n}: not JSON ({e.msg})")
+            continue
+        if not isinstance(obj, dict):
+            bad.append(f"{path}:{n}: not a JSON object")
+            continue
+        good.append((n, obj))
+    return good, bad
+
+
+def load_file(path: Path) -> Loaded:
+    """Every valid record of one file, and a problem for each line that is not one."""
+    out = Loaded()
+    lines, out.problems = read_lines(path)
+    for n, obj in lines:
+        try:
+            out.entries.append(Stored(Record.from_dict(obj), Path(path), n))
+        except (KeyError, TypeError, ValueError) as e:
+            out.problems.append(f"{path}:{n}: not a record ({e})")
+    out.problems.sort(key=_line_number)  # in file order, whichever check caught each
+    return out
+
+
+def _line_number(problem: str) -> int:
+    head = problem.split(": ", 1)[0]
+    return int(head.rsplit(":", 1)[1]) if head.rsplit(":", 1)[-1].isdigit() else 0
+
+
+def load_paths(paths: Iterable[Path]) -> Loaded:
+    out = Loaded()
+    for p in paths:
+        one = load_file(p)
+        out.entries += one.entries
+        out.problems += one.problems
+    return out
+
+
+def record_key(rec: Record) -> tuple:
+    """The default identity of a measurement: the case and its parameters."""
+    return rec.case, json.dumps(rec.params, sort_keys=True)
+
+
+def latest(items: list, key: Callable = record_key, record: Callable = lambda x: x) -> dict:
+    """key(item) -> the newest item of that key, by its record's ``created``; ``record`` reads the
+    Record out of an item (a Stored, a page row), so every reader picks the newest the same way."""
+    out: dict = {}
+    for item in sorted(items, key=lambda i: record(i).created):
+        out[key(item)] = item
+    return out
+
+
+@dataclass(frozen=True)
+class RecordStore:
+    root: Path
+
+    @classmethod
+    def of_results(cls, results: Path) -> "RecordStore":
+        """The store of a results folder (one holding asv's results and ``records/``)."""
+        return cls(Path(results) / "records")
+
+    @classmethod
+    def committed(cls) -> "RecordStore":
+        return cls.of_results(COMMITTED)
+
+    @classmethod
+    def local(cls) -> "RecordStore":
+        return cls.of_results(LOCAL)
+
+    # -- names -----------------------------------------------------------------------------------
+    def run_file(self, machine: str, commit: str | None, run_id: str | None) -> Path:
+        """The file of one run's records; a plain ``asv run`` (no run id) has one file per machine."""
+        if not run_id:
+            return self.root / machine / "asv-direct.jsonl"
+        return self.root / machine / f"{(commit or 'nocommit')[:8]}-{run_id}.jsonl"
+
+    @staticmethod
+    def probe_log(run_file: Path) -> Path:
+        """The what-fits probes of a run, beside its records (not *.jsonl: probes are not records)."""
+        return run_file.with_name(run_file.stem + PROBES_SUFFIX)
+
+    def files(self) -> list[Path]:
+        return sorted(self.root.rglob("*.jsonl")) if self.root.exists() else []
+
+    # -- resume ----------------------------------------------------------------------------------
+    def resumable(self, run_id: str, machine: str, commit: str) -> Path:
+        """The records file of run ``run_id`` to go on with, at this commit on this machine; a
+        StoreError naming the fix where it is of another commit or machine, or absent."""
+        if not run_id or any(c in run_id for c in "*?[]/\\"):
+            raise StoreError(f"--resume takes a run id as `harness run` printed it (e.g. 20261123T182937-9004fb), "
+                             f"got {run_id!r}")
+        path = self.run_file(machine, commit, run_id)
+        if path.exists():
+            return path
+        here = sorted((self.root / machine).glob(f"*-{run_id}.jsonl"))
+        if here:
+            was = here[0].name.split("-", 1)[0]
+            raise StoreError(f"run {run_id} measured commit {was}, and this checkout is at {commit[:8]}: "
+                             f"`git checkout {was}` to resume it, or start a new run without --resume")
+        elsewhere = sorted(p.parent.name for p in self.root.glob(f"*/*-{run_id}.jsonl"))
+        if elsewhere:
+            raise StoreError(f"run {run_id} was measured on {', '.join(elsewhere)}, not on this machine ({machine})")
+        runs = sorted(p.stem.split("-", 1)[1] for p in (self.root / machine).glob(f"{commit[:8]}-*.jsonl"))
+        raise StoreError(f"no records of run {run_id} on {machine} in {self.root}; runs of {commit[:8]} here: "
+                         f"{', '.join(runs[-5:]) or 'none'}")
+
+    # -- reading and writing ---------------------------------------------------------------------
+    def load(self) -> Loaded:
+        return load_paths(self.files())
+
+    def records(self) -> list[Record]:
+        return self.load().warn().records
+
+    @staticmethod
+    def append(path: Path, record: Record) -> None:
+        append_line(path, record.to_dict())
+
+
+def load_any(path: Path) -> Loaded:
+    """Records of a file, or of every *.jsonl under a folder (a store's root or a results folder)."""
+    path = Path(path)
+    if path.is_file():
+        return load_file(path)
+    return load_paths(sorted(path.rglob("*.jsonl")))
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where one run files its records: the store, the machine, and the run's id, commit and
+    deadline (seconds since the epoch after which no case starts). Without a run id (a plain
+    ``asv run``) records go to the machine's ``asv-direct.jsonl``."""
+    store: RecordStore
+    machine: str
+    run_id: str | None = None
+    commit: str | None = None
+    deadline: float | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.store.run_file(self.machine, self.commit, self.run_id)
+
+    def to_json(self) -> str:
+        return json.dumps({"records": str(self.store.root), "machine": self.machine, "run_id": self.run_id,
+                           "commit": self.commit, "deadline": self.deadline})
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunContext":
+        d = json.loads(text)
+        return cls(RecordStore(Path(d["records"])), d["machine"], d.get("run_id"), d.get("commit"), d.get("deadline"))

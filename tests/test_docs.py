@@ -1,0 +1,135 @@
+"""`harness docs`: the committed results docs, the headline and the README's copy of it are what the
+committed records give, made again here and compared; a local run cannot change what they are
+made from; every family of benchmarks/ has its doc, and each doc covers its family's cases."""
+import importlib
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.drive import cli
+from harness.measure.outcomes import OK
+from harness.report import docs
+from harness.report.pages.model import latest, load_rows
+from harness.report.tables import machine_label
+
+REPO = Path(__file__).resolve().parents[1]
+STALE = "is stale: run `python3 -m harness docs` and commit what it changes"
+
+
+def git_checkout() -> bool:
+    return shutil.which("git") is not None and subprocess.run(
+        ["git", "rev-parse", "--is-inside-work-tree"], cwd=REPO, capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory) -> Path:
+    if not git_checkout():
+        pytest.skip("not a git checkout: the docs are made from the records git holds")
+    return docs.committed_results(REPO, tmp_path_factory.mktemp("committed"))
+
+
+@pytest.fixture(scope="module")
+def rows(committed):
+    return latest(load_rows(committed))
+
+
+@pytest.fixture(scope="module")
+def generated(rows) -> dict:
+    return docs.generate(rows)
+
+
+def test_every_committed_doc_is_what_the_committed_records_give(generated):
+    on_disk = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").rglob("*.md"))
+    assert on_disk == sorted(generated), "docs/ holds a file `harness docs` does not make, or lacks one it does"
+    for rel, text in sorted(generated.items()):
+        assert (REPO / rel).read_text() == text, f"{rel} {STALE}"
+
+
+def test_the_readme_holds_the_headline_between_its_markers(generated):
+    readme = (REPO / "README.md").read_text()
+    assert docs.readme_headline(readme) == generated["docs/headline.md"], f"README.md's headline {STALE}"
+    assert "](docs/headline.svg)" in readme
+
+
+def test_the_readme_links_every_family_doc_and_stays_short():
+    readme = (REPO / "README.md").read_text()
+    for fam in docs.FAMILIES:
+        assert f"](docs/results/{fam.name}.md)" in readme
+    assert len(readme.splitlines()) <= 250
+    assert "../" not in readme  # nothing outside the repository
+
+
+def test_the_headline_chart_plots_each_technique_on_each_card(rows):
+    grid = docs.headline_rows(rows)
+    plotted = {t for (t, _), r in grid.items() if r.record.outcome == OK}
+    machines = {m for _, m in grid}
+    assert len(plotted) >= 5 and len(machines) >= 2
+    svg = docs.headline_svg(rows)
+    assert svg == docs.headline_svg(rows), "the same records must draw the same SVG"
+    committed_svg = (REPO / "docs" / "headline.svg").read_text()
+    for text in (svg, committed_svg):
+        for name in sorted(plotted | machines):
+            assert name in text, f"docs/headline.svg does not name {name}"
+    # matplotlib's SVG differs between its releases; under the release that drew it, byte for byte.
+    import matplotlib
+    drawn_by = re.search(r"Matplotlib v([^,<\s]+)", committed_svg)
+    if drawn_by and drawn_by.group(1) == matplotlib.__version__:
+        assert committed_svg == svg, f"docs/headline.svg {STALE}"
+
+
+def test_harness_docs_writes_into_a_folder_what_is_committed(tmp_path, generated):
+    assert cli.parser().parse_args(["docs", "--out", str(tmp_path)]).func is cli._docs
+    assert docs.main(repo=REPO, out=tmp_path) == 0
+    for rel, text in generated.items():
+        assert (tmp_path / rel).read_text() == text
+    assert (tmp_path / "docs" / "headline.svg").read_text().lstrip().startswith("<?xml")
+    assert docs.readme_headline((tmp_path / "README.md").read_text()) == generated["docs/headline.md"]
+
+
+def test_a_local_run_cannot_change_what_the_docs_are_made_from(tmp_path):
+    """Only what git holds (committed, or staged) is read: not a new file a run wrote, nor a
+    change it made to a tracked one."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "clone"
+    folder = repo / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (folder / "a.jsonl").write_text('{"committed": 1}\n')
+    (folder / "probes.fits-probes.ndjson").write_text("{}\n")
+    subprocess.run(["git", "add", "results"], cwd=repo, check=True)
+    (folder / "a.jsonl").write_text('{"committed": 1}\n{"local": 2}\n')
+    (folder / "b.jsonl").write_text('{"local": 3}\n')
+    got = docs.committed_results(repo, tmp_path / "out")
+    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == ["records/box/a.jsonl"]
+    assert (got / "records" / "box" / "a.jsonl").read_text() == '{"committed": 1}\n'
+
+
+def test_outside_a_git_checkout_it_says_why(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    with pytest.raises(docs.DocsError, match="git clone"):
+        docs.committed_results(tmp_path, tmp_path / "out")
+
+
+def test_each_family_is_a_module_of_benchmarks_and_covers_its_cases():
+    modules = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem not in ("__init__", "common"))
+    assert sorted(f.name for f in docs.FAMILIES) == modules
+    for fam in docs.FAMILIES:
+        mod = importlib.import_module(f"benchmarks.{fam.name}")
+        measured = {c.case for c in vars(mod).values() if isinstance(c, type) and getattr(c, "case", "")}
+        assert measured == set(fam.cases), f"docs/results/{fam.name}.md covers {fam.cases}, benchmarks/ runs {measured}"
+        assert {s.case for s in fam.specs} == set(fam.cases), f"a case of {fam.name} has no table"
+
+
+def test_each_family_doc_says_where_its_figures_come_from(generated, rows):
+    for fam in docs.FAMILIES:
+        text = generated[f"docs/results/{fam.name}.md"]
+        for r in rows:
+            if r.case in fam.cases:
+                assert machine_label(r) in text and r.record.commit[:8] in text
+                assert r.record.environment.libraries.get("torch", "-") in text
+        assert "Generated by `python3 -m harness docs`" in text

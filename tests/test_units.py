@@ -1,0 +1,181 @@
+"""One way to write bytes (GB, 10^9 bytes; MB below 1 GB) and rates (datasheet units), and no
+page, table, gate or error message that writes them another way."""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import units
+from harness.units import gb, gbs, rate, seconds
+
+from conftest import fake_devices
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness"
+H100_MEMORY = 81559 * 2**20  # what NVML reports for an H100 80GB: 85.5 x 10^9 bytes
+
+
+def test_bytes_are_decimal_gb():
+    assert gb(80e9) == "80.0 GB"
+    assert gb(80 * 10**9, 2) == "80.00 GB"
+    assert gb(2**30) == "1.1 GB"  # a GiB is 1.07 GB, never "1.0"
+    assert gb(H100_MEMORY) == "85.5 GB"
+    assert gb(1_234.5e9) == "1,234.5 GB"
+
+
+def test_below_one_gb_is_written_in_mb():
+    assert gb(5e8) == "500.0 MB"
+    assert gb(64 * 10**6) == "64.0 MB"
+    assert gb(2**20) == "1.0 MB"
+    assert gb(5e8, 2) == "500.0 MB"  # an MB figure has one decimal at most
+    assert gb(999.96e6) == "1.0 GB"  # rounds to 1,000.0 MB: written as GB instead
+    assert gb(0) == "0.0 MB"
+
+
+def test_nothing_is_a_dash():
+    assert gb(None) == "-"
+    assert gbs([]) == "-" and gbs([None, None]) == "-"
+
+
+def test_several_figures_share_one_unit_written_once():
+    assert gbs([4.8e9, 5.6e9]) == "4.8 / 5.6 GB"
+    assert gbs([0.5e9, 1.2e9]) == "0.5 / 1.2 GB"  # the largest picks the unit
+    assert gbs([3e8, 7e8]) == "300.0 / 700.0 MB"
+    assert gbs([None, 5.6e9]) == "5.6 GB"
+
+
+def test_rates_keep_their_datasheet_units():
+    assert rate(2.5e12, "flops") == "2.5 TFLOP/s"
+    assert rate(3.35e12, "bytes") == "3,350.0 GB/s"
+    assert rate(25e9, "h2d_bytes") == "25.0 GB/s host-to-device"
+    assert rate(12_345, "tokens") == "12.3 k tokens/s"
+    assert rate(2e6, "edges") == "2.0 M edges/s"
+    with pytest.raises(KeyError):
+        rate(1.0, "steps")
+
+
+def test_seconds_as_step_times_are_read():
+    assert seconds(5e-5) == "50.0 µs"
+    assert seconds(0.0123) == "12.30 ms"
+    assert seconds(2.5) == "2.50 s"
+
+
+def test_messages_write_bytes_through_units():
+    from harness.measure.outcomes import Skip
+    from harness.measure.safety import ManagedGuard, OversubscriptionRefused
+    from harness.measure.workingset import need_host
+    from harness.report.gate import bytes_text
+    from harness.workloads import fits
+
+    with pytest.raises(OversubscriptionRefused, match=r"allocation of 60\.0 GB refused.*cap of 90\.0 GB"):
+        ManagedGuard(free_bytes=100 * 10**9, fraction=0.9, allow_oversubscription=False,
+                     allocated=40 * 10**9).check(60 * 10**9)
+    with pytest.raises(Skip, match=r"needs 30\.0 GB of host memory; the limit is 0\.5 of the 40\.0 GB available "
+                                   r"\(20\.0 GB\)"):
+        need_host(30 * 10**9, "x", available=40 * 10**9)
+    with pytest.raises(Skip, match=r"larger than this card \(25\.8 GB\)"):
+        fits.budget_bytes("40GB", 24 * 2**30)
+    assert bytes_text(2**30) == "1.07 GB" and bytes_text(64 * 2**20) == "67.1 MB"
+
+
+def test_the_box_is_described_in_gb_and_asvs_key_keeps_its_form():
+    from harness.measure.devices import describe
+    from harness.measure.environment import snapshot
+    from harness.measure.machine import machine_info
+
+    d = fake_devices("NVIDIA H100 80GB HBM3", total=H100_MEMORY)
+    assert describe(d) == "1 x NVIDIA H100 80GB HBM3 (85.5 GB, sm_90), driver 580.159.04, CUDA 13.0"
+    # asv files results by this field: the form results/ already holds, or the history would split
+    assert machine_info(snapshot(d))["gpu"].startswith("1 x NVIDIA H100 80GB HBM3 (81559 MiB, sm_90), ")
+
+
+# -- no other way of writing bytes left in the source ---------------------------------------------
+
+BINARY_UNIT = re.compile(r"\b[KMGTP]iB\b")
+# Divisors that turn bytes into a figure someone wrote by hand: f"{n / 2**30:.1f} GiB". (10^6 and
+# 10^9 are left out: they also make millions of parameters or GFLOP; UNIT_AFTER catches those.)
+BYTE_SCALES = {2**20, 2**30}
+BYTE_NAMES = {"GB", "MB", "GiB", "MiB"}
+# A byte unit written right after a figure (scaled, or with a format spec) in an f-string:
+# f"{n / 1e9:.1f} GB"; a name such as f"{n}GB" (the budget "16GB") is not a figure.
+UNIT_AFTER = re.compile(r"^\s?[KMGT]i?B\b")
+# (file, function) that may still write a binary unit, and why.
+ALLOWED = {("measure/machine.py", "_asv_memory")}  # asv's stored key, not a figure shown as such
+
+
+def _number(node):
+    """A constant or a constant expression (2**30, 1 << 20, 1e9), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.Mult, ast.LShift)):
+        left, right = _number(node.left), _number(node.right)
+        if left is not None and right is not None:
+            return left ** right if isinstance(node.op, ast.Pow) else left * right if isinstance(node.op, ast.Mult) \
+                else left << right
+    return None
+
+
+def _scale(node) -> bool:
+    return (isinstance(node, ast.Name) and node.id in BYTE_NAMES) or _number(node) in BYTE_SCALES
+
+
+def _offences(path: Path, root: Path = HARNESS) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    rel = path.relative_to(root).as_posix()
+    found = []
+
+    def visit(node, function):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        allowed = (rel, function) in ALLOWED
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                and BINARY_UNIT.search(node.value) and not allowed):
+            found.append(f"{rel}:{node.lineno}: {node.value.strip()[:70]!r}")
+        if (isinstance(node, ast.FormattedValue) and isinstance(node.value, ast.BinOp)
+                and isinstance(node.value.op, (ast.Div, ast.FloorDiv)) and _scale(node.value.right) and not allowed):
+            found.append(f"{rel}:{node.lineno}: bytes scaled by hand in an f-string: {ast.unparse(node.value)}")
+        if isinstance(node, ast.JoinedStr) and not allowed:
+            for figure, text in zip(node.values, node.values[1:]):
+                if (isinstance(figure, ast.FormattedValue) and isinstance(text, ast.Constant)
+                        and (figure.format_spec or isinstance(figure.value, ast.BinOp))
+                        and UNIT_AFTER.match(text.value)):
+                    found.append(f"{rel}:{node.lineno}: a unit written by hand: {{{ast.unparse(figure.value)}}}{text.value[:4]}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(tree, None)
+    return found
+
+
+def python_sources():
+    """Every module of the harness but units.py itself (where bytes are written) and asv's vendored code."""
+    return [p for p in sorted(HARNESS.rglob("*.py")) if "asv_vendor" not in p.parts and p != HARNESS / "units.py"]
+
+
+def test_the_source_check_catches_hand_written_bytes(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('def f(n):\n    """GiB in a docstring is prose."""\n'
+                   '    return f"{n / 2**30:.1f} GiB", f"{n / GB:.1f}", "12 MiB", f"{n // (1 << 20)} M"\n'
+                   'SIZE = 2 * 2**30  # a size, not text\n'
+                   'def g(n, p):\n    return f"{n / 1e9:,.1f} GB", f"{p / 1e6:.1f} M parameters", f"{p}GB budget"\n')
+    assert sorted(o.split(": ", 1)[1] for o in _offences(bad, tmp_path)) == [
+        "'12 MiB'", "'GiB'", "a unit written by hand: {n / 1000000000.0} GB", "a unit written by hand: {n / 2 ** 30} GiB",
+"bytes scaled by hand in an f-string: n / 2 ** 30",
+        "bytes scaled by hand in an f-string: n / GB", "bytes scaled by hand in an f-string: n // (1 << 20)"]
+
+
+def test_no_user_facing_text_writes_gib_or_mib():
+    offences = [o for p in python_sources() for o in _offences(p)]
+    templates = sorted((HARNESS / "report" / "pages" / "templates").glob("*"))
+    offences += [f"{t.name}: {m.group()}" for t in templates for m in BINARY_UNIT.finditer(t.read_text())]
+    assert offences == [], "write bytes with harness.units.gb:\n" + "\n".join(offences)
+
+
+def test_units_stays_the_lowest_layer():
+    tree = ast.parse(Path(units.__file__).read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= {"__future__", "math"}, imported
