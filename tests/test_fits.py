@@ -9,10 +9,13 @@ from conftest import set_run
 
 import pytest
 
+from harness import cases
+from harness.cases.base import Config
 from harness.workloads import fits
 from harness.measure.outcomes import Skip
 from harness.drive.runner import execute
 
+REAL_PROBE_ARGV = fits.probe_argv  # before any test puts a fake in its place
 CASE_PARAMS = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", vocab=128, width=32,
                    depth=2, seq_len=16)
 # A probe that costs a process start, not a model: fits while n is at most the argument.
@@ -62,9 +65,14 @@ def test_what_fits_skips_on_the_cpu_with_the_reason():
     assert rec.outcome == "skipped" and "set_per_process_memory_fraction" in rec.reason
 
 
+PROBE_PARAMS = dict(device="cpu", workload="lm", technique="bf16_autocast", batch=1, micro_batch=1, vocab=128,
+                    width=32, depth=2, seq_len=16)
+
+
 def test_the_real_probe_trains_in_its_own_process_and_answers_in_json():
-    params = dict(device="cpu", workload="lm", technique="bf16_autocast", vocab=128, width=32, depth=2, seq_len=16)
-    argv = fits.probe_argv(params, 1.0, over="seq_len")(24)
+    config = cases.get("tricks").config(PROBE_PARAMS)
+    argv = fits.probe_argv(config, 1.0, over="seq_len")(24)
+    assert argv.count(config.to_json()) == 1 and Config.from_json(argv[argv.index(config.to_json())]) == config
     done = subprocess.run(argv, capture_output=True, text=True, env=fits.probe_env(), timeout=120)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.strip().splitlines()[-1])
@@ -75,8 +83,40 @@ def test_a_probe_grows_the_batch_or_one_sequence():
     from harness.workloads.fits_probe import sizes
     assert sizes("batch", 12) == {"batch": 12, "micro_batch": 12}
     assert sizes("seq_len", 4096) == {"seq_len": 4096, "batch": 1, "micro_batch": 1}
-    with pytest.raises(ValueError, match="batch, seq_len"):
-        fits.probe_argv({}, 1.0, over="width")
+    with pytest.raises(ValueError, match="over='width' is not one of: batch, seq_len"):
+        cases.get("fits").config(dict(CASE_PARAMS, over="width"))
+
+
+def test_the_fits_case_hands_each_probe_exactly_its_tricks_configs_json(monkeypatch):
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
+    given = []
+    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+        given.append((config, REAL_PROBE_ARGV(config, fraction, over))) or (
+            lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "200"])))
+    assert execute("fits", dict(CASE_PARAMS, over="seq_len", seq_len=128)).outcome == "ok"
+    ((config, argv_of),) = given
+    assert isinstance(config, Config) and config.case == "tricks"
+    search = {k: v for k, v in CASE_PARAMS.items() if k not in ("budget", "over")}
+    assert dict(config.params) == dict(search, seq_len=128, batch=1, micro_batch=1)
+    argv = argv_of(300)
+    assert argv[3] == config.to_json() and argv[1:3] == ["-m", "harness.cases.fits_probe"]
+    assert argv[4:] == ["300", repr(16 * fits.GB / (24 * 2**30)), "seq_len"]
+    assert Config.from_json(argv[3]) == config
+
+
+def test_the_probe_reads_its_config_back_and_refuses_one_tampered_with(capsys):
+    from harness.cases import fits_probe
+    text = cases.get("tricks").config(PROBE_PARAMS).to_json()
+    assert fits_probe.main([text, "8", "1.0", "batch"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["fits"] is True and answer["n"] == 8
+    tampered = text.replace('"width": 32', '"width": 33')
+    assert tampered != text
+    with pytest.raises(ValueError, match="width=33 is not one of: 32, 256"):
+        fits_probe.main([tampered, "8", "1.0", "batch"])
+    with pytest.raises(ValueError, match="expected a config of case 'tricks', got one of 'fits'"):
+        fits_probe.main([cases.get("fits").config(CASE_PARAMS).to_json(), "8", "1.0", "batch"])
 
 
 @pytest.fixture
@@ -84,7 +124,7 @@ def fake_card(monkeypatch):
     """A 24 GB card whose probes are the cheap fake: batch 5 fits, 6 does not."""
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
-    monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
+    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
         lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"]))
 
 
@@ -209,7 +249,7 @@ LINE_PROBE = ("import json, os, sys, time; began = time.time(); n = int(sys.argv
 def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(monkeypatch, records_dir):
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
-    monkeypatch.setattr(fits, "probe_argv", lambda params, fraction, over: (
+    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
         lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), repr(fraction)]))
     run = set_run(monkeypatch, records_dir, run_id="run1")  # so that the probe log is a file, with each probe's times
     rec = execute("fits", CASE_PARAMS, run=run)

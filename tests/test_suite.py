@@ -203,7 +203,8 @@ def test_every_benchmark_names_each_parameter_of_its_case_once_with_allowed_valu
         assert not fixed & swept, f"{name}: {sorted(fixed & swept)} both fixed and swept"
         assert fixed | swept == set(case.params), f"{name}: differs from {case.name}'s {sorted(case.params)}"
         for values in itertools.product(*cls.params):
-            case.validate({**cls.fixed, **dict(zip(cls.param_names, values))})
+            params = {**cls.fixed, **dict(zip(cls.param_names, values))}
+            assert dict(case.config(params).params) == params, f"{name}: {params} is not as {case.name} declares it"
         seen += 1
     assert seen >= 20
 

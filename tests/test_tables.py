@@ -94,7 +94,10 @@ def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
     (["table", "fits", "--down", "techniq"], "fits has no parameter 'techniq': choose from device, workload"),
     (["table", "fits", "--down", "technique", "--show", "speed"], "unknown figure 'speed': choose from step"),
     (["table", "fits", "--down", "technique", "--where", "budget"], "--where takes name=value"),
-    (["table", "fits", "--down", "technique", "--where", "workload=gpt"], "no records of fits match"),
+    (["table", "fits", "--down", "technique", "--where", "workload=gpt"],
+     "workload='gpt' is not one of: lm, encdec, resnet50"),
+    (["table", "fits", "--down", "technique", "--where", "workload=encdec"], "no records of fits match"),
+    (["table", "fits", "--down", "technique", "--versus", "budget=12GB"], "budget='12GB' is not one of: 16GB"),
     (["table", "fits", "--down", "technique", "--versus", "workload=lm"], "needs workload down or across"),
 ])
 def test_bad_input_names_the_fix(tmp_path, argv, message):

@@ -1,11 +1,101 @@
 """What a case declares: its name, its parameters with their allowed values, and how to build
-its ``Workload`` for one choice of them."""
+its ``Workload`` for one choice of them; and ``Config``, one such choice, validated once.
+
+A ``Config`` is made only by ``Case.config(params)`` (or ``Config.of``, or ``Config.from_json``
+at a process boundary), which refuses an unknown or missing parameter and any value the case
+does not declare, naming the allowed values; the string form of a value ("16" for 16) is
+accepted, so command lines need no parsing of their own. Everything downstream takes the
+Config as it is: nothing validates its parameters a second time.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import json
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 from harness.measure.workload import Workload
+
+_MADE = object()  # what Case.config hands a new Config: nothing else can make one
+
+
+@dataclass(frozen=True)
+class Config:
+    """One choice of a case's parameters: frozen, hashable, ``config.batch`` or ``config["batch"]``;
+    ``params`` is the read-only mapping, in the order the case declares its parameters."""
+    case: str
+    pairs: tuple  # ((name, value), ...), each value one the case declares
+    _made: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self._made is not _MADE:
+            raise TypeError("a Config is made by Case.config(params) (or Config.of / Config.from_json), "
+                            "which validates the parameters: call cases.get(NAME).config({...})")
+        object.__setattr__(self, "_made", None)  # so that dataclasses.replace cannot skip the validation
+
+    @classmethod
+    def of(cls, case: Case | str, params: Mapping) -> Config:
+        """``case.config(params)``; a case named by its name is found in the registry."""
+        if isinstance(case, str):
+            from harness import cases  # the registry imports this module
+            case = cases.get(case)
+        return case.config(params)
+
+    @property
+    def params(self) -> Mapping:
+        return MappingProxyType(dict(self.pairs))
+
+    def __getitem__(self, name: str):
+        for k, v in self.pairs:
+            if k == name:
+                return v
+        raise KeyError(f"case {self.case!r} has no parameter {name!r}; its parameters are "
+                       f"{', '.join(k for k, _ in self.pairs)}")
+
+    def __getattr__(self, name: str):
+        pairs = self.__dict__.get("pairs")
+        if name.startswith("_") or pairs is None:
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as e:
+            raise AttributeError(e.args[0]) from None
+
+    def to_json(self) -> str:
+        """``{"case": NAME, "params": {...}}``: what ``from_json`` reads back, in another process."""
+        return json.dumps({"case": self.case, "params": dict(self.pairs)})
+
+    @classmethod
+    def from_json(cls, text: str, case: str | None = None) -> Config:
+        """The Config ``to_json`` wrote, validated again through the case registry: text that
+        crossed a process boundary is checked as any other input. ``case``: the case it must be."""
+        form = 'a config is the JSON Config.to_json writes, {"case": NAME, "params": {NAME: VALUE, ...}}'
+        try:
+            d = json.loads(text)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{form}; got text that is not JSON ({e}): {str(text)[:200]!r}") from None
+        if not (isinstance(d, dict) and set(d) == {"case", "params"} and isinstance(d["case"], str)
+                and isinstance(d["params"], dict)):
+            raise ValueError(f"{form}; got {str(text)[:200]}")
+        if case is not None and d["case"] != case:
+            raise ValueError(f"expected a config of case {case!r}, got one of {d['case']!r}: pass {case}'s "
+                             f"Config.to_json()")
+        return cls.of(d["case"], d["params"])
+
+
+def _choices(allowed) -> str:
+    return ", ".join(map(str, allowed))
+
+
+def _same(declared, value) -> bool:
+    """``value`` is ``declared``, or a number equal to it (16.0 for 16), or its string form ("16")."""
+    if type(declared) is type(value):
+        return declared == value
+    if isinstance(value, str):
+        return str(declared) == value
+    numbers = (int, float)
+    return (isinstance(declared, numbers) and isinstance(value, numbers)
+            and not isinstance(declared, bool) and not isinstance(value, bool) and declared == value)
 
 
 @dataclass(frozen=True)
@@ -20,19 +110,50 @@ class Case:
     # (the what-fits probes), or None outside a ``harness run``.
     keeps_files: bool = False
 
-    def validate(self, params: dict) -> dict:
-        unknown = sorted(set(params) - set(self.params))
+    def _pick(self, name: str, value):
+        allowed = self.params[name]
+        for declared in allowed:
+            if _same(declared, value):
+                return declared
+        example = f"{name}={allowed[0]}" if allowed else f"{name}=VALUE"
+        raise ValueError(f"{name}={value!r} is not one of: {_choices(allowed)}; pass one of them, e.g. {example}")
+
+    def value(self, name: str, value):
+        """The declared value ``value`` stands for (16 for "16"); ValueError naming the allowed ones."""
+        if name not in self.params:
+            raise ValueError(f"case {self.name!r} has no parameter {name!r}; its parameters are "
+                             f"{', '.join(self.params)}: use one of those")
+        try:
+            return self._pick(name, value)
+        except ValueError as e:
+            raise ValueError(f"case {self.name!r}: {e}") from None
+
+    def config(self, params: Mapping) -> Config:
+        """The one validation of a choice of this case's parameters: every parameter once, each
+        value one the case declares (or its string form); every problem named with the fix."""
+        if isinstance(params, Config):
+            if params.case != self.name:
+                raise ValueError(f"a config of case {params.case!r} is not one of case {self.name!r}: "
+                                 f"make it with cases.get({self.name!r}).config({{...}})")
+            return params
+        problems = []
+        unknown = [n for n in params if n not in self.params]
         if unknown:
-            raise ValueError(f"case {self.name!r} has no parameter {', '.join(map(repr, unknown))}; "
-                             f"its parameters are {', '.join(self.params)}")
-        missing = sorted(set(self.params) - set(params))
-        if missing:
-            raise ValueError(f"case {self.name!r} needs {', '.join(missing)}")
-        for name, value in params.items():
-            if value not in self.params[name]:
-                choices = ", ".join(map(str, self.params[name]))
-                raise ValueError(f"case {self.name!r}: {name}={value!r} is not one of: {choices}")
-        return params
+            problems.append(f"has no parameter {', '.join(map(repr, unknown))}; its parameters are "
+                            f"{', '.join(self.params)}: drop it or use one of those")
+        for name, allowed in self.params.items():
+            if name not in params:
+                problems.append(f"needs {name}: pass {name}=VALUE, one of: {_choices(allowed)}")
+        pairs = []
+        for name in self.params:
+            if name in params:
+                try:
+                    pairs.append((name, self._pick(name, params[name])))
+                except ValueError as e:
+                    problems.append(str(e))
+        if problems:
+            raise ValueError(f"case {self.name!r}: " + "; ".join(problems))
+        return Config(self.name, tuple(pairs), _MADE)
 
     def ordered(self, name: str, values) -> list:
         """``values`` of parameter ``name`` in the order the case declares them (budgets 16GB to

@@ -20,8 +20,9 @@ from __future__ import annotations
 from harness.workloads import fits
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.store import RecordStore
-from harness.cases.base import Case
+from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
+from harness.cases.tricks import CASE as TRICKS
 from harness.cases.tricks import PARAMS as TRICK_PARAMS
 from harness.workloads.tricks import applies
 
@@ -44,6 +45,12 @@ def _probe_log(run_file) -> fits.ProbeLog:
     return fits.ProbeLog(RecordStore.probe_log(run_file) if run_file else None)
 
 
+def probe_config(search: dict) -> Config:
+    """The probes' own config: the ``tricks`` step the search starts from, one sequence of
+    ``seq_len`` tokens (batch 1, no accumulation); a probe of size n grows it along ``over``."""
+    return TRICKS.config(dict(search, batch=1, micro_batch=1))
+
+
 def build(device, workload, technique, budget, over, vocab, width, depth, seq_len, run_file=None) -> Workload:
     if device != "cuda":
         raise Skip("what fits needs a CUDA device: the budget is enforced by "
@@ -58,7 +65,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
     log, key = _probe_log(run_file), dict(params, over=over)
-    prober = fits.SubprocessProber(fits.probe_argv(params, cap / total, over), env=fits.probe_env(),
+    prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap / total, over), env=fits.probe_env(),
                                    on_result=lambda result: log.add(key, cap, result))
     start = 1 if over == "batch" else seq_len
     found = {}

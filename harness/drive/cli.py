@@ -56,14 +56,16 @@ def _machine(args) -> int:
     return 0
 
 
-def parse_params(case, pairs: list[str]) -> dict:
+def parse_params(pairs: list[str]) -> dict:
+    """``name=value`` strings as {name: text}; the case's config converts and checks each value."""
     params = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep:
             raise SystemExit(f"parameters are name=value, got {pair!r}")
-        allowed = case.params.get(name, ())
-        params[name] = next((v for v in allowed if str(v) == text), text)
+        if name in params:
+            raise SystemExit(f"parameter {name} given twice ({name}={params[name]} and {pair}): give it once")
+        params[name] = text
     return params
 
 
@@ -74,7 +76,7 @@ def _case(args) -> int:
     from harness.report.summary import table
     try:
         case = cases.get(args.name)
-        rec = execute(case, parse_params(case, args.params))
+        rec = execute(case, case.config(parse_params(args.params)))
     except ValueError as e:
         raise SystemExit(f"oombench: {e}")
     print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))

@@ -7,7 +7,7 @@ directly, for debugging a case.
 from __future__ import annotations
 
 from harness import cases
-from harness.cases.base import Case
+from harness.cases.base import Case, Config
 from harness.measure.devices import Devices, discover
 from harness.measure.environment import snapshot
 from harness.measure.memory import PeakMemory
@@ -17,12 +17,17 @@ from harness.measure.store import RunContext
 from harness.measure.timing import time_steps
 
 
-def execute(case: Case | str, params: dict, *, devices: Devices | None = None, run: RunContext | None = None) -> Record:
+def execute(case: Case | str, config: Config | dict, *, devices: Devices | None = None,
+            run: RunContext | None = None) -> Record:
+    """``config``: the case's ``Config``, taken as it is, or a plain dict of its parameters, made
+    into one here: the one validation, before anything is built."""
     case = case if isinstance(case, Case) else cases.get(case)
-    case.validate(params)
+    if not (isinstance(config, Config) and config.case == case.name):
+        config = case.config(config)  # a dict is validated here; another case's Config is refused
+    params = config.params
     devices = devices if devices is not None else discover()
     run_id, commit = (run.run_id, run.commit) if run else (None, None)
-    common = dict(case=case.name, params=params, run_id=run_id, commit=commit)
+    common = dict(case=case.name, params=dict(params), run_id=run_id, commit=commit)
     # A case that keeps files of its own (the what-fits probes) keeps them beside the run's records.
     extra = {"run_file": run.path if run and run.run_id else None} if case.keeps_files else {}
     peak = PeakMemory(gpus=range(devices.count))

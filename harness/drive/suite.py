@@ -13,7 +13,9 @@ import time
 import uuid
 from pathlib import Path
 
+from harness.drive.asv_output import fold
 from harness.drive.asvconf import local_config
+from harness.measure.outcomes import SKIPPED
 from harness.measure.environment import snapshot
 from harness.measure.machine import machine_info, register_with_asv
 from harness.drive import profiles
@@ -41,8 +43,18 @@ def warn_if_dirty(commit: str) -> None:
               f"these results; commit first so the results say what ran:\n{done.stdout}", file=sys.stderr)
 
 
-def asv(*args: str, env=None) -> int:
-    return subprocess.call([sys.executable, "-m", "asv", *args], cwd=REPO, env=env)
+def asv_run(*args: str, env=None) -> int:
+    """``asv run``, its output shown as it comes with the skips folded (harness.drive.asv_output)."""
+    proc = subprocess.Popen([sys.executable, "-m", "asv", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    try:
+        for line in fold(line.rstrip("\n") for line in proc.stdout):
+            print(line, flush=True)
+        return proc.wait()
+    finally:
+        if proc.poll() is None:  # interrupted: asv and its benchmark must not go on measuring alone
+            proc.terminate()
+            proc.wait()
 
 
 def asv_environment(ctx: RunContext, allow_oversubscription: bool) -> dict:
@@ -65,6 +77,15 @@ def environments(pythons: list[str] | None) -> list[str]:
             sys.exit(f"oombench: {py} is not an executable python: pass the interpreter of an environment "
                      "that has the project's requirements, e.g. --python /path/to/venv/bin/python")
     return [a for py in chosen for a in ("-E", f"existing:{py}")]
+
+
+def report(records) -> None:
+    """The run's measured cases as a table; the skipped ones as a count (their reasons came above)."""
+    records = list(records)
+    shown = [r for r in records if r.outcome != SKIPPED]
+    print("\n" + table(shown) if shown else "oombench: nothing was measured", flush=True)
+    if len(shown) < len(records):
+        print(f"oombench: {len(records) - len(shown)} case(s) skipped here, each reason once above", flush=True)
 
 
 def run(bench: str | None = None, quick: bool = False, allow_oversubscription: bool = False,
@@ -97,9 +118,8 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
             *[a for regex in ([bench] if bench else profiles.benchmarks(profile)) for a in ("--bench", regex)]]
     if quick:
         args.append("--quick")
-    rc = asv(*args, env=asv_environment(ctx, allow_oversubscription))
-    measured = [r for r in load_file(ctx.path).warn().records if r.run_id == run_id]
-    print("\n" + table(measured) if measured else "oombench: no record was written", flush=True)
+    rc = asv_run(*args, env=asv_environment(ctx, allow_oversubscription))
+    report(r for r in load_file(ctx.path).warn().records if r.run_id == run_id)
     if publish:
         from harness.drive.asv_site import publish as publish_site
         rc = publish_site(REPO, REPO / ".asv" / "html", results) or rc

@@ -39,13 +39,15 @@ def _axis_names(case: cases.Case, names: list[str]) -> list[str]:
 
 
 def _where(case: cases.Case, pairs: list[str]) -> dict:
+    """{name: value}: a parameter's value as the case declares it (16 for "16", or the error
+    naming the allowed values, as a config converts it); the machine's as written."""
     where = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
             raise ValueError(f"--where takes name=value, got {pair!r}")
         _axis_names(case, [name])
-        where[name] = value
+        where[name] = value if name == MACHINE else case.value(name, value)
     return where
 
 
@@ -130,7 +132,7 @@ def _check_request(case: cases.Case, down: list[str], across: str, shows: list[s
 def _grid(rows: list[Row], case_name: str, down: list[str], across: str, where: dict) -> dict:
     """(values down, value across) -> the row there."""
     picked = [r for r in latest(rows) if r.case == case_name
-              and all(str(_value(r, k)) == v for k, v in where.items())]
+              and all(str(_value(r, k)) == str(v) for k, v in where.items())]
     if not picked:
         raise ValueError(f"no records of {case_name} match {where or 'anything'}: run the case first, "
                          f"or check --where against `python3 -m harness summary`")
@@ -161,10 +163,10 @@ def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):
         return None
     name, value = versus
     if name == across:
-        return next((r for (k, c), r in grid.items() if k == key and str(c) == value), None)
+        return next((r for (k, c), r in grid.items() if k == key and str(c) == str(value)), None)
     i = down.index(name)
     return next((r for (k, c), r in grid.items()
-                 if c == col and str(k[i]) == value and k[:i] + k[i + 1:] == key[:i] + key[i + 1:]), None)
+                 if c == col and str(k[i]) == str(value) and k[:i] + k[i + 1:] == key[:i] + key[i + 1:]), None)
 
 
 def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],

@@ -40,10 +40,7 @@ class Backend:
 
 
 def check_pairing(device: str, pool: str) -> None:
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
-    if pool not in POOLS:
-        raise ValueError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
+    """Skips a pairing that cannot run; the values themselves were checked by the case's config."""
     if device == "cpu" and pool != "numpy":
         raise Skip(f"pool={pool} is a CuPy allocator, for the GPU: run it with device=cuda "
                    "(device=cpu runs on NumPy: pool=numpy)")

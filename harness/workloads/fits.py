@@ -8,7 +8,7 @@ peak memory an estimate from the first few jumps close to the answer and only th
 sizes around it are probed.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
-harness.workloads.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
+harness.cases.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
 the CUDA context in an unknown state, so a second probe in the same process would measure the
 first one's leftovers. Each probe caps its allocator at the budget with
 ``torch.cuda.set_per_process_memory_fraction(budget / card total)``.
@@ -178,11 +178,10 @@ def linear_estimate(points, cap: float):
 
 
 def budget_bytes(budget: str, card_total: int) -> int:
-    """Bytes of the budget on a card of ``card_total`` bytes; ``Skip`` when the card is smaller."""
+    """Bytes of ``budget`` (one of ``BUDGETS``: the fits case's config checked it) on a card of
+    ``card_total`` bytes; ``Skip`` when the card is smaller."""
     if budget == "card":
         return card_total
-    if budget not in BUDGETS:
-        raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
     wanted = int(budget[:-2]) * GB
     if wanted > card_total:
         raise Skip(f"budget {budget} is larger than this card ({gb(card_total)}): "
@@ -270,12 +269,17 @@ def side_by_side(cap: int, free: int, wanted: int = 3) -> int:
     return wanted if wanted * (cap + PROBE_OVERHEAD) <= free else 1
 
 
-def probe_argv(params: dict, fraction: float, over: str = "batch"):
-    """argv_of for ``harness.workloads.fits_probe``: the case's parameters, n, the memory fraction, and
-    whether n is the batch or the sequence length."""
-    if over not in OVER:
-        raise ValueError(f"a search grows one of {', '.join(OVER)}, got {over!r}")
-    return lambda n: [sys.executable, "-m", "harness.workloads.fits_probe", json.dumps(params), str(n), repr(fraction), over]
+# The probe's entry. It reads its config back through the case registry, so it lives with the
+# cases (``harness.workloads.fits_probe`` holds what it runs); here it is only a program to start.
+PROBE_MODULE = "harness.cases.fits_probe"
+
+
+def probe_argv(config, fraction: float, over: str = "batch"):
+    """argv_of for the probe: its own config, the ``tricks`` step the search starts from (a
+    ``harness.cases.base.Config``, as its own ``to_json()`` writes it), then n, the memory
+    fraction, and what n grows (``over``, one of ``OVER``, as the fits case's config holds it)."""
+    text = config.to_json()
+    return lambda n: [sys.executable, "-m", PROBE_MODULE, text, str(n), repr(fraction), over]
 
 
 def probe_env() -> dict:

@@ -1,0 +1,73 @@
+"""Profiles select benchmarks the way asv does: each expression against ``module.Class.method``
+followed by the parameter set as Python literals."""
+import importlib
+import inspect
+import itertools
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.drive import profiles
+
+REPO = Path(__file__).resolve().parents[1]
+FAMILIES = ("ceilings", "unified", "chainer_pool", "parallel", "tricks")
+
+
+def asv_names() -> list[str]:
+    """Every (benchmark, parameter set) as asv names it for --bench matching."""
+    sys.path.insert(0, str(REPO))
+    try:
+        mods = [importlib.import_module(f"benchmarks.{family}") for family in FAMILIES]
+    finally:
+        sys.path.remove(str(REPO))
+    names = []
+    for mod in mods:
+        for cname, cls in vars(mod).items():
+            if not inspect.isclass(cls) or cname.startswith("_") or cls.__module__ != mod.__name__:
+                continue
+            for method in (m for m in dir(cls) if m.startswith("track_")):
+                base = f"{mod.__name__.split('.')[1]}.{cname}.{method}"
+                combos = itertools.product(*cls.params) if getattr(cls, "params", []) else [None]
+                names += [base if c is None else f"{base}({', '.join(map(repr, c))})" for c in combos]
+    return names
+
+
+def selected(profile: str) -> set[str]:
+    exprs = profiles.benchmarks(profile)
+    return {n for n in NAMES if not exprs or any(re.search(e, n) for e in exprs)}
+
+
+NAMES = asv_names()
+
+
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_every_expression_selects_something(profile):
+    for expr in profiles.benchmarks(profile):
+        assert any(re.search(expr, n) for n in NAMES), f"{profile}: {expr} matches no benchmark"
+
+
+def test_quick_takes_one_value_per_family_and_standard_holds_quick():
+    quick, standard, full = selected("quick"), selected("standard"), selected("full")
+    assert {n.split(".")[0] for n in quick} == set(FAMILIES)
+    assert quick <= standard < full and full == set(NAMES)
+    per_class = {}
+    for n in quick:
+        per_class.setdefault(n.split(".track_")[0], set()).add(n.partition("(")[2])
+    # a GPU class of the quick profile measures one parameter set (its CPU twin, one more)
+    assert all(len(sets) == 1 for sets in per_class.values()), per_class
+
+
+def test_standard_compares_cards_on_every_trick_and_every_ceiling():
+    standard = selected("standard")
+    from harness.workloads.tricks import TECHNIQUES
+    for technique in TECHNIQUES:
+        assert any(f"tricks.Techniques.track_seconds_per_step('lm', '{technique}')" == n for n in standard)
+    assert {n for n in NAMES if n.startswith("ceilings.Device.")} <= standard
+    assert not any("WhatFits" in n for n in standard)  # minutes per search: full only
+
+
+def test_an_unknown_profile_names_the_choices():
+    with pytest.raises(ValueError, match="quick, standard, full"):
+        profiles.benchmarks("fast")
