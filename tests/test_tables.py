@@ -142,3 +142,18 @@ def test_a_command_the_docs_quote_without_a_table_has_no_records_to_print(commit
         for args in re.findall(QUOTED + "No committed record matches yet", path.read_text()):
             with pytest.raises(SystemExit, match="no records of"):
                 cli.main(["table", *args.split(), "--results", str(committed_results)])
+
+
+CPU_STANDARD = RECORDS / "cpu-amd-epyc/bfa680ee-20261124T003859-187d27.jsonl"  # GPU cases skipped there
+H100_STANDARD = RECORDS / "nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
+
+
+def test_a_box_that_skipped_every_record_of_a_table_takes_no_column_but_a_skip_beside_figures_stays(tmp_path):
+    root = results_with(tmp_path, CPU_STANDARD, H100_STANDARD)
+    lines = tables.table(load_rows(root), "ceilings", ["probe"], "machine", ["rate"], {}).splitlines()
+    assert lines[0] == "| probe | machine AMD EPYC | machine H100 80GB HBM3 |"  # the CPU box ran host probes
+    row = {line.split(" | ")[0]: line for line in lines[2:]}
+    assert row["| device_copy"].split(" | ")[1] == "skipped"  # a skip on a box that measured others stays
+    gpu_only = tables.table(load_rows(root), "tricks", ["technique"], "machine", ["rate"],
+                            {"device": "cuda"}).splitlines()
+    assert gpu_only[0] == "| technique | machine H100 80GB HBM3 |"  # the CPU box skipped all of them

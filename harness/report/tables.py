@@ -131,8 +131,8 @@ def _check_request(case: cases.Case, down: list[str], across: str, shows: list[s
 
 def _grid(rows: list[Row], case_name: str, down: list[str], across: str, where: dict) -> dict:
     """(values down, value across) -> the row there."""
-    picked = [r for r in latest(rows) if r.case == case_name
-              and all(str(_value(r, k)) == str(v) for k, v in where.items())]
+    picked = _measured_boxes([r for r in latest(rows) if r.case == case_name
+                              and all(str(_value(r, k)) == str(v) for k, v in where.items())])
     if not picked:
         raise ValueError(f"no records of {case_name} match {where or 'anything'}: run the case first, "
                          f"or check --where against `python3 -m harness summary`")
@@ -144,6 +144,13 @@ def _grid(rows: list[Row], case_name: str, down: list[str], across: str, where: 
             _one_case_per_cell(grid[at], r)
         grid[at] = r
     return grid
+
+
+def _measured_boxes(rows: list[Row]) -> list[Row]:
+    """The rows of the machines that ran at least one of them: a box that skipped them all (a
+    CPU box, for GPU cases) says nothing about them and takes no column."""
+    ran = {machine_label(r) for r in rows if r.record.outcome != SKIPPED}
+    return [r for r in rows if machine_label(r) in ran]
 
 
 def _one_case_per_cell(was: Row, row: Row) -> None:
