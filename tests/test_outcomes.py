@@ -148,3 +148,14 @@ def test_past_the_deadline_a_case_is_not_started_but_one_already_measured_still_
     assert built == [1]
     (path,) = (records_dir / "test-machine").iterdir()
     assert [r.params["n"] for r in load_file(path).records] == [1]  # nothing says n=2 ran
+
+
+def test_every_training_case_checks_learning_by_one_rule():
+    from harness.measure.outcomes import learned
+    assert learned([3.0, 2.0]) == {"loss_first": 3.0, "loss_last": 2.0, "steps": 2}
+    with pytest.raises(CheckFailed, match="loss is nan at step 2"):
+        learned([3.0, float("nan"), 1.0])
+    with pytest.raises(CheckFailed, match="did not learn: loss 3 at the first step, 2.9 after 2 .needs below 0.95"):
+        learned([3.0, 2.9], drop=0.95)
+    with pytest.raises(CheckFailed, match="no training step ran"):
+        learned([])

@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+import math
+
 import re
 
 OK = "ok"
@@ -65,3 +67,20 @@ def as_does_not_fit(exc: BaseException, declared_bytes: int | None = None) -> Do
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     size = requested_bytes(str(exc))
     return DoesNotFit(f"does not fit: {first_line}", size if size is not None else declared_bytes)
+
+
+def learned(losses, drop: float = 1.0) -> dict:
+    """The check every training case makes of its losses, one rule for all: every loss finite and
+    the last below ``drop`` x the first. Returns the first and last loss and the step count;
+    raises CheckFailed naming the step or the shortfall."""
+    values = [float(v) for v in losses]
+    if not values:
+        raise CheckFailed("no training step ran: ask for at least one")
+    bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+    if bad is not None:
+        raise CheckFailed(f"loss is {values[bad]} at step {bad + 1}: this technique broke training")
+    if not values[-1] < drop * values[0]:
+        need = "" if drop == 1.0 else f" (needs below {drop} x the first)"
+        raise CheckFailed(f"training did not learn: loss {values[0]:.4g} at the first step, {values[-1]:.4g} "
+                          f"after {len(values)}{need}")
+    return {"loss_first": values[0], "loss_last": values[-1], "steps": len(values)}
