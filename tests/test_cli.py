@@ -115,3 +115,16 @@ def test_case_sets_up_like_run_so_python3_dash_m_harness_case_works_on_a_fresh_c
     with pytest.raises(SystemExit):
         cli.main(["case", "ceilings", "probe=host_copy"])
     assert asked == ["case"] and "asv" not in bootstrap.NEEDS["case"][0]
+
+
+def test_run_files_results_locally_unless_asked_and_passes_the_profile(monkeypatch, tmp_path):
+    """A plain run writes under .asv/results (git-ignored); --file into results/; --results DIR there."""
+    from harness.drive import bootstrap, suite
+    from harness.measure.store import COMMITTED, LOCAL
+    seen = []
+    monkeypatch.setattr(bootstrap, "ensure", lambda command: None)
+    monkeypatch.setattr(suite, "run", lambda **kw: seen.append(kw) or 0)
+    assert cli.main(["run"]) == 0 and seen[-1]["results"] == LOCAL and seen[-1]["profile"] == "standard"
+    assert cli.main(["run", "--file", "--profile", "quick"]) == 0
+    assert seen[-1]["results"] == COMMITTED and seen[-1]["profile"] == "quick"
+    assert cli.main(["run", "--results", str(tmp_path)]) == 0 and seen[-1]["results"] == tmp_path

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from harness.drive import bootstrap
 
@@ -135,8 +136,6 @@ def _docs(args) -> int:
 
 def _wheelhouse(args) -> int:
     bootstrap.ensure("wheelhouse")
-    from pathlib import Path
-
     from harness.drive.wheelhouse import build
     return build(Path(args.dest), args.python, args.platform or ["manylinux_2_28_x86_64"], args.package)
 
