@@ -26,6 +26,16 @@ def machine_name(devices: Devices, cpu: str = "") -> str:
     return f"cpu-{slug(cpu)[:40] or 'unknown'}"
 
 
+def machine_label(env: Environment) -> str:
+    """The box as people name it: its GPU ("H100 80GB HBM3", "H200 x2"), or its CPU without one.
+    Tables, docs and the gate all label machines with this."""
+    gpus = env.devices.gpus
+    if not gpus:
+        return env.cpu or machine_name(env.devices, env.cpu)
+    name = re.sub(r"^NVIDIA\s+", "", gpus[0].name)
+    return name if len(gpus) == 1 else f"{name} x{len(gpus)}"
+
+
 def machine_info(env: Environment) -> dict[str, str]:
     """asv's six machine fields, plus the GPU fields that tell an H100 box from an H200 box."""
     d = env.devices

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness.measure.store import latest as store_latest
 from harness.measure.store import load_any
+from harness.measure.machine import machine_label
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK
 from harness.measure.record import Record
 from harness.units import MB, gb
@@ -153,8 +154,8 @@ def provenance(recs: list[Record]) -> str:
 
 
 def describe_machine(rec: Record) -> str:
-    gpus = rec.environment.devices.gpus
-    return f"{len(gpus)} x {gpus[0].name}" if gpus else f"CPU {rec.environment.cpu} x{rec.environment.num_cpu}"
+    env = rec.environment
+    return machine_label(env) if env.devices.gpus else f"CPU {machine_label(env)} x{env.num_cpu}"
 
 
 def render(report: Report, base: list[Record], new: list[Record], threshold: float, k: float) -> str:

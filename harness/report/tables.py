@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from harness import cases
+from harness.measure.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, OK, SKIPPED
 from harness.report.pages.model import Row, latest, load_rows
 from harness.units import gb, gbs
@@ -21,13 +22,7 @@ MACHINE = "machine"
 
 
 def machine_label(row: Row) -> str:
-    """The GPU as people name it ("H100 80GB HBM3", "H200 x2"), or the CPU on a box without one."""
-    env = row.record.environment
-    gpus = env.devices.gpus
-    if not gpus:
-        return env.cpu or row.machine
-    name = re.sub(r"^NVIDIA\s+", "", gpus[0].name)
-    return name if len(gpus) == 1 else f"{name} x{len(gpus)}"
+    return label_of(row.record.environment)
 
 
 def _axis_names(case: cases.Case, names: list[str]) -> list[str]:
