@@ -8,7 +8,7 @@ from harness.cases.tricks import TECHNIQUES, WORKLOADS
 from harness.workloads.fits import BUDGETS
 from harness.drive.bench import measure
 
-from benchmarks.common import _OnDevice, _OnHost
+from benchmarks.common import FALLBACK_RESULTS, _OnDevice, _OnHost
 
 CPU_LM = {"device": "cpu", "workload": "lm", "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
           "depth": 2, "seq_len": 128}

@@ -227,3 +227,19 @@ def test_a_run_resumes_only_where_its_records_are_and_at_their_commit(tmp_path):
     for bad in ("", "*", "2026*"):
         with pytest.raises(StoreError, match="--resume takes a run id"):
             store.resumable(bad, "box", commit)
+
+
+def test_every_benchmark_class_sets_up_on_a_box_without_a_gpu(records_dir, monkeypatch):
+    """asv calls setup with each parameter set: on the CPU a GPU class must be skipped with its
+    reason (NotImplementedError), never break on a name or a parameter."""
+    import itertools
+
+    from harness.drive import bench
+    from harness.measure.devices import Devices
+    monkeypatch.setattr(bench, "discover", lambda: Devices(reason="no NVIDIA GPU visible (test)"))
+    gpu_classes = [cls for _, cls in benchmark_classes() if "Cpu" not in cls.__name__ and cls.__name__ != "Host"]
+    assert len(gpu_classes) > 15
+    for cls in gpu_classes:  # the CPU classes measure for real: the CPU run covers them
+        values = next(itertools.product(*cls.params)) if cls.params else ()
+        with pytest.raises(NotImplementedError, match="GPU"):
+            cls().setup(*values)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from harness.measure.environment import Environment
 from harness.measure.outcomes import OK, OUTCOMES

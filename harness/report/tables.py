@@ -8,7 +8,6 @@ again from it, and a figure is never typed by hand.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from harness import cases
