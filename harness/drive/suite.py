@@ -13,17 +13,16 @@ import time
 import uuid
 from pathlib import Path
 
+from harness.drive import profiles
 from harness.drive.asv_output import fold
 from harness.drive.asvconf import local_config
-from harness.measure.outcomes import SKIPPED
+from harness.drive.bench import RUN_ENV
 from harness.measure.environment import snapshot
 from harness.measure.machine import machine_info, register_with_asv
-from harness.drive import profiles
-from harness.drive.bench import RUN_ENV
-from harness.measure.store import LOCAL, REPO, RecordStore, RunContext, StoreError, load_file
+from harness.measure.outcomes import SKIPPED
 from harness.measure.safety import MULTICAST_OFF, OPT_IN_ENV
+from harness.measure.store import LOCAL, REPO, RecordStore, RunContext, StoreError, load_file
 from harness.report.summary import table
-
 
 
 def head_commit() -> str:

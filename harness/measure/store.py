@@ -83,44 +83,41 @@ def repair(path: Path) -> None:
         f.truncate(cut)
 
 
-def read_lines(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
-    """(line number, object) of every JSON line, and "file:line: why" for each that is not."""
+def read_lines(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str]]]:
+    """(line number, object) of every JSON line, and (line number, why) of each that is not one
+    (line 0: the file itself could not be read)."""
     good, bad = [], []
     try:
         text = Path(path).read_text(errors="replace")
     except OSError as e:
-        return good, [f"{path}: {e.strerror}"]
+        return good, [(0, e.strerror)]
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            bad.append(f"{path}:{n}: not JSON ({e.msg})")
+            bad.append((n, f"not JSON ({e.msg})"))
             continue
         if not isinstance(obj, dict):
-            bad.append(f"{path}:{n}: not a JSON object")
+            bad.append((n, "not a JSON object"))
             continue
         good.append((n, obj))
     return good, bad
 
 
 def load_file(path: Path) -> Loaded:
-    """Every valid record of one file, and a problem for each line that is not one."""
+    """Every valid record of one file, and "file:line: why" for each line that is not one, in
+    file order whichever check caught it."""
     out = Loaded()
-    lines, out.problems = read_lines(path)
+    lines, bad = read_lines(path)
     for n, obj in lines:
         try:
             out.entries.append(Stored(Record.from_dict(obj), Path(path), n))
         except (KeyError, TypeError, ValueError) as e:
-            out.problems.append(f"{path}:{n}: not a record ({e})")
-    out.problems.sort(key=_line_number)  # in file order, whichever check caught each
+            bad.append((n, f"not a record ({e})"))
+    out.problems = [f"{path}:{n}: {why}" if n else f"{path}: {why}" for n, why in sorted(bad)]
     return out
-
-
-def _line_number(problem: str) -> int:
-    head = problem.split(": ", 1)[0]
-    return int(head.rsplit(":", 1)[1]) if head.rsplit(":", 1)[-1].isdigit() else 0
 
 
 def load_paths(paths: Iterable[Path]) -> Loaded:
@@ -158,10 +155,6 @@ class RecordStore:
     @classmethod
     def committed(cls) -> "RecordStore":
         return cls.of_results(COMMITTED)
-
-    @classmethod
-    def local(cls) -> "RecordStore":
-        return cls.of_results(LOCAL)
 
     # -- names -----------------------------------------------------------------------------------
     def run_file(self, machine: str, commit: str | None, run_id: str | None) -> Path:
@@ -204,9 +197,6 @@ class RecordStore:
     def load(self) -> Loaded:
         return load_paths(self.files())
 
-    def records(self) -> list[Record]:
-        return self.load().warn().records
-
     @staticmethod
     def append(path: Path, record: Record) -> None:
         append_line(path, record.to_dict())
@@ -215,9 +205,7 @@ class RecordStore:
 def load_any(path: Path) -> Loaded:
     """Records of a file, or of every *.jsonl under a folder (a store's root or a results folder)."""
     path = Path(path)
-    if path.is_file():
-        return load_file(path)
-    return load_paths(sorted(path.rglob("*.jsonl")))
+    return load_file(path) if path.is_file() else RecordStore(path).load()
 
 
 @dataclass(frozen=True)

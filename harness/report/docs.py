@@ -27,11 +27,11 @@ from pathlib import Path
 
 from harness import cases
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED
+from harness.measure.store import REPO
 from harness.report import tables
 from harness.report.pages.model import Row, latest, load_rows
 from harness.units import GB, gb
 
-REPO = Path(__file__).resolve().parents[2]
 RECORDS = "results/records"
 PROFILE_TIMES = "results/profile-times.json"
 HEADLINE_START = "<!-- headline:start -->"

@@ -11,12 +11,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
+from harness.measure.store import COMMITTED, REPO
 from harness.report.pages import charts
 from harness.report.pages.families import family
 from harness.report.pages.model import Row, latest, load_rows, pareto, what_fits
 from harness.units import GB, gb
 
-REPO = Path(__file__).resolve().parents[3]
 
 
 # -- formatting: one rule per kind of figure, shared by every page (bytes: harness.units.gb) ------
@@ -171,7 +171,7 @@ def build_pages(results: Path, out: Path) -> list[Path]:
 
 
 def main(results: str | None = None, out: str | None = None) -> int:
-    results_dir = Path(results) if results else REPO / "results"
+    results_dir = Path(results) if results else COMMITTED
     out_dir = Path(out) if out else REPO / ".asv" / "pages"
     written = build_pages(results_dir, out_dir)
     print(f"oombench: comparison pages in {out_dir} ({len(written)} pages); open {out_dir / 'index.html'}")
