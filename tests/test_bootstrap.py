@@ -73,7 +73,7 @@ def subcommands() -> list[str]:
 def test_every_documented_command_has_needs():
     for name in subcommands():
         modules, extras = bootstrap.NEEDS[name]
-        assert set(bootstrap.split(extras)) <= {"bench", "test", "torch", "pages", "chainer"}, name
+        assert set(bootstrap.split(extras)) <= {"bench", "test", "torch", "pages", "chainer", "gate"}, name
     for name in ("devices", "machine", "summary", "table", "gate"):
         assert set(MODULES) <= set(bootstrap.NEEDS[name][0]), name
 
@@ -124,7 +124,7 @@ def test_inside_the_venv_a_covering_stamp_costs_nothing(fake, monkeypatch):
 
 def test_a_venv_with_more_extras_serves_the_light_commands(fake, monkeypatch):
     plain_interpreter(monkeypatch)
-    make_venv(["bench", "test", "torch", "pages", "chainer"])
+    make_venv(["bench", "test", "torch", "pages", "chainer", "gate"])
     for name in ("devices", "machine", "summary", "table", "gate"):
         with pytest.raises(Exec):
             bootstrap.ensure(name)
@@ -171,7 +171,7 @@ def test_the_light_commands_install_no_torch(fake, monkeypatch):
     venv, pip = fake.run
     assert venv[-3:] == ["-m", "venv", str(bootstrap.VENV)]
     assert pip[-2:] == ["-e", str(bootstrap.REPO)] and not any(a.startswith("torch") for a in pip)
-    assert bootstrap.read_stamp()["extras"] == []
+    assert bootstrap.read_stamp()["extras"] == ["gate"]
 
 
 def test_chainer_is_built_only_when_the_stamp_lacks_it(fake, monkeypatch):

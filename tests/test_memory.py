@@ -9,20 +9,46 @@ from harness.measure.memory import PeakMemory
 MiB = 2**20
 
 
+def steps(peak, work=lambda: None):
+    peak.steps_begin()
+    work()
+    peak.steps_end()
+
+
+def allocate(mib):
+    block = np.ones(mib * MiB, dtype=np.uint8)  # touched, so resident
+    del block
+
+
 def test_host_peak_sees_a_short_lived_allocation():
     with PeakMemory() as before:
-        pass
+        steps(before)
     with PeakMemory(period_s=0.001) as peak:
-        block = np.ones(300 * MiB, dtype=np.uint8)  # touched, so resident
-        del block
+        steps(peak, lambda: allocate(300))
     assert peak.bytes["host.rss"] >= before.bytes["host.rss"] + 250 * MiB
     assert peak.bytes["host.max_rss"] >= peak.bytes["host.rss"] - 16 * MiB
 
 
+def test_set_up_and_what_follows_the_steps_are_not_the_steps_peak():
+    with PeakMemory(period_s=0.001) as peak:
+        allocate(400)  # build
+        steps(peak, lambda: allocate(50))
+        allocate(400)  # the check
+    step, setup = peak.bytes["host.max_rss"], peak.bytes["setup.host.max_rss"]
+    assert setup - step >= 300 * MiB
+    assert peak.bytes["setup.host.rss"] - peak.bytes["host.rss"] >= 300 * MiB
+
+
 def test_only_the_levels_present_are_labelled():
     with PeakMemory() as peak:
+        steps(peak)
+    assert set(peak.bytes) == {"host.rss", "host.max_rss", "setup.host.rss", "setup.host.max_rss"}
+
+
+def test_a_case_that_never_reached_its_steps_has_set_up_levels_only():
+    with PeakMemory() as peak:
         pass
-    assert set(peak.bytes) == {"host.rss", "host.max_rss"}  # no GPU, no CuPy here
+    assert set(peak.bytes) == {"setup.host.rss", "setup.host.max_rss"}
 
 
 class Pool:
@@ -44,13 +70,14 @@ def test_a_framework_half_way_through_its_import_is_not_read(monkeypatch):
     half.__spec__._initializing = True
     monkeypatch.setitem(sys.modules, "cupy", half)
     with PeakMemory(period_s=0.001) as peak:
+        peak.steps_begin = lambda: None  # sampled in set-up: stays under setup.
         time.sleep(0.02)
         half.__spec__._initializing = False
         pool = Pool(5, 7)
         half.get_default_memory_pool = lambda: pool  # the import finished
         time.sleep(0.02)
         pool.used = pool.total = 1  # seen only if the sampler survived the half-import
-    assert peak.bytes["allocator.cupy.pool_used"] == 5 and peak.bytes["allocator.cupy.pool_total"] == 7
+    assert peak.bytes["setup.allocator.cupy.pool_used"] == 5 and peak.bytes["setup.allocator.cupy.pool_total"] == 7
 
 
 def test_a_watched_pools_peak_is_kept():
@@ -58,10 +85,55 @@ def test_a_watched_pools_peak_is_kept():
     memory.watch_pool("async_pool", pool)
     try:
         with PeakMemory(period_s=0.001) as peak:
-            time.sleep(0.02)
-            pool.used = MiB
-            time.sleep(0.02)
+            steps(peak, lambda: (time.sleep(0.02), setattr(pool, "used", MiB), time.sleep(0.02)))
     finally:
         memory._WATCHED.clear()
     assert peak.bytes["allocator.cupy.async_pool.used"] == 2 * MiB
     assert peak.bytes["allocator.cupy.async_pool.total"] == 4 * MiB
+
+
+def fake_cupy(monkeypatch, pool):
+    """A stand-in for CuPy with its memory-hook interface: the pool calls the entered hooks'
+    malloc_postprocess after each allocation, as CuPy's MemoryPool.malloc does."""
+    import types
+    hooks = []
+
+    class MemoryHook:
+        def __enter__(self):
+            hooks.append(self)
+
+        def __exit__(self, *exc):
+            hooks.remove(self)
+
+        def malloc_postprocess(self, **kwargs):
+            pass
+
+    cupy = types.ModuleType("cupy")
+    cupy.get_default_memory_pool = lambda: pool
+    cupy.cuda = types.ModuleType("cupy.cuda")
+    cupy.cuda.memory_hook = types.ModuleType("cupy.cuda.memory_hook")
+    cupy.cuda.memory_hook.MemoryHook = MemoryHook
+    for name, module in (("cupy", cupy), ("cupy.cuda", cupy.cuda), ("cupy.cuda.memory_hook", cupy.cuda.memory_hook)):
+        monkeypatch.setitem(sys.modules, name, module)
+
+    def malloc(nbytes):
+        pool.used += nbytes
+        pool.total = max(pool.total, pool.used)
+        for hook in list(hooks):
+            hook.malloc_postprocess(device_id=0, size=nbytes, mem_size=nbytes, mem_ptr=0, pmem_id=0)
+    return malloc
+
+
+def test_the_pools_step_peak_is_read_at_every_allocation_not_sampled(monkeypatch):
+    pool = Pool(8 * MiB, 8 * MiB)
+    malloc = fake_cupy(monkeypatch, pool)
+
+    def step():  # an array lives for far less than a sampling period, then is freed
+        malloc(32 * MiB)
+        pool.used -= 32 * MiB
+
+    with PeakMemory(period_s=3600) as peak:
+        steps(peak, step)
+        malloc(100 * MiB)  # the check's allocation: after the steps, not theirs
+    assert peak.bytes["allocator.cupy.pool_used"] == 40 * MiB
+    assert peak.bytes["allocator.cupy.pool_total"] == 40 * MiB

@@ -109,6 +109,10 @@ class Case:
     # Its build takes ``run_file``: the run's records file, beside which it keeps files of its own
     # (the what-fits probes), or None outside a ``harness run``.
     keeps_files: bool = False
+    # The ceiling that bounds this case's rate, by parameters: a ``ceilings`` probe name
+    # ("h2d_pinned", "device_copy", "matmul_bf16", ...), or None where no ceiling applies. The
+    # report reads the rate as a fraction of that probe's rate on the same host.
+    bound_by: Callable[..., str | None] = lambda **_: None
 
     def _pick(self, name: str, value):
         allowed = self.params[name]

@@ -27,14 +27,14 @@ VENV = REPO / ".venv"
 REEXEC_ENV = "OOMBENCH_BOOTSTRAPPED"
 STAMP = "oombench-setup.json"  # in VENV: what the last successful install put there
 # pyproject's own dependencies: enough for the commands that only read or describe.
-BASE = ("numpy", "psutil", "pynvml")
+BASE = ("numpy", "psutil", "pynvml", "filelock")
 # Importable modules each command needs, and the extras of pyproject.toml that bring them.
 # Chainer is not among run's modules: a GPU box's own interpreter without it is used as it is,
 # and the Chainer cases skip there with the install command; .venv gets it all the same.
 NEEDS = {
     "run": ((*BASE, "torch", "asv", "asv_runner"), "bench,torch,chainer"),
     "test": ((*BASE, "torch", "pytest", "asv", "asv_runner", "jinja2", "matplotlib",
-              "playwright", "chainer", "scipy"), "bench,test,torch,pages,chainer"),
+              "playwright", "chainer", "scipy", "hypothesis"), "bench,test,torch,pages,chainer,gate"),
     "pages": ((*BASE, "asv", "asv_runner", "jinja2", "matplotlib"), "bench,pages"),
     # One case in this process: no asv. Chainer in the extras as for run, so that a .venv made
     # here is the same one run makes.
@@ -43,7 +43,7 @@ NEEDS = {
     "machine": (BASE, ""),
     "summary": (BASE, ""),
     "table": (BASE, ""),
-    "gate": (BASE, ""),
+    "gate": ((*BASE, "scipy"), "gate"),
     # pip download for another box: pip is all it needs.
     "wheelhouse": (("pip",), ""),
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from harness import cases
 from harness.cases.base import Case, Config
+from harness.measure.busy import gpu_busy
 from harness.measure.devices import Devices, discover
 from harness.measure.environment import snapshot
 from harness.measure.memory import PeakMemory
@@ -36,8 +37,11 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
             workload = case.build(**params, **extra)
             try:
                 timing = workload.timing or time_steps(workload.step, sync=workload.sync, prepare=workload.prepare,
-                                                       warmup=workload.warmup, repeat=workload.repeat)
+                                                       warmup=workload.warmup, repeat=workload.repeat,
+                                                       begin=peak.steps_begin)
+                peak.steps_end()
                 check = workload.check()
+                busy = gpu_busy(workload)
             finally:
                 workload.close()
     except Skip as e:
@@ -51,4 +55,4 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
         return Record(outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
                       memory=peak.bytes, environment=snapshot(devices), **common)
     return Record(outcome=OK, timing=timing, work=workload.work, memory={**peak.bytes, **workload.memory}, check=check,
-                  environment=snapshot(devices), **common)
+                  gpu_busy=busy, environment=snapshot(devices), **common)

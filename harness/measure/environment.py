@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 
 from harness.measure import devices as devices_mod
+from harness.measure import host as host_mod
 from harness.measure import shims as shims_mod
 
 # Distribution names whose versions are part of every result's identity.
@@ -72,6 +73,8 @@ class Environment:
     # The interpreter that measured: two environments on one box (two venvs with different
     # library releases) are told apart by it, as asv tells them apart by python path.
     executable: str = ""
+    # The physical host (``harness.measure.host``): empty in records made before it was kept.
+    host: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -89,14 +92,17 @@ class Environment:
 
 def snapshot(devices: devices_mod.Devices | None = None, shims=None) -> Environment:
     """``shims`` defaults to those this process has applied (``harness.measure.shims``)."""
+    devices = devices if devices is not None else devices_mod.discover()
+    cpu = cpu_model()
     return Environment(
         python=platform.python_version(),
         platform=f"{platform.system()} {platform.release()} {platform.machine()}",
-        cpu=cpu_model(),
+        cpu=cpu,
         num_cpu=os.cpu_count() or 0,
         libraries=library_versions(),
-        devices=devices if devices is not None else devices_mod.discover(),
+        devices=devices,
         framework_cuda=framework_cuda(),
         shims=tuple(shims_mod.applied() if shims is None else shims),
         executable=sys.executable,
+        host=host_mod.identity(devices, cpu),
     )

@@ -13,6 +13,7 @@ import psutil
 
 from harness.measure.devices import Devices, describe
 from harness.measure.environment import Environment
+from harness.measure.host import digest as host_digest
 
 
 def slug(text: str) -> str:
@@ -66,3 +67,12 @@ def register_with_asv(info: dict[str, str]) -> None:
     """Store the description where ``asv run --machine NAME`` looks for it (~/.asv-machine.json)."""
     from asv.machine import MachineCollection
     MachineCollection.save(info["machine"], info)
+
+
+def host_key(env: Environment) -> str:
+    """The host a record came from: its stored identity, or for records made before hosts were
+    kept, the same hash of the GPUs' UUIDs (which those records hold); "" where neither says."""
+    if env.host.get("id"):
+        return env.host["id"]
+    uuids = sorted(g.uuid for g in env.devices.gpus)
+    return host_digest(uuids) if uuids else ""

@@ -1,17 +1,21 @@
-"""Peak memory at the levels that differ in practice, each under its own label.
+"""Peak memory at the levels that differ in practice, each under its own label, for the timed
+steps alone; what build and warm-up took is kept apart under ``setup.``.
 
 - ``allocator.torch.max_allocated.cuda:N``: bytes held by live tensors at the peak.
 - ``allocator.torch.max_reserved.cuda:N``: bytes PyTorch's caching allocator held from the driver.
-- ``allocator.cupy.pool_used`` / ``allocator.cupy.pool_total``: CuPy's default pool (sampled,
-  since CuPy keeps no peak of its own); ``allocator.cupy.NAME.used`` / ``.total`` for a pool a
-  case set as the allocator and named with ``watch_pool``.
+- ``allocator.cupy.pool_used`` / ``allocator.cupy.pool_total``: CuPy's default pool;
+  ``allocator.cupy.NAME.used`` / ``.total`` for a pool a case set as the allocator and named with
+  ``watch_pool``. During the steps these are read at every allocation (a CuPy memory hook), so
+  no short-lived array is missed; during set-up they are sampled.
 - ``device.used.gpuN``: NVML's used memory, what nvidia-smi shows: the CUDA context and any other
-  process on the card included. ``device.used_before.gpuN`` is the same figure before the case
-  started, so the case's own share is the difference.
-- ``host.rss``: this process's resident set, sampled; ``host.max_rss``: the kernel's own peak
-  of it over the process's life (each case runs in a fresh process, so that is the case's).
+  process on the card included (sampled). ``device.used_before.gpuN`` is the same figure before
+  the case started, so the case's own share is the difference.
+- ``host.rss``: this process's resident set, sampled; ``host.max_rss``: the kernel's own
+  high-water mark of it (reset when the steps begin, where the kernel allows it).
 
-Sampled figures can miss a spike shorter than the sampling period; the allocator peaks cannot.
+Why the steps alone: a case's build (random inputs made on the host, a model moved over) and its
+check (a float64 reference, an equality test) allocate what the technique being measured never
+needs; their peak would be charged to the technique.
 """
 from __future__ import annotations
 
@@ -80,36 +84,123 @@ def _torch_cuda():
     return torch.cuda
 
 
+SETUP = "setup."
+
+
+def _vm_hwm() -> int | None:
+    """The kernel's high-water mark of this process's resident set (VmHWM), in bytes."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_hwm() -> bool:
+    """Resets VmHWM to the current resident set (Linux: "5" into clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class _PoolHook:
+    """Reads the CuPy pools' used and total bytes after every allocation from a pool: the exact
+    peak, where sampling would miss an array that lives between two samples. CuPy's hooks are
+    per thread: this one is entered in the thread that runs the steps."""
+
+    def __init__(self, cupy, on_alloc):
+        from cupy.cuda import memory_hook
+
+        class Hook(memory_hook.MemoryHook):
+            name = "oombench.peak"
+
+            def malloc_postprocess(self, **kwargs):
+                on_alloc()
+
+        self.hook = Hook()
+
+    def __enter__(self):
+        self.hook.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.hook.__exit__(*exc)
+
+
 class PeakMemory:
-    """Context manager: ``with PeakMemory(gpus=[0]) as peak: ...; peak.bytes`` -> {label: bytes}."""
+    """``with PeakMemory(gpus=[0]) as peak: build; warm up; peak.steps_begin(); steps;
+    peak.steps_end()``; then ``peak.bytes`` -> {label: bytes}: plain labels for the steps,
+    ``setup.`` labels for what came before them. Without ``steps_begin`` (a case that failed
+    or did not fit while being built) every level is a set-up level."""
 
     def __init__(self, gpus=(), period_s: float = SAMPLE_PERIOD_S):
         self.gpus = list(gpus)
         self.period_s = period_s
-        self.bytes: dict[str, int] = {}
+        self._levels = {"setup": {}, "steps": {}}
+        self._phase = "setup"
+        self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._hook = None
+        self._hwm_reset = False
+
+    @property
+    def bytes(self) -> dict[str, int]:
+        setup = {(k if k.startswith("device.used_before.") else SETUP + k): v for k, v in self._levels["setup"].items()}
+        return {**setup, **self._levels["steps"]}
 
     def __enter__(self):
         self._process = psutil.Process()
         self._nvml = _Nvml(self.gpus)
         for i, used in self._nvml.used().items():
-            self.bytes[f"device.used_before.gpu{i}"] = used
-        cuda = _torch_cuda()
-        if cuda is not None:
-            for i in range(cuda.device_count()):
-                cuda.reset_peak_memory_stats(i)
+            self._levels["setup"][f"device.used_before.gpu{i}"] = used
         self._sample()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
 
+    def steps_begin(self) -> None:
+        """The timed steps start: set-up's peaks are put aside and every peak starts again from
+        the levels held now (the allocators' own peaks reset, CUDA being initialised by now)."""
+        self._sample()
+        self._read_torch(reset=True)
+        self._levels["setup"]["host.max_rss"] = _vm_hwm() or _ru_maxrss()
+        self._hwm_reset = _reset_hwm()
+        with self._lock:
+            self._phase = "steps"
+        self._sample()
+        cupy = _imported("cupy")
+        if cupy is not None:
+            self._hook = _PoolHook(cupy, self._sample_pools).__enter__()
+
+    def steps_end(self) -> None:
+        """The timed steps are over: what the check allocates after them is not theirs."""
+        if self._phase != "steps":
+            return
+        if self._hook is not None:
+            self._hook.__exit__(None, None, None)
+            self._hook = None
+        self._sample()
+        self._read_torch(reset=False)
+        if self._hwm_reset:
+            self._levels["steps"]["host.max_rss"] = _vm_hwm()
+        with self._lock:
+            self._phase = "done"
+
     def __exit__(self, *exc):
+        self.steps_end()
         self._stop.set()
         self._thread.join()
-        self._sample()
+        if self._phase == "setup":
+            self._sample()
+            self._read_torch(reset=False)
+            self._levels["setup"]["host.max_rss"] = _ru_maxrss()
         self._nvml.close()
-        self._read_torch()
-        self.bytes["host.max_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         return False
 
     def _run(self):
@@ -117,13 +208,20 @@ class PeakMemory:
             self._sample()
 
     def _peak(self, label: str, value: int):
-        if value > self.bytes.get(label, -1):
-            self.bytes[label] = int(value)
+        with self._lock:
+            if self._phase == "done":
+                return
+            levels = self._levels[self._phase]
+            if value > levels.get(label, -1):
+                levels[label] = int(value)
 
     def _sample(self):
         self._peak("host.rss", self._process.memory_info().rss)
         for i, used in self._nvml.used().items():
             self._peak(f"device.used.gpu{i}", used)
+        self._sample_pools()
+
+    def _sample_pools(self):
         pool = _cupy_pool()
         if pool is not None:
             self._peak("allocator.cupy.pool_used", pool.used_bytes())
@@ -132,10 +230,16 @@ class PeakMemory:
             self._peak(f"allocator.cupy.{name}.used", pool.used_bytes())
             self._peak(f"allocator.cupy.{name}.total", pool.total_bytes())
 
-    def _read_torch(self):
+    def _read_torch(self, reset: bool):
         cuda = _torch_cuda()
         if cuda is None:
             return
         for i in range(cuda.device_count()):
-            self.bytes[f"allocator.torch.max_allocated.cuda:{i}"] = int(cuda.max_memory_allocated(i))
-            self.bytes[f"allocator.torch.max_reserved.cuda:{i}"] = int(cuda.max_memory_reserved(i))
+            self._peak(f"allocator.torch.max_allocated.cuda:{i}", cuda.max_memory_allocated(i))
+            self._peak(f"allocator.torch.max_reserved.cuda:{i}", cuda.max_memory_reserved(i))
+            if reset:
+                cuda.reset_peak_memory_stats(i)
+
+
+def _ru_maxrss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

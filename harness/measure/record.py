@@ -15,6 +15,8 @@ from harness.measure.environment import Environment
 from harness.measure.outcomes import OK, OUTCOMES
 from harness.measure.timing import Timing
 
+SCHEMA = 2
+
 
 @dataclass(frozen=True)
 class Record:
@@ -29,9 +31,14 @@ class Record:
     memory: dict = field(default_factory=dict)
     check: dict = field(default_factory=dict)
     requested_bytes: int | None = None
+    # How busy the GPU was during the timed steps: {"fraction": 0..1, "source": how it was read}.
+    gpu_busy: dict = field(default_factory=dict)
     run_id: str | None = None
     commit: str | None = None
     created: float = field(default_factory=time.time)
+    # 2: memory levels cover the timed steps alone (set-up under "setup."), raw step times kept.
+    # 1 (records written before): levels covered the whole case, build and check included.
+    schema: int = SCHEMA
 
     @property
     def ok(self) -> bool:
@@ -61,8 +68,9 @@ class Record:
         """The record a line holds; ValueError naming the field where it is not a valid one."""
         _validate(d)
         d = dict(d)
+        d.setdefault("schema", 1)
         d["environment"] = Environment.from_dict(d["environment"])
-        d["timing"] = Timing(**d["timing"]) if d.get("timing") else None
+        d["timing"] = Timing.from_dict(d["timing"]) if d.get("timing") else None
         return cls(**d)
 
 

@@ -22,13 +22,24 @@ class Timing:
     max_s: float
     steps: int
     warmup: int
+    # Every timed step's seconds, in the order run: what a rank test between two runs needs.
+    # Empty in records made before they were kept.
+    samples_s: tuple = ()
 
     @property
     def iqr_s(self) -> float:
         return self.q75_s - self.q25_s
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["samples_s"] = list(self.samples_s)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Timing":
+        d = dict(d)
+        d["samples_s"] = tuple(d.get("samples_s", ()))
+        return cls(**d)
 
     @classmethod
     def from_samples(cls, samples, warmup: int) -> "Timing":
@@ -40,7 +51,7 @@ class Timing:
         else:
             q25, _, q75 = statistics.quantiles(s, n=4, method="inclusive")
         return cls(median_s=statistics.median(s), q25_s=q25, q75_s=q75,
-                   min_s=s[0], max_s=s[-1], steps=len(s), warmup=warmup)
+                   min_s=s[0], max_s=s[-1], steps=len(s), warmup=warmup, samples_s=tuple(samples))
 
 
 def no_sync() -> None:
@@ -64,13 +75,15 @@ def no_prepare() -> None:
 
 
 def time_steps(step, *, sync=no_sync, prepare=no_prepare, warmup: int = 2, repeat: int = 10,
-               clock=time.perf_counter) -> Timing:
+               clock=time.perf_counter, begin=lambda: None) -> Timing:
     """``prepare`` runs before every step, outside the clock: it puts the state back where each
-    step must start (pages back on the host before a managed-memory step, say)."""
+    step must start (pages back on the host before a managed-memory step, say). ``begin`` runs
+    once, after the warm-up, before the first timed step (the memory levels start there)."""
     for _ in range(warmup):
         prepare()
         step()
     sync()
+    begin()
     samples = []
     for _ in range(repeat):
         if prepare is not no_prepare:

@@ -135,4 +135,4 @@ def _multi_process(job: Job) -> Workload:
     check = {**loss_check(ranks[0]["loss_first"], ranks[0]["loss"]),
              "rank_median_s": [r["timing"]["median_s"] for r in ranks]}
     return Workload(step=lambda: None, check=lambda: check, work=job.work(),
-                    gpus=_gpus(job), timing=Timing(**ranks[0]["timing"]), memory=memory)
+                    gpus=_gpus(job), timing=Timing.from_dict(ranks[0]["timing"]), memory=memory)

@@ -1,0 +1,98 @@
+"""How busy the GPU was during a step: GPU activity over the step's wall time.
+
+A step whose GPU sits idle most of its time is bound by the host (launches, Python, copies it
+waits for), and its figure ranks the host rather than the technique. The fraction is read over
+a few extra steps after the timed ones (so profiling never touches the timing or the peaks):
+
+- ``cupti``: kernels, copies and memsets that PyTorch's profiler (CUPTI) saw, their union over
+  each step's window; exact where the GPU work is launched through the CUDA runtime.
+- ``nvml``: NVML's utilisation samples (the share of each sample period in which a kernel ran)
+  over those steps, where the profiler saw no GPU activity or is not available. Coarser: the
+  driver samples every 1/6 s to 1 s.
+"""
+from __future__ import annotations
+
+import time
+
+from harness.measure.timing import no_prepare
+
+STEPS = 3
+NVML_MIN_S = 1.0  # long enough for several of the driver's utilisation samples
+STEP_MARK = "oombench.busy_step"
+
+
+def union_s(intervals, lo: float, hi: float) -> float:
+    """Length of the union of (start, end) intervals clipped to [lo, hi]."""
+    total, reach = 0.0, lo
+    for a, b in sorted((max(a, lo), min(b, hi)) for a, b in intervals):
+        if b <= max(a, reach):  # outside the window, or already counted
+            continue
+        total += b - max(a, reach)
+        reach = b
+    return total
+
+
+def fraction(windows, activity) -> float | None:
+    """GPU-active time within the steps' windows over the windows' total length."""
+    wall = sum(b - a for a, b in windows)
+    if wall <= 0:
+        return None
+    return min(1.0, sum(union_s(activity, a, b) for a, b in windows) / wall)
+
+
+def _profiled(workload, steps: int) -> float | None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            _prepared(workload)
+            with record_function(STEP_MARK):
+                workload.step()
+                workload.sync()
+    events = prof.events()
+    windows = [(e.time_range.start, e.time_range.end) for e in events if e.name == STEP_MARK]
+    gpu = [(e.time_range.start, e.time_range.end) for e in events
+           if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start]
+    return fraction(windows, gpu) if gpu else None
+
+
+def _prepared(workload):
+    if workload.prepare is not no_prepare:
+        workload.prepare()
+        workload.sync()
+
+
+def _nvml(workload, gpu: int) -> float | None:
+    import pynvml as nvml
+    nvml.nvmlInit()
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(gpu)
+        since = int(time.time() * 1e6)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < NVML_MIN_S:
+            _prepared(workload)
+            workload.step()
+            workload.sync()
+        _, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, since)
+        values = [s.sampleValue.uiVal for s in samples if s.timeStamp >= since]
+        return sum(values) / len(values) / 100 if values else None
+    finally:
+        nvml.nvmlShutdown()
+
+
+def gpu_busy(workload) -> dict:
+    """{"fraction": 0..1, "source": "cupti" | "nvml"}; {} for a case without a GPU or one
+    whose steps run in other processes; {"source": ..., "reason": ...} where neither could say."""
+    if not workload.gpus or workload.timing is not None:
+        return {}
+    reasons = []
+    for source, read in (("cupti", lambda: _profiled(workload, STEPS)), ("nvml", lambda: _nvml(workload, workload.gpus[0]))):
+        try:
+            value = read()
+        except Exception as e:  # a profiler or NVML that cannot answer here: the other may
+            reasons.append(f"{source}: {type(e).__name__}: {e}"[:200])
+            continue
+        if value is not None:
+            return {"fraction": round(value, 4), "source": source}
+        reasons.append(f"{source}: saw no GPU activity")
+    return {"source": "none", "reason": "; ".join(reasons)}
