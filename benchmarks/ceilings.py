@@ -1,5 +1,6 @@
 """The box's physical limits: every other figure is read against these."""
 from harness.cases.ceilings import GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
+from harness.cases.pageable import DIRECTIONS, SIZES_MIB
 
 from benchmarks.common import _OnDevice, _OnHost
 
@@ -20,3 +21,11 @@ class Device(_OnDevice):
 
 class Peer(Device):
     params = [list(MULTI_GPU_PROBES)]
+
+
+class Pageable(_OnDevice):
+    """Pageable host memory to and from the device, by buffer size: the best size is the ceiling."""
+    case = "pageable"
+    param_names = ["direction", "size_mib"]
+    params = [list(DIRECTIONS), list(SIZES_MIB)]
+    timeout = 300

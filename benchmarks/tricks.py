@@ -5,6 +5,7 @@ per technique. The GPU classes use a GPT-2-medium-sized LM (width 1024, 12 layer
 1024 tokens); the inapplicable pairs of the cross products (``seq_cap`` on ResNet50, say) skip
 with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
+from harness.workloads.tricks import PRECISION_TECHNIQUES
 from harness.workloads.fits import BUDGETS
 from harness.drive.bench import measure
 
@@ -27,7 +28,16 @@ class Techniques(_OnDevice):
     case = "tricks"
     fixed = {"device": "cuda", "batch": 16, "micro_batch": 16, **LM_DIMS}
     param_names = ["workload", "technique"]
-    params = [list(WORKLOADS), list(TECHNIQUES)]
+    params = [["lm", "encdec"], list(TECHNIQUES)]
+
+
+class ResnetSeed(_OnDevice):
+    """ResNet50 as in the model-parallel example that ran out of memory on a 16 GB card: batch 10
+    of 1024 x 1024 images (and 2048 x 2048), every single-GPU technique that applies to it."""
+    case = "tricks"
+    fixed = {"device": "cuda", "batch": 10, "micro_batch": 10, **LM_DIMS}
+    param_names = ["workload", "technique"]
+    params = [[w for w in WORKLOADS if w.startswith("resnet50_")], [*PRECISION_TECHNIQUES, "checkpoint"]]
 
 
 class Accumulation(_OnDevice):

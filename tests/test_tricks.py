@@ -92,6 +92,45 @@ def test_every_technique_trains_one_tiny_lm_on_the_cpu(technique):
     assert rec.outcome == "ok", rec.reason
     assert math.isfinite(rec.check["loss_last"]) and rec.check["loss_last"] < rec.check["loss_first"]
     assert rec.work["tokens"] > 0 and rec.timing.median_s > 0
+    if technique == "fp32":
+        assert rec.check["reference"] == "itself"
+    else:  # held against fp32 on the same data and seed, within its own tolerance
+        assert rec.check["reference"] == "fp32"
+        assert 0 <= rec.check["deviation"] <= trick_steps.TOLERANCE[technique] == rec.check["tolerance"]
+
+
+def dropping_every_other_update(make_trainer):
+    """A broken technique: the optimizer skips every other step, as if its gradients were lost."""
+    def make(*args, **kwargs):
+        trainer, work = make_trainer(*args, **kwargs)
+        plain = trainer.optimizer.step
+        calls = iter(range(10**6))
+        trainer.optimizer.step = lambda *a, **k: None if next(calls) % 2 else plain(*a, **k)
+        return trainer, work
+    return make
+
+
+@pytest.mark.parametrize("technique", ["checkpoint", "bf16_autocast", "cpu_embedding"])
+def test_a_technique_that_drops_every_other_update_fails_against_fp32(monkeypatch, technique):
+    monkeypatch.setattr(tricks, "make_trainer", dropping_every_other_update(trick_steps.make_trainer))
+    rec = execute("tricks", dict(TINY, technique=technique))
+    assert rec.outcome == "failed" and "over the" in rec.reason and "for fp32" in rec.reason
+
+
+def test_a_tolerance_is_stated_for_every_technique():
+    assert set(trick_steps.TOLERANCE) == set(tricks.TECHNIQUES)
+
+
+def test_where_fp32_does_not_fit_beside_the_case_the_next_reference_is_tried(monkeypatch):
+    real = trick_steps.make_trainer
+
+    def whole_batch_fp32_runs_out(**kw):
+        if kw["technique"] == "fp32" and kw["micro_batch"] == kw["batch"]:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(**kw)
+    monkeypatch.setattr(trick_steps, "make_trainer", whole_batch_fp32_runs_out)
+    rec = execute("tricks", dict(TINY, technique="bf16_autocast"))
+    assert rec.outcome == "ok" and rec.check["reference"] == "fp32 with checkpointing"
 
 
 @pytest.mark.parametrize("technique", ["fp32", "checkpoint", "tied_embeddings", "bf16_autocast"])
@@ -105,6 +144,7 @@ def test_accumulation_matches_the_full_batch_loss_and_counts_its_steps():
     accumulated = execute("tricks", dict(TINY, technique="fp32", micro_batch=1))
     assert accumulated.check["accumulation_steps"] == 4
     assert accumulated.check["loss_last"] == pytest.approx(full.check["loss_last"], rel=1e-4)
+    assert accumulated.check["reference"] == "fp32" and accumulated.check["deviation"] <= 2e-3
 
 
 def test_capped_and_padded_batches_count_only_real_tokens():
@@ -178,9 +218,10 @@ def tiny_torchvision(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchvision.models", models)
 
 
-@pytest.mark.parametrize("technique", ["fp32", "checkpoint", "bf16_params", "fp16_autocast"])
-def test_the_resnet_path_trains_with_a_stand_in_model(monkeypatch, technique):
+@pytest.mark.parametrize("technique,workload", [("fp32", "resnet50"), ("checkpoint", "resnet50_1024"),
+                                                ("bf16_params", "resnet50"), ("fp16_autocast", "resnet50")])
+def test_the_resnet_path_trains_with_a_stand_in_model(monkeypatch, technique, workload):
     tiny_torchvision(monkeypatch)
-    rec = execute("tricks", dict(TINY, workload="resnet50", micro_batch=2, technique=technique))
+    rec = execute("tricks", dict(TINY, workload=workload, micro_batch=2, technique=technique))
     assert rec.outcome == "ok", rec.reason
     assert rec.work == {"samples": TINY["batch"]} and rec.check["accumulation_steps"] == 2

@@ -32,7 +32,8 @@ GPU_MATMUL_N = 8192
 MATMUL_TOLERANCE = {"fp32": 1e-4, "tf32": 3e-3, "fp16": 5e-3, "bf16": 3e-2}
 
 HOST_PROBES = ("host_copy", "cpu_matmul_fp32")
-GPU_PROBES = ("device_copy", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable",
+# Pageable copies depend on the buffer's size: harness.cases.pageable sweeps them.
+GPU_PROBES = ("device_copy", "h2d_pinned", "d2h_pinned",
               "matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16")
 MULTI_GPU_PROBES = ("p2p_copy",)
 PROBES = HOST_PROBES + GPU_PROBES + MULTI_GPU_PROBES
@@ -144,9 +145,7 @@ BUILDERS = {
     "cpu_matmul_fp32": cpu_matmul,
     "device_copy": device_copy,
     "h2d_pinned": partial(host_link, "h2d", True),
-    "h2d_pageable": partial(host_link, "h2d", False),
     "d2h_pinned": partial(host_link, "d2h", True),
-    "d2h_pageable": partial(host_link, "d2h", False),
     "matmul_fp32": partial(gpu_matmul, "fp32"),
     "matmul_tf32": partial(gpu_matmul, "tf32"),
     "matmul_fp16": partial(gpu_matmul, "fp16"),
@@ -157,7 +156,7 @@ assert set(BUILDERS) == set(PROBES)
 
 # Device memory each probe asks for (per GPU), quoted if it does not fit.
 DECLARED_BYTES = {"device_copy": 2 * DEVICE_COPY_BYTES, "p2p_copy": LINK_BYTES,
-                  **{p: 2 * LINK_BYTES for p in ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")},
+                  **{p: 2 * LINK_BYTES for p in ("h2d_pinned", "d2h_pinned")},
                   **{p: 3 * GPU_MATMUL_N**2 * 4 for p in GPU_PROBES if p.startswith("matmul")}}
 
 CASE = Case(name="ceilings", params={"probe": PROBES},

@@ -4,8 +4,9 @@ Parameters:
 - ``device``: cpu or cuda;
 - ``workload``: ``lm`` (the decoder-only transformer of ``harness.workloads.models``; long sequences are
   the same model at a large ``seq_len``), ``encdec`` (encoder-decoder, a copy task) or
-  ``resnet50`` (torchvision, 224 x 224 images, 1000 classes; ``vocab``, ``width``, ``depth``
-  and ``seq_len`` do not apply to it and are ignored);
+  ``resnet50`` (torchvision, 1000 classes) on 224 x 224 images, ``resnet50_1024`` and
+  ``resnet50_2048`` on 1024 x 1024 and 2048 x 2048 (``vocab``, ``width``, ``depth`` and
+  ``seq_len`` do not apply to it and are ignored);
 - ``technique``: a precision (``fp32``, the reference; ``tf32``, ``fp16_autocast`` with a
   GradScaler, ``bf16_autocast``, ``bf16_params``), ``checkpoint`` (every block recomputed in
   backward), ``pad_longest`` and ``seq_cap`` (a batch with one sequence 4 x longer than the
@@ -18,9 +19,11 @@ Parameters:
 
 The harness times one optimizer step (all micro-batches). ``work`` is the target tokens the loss
 counts (padding excluded, so capped and padded batches compare on useful tokens) or samples.
-The check trains from seed 0 for the fixed number of timed and warm-up steps and reports the
-first and last loss; it fails when a loss is not finite or the last is not below the first.
-The fp32 record of the same parameters is the reference to read ``loss_last`` against.
+The check trains from seed 0 for the fixed number of timed and warm-up steps; it fails when a
+loss is not finite or the last is not below the first. Then the same model, data and seed train
+again in fp32 on the whole batch (``harness.workloads.tricks.references``), and every step's
+loss is held within the technique's tolerance of the reference's
+(``harness.workloads.tricks.TOLERANCE``); the gap, the tolerance and the reference are recorded.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from harness.cases.base import Case
 from harness.measure.requirements import need_torch
 from harness.measure.timing import torch_sync
 from harness.measure.workload import Workload
-from harness.workloads.tricks import DEVICES, TECHNIQUES, WORKLOADS, losses_checked, make_trainer
+from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, against_reference, losses_checked, make_trainer,
+                                      reference_losses)
 
 POWERS = tuple(2**k for k in range(0, 11))  # 1 .. 1024
 PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES,
@@ -53,8 +57,19 @@ def build(device, workload, technique, batch, micro_batch, vocab, width, depth, 
     params = parameter_count(trainer.model)
     on_device = sum(p.numel() for p in trainer.model.parameters() if p.device.type == torch.device(device).type)
 
+    shape = dict(device=device, workload=workload, batch=batch, micro_batch=micro_batch, vocab=vocab, width=width,
+                 depth=depth, seq_len=seq_len)
+
     def check():
-        return {**losses_checked(trainer.losses), "parameters": params, "parameters_on_device": on_device,
+        learned = losses_checked(trainer.losses)
+        reference, ref_losses = reference_losses(len(trainer.losses), technique, **shape)
+        if reference is None:
+            compared = {"reference": None, "reference_reason": ref_losses}
+        elif ref_losses is None:
+            compared = {"reference": reference}
+        else:
+            compared = against_reference(technique, trainer.losses, reference, ref_losses)
+        return {**learned, **compared, "parameters": params, "parameters_on_device": on_device,
                 "accumulation_steps": batch // micro_batch}
 
     gpus = (0,) if device == "cuda" else ()

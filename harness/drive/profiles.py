@@ -26,12 +26,13 @@ QUICK = [
 ]
 
 STANDARD = CPU + [
-    r"^ceilings\.(Device|Peer)\.",
+    r"^ceilings\.(Device|Peer|Pageable)\.",
     r"^unified\.Allocators\.\w+\('\w+', 'stream', 0\.1\)", r"^unified\.OutOfCore\.\w+\('stream', 0\.1\)",
     r"^unified\.Seed\.\w+\(0\.4\)",
     r"^chainer_pool\.(Gcn|TorchGcn)\.\w+\(('\w+', )?16384\)", r"^chainer_pool\.Mlp\.\w+\('\w+', 4096\)",
     r"^parallel\.LmSingle\.", r"^parallel\.ResnetSingle\.\w+\(1024\)",
     r"^tricks\.Techniques\.\w+\('lm', ",
+    r"^tricks\.ResnetSeed\.\w+\('resnet50_1024', ", r"^tricks\.ResnetSeed\.\w+\('resnet50_2048', '(fp32|bf16_autocast|checkpoint)'\)",
 ]
 
 PROFILES = {"quick": QUICK, "standard": STANDARD, "full": []}

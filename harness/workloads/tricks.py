@@ -3,17 +3,31 @@ technique builds, shared by the ``tricks`` case (which times it) and the what-fi
 runs it under a memory cap). ``harness.cases.tricks`` documents the parameters."""
 from __future__ import annotations
 
-from harness.measure.outcomes import Skip, learned
+from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
 from harness.measure.requirements import need_torch
 
 DEVICES = ("cpu", "cuda")
-WORKLOADS = ("lm", "encdec", "resnet50")
+# resnet50 on 224 x 224 images, or on the 1024 x 1024 and 2048 x 2048 of the model-parallel
+# example that ran out of memory on a 16 GB card (batch 10 there).
+RESNETS = {"resnet50": 224, "resnet50_1024": 1024, "resnet50_2048": 2048}
+WORKLOADS = ("lm", "encdec", *RESNETS)
 PRECISION_TECHNIQUES = ("fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params")
 TECHNIQUES = PRECISION_TECHNIQUES + ("checkpoint", "pad_longest", "seq_cap", "cpu_embedding", "tied_embeddings")
 LM_ONLY = ("pad_longest", "seq_cap", "cpu_embedding")
 TOKEN_MODELS = ("lm", "encdec")
-IMAGE_SIZE, CLASSES = 224, 1000
+CLASSES = 1000
 SEED = 0
+
+# The largest relative gap allowed between a technique's loss and fp32's, at any step of the same
+# training (same model, data and seed). Techniques that compute the same sums in another order
+# (recomputed activations, the embedding looked up on the CPU, gradients accumulated over
+# micro-batches) drift only by rounding; lower precisions by their mantissa (TF32 and fp16 keep
+# 10 bits, bf16 8, and bf16 parameters lose small updates for want of an fp32 master copy).
+# Tied embeddings, padding and the cap change the model or the data themselves: learning faster
+# than fp32 is no fault of theirs, so they are held only to a loose bound above fp32's curve.
+ONE_SIDED = ("tied_embeddings", "pad_longest", "seq_cap")
+TOLERANCE = {"fp32": 2e-3, "checkpoint": 2e-3, "cpu_embedding": 2e-3, "tf32": 1e-2, "fp16_autocast": 2e-2,
+             "bf16_autocast": 3e-2, "bf16_params": 5e-2, "tied_embeddings": 0.1, "pad_longest": 0.1, "seq_cap": 0.1}
 
 
 def heads(width: int) -> int:
@@ -53,14 +67,14 @@ def _encdec(torch, technique, batch, vocab, width, depth, seq_len):
     return model, (x, x), t  # copy task: the decoder predicts the source's next token
 
 
-def _resnet(torch, batch):
+def _resnet(torch, batch, size):
     from harness.workloads.models import images, resnet50
     model = resnet50(CLASSES, seed=SEED)
     if hasattr(model, "layer1"):
         # Checkpointing per block, as for the LM: the bottlenecks of the four stages.
         blocks = [b for name in ("layer1", "layer2", "layer3", "layer4") for b in getattr(model, name)]
         _checkpointable(model, blocks)
-    x, t = images(batch, IMAGE_SIZE, CLASSES, seed=SEED)
+    x, t = images(batch, size, CLASSES, seed=SEED)
     return model, x, t
 
 
@@ -91,8 +105,8 @@ def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, 
     torch = need_torch(device)
     from harness.workloads.training import Trainer, image_loss_sum, precision, split, token_loss_sum
     prec = precision(technique if technique in PRECISION_TECHNIQUES else "fp32")
-    if workload == "resnet50":
-        model, x, t = _resnet(torch, batch)
+    if workload in RESNETS:
+        model, x, t = _resnet(torch, batch, RESNETS[workload])
     else:
         model, x, t = (_lm if workload == "lm" else _encdec)(torch, technique, batch, vocab, width, depth, seq_len)
     inputs = x if isinstance(x, tuple) else (x,)
@@ -111,14 +125,74 @@ def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, 
     if prec.param_dtype is not None:
         inputs = tuple(i.to(prec.param_dtype) if i.is_floating_point() else i for i in inputs)
     micro = split(inputs + (t.to(device),), micro_batch)
-    loss_sum = image_loss_sum if workload == "resnet50" else token_loss_sum
+    loss_sum = image_loss_sum if workload in RESNETS else token_loss_sum
     trainer = Trainer(model, [(m[:-1], m[-1]) for m in micro], loss_sum, prec, torch.device(device).type,
                       forward=forward)
-    work = {"samples": batch} if workload == "resnet50" else {"tokens": trainer.count}
+    work = {"samples": batch} if workload in RESNETS else {"tokens": trainer.count}
     return trainer, work
 
 
 def losses_checked(losses) -> dict:
     return {**learned(losses), "seed": SEED}
+
+
+def references(technique: str, batch: int, micro_batch: int):
+    """The fp32 runs to hold ``technique`` against, best first, as (label, technique, micro-batch):
+    fp32 on the whole batch; the same with activations recomputed (the same sums, less memory)
+    where that does not fit beside the case; fp32 on the case's own micro-batches last (then the
+    accumulation itself goes unchecked). None for fp32 on the whole batch: it is the reference."""
+    if technique == "fp32" and micro_batch == batch:
+        return []
+    runs = [("fp32", "fp32", batch), ("fp32 with checkpointing", "checkpoint", batch)]
+    if micro_batch != batch:
+        runs.append((f"fp32 in micro-batches of {micro_batch}", "fp32", micro_batch))
+    return runs
+
+
+def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[float]] | tuple[None, str]:
+    """Trains the first reference that fits for ``steps`` steps: (its label, its losses), or
+    (None, why none could run); ("itself", None) for the reference itself. ``shape``:
+    make_trainer's other arguments."""
+    from harness.workloads.training import float32_matmul
+    runs = references(technique, shape["batch"], shape["micro_batch"])
+    if not runs:
+        return "itself", None
+    tried = []
+    for label, ref_technique, micro in runs:
+        try:
+            with float32_matmul(False):
+                trainer, _ = make_trainer(**dict(shape, technique=ref_technique, micro_batch=micro))
+                for _ in range(steps):
+                    trainer.step()
+                return label, [float(v) for v in trainer.losses]
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            tried.append(label)
+            trainer = None
+            _free_cuda()
+    return None, f"no fp32 reference fits beside the case ({'; '.join(tried)} ran out of memory)"
+
+
+def _free_cuda():
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def against_reference(technique: str, losses, reference: str, ref_losses) -> dict:
+    """The largest relative gap between the technique's losses and the reference's, step by step
+    (above it only, for a technique that changes the model or data); CheckFailed past the
+    technique's tolerance."""
+    values = [float(v) for v in losses]
+    gaps = [(v - r) / abs(r) for v, r in zip(values, ref_losses)]
+    gaps = [max(g, 0.0) if technique in ONE_SIDED else abs(g) for g in gaps]
+    worst = max(range(len(gaps)), key=gaps.__getitem__)
+    tolerance = TOLERANCE[technique]
+    if not gaps[worst] <= tolerance:  # a NaN gap fails too
+        raise CheckFailed(f"{technique}: loss {values[worst]:.5g} at step {worst + 1} against {ref_losses[worst]:.5g} "
+                          f"for {reference}, a gap of {gaps[worst]:.3g}, over the {tolerance:g} allowed")
+    return {"deviation": gaps[worst], "tolerance": tolerance, "reference": reference,
+            "reference_loss_last": ref_losses[-1]}
 
 
