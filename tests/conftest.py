@@ -1,8 +1,17 @@
+import os
+
 import pytest
+from hypothesis import settings
 
 from harness.drive.bench import RUN_ENV
 from harness.measure.devices import GPU, Devices
 from harness.measure.store import RecordStore, RunContext
+
+# Property-based tests: a few hundred examples each by default, so the suite stays fast;
+# OOMBENCH_HYPOTHESIS=thorough runs ten thousand.
+settings.register_profile("ci", max_examples=200, deadline=None)
+settings.register_profile("thorough", max_examples=10_000, deadline=None)
+settings.load_profile(os.environ.get("OOMBENCH_HYPOTHESIS", "ci"))
 
 
 @pytest.fixture

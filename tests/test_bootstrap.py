@@ -170,7 +170,7 @@ def test_the_light_commands_install_no_torch(fake, monkeypatch):
         bootstrap.ensure("gate")
     venv, pip = fake.run
     assert venv[-3:] == ["-m", "venv", str(bootstrap.VENV)]
-    assert pip[-2:] == ["-e", str(bootstrap.REPO)] and not any(a.startswith("torch") for a in pip)
+    assert pip[-2:] == ["-e", f"{bootstrap.REPO}[gate]"] and not any(a.startswith("torch") for a in pip)
     assert bootstrap.read_stamp()["extras"] == ["gate"]
 
 

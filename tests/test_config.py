@@ -24,7 +24,7 @@ def test_a_bad_value_is_refused_naming_the_allowed_values_and_the_fix():
     with pytest.raises(ValueError, match=r"case 'tricks': technique='fp8' is not one of: fp32, tf32, fp16_autocast.*"
                                          r"pass one of them, e\.g\. technique=fp32"):
         tricks(technique="fp8")
-    with pytest.raises(ValueError, match=r"batch=3 is not one of: 1, 2, 4, 8, 16"):
+    with pytest.raises(ValueError, match=r"batch=3 is not one of: 1, 2, 4, 5, 8, 10, 16"):
         tricks(batch=3)
     with pytest.raises(ValueError, match=r"batch='sixteen' is not one of: 1, 2, 4"):
         tricks(batch="sixteen")

@@ -73,3 +73,32 @@ def test_machine_description_names_the_gpu():
     assert "2 x NVIDIA H200" in info["gpu"] and info["gpu_count"] == "2"
     assert info["driver"] == "580.159.04" and info["cuda_driver"] == "13.0"
     assert all(isinstance(v, str) for v in info.values())  # asv's machine fields are strings
+
+
+@pytest.mark.parametrize("visible, ordinal, expected", [
+    (None, 1, 1), ("3", 0, 3), ("2,0", 1, 0), ("GPU-3", 0, 3), ("1,,3", 1, None), ("", 0, None),
+    ("7", 0, None), ("0", 1, None)])
+def test_a_cuda_ordinal_is_mapped_to_its_gpu_through_cuda_visible_devices(visible, ordinal, expected):
+    """NVML numbers every GPU of the host; CUDA only the visible ones, in CUDA_VISIBLE_DEVICES's order."""
+    box = fake_devices(count=4)
+    environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    gpu = devices.cuda_gpu(ordinal, box, environ)
+    assert (gpu.index if gpu else None) == expected
+
+
+def test_a_uuid_prefix_names_its_gpu_only_when_it_names_one():
+    box = devices.Devices(gpus=tuple(devices.GPU(i, "H", 1, 1, "9.0", f"GPU-ab{i}") for i in range(2)))
+    assert devices.cuda_gpu(0, box, {"CUDA_VISIBLE_DEVICES": "GPU-ab1"}).index == 1
+    assert devices.cuda_gpu(0, box, {"CUDA_VISIBLE_DEVICES": "GPU-ab"}) is None  # ambiguous, as CUDA finds it
+
+
+def test_a_mig_device_is_read_by_its_own_uuid(monkeypatch):
+    class Nvml(FakeNvml):
+        def nvmlDeviceGetHandleByUUID(self, uuid): return ("mig", uuid)
+        def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h): return 2
+        def nvmlDeviceGetMemoryInfo(self, h):
+            free = 5 * 2**30 if isinstance(h, tuple) else 80 * 2**30
+            return types.SimpleNamespace(total=2 * free, free=free, used=0)
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", Nvml(["NVIDIA H100"] * 4))
+    gpu = devices.cuda_gpu(0, fake_devices(count=4), {"CUDA_VISIBLE_DEVICES": "MIG-1234"})
+    assert (gpu.index, gpu.uuid, gpu.memory_free) == (2, "MIG-1234", 5 * 2**30)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.drive import asv_site
+from harness.drive import cli
 from harness.report.pages import build, model
 from harness.report.pages.families import Family, family
 
@@ -194,3 +195,69 @@ def test_the_fits_page_tables_the_size_each_search_found_per_budget(site):
         assert int(value) == next(v for k, v in check.items() if k.startswith("max_"))
     budgets = re.search(r'id="answers-table">\s*<tr>(.*?)</tr>', page, re.S).group(1)
     assert re.findall(r"<th>(\w+)</th>", budgets)[2:] == ["16GB", "24GB", "40GB", "80GB", "card"]  # as declared
+
+
+# -- safe pages ----------------------------------------------------------------------------------
+
+def small_results(tmp_path) -> Path:
+    src = RESULTS / "records" / "nvidia-h100-80gb-hbm3-x1" / "bfa680ee-20261124T003930-ab748b.jsonl"
+    dest = tmp_path / "results" / "records" / "box"
+    dest.mkdir(parents=True)
+    shutil.copy(src, dest / src.name)
+    return tmp_path / "results"
+
+
+def test_names_become_collision_free_slugs_inside_the_folder():
+    assert build.page_name("unified") == "unified.html"
+    hostile = ["../../x", "a/b", "javascript:alert(1)", "index", "A", "a", "x" * 300]
+    names = [build.page_name(n) for n in hostile]
+    assert len(set(names)) == len(names) and all(re.fullmatch(r"[a-z0-9_-]{1,60}\.html", n) for n in names)
+    with pytest.raises(build.UnsafePath, match="outside"):
+        build.inside(Path("/tmp/out"), "../evil.html")
+
+
+def test_a_failed_build_leaves_the_old_pages_whole_and_exits_2(tmp_path, monkeypatch, capsys):
+    results, out = small_results(tmp_path), tmp_path / "pages"
+    assert build.main(results=str(results), out=str(out)) == 0
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    monkeypatch.setattr(build, "page_name", lambda case: f"../../{case}.html")  # a page that would escape
+    assert build.main(results=str(results), out=str(out)) == 2
+    err = capsys.readouterr().err
+    assert "outside" in err and len(err.strip().splitlines()) == 1
+    assert {p.name: p.read_text() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pages", "results"]  # no temporary folder left
+
+
+def test_pages_refuse_a_folder_of_other_files_and_a_missing_results_folder(tmp_path, capsys):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    results = small_results(tmp_path)
+    assert cli.main(["pages", "--no-asv", "--results", str(results), "--out", str(tmp_path / "mine")]) == 2
+    assert "not oombench pages" in capsys.readouterr().err
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+    assert cli.main(["pages", "--no-asv", "--results", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
+
+
+def test_pages_of_another_results_folder_leave_the_repositorys_asv_site_alone(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(asv_site, "publish", lambda *a, **k: calls.append(a) or 0)
+    assert cli.main(["pages", "--results", str(small_results(tmp_path)), "--out", str(tmp_path / "o")]) == 0
+    assert calls == []
+
+
+def test_summary_of_a_missing_path_exits_2_naming_the_fix(capsys):
+    assert cli.main(["summary", "/nonexistent"]) == 2
+    assert "name a record file (.jsonl) or a folder of them" in capsys.readouterr().err
+
+
+def test_table_shows_the_loss_parallel_lm_records_hold(capsys):
+    assert cli.main(["table", "parallel_lm", "--down", "strategy", "--show", "loss", "--where", "device=cuda",
+                     "--where", "machine=H200"]) == 0
+    assert re.search(r"\| single \| 10\.\d{3} \|", capsys.readouterr().out)
+
+
+def test_table_names_the_check_keys_that_exist(capsys):
+    assert cli.main(["table", "fits", "--down", "technique,machine", "--across", "budget", "--show", "check:typo"]) == 2
+    err = capsys.readouterr().err
+    assert "check key 'typo'" in err and "max_batch" in err

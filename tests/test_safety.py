@@ -9,6 +9,14 @@ from conftest import fake_devices
 GiB = 2**30
 
 
+@pytest.fixture(autouse=True)
+def lock_dir(tmp_path, monkeypatch):
+    """Ledgers and locks of the fake GPUs in the test's own folder."""
+    from harness.measure.locks import LOCK_DIR_ENV
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+    return tmp_path / "locks"
+
+
 def test_request_above_cap_is_refused_and_names_the_opt_in():
     guard = ManagedGuard(free_bytes=100 * GiB, fraction=0.9, allow_oversubscription=False)
     assert guard.cap == 90 * GiB
@@ -102,3 +110,87 @@ def test_guard_without_a_gpu_skips_with_reason(no_gpu):
 def test_cap_must_stay_below_free_memory(fraction):
     with pytest.raises(ValueError):
         ManagedGuard(free_bytes=GiB, fraction=fraction)
+
+
+# ---- the right card, and one cap for every process on it --------------------------------------
+
+def four_gpus_nvml(monkeypatch):
+    """pynvml of a box with four GPUs, GPU i having (i + 1) x 10 GiB free."""
+    import sys
+    import types
+
+    from test_devices import FakeNvml
+
+    class Nvml(FakeNvml):
+        def nvmlDeviceGetMemoryInfo(self, h):
+            return types.SimpleNamespace(total=80 * GiB, free=(h + 1) * 10 * GiB, used=0)
+    monkeypatch.setitem(sys.modules, "pynvml", Nvml(["NVIDIA H100"] * 4))
+
+
+@pytest.mark.parametrize("visible, free", [(None, 10), ("3", 40), ("3,0", 40), ("GPU-2", 30), ("1,2", 20)])
+def test_the_cap_follows_the_cuda_device_the_memory_lands_on(monkeypatch, lock_dir, visible, free):
+    """NVML ignores CUDA_VISIBLE_DEVICES: the cap was 0.9 of GPU 0's free memory while CuPy's
+    device 0 was GPU 3."""
+    four_gpus_nvml(monkeypatch)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    guard = ManagedGuard.for_gpu(0, fraction=0.9)
+    assert guard.cap == int(0.9 * free * GiB)
+    expected_uuid = {None: "GPU-0", "3": "GPU-3", "3,0": "GPU-3", "GPU-2": "GPU-2", "1,2": "GPU-1"}[visible]
+    assert guard.ledger.path.name == f"gpu-{expected_uuid}.managed.json"
+
+
+def test_a_hidden_gpu_is_a_skip_not_another_card(monkeypatch, lock_dir):
+    from harness.measure.outcomes import Skip
+    four_gpus_nvml(monkeypatch)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(Skip, match="CUDA_VISIBLE_DEVICES"):
+        ManagedGuard.for_gpu(0)
+
+
+RESERVE = ("import sys, time; from harness.measure.safety import ManagedGuard, ManagedLedger\n"
+           "g = ManagedGuard(free_bytes=int(sys.argv[2]), fraction=0.9, allow_oversubscription=False,"
+           " ledger=ManagedLedger(sys.argv[1]))\n"
+           "g.reserve(int(sys.argv[3])); print('reserved', flush=True); time.sleep(60)\n")
+
+
+def test_two_processes_on_one_gpu_cannot_together_pass_the_cap(tmp_path, monkeypatch):
+    """The cap was a snapshot per process: two runs on one card could each take 0.9 of it."""
+    import subprocess
+    import sys
+
+    from harness.measure.safety import ManagedLedger
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    path = tmp_path / "gpu-X.managed.json"
+    other = subprocess.Popen([sys.executable, "-c", RESERVE, str(path), str(100 * GiB), str(50 * GiB)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "reserved"
+        # This process's snapshot sees less free (the other's pages are resident): the ledger keeps
+        # the baseline of the first reservation, so the two together stay under 0.9 of it.
+        guard = ManagedGuard(free_bytes=50 * GiB, fraction=0.9, allow_oversubscription=False,
+                             ledger=ManagedLedger(path))
+        with pytest.raises(OversubscriptionRefused, match="53.7 GB reserved by other processes"):
+            guard.reserve(41 * GiB)
+        guard.reserve(40 * GiB)
+        assert ManagedLedger(path).held() == 90 * GiB
+        guard.release(40 * GiB)
+        assert ManagedLedger(path).held() == 50 * GiB
+    finally:
+        other.kill()
+        other.wait()
+    guard.reserve(45 * GiB)  # a dead holder's reservation no longer counts
+    assert ManagedLedger(path).held() == 45 * GiB
+
+
+def test_a_guard_collected_unreleased_leaves_nothing_in_the_ledger(tmp_path):
+    from harness.measure.safety import ManagedLedger
+    ledger = ManagedLedger(tmp_path / "gpu-Y.managed.json")
+    guard = ManagedGuard(free_bytes=10 * GiB, allow_oversubscription=False, ledger=ledger)
+    guard.reserve(GiB)
+    assert ledger.held() == GiB
+    del guard
+    gc.collect()
+    assert ledger.held() == 0

@@ -67,8 +67,10 @@ def test_busy_is_the_union_of_gpu_activity_inside_the_step_windows():
     # activity between the windows (a prepare) does not count
     assert fraction([(0, 10), (20, 30)], [(0, 5), (4, 9), (12, 19), (29, 31)]) == 0.5
     assert fraction([], [(0, 1)]) is None
+    # windows stretched by a profiler: the unprofiled step time is the wall
+    assert fraction([(0, 10), (20, 30)], [(0, 4), (20, 24)], step_s=5) == 0.8
 
 
 def test_no_gpu_means_no_busy_figure():
     w = Workload(step=lambda: None, check=dict, work={})
-    assert gpu_busy(w) == {}
+    assert gpu_busy(w, 0.1) == {}

@@ -52,13 +52,17 @@ CLASSES = {
     "parallel.LmCpu": (["strategy"], [["ddp", "naive_mp", "fsdp"]], "host"),
     "parallel.LmCpuPipeline": (["micro_batches"], [[2, 4]], "host"),
     "tricks.TricksCpu": (["technique"], [TECHNIQUES], "host"),
-    "tricks.Techniques": (["workload", "technique"], [["lm", "encdec", "resnet50"], TECHNIQUES], "device"),
+    "tricks.Techniques": (["workload", "technique"], [["lm", "encdec"], TECHNIQUES], "device"),
     "tricks.Accumulation": (["technique", "micro_batch"], [["fp32", "bf16_autocast"], [1, 2, 4, 8, 16, 32, 64]], "device"),
     "tricks.Vocabulary": (["technique", "vocab"], [["fp32", "tied_embeddings", "cpu_embedding", "bf16_autocast"],
                                                    [8192, 32000, 50304, 128256, 256000]], "device"),
     "tricks.LongSequence": (["technique", "width", "seq_len"], [["fp32", "bf16_autocast", "checkpoint"], [1024, 2048],
                                                                 [2048, 4096, 8192, 16384, 32768]], "device"),
     "tricks.SequenceCap": (["technique", "seq_len"], [["pad_longest", "seq_cap"], [512, 1024, 2048]], "device"),
+    "tricks.ResnetSeed": (["workload", "technique"], [["resnet50_1024", "resnet50_2048"],
+                                                      ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params",
+                                                       "checkpoint"]], "device"),
+    "ceilings.Pageable": (["direction", "size_mib"], [["h2d", "d2h"], [64, 128, 256, 512, 1024, 2048]], "device"),
 }
 EXPECTED = {}
 for cls, (names, values, where) in CLASSES.items():
@@ -243,3 +247,42 @@ def test_every_benchmark_class_sets_up_on_a_box_without_a_gpu(records_dir, monke
         values = next(itertools.product(*cls.params)) if cls.params else ()
         with pytest.raises(NotImplementedError, match="GPU"):
             cls().setup(*values)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--deadline", "0"], "--deadline takes a positive number"), (["--deadline", "-5"], "--deadline takes"),
+    (["--deadline", "nan"], "--deadline takes"), (["--deadline", "inf"], "--deadline takes"),
+    (["--bench", "tricks.(Cpu"], "--bench takes a regular expression"),
+    (["--resume", ""], "--resume takes one run id"), (["--resume", "*"], "--resume takes one run id"),
+    (["--resume", "2026*"], "--resume takes one run id"), (["--results", "FILE"], "--results takes a folder"),
+    (["--results", ""], "--results takes a folder"), (["--file", "--results", "DIR"], "give one of them"),
+    (["--python", "/no/such/python"], "is not an executable python")])
+def test_bad_run_arguments_are_refused_before_anything_runs(args, says, tmp_path, monkeypatch, capsys):
+    """`--deadline 0`, `-5` and `nan` were accepted, `--resume ''` started afresh, and a bad --bench
+    regex rewrote machine.json before asv's traceback."""
+    from harness.drive import bootstrap, cli
+    (tmp_path / "FILE").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bootstrap, "ensure", lambda command: pytest.fail("set-up ran for refused arguments"))
+    monkeypatch.setattr(suite, "run", lambda **kw: pytest.fail("the run started"))
+    assert cli.main(["run", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err
+
+
+def test_a_bad_bench_regex_is_refused_before_machine_json_is_touched(tmp_path, monkeypatch):
+    monkeypatch.setattr(suite, "register_with_asv", lambda info: pytest.fail("machine.json rewritten"))
+    with pytest.raises(suite.RunRefused, match="regular expression"):
+        suite.run(bench="(", results=tmp_path)
+
+
+def test_the_run_context_names_the_harness_so_benchmarks_can_watch_it(monkeypatch):
+    from harness.drive import bench
+    ctx = RunContext(RecordStore(Path("/r")), "m", "r", "c", parent_pid=4242)
+    assert RunContext.from_json(ctx.to_json()).parent_pid == 4242
+    watched = []
+    monkeypatch.setattr(bench, "watch", watched.append)
+    monkeypatch.setattr(bench, "die_with_parent", lambda: None)
+    bench._watch_harness(ctx)
+    bench._watch_harness(RunContext(RecordStore(Path("/r")), "m"))  # a plain asv run: nothing to watch
+    assert watched == [4242]

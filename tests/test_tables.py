@@ -30,7 +30,7 @@ def results_with(tmp_path, *files) -> Path:
 
 
 def fits_table(root) -> list[str]:
-    return tables.table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"]).splitlines()
+    return tables.render(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"])[0].splitlines()
 
 
 def test_the_fits_table_holds_each_cards_answers_in_the_declared_budget_order(tmp_path):
@@ -54,8 +54,8 @@ def test_the_newest_record_of_a_case_wins_and_a_missing_one_says_not_run(tmp_pat
 
 def test_cells_show_the_figures_asked_for_and_what_did_not_fit(tmp_path):
     root = results_with(tmp_path, H100_ACCUMULATION)
-    lines = tables.table(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak", "loss"],
-                         {"batch": "64"}).splitlines()
+    lines = tables.render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak", "loss"],
+                         {"batch": "64"})[0].splitlines()
     assert lines[0] == "| micro_batch | technique fp32 | technique bf16_autocast |"
     assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB, 5.556 | 1,879.8 ms, 4.8 / 5.7 GB, 5.556 |"
     assert lines[-1].startswith("| 64 | does not fit (a 8.39 GB request failed) | 268.0 ms, 57.7 / 61.2 GB")
@@ -63,13 +63,13 @@ def test_cells_show_the_figures_asked_for_and_what_did_not_fit(tmp_path):
 
 def test_versus_gives_each_figure_as_a_multiple_of_the_base_rows(tmp_path):
     root = results_with(tmp_path, H100_ACCUMULATION)
-    lines = tables.table(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak"],
-                         {"batch": "64"}, versus=("micro_batch", "64")).splitlines()
+    lines = tables.render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak"],
+                         {"batch": "64"}, versus=("micro_batch", "64"))[0].splitlines()
     # bf16 autocast: 1,879.8 ms against 268.0 ms at 64 at once, 4.8 against 57.7 GB allocated
     assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB | 1,879.8 ms (7.01x), 4.8 / 5.7 GB (0.08x) |"  # fp32 has no 64
     assert lines[-1] == "| 64 | does not fit (a 8.39 GB request failed) | 268.0 ms, 57.7 / 61.2 GB |"
-    across = tables.table(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
-                          versus=("technique", "fp32")).splitlines()
+    across = tables.render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
+                          versus=("technique", "fp32"))[0].splitlines()
     assert across[2] == "| 1 | 2,277.1 ms | 1,879.8 ms (0.83x) |"
 
 
@@ -77,10 +77,10 @@ def test_records_of_two_machines_are_never_folded_into_one_cell(tmp_path):
     rows = load_rows(results_with(tmp_path, H100_ACCUMULATION, H200_ACCUMULATION))
     with pytest.raises(ValueError, match="differ in machine H100 80GB HBM3 and H200: add machine to --down"):
         tables.table(rows, "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"})
-    lines = tables.table(rows, "tricks", ["micro_batch", "machine"], "technique", ["peak"], {"batch": "64"}).splitlines()
+    lines = tables.render(rows, "tricks", ["micro_batch", "machine"], "technique", ["peak"], {"batch": "64"})[0].splitlines()
     assert lines[-2:] == ["| 64, H100 80GB HBM3 | does not fit (a 8.39 GB request failed) | 57.7 / 61.2 GB |",
                           "| 64, H200 | 83.2 / 91.1 GB | 57.7 / 61.2 GB |"]
-    one = tables.table(rows, "tricks", ["micro_batch"], "technique", ["peak"], {"batch": "64", "machine": "H200"})
+    one, _ = tables.render(rows, "tricks", ["micro_batch"], "technique", ["peak"], {"batch": "64", "machine": "H200"})
     assert one.splitlines()[-1] == "| 64 | 83.2 / 91.1 GB | 57.7 / 61.2 GB |"
 
 
@@ -100,24 +100,26 @@ def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
     (["table", "fits", "--down", "technique", "--versus", "budget=12GB"], "budget='12GB' is not one of: 16GB"),
     (["table", "fits", "--down", "technique", "--versus", "workload=lm"], "needs workload down or across"),
 ])
-def test_bad_input_names_the_fix(tmp_path, argv, message):
+def test_bad_input_exits_2_with_one_line_naming_the_fix(tmp_path, capsys, argv, message):
     root = results_with(tmp_path, H200_FITS)
-    with pytest.raises(SystemExit) as e:
-        cli.main(argv + ["--results", str(root)])
-    assert message in str(e.value)
+    assert cli.main(argv + ["--results", str(root)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and message in out.err and len(out.err.strip().splitlines()) == 1
 
 
 DOCS = sorted((REPO / "docs" / "results").glob("*.md")) + [REPO / "docs" / "headline.md"]
 QUOTED = r"```sh\npython3 -m harness table ([^\n]+)\n```\n\n"
+NOTES = r"(?:\n(?:[†§‡]|Peaks here)[^\n]*\n)*"  # the footnotes the command prints after its table
 
 
-def docs_tables() -> list[tuple[str, str, str]]:
-    """(doc, command, the table printed under it) for every `harness table` command in docs/, and
-    in the README's headline."""
+def docs_tables() -> list[tuple[str, str, str, str]]:
+    """(doc, command, the table and footnotes printed under it, the doc's text) for every `harness
+    table` command in docs/, and in the README's headline."""
     out = []
     for path in DOCS + [REPO / "README.md"]:
-        out += [(path.name, args, printed)
-                for args, printed in re.findall(QUOTED + r"((?:\|[^\n]*\n)+)", path.read_text())]
+        text = path.read_text()
+        out += [(path.name, args, printed, text)
+                for args, printed in re.findall(QUOTED + r"((?:\|[^\n]*\n)+" + NOTES + ")", text)]
     return out
 
 
@@ -131,17 +133,21 @@ def committed_results(tmp_path_factory) -> Path:
 def test_every_table_the_docs_quote_is_what_the_command_prints_from_results(capsys, committed_results):
     quoted = docs_tables()
     assert len(quoted) >= 12
-    assert {doc for doc, _, _ in quoted} >= {p.name for p in DOCS} - {"parallel.md"} | {"README.md"}
-    for doc, args, printed in quoted:
+    assert {doc for doc, *_ in quoted} >= {p.name for p in DOCS} - {"parallel.md"} | {"README.md"}
+    for doc, args, printed, text in quoted:
         assert cli.main(["table", *args.split(), "--results", str(committed_results)]) == 0
-        assert capsys.readouterr().out == printed, f"{doc}'s table under `harness table {args}` is stale"
+        out = capsys.readouterr().out
+        # A doc short of lines (the README's headline) may carry the footnotes in its prose instead.
+        notes = [n.strip() for n in out[len(printed):].split("\n\n") if n.strip()]
+        assert out.startswith(printed) and all(n in text for n in notes), \
+            f"{doc}'s table under `harness table {args}` is stale"
 
 
-def test_a_command_the_docs_quote_without_a_table_has_no_records_to_print(committed_results):
+def test_a_command_the_docs_quote_without_a_table_has_no_records_to_print(committed_results, capsys):
     for path in DOCS:
         for args in re.findall(QUOTED + "No committed record matches yet", path.read_text()):
-            with pytest.raises(SystemExit, match="no records of"):
-                cli.main(["table", *args.split(), "--results", str(committed_results)])
+            assert cli.main(["table", *args.split(), "--results", str(committed_results)]) == 2
+            assert "no records of" in capsys.readouterr().err
 
 
 CPU_STANDARD = RECORDS / "cpu-amd-epyc/bfa680ee-20261124T003859-187d27.jsonl"  # GPU cases skipped there
@@ -150,10 +156,10 @@ H100_STANDARD = RECORDS / "nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab7
 
 def test_a_box_that_skipped_every_record_of_a_table_takes_no_column_but_a_skip_beside_figures_stays(tmp_path):
     root = results_with(tmp_path, CPU_STANDARD, H100_STANDARD)
-    lines = tables.table(load_rows(root), "ceilings", ["probe"], "machine", ["rate"], {}).splitlines()
+    lines = tables.render(load_rows(root), "ceilings", ["probe"], "machine", ["rate"], {})[0].splitlines()
     assert lines[0] == "| probe | machine AMD EPYC | machine H100 80GB HBM3 |"  # the CPU box ran host probes
     row = {line.split(" | ")[0]: line for line in lines[2:]}
     assert row["| device_copy"].split(" | ")[1] == "skipped"  # a skip on a box that measured others stays
-    gpu_only = tables.table(load_rows(root), "tricks", ["technique"], "machine", ["rate"],
-                            {"device": "cuda"}).splitlines()
+    gpu_only = tables.render(load_rows(root), "tricks", ["technique"], "machine", ["rate"],
+                            {"device": "cuda"})[0].splitlines()
     assert gpu_only[0] == "| technique | machine H100 80GB HBM3 |"  # the CPU box skipped all of them

@@ -12,6 +12,13 @@ GiB = 2**30
 H100, H200 = 81559 * 2**20, 143771 * 2**20
 
 
+@pytest.fixture(autouse=True)
+def lock_dir(tmp_path, monkeypatch):
+    """The guards' ledgers in the test's own folder."""
+    from harness.measure.locks import LOCK_DIR_ENV
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+
+
 @pytest.mark.parametrize("total", [H100, H200])
 def test_working_set_is_the_fraction_of_the_cards_total(total):
     assert working_set_bytes(0.25, total) == total // 4
@@ -67,3 +74,21 @@ def test_stated_host_memory_overrides_what_a_growing_vm_reports():
     assert host_available({HOST_MEMORY_ENV: "128"}) == 128 * 10**9
     with pytest.raises(ValueError, match="a number of GB"):
         host_available({HOST_MEMORY_ENV: "lots"})
+
+
+def test_working_sets_and_the_guard_follow_cuda_visible_devices(monkeypatch, tmp_path):
+    """Working-set sizes and the cap came from NVML's GPU 0 while the memory landed on CUDA's device 0."""
+    from dataclasses import replace
+
+    from harness.measure.devices import Devices
+    from harness.measure.workingset import card_total
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    box = fake_devices(count=4)
+    box = Devices(gpus=tuple(replace(g, memory_total=(g.index + 1) * 40 * GiB, memory_free=(g.index + 1) * 30 * GiB)
+                             for g in box.gpus))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert card_total(box) == 160 * GiB
+    assert guard_managed(0.1, 16 * GiB, box).cap == int(0.9 * 120 * GiB)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    with pytest.raises(Skip, match="CUDA_VISIBLE_DEVICES"):
+        card_total(box)

@@ -32,10 +32,12 @@ PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"]
 
 
 def _card(devices) -> tuple[int, int]:
-    """(total, free) bytes of GPU 0. From NVML, not torch: this process must not create a CUDA
-    context, which would take device memory from the probes beside it."""
+    """(total, free) bytes of CUDA device 0 (the card CUDA_VISIBLE_DEVICES selects). From NVML,
+    not torch: this process must not create a CUDA context, which would take device memory from
+    the probes beside it."""
     from harness.measure.requirements import need_gpus
-    gpu = need_gpus(1, devices).gpus[0]
+    from harness.measure.workingset import card
+    gpu = card(need_gpus(1, devices))
     return gpu.memory_total, gpu.memory_free
 
 

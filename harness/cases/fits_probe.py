@@ -7,22 +7,28 @@ back with ``Config.from_json``, which validates it again, as any input from outs
 N is how far the probe grows that step along the last argument, under FRACTION of the card
 (``harness.workloads.fits_probe`` runs it). Prints one JSON line with the answer; out of memory
 is an answer (exit 0), any other error a broken probe (exit 1).
+
+First of all the probe binds itself to the search that started it (its pid in
+``OOMBENCH_PARENT_PID``; ``harness.measure.lifeline.bind``): a probe whose search is gone
+exits before building anything, and one whose search dies is killed with it.
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from harness.cases.base import Config
-from harness.workloads.fits_probe import probe
+from harness.measure import lifeline
 
 USAGE = "usage: python -m harness.cases.fits_probe CONFIG_JSON N FRACTION batch|seq_len"
 
 
 def main(argv=None) -> int:
+    lifeline.bind(lifeline.parent_from_env())
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 4:
         raise SystemExit(USAGE)
+    from harness.cases.base import Config
+    from harness.workloads.fits_probe import probe
     config = Config.from_json(argv[0], case="tricks")
     print(json.dumps(probe(config.params, int(argv[1]), float(argv[2]), argv[3])), flush=True)
     return 0

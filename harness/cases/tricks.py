@@ -36,9 +36,10 @@ from harness.measure.workload import Workload
 from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, against_reference, losses_checked, make_trainer,
                                       reference_losses)
 
-POWERS = tuple(2**k for k in range(0, 11))  # 1 .. 1024
+# Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
+BATCHES = tuple(sorted({2**k for k in range(0, 11)} | {5, 10}))
 PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES,
-          "batch": POWERS, "micro_batch": POWERS,
+          "batch": BATCHES, "micro_batch": BATCHES,
           "vocab": (128, 8192, 32000, 50304, 128256, 256000),
           "width": (32, 256, 512, 1024, 2048, 4096),
           "depth": (2, 6, 12, 24),

@@ -21,7 +21,7 @@ from harness.workloads.kernels import PATTERNS
 from harness.workloads.kernels import build as build_pattern
 from harness.workloads.managed import ALLOCATORS, HOST, UnifiedApi, use_allocator
 from harness.measure.requirements import need_cupy, need_gpus
-from harness.measure.workingset import FRACTIONS, guard_managed, working_set_bytes
+from harness.measure.workingset import FRACTIONS, card_total, guard_managed, working_set_bytes
 from harness.measure.outcomes import Skip
 from harness.cases.base import Case
 from harness.measure.workload import Workload
@@ -81,7 +81,7 @@ def _guard_for(allocator, placement, fraction, nbytes, devices):
 def build(allocator: str, placement: str, pattern: str, fraction: float) -> Workload:
     devices = need_gpus(1)
     cupy = need_cupy()
-    nbytes = working_set_bytes(fraction, devices.gpus[0].memory_total)
+    nbytes = working_set_bytes(fraction, card_total(devices))
     guard = _guard_for(allocator, placement, fraction, nbytes, devices)
     use_allocator(cupy, allocator, guard)
     sync = cupy.cuda.runtime.deviceSynchronize
@@ -114,9 +114,18 @@ def build(allocator: str, placement: str, pattern: str, fraction: float) -> Work
 def declared_bytes(allocator, placement, pattern, fraction):
     from harness.measure.devices import discover
     devices = discover()
-    return working_set_bytes(fraction, devices.gpus[0].memory_total) if devices.count else None
+    return working_set_bytes(fraction, card_total(devices)) if devices.count else None
+
+
+def bound_by(allocator, placement, pattern, fraction):
+    """Pages that start on the host cross the pinned host-to-device link (migrated, prefetched or
+    read in place); resident ones are bounded by the device: a product by fp32 matmul, the rest
+    by device copy."""
+    if allocator == "managed_pool" and placement in FROM_HOST:
+        return "h2d_pinned"
+    return "matmul_fp32" if pattern == "matmul" else "device_copy"
 
 
 CASE = Case(name="unified",
             params={"allocator": ALLOCATORS, "placement": PLACEMENTS, "pattern": PATTERNS, "fraction": FRACTIONS},
-            build=build, declared_bytes=declared_bytes, doc=__doc__)
+            build=build, declared_bytes=declared_bytes, bound_by=bound_by, doc=__doc__)

@@ -13,7 +13,7 @@ from math import isqrt
 from harness.workloads.managed import use_allocator
 from harness.measure.outcomes import CheckFailed
 from harness.measure.requirements import need_gpus
-from harness.measure.workingset import guard_managed, working_set_bytes
+from harness.measure.workingset import card_total, guard_managed, working_set_bytes
 from harness.cases.base import Case
 from harness.measure.workload import Workload
 from harness.cases.unified import need_cupy
@@ -37,7 +37,7 @@ def seed(cupy, size: int):
 def build(fraction: float) -> Workload:
     devices = need_gpus(1)
     cupy = need_cupy()
-    size = size_for(fraction, devices.gpus[0].memory_total)
+    size = size_for(fraction, card_total(devices))
     nbytes = ARRAYS_AT_PEAK * 8 * size * size
     spill = "an oversubscribed working set, which spills to the host" if fraction > 1 else None
     guard = guard_managed(fraction, nbytes, devices, spill)
@@ -67,4 +67,7 @@ def build(fraction: float) -> Workload:
                     gpus=(0,), warmup=0, repeat=3)
 
 
-CASE = Case(name="unified_seed", params={"fraction": FRACTIONS}, build=build, doc=__doc__)
+# Under the card's size the pages are first touched on the GPU and stay there (a device stream);
+# past it they spill, and the host link bounds the step.
+CASE = Case(name="unified_seed", params={"fraction": FRACTIONS}, build=build,
+            bound_by=lambda fraction: "h2d_pinned" if fraction > 1 else "device_copy", doc=__doc__)

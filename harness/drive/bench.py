@@ -18,6 +18,7 @@ from harness import cases
 from harness.drive.runner import execute
 from harness.measure.devices import discover
 from harness.measure.environment import snapshot
+from harness.measure.lifeline import die_with_parent, watch
 from harness.measure.machine import machine_name
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, SKIPPED
 from harness.measure.record import Record
@@ -39,12 +40,22 @@ def measure(case_name: str, fallback_results: Path = LOCAL, **params) -> Record:
     """For asv benchmarks: the case's record, measured in this process or earlier in this run."""
     devices = discover()
     ctx = context(devices, fallback_results)
+    _watch_harness(ctx)
     rec = _earlier(ctx, case_name, params) if ctx.run_id else None
     if rec is None:
         _before_deadline(ctx)
         rec = execute(cases.get(case_name), params, devices=devices, run=ctx)
         RecordStore.append(ctx.path, rec)
     return for_asv(rec)
+
+
+def _watch_harness(ctx: RunContext) -> None:
+    """asv, not the harness, starts this process, so no parent-death signal can name the
+    harness: a watchdog ends this process (and its probes and workers) once the harness is
+    gone, and the kernel ends it with asv, its parent. Under a plain ``asv run``, neither."""
+    if ctx.parent_pid is not None:
+        die_with_parent()
+        watch(ctx.parent_pid)
 
 
 def _before_deadline(ctx: RunContext) -> None:

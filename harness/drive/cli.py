@@ -22,14 +22,50 @@ from pathlib import Path
 from harness.drive import bootstrap
 
 
+def _run_refusal(args) -> str | None:
+    """What is wrong with ``run``'s arguments, in one line that names the fix; None if nothing.
+    Standard library only: checked before set-up, machine.json or asv are touched."""
+    import math
+    import os
+    import re
+    if args.deadline is not None and not (math.isfinite(args.deadline) and args.deadline > 0):
+        return f"--deadline takes a positive number of seconds (e.g. --deadline 3600), got {args.deadline!r}"
+    if args.bench is not None:
+        try:
+            re.compile(args.bench)
+        except re.error as e:
+            return (f"--bench takes a regular expression over benchmark names (e.g. --bench 'tricks\\.'): "
+                    f"{args.bench!r} is not one ({e})")
+    if args.resume is not None and (not args.resume.strip() or re.search(r"[*?\[\]/\\\s]", args.resume)):
+        return (f"--resume takes one run id as `harness run` printed it (e.g. 20261123T182937-9004fb), "
+                f"got {args.resume!r}")
+    if args.results is not None and (not args.results.strip() or Path(args.results).is_file()):
+        return f"--results takes a folder (asv's files and records/ go there), got {args.results!r}"
+    if args.results is not None and args.file:
+        return "--file and --results both say where results go: give one of them"
+    for py in args.python or []:
+        if not os.access(py, os.X_OK) or os.path.isdir(py):
+            return (f"--python {py} is not an executable python: pass the interpreter of an environment that has "
+                    "the project's requirements, e.g. --python /path/to/venv/bin/python")
+    return None
+
+
 def _run(args) -> int:
+    refusal = _run_refusal(args)
+    if refusal:
+        print(f"oombench run: {refusal}", file=sys.stderr)
+        return 2
     bootstrap.ensure("run")
     from harness.drive import suite
     from harness.measure.store import COMMITTED, LOCAL
     results = Path(args.results) if args.results else COMMITTED if args.file else LOCAL
-    return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
-                     publish=not args.no_publish, pythons=args.python, resume=args.resume,
-                     deadline_s=args.deadline, results=results, profile=args.profile)
+    try:
+        return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
+                         publish=not args.no_publish, pythons=args.python, resume=args.resume,
+                         deadline_s=args.deadline, results=results, profile=args.profile, wait=not args.no_wait)
+    except suite.RunRefused as e:
+        print(f"oombench run: {e}", file=sys.stderr)
+        return 2
 
 
 def _test(args) -> int:
@@ -90,7 +126,9 @@ def _summary(args) -> int:
     from harness.report.summary import table
     path = Path(args.path) if args.path else COMMITTED / "records"
     if not path.exists():
-        raise SystemExit(f"oombench summary: {path} does not exist: name a record file (.jsonl) or a folder of them")
+        print(f"oombench summary: {path} does not exist: name a record file (.jsonl) or a folder of them",
+              file=sys.stderr)
+        return 2
     recs = load_any(path).warn().records
     print(table(recs) if recs else "no records")
     return 0
@@ -109,8 +147,9 @@ def _gate(args) -> int:
     from harness.report.gate import gate
     from harness.units import MB
     rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
-                    min_bytes=int(args.min_mb * MB), pattern=args.only)
-    print(text)
+                    min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
+                    fmt=args.format, history=args.history)
+    print(text, file=sys.stderr if rc == 2 and text.startswith("oombench gate:") else sys.stdout)
     return rc
 
 
@@ -118,12 +157,22 @@ def _pages(args) -> int:
     bootstrap.ensure("pages")
     from harness.drive import asv_site
     from harness.report.pages import build
-    # asv's own site, from the same results/ (asv.conf.json names it), into .asv/html.
-    rc = 0 if args.no_asv else asv_site.publish(bootstrap.REPO, bootstrap.REPO / ".asv" / "html", args.results)
+    # Bad arguments exit 2 before anything is written (asv's site included).
+    problem = build.check_args(args.results, args.out)
+    if problem:
+        print(f"oombench pages: {problem}", file=sys.stderr)
+        return 2
+    # asv's own site is the repository's (asv.conf.json puts it in .asv/html): it is made from the
+    # committed results/ only, never from another folder's.
+    skip_asv = args.no_asv or args.results is not None
+    if args.results is not None and not args.no_asv:
+        print("oombench pages: asv's site is left as it is: it is the repository's and --results names another "
+              "folder (pass --no-asv to say so)", file=sys.stderr)
+    rc = 0 if skip_asv else asv_site.publish(bootstrap.REPO, bootstrap.REPO / ".asv" / "html")
     if rc != 0:
         print("oombench pages: asv publish failed (above); the comparison pages are built anyway. "
               "Fix: check results/ holds asv result files, or pass --no-asv", file=sys.stderr)
-    elif not args.no_asv:
+    elif not skip_asv:
         print(f"oombench: asv's site in {bootstrap.REPO / '.asv' / 'html'}")
     return build.main(results=args.results, out=args.out) or rc
 
@@ -162,6 +211,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--file", action="store_true",
                    help="file the results into results/ (for committing); by default they go to .asv/results/")
     r.add_argument("--results", metavar="DIR", help="file the results into DIR (asv's files and records/)")
+    r.add_argument("--no-wait", action="store_true",
+                   help="where another run holds the results folder, exit (status 2) naming it instead of waiting")
     r.set_defaults(func=_run)
     t = sub.add_parser("test", help="run the tests")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest")
@@ -190,14 +241,32 @@ def parser() -> argparse.ArgumentParser:
     tb.add_argument("--results", default=None, help="results folder (default: results/)")
     tb.set_defaults(func=_table)
     g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")
+
+    def _fraction(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 <= value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+        return value
     g.add_argument("base", help="record file (.jsonl) or folder of them")
     g.add_argument("new", help="record file (.jsonl) or folder of them")
-    g.add_argument("--threshold", type=float, default=0.10, help="relative rise always allowed (0.10 = 10%%)")
-    g.add_argument("--iqr-factor", type=float, default=2.0,
-                   help="k: a rise within k x the combined IQR of the two medians is noise, not a regression")
-    g.add_argument("--min-mb", type=float, default=64,
+    g.add_argument("--threshold", type=_fraction, default=0.0,
+                   help="the least relative rise that can fail, for times and peaks (1.0 = twice as slow); "
+                        "raises the floors learned from history, never lowers them")
+    g.add_argument("--iqr-factor", type=_fraction, default=2.0,
+                   help="k, for records without raw step times: medians within k standard errors (read from "
+                        "their IQRs) are noise")
+    g.add_argument("--min-mb", type=_fraction, default=64,
                    help="peak-memory growth below this many MB (10^6 bytes) is never a regression")
-    g.add_argument("--only", metavar="REGEX", help='gate only cases whose "case {params}" matches')
+    g.add_argument("--only", metavar="REGEX", help='gate only cases whose "case {params}" matches (both sides)')
+    g.add_argument("--cross-machine", action="store_true",
+                   help="compare sets of different machine kinds, matching on case and parameters alone")
+    g.add_argument("--format", choices=("text", "markdown"), default="text",
+                   help="markdown: the same table for a pull-request comment")
+    g.add_argument("--history", metavar="DIR", default=None,
+                   help="records the noise floors are learned from (default: results/records)")
     g.set_defaults(func=_gate)
     pg = sub.add_parser("pages", help="build asv's site and the comparison pages from results/")
     pg.add_argument("--results", default=None, help="results folder (default: results/)")

@@ -41,7 +41,7 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
                                                        begin=peak.steps_begin)
                 peak.steps_end()
                 check = workload.check()
-                busy = gpu_busy(workload)
+                busy = gpu_busy(workload, timing.median_s)
             finally:
                 workload.close()
     except Skip as e:

@@ -3,20 +3,29 @@
 asv does the running, the per-process isolation (``launch_method: spawn``), the bookkeeping by
 commit and machine, and the HTML. This module only hands asv what it cannot find out itself:
 the machine's description (its GPUs), the commit of the checkout, and where ``harness`` lives.
+
+A run holds its results folder's lock for its whole life (``harness.measure.locks``), names its
+process beside its records (``--resume`` of a live run is refused), and ends asv and all it
+started when SIGTERM, SIGINT or SIGHUP reaches it; every benchmark watches this process's pid,
+so not even ``kill -9`` leaves one measuring (``harness.measure.lifeline``).
 """
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.drive import profiles
 from harness.drive.asv_output import fold
 from harness.drive.asvconf import local_config
 from harness.drive.bench import RUN_ENV
+from harness.measure import lifeline, locks
 from harness.measure.environment import snapshot
 from harness.measure.machine import machine_info, register_with_asv
 from harness.measure.outcomes import SKIPPED
@@ -42,18 +51,56 @@ def warn_if_dirty(commit: str) -> None:
               f"these results; commit first so the results say what ran:\n{done.stdout}", file=sys.stderr)
 
 
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class RunRefused(Exception):
+    """``harness run`` will not start (exit 2); the message names the fix."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM, SIGINT or SIGHUP reached ``harness run``."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def signals_stop_the_run():
+    """The first of ``SIGNALS`` raises ``Interrupted`` wherever the run is, so that every
+    ``finally`` on the way out (asv's whole tree ended, the lock released) runs; later ones
+    wait for that clean-up rather than cut it short."""
+    fired = []
+
+    def handler(signum, frame):
+        if not fired:
+            fired.append(signum)
+            raise Interrupted(signum)
+    old = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, was in old.items():
+            signal.signal(sig, was)
+
+
 def asv_run(*args: str, env=None) -> int:
-    """``asv run``, its output shown as it comes with the skips folded (harness.drive.asv_output)."""
+    """``asv run``, its output shown as it comes with the skips folded (harness.drive.asv_output).
+
+    asv runs in a session of its own and dies with this process (``lifeline.preexec``); it
+    puts each benchmark in a process group of its own, so on the way out, however it comes,
+    everything asv started is found by descent and by session and ended (``lifeline.end_tree``)."""
     proc = subprocess.Popen([sys.executable, "-m", "asv", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+                            stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True,
+                            preexec_fn=lifeline.preexec(os.getpid()))
     try:
         for line in fold(line.rstrip("\n") for line in proc.stdout):
             print(line, flush=True)
         return proc.wait()
     finally:
-        if proc.poll() is None:  # interrupted: asv and its benchmark must not go on measuring alone
-            proc.terminate()
-            proc.wait()
+        lifeline.end_tree(proc.pid)
+        proc.wait()
 
 
 def asv_environment(ctx: RunContext, allow_oversubscription: bool) -> dict:
@@ -87,38 +134,82 @@ def report(records) -> None:
         print(f"oombench: {len(records) - len(shown)} case(s) skipped here, each reason once above", flush=True)
 
 
+def refuse_live(store: RecordStore, resume: str) -> None:
+    """``--resume`` of a run whose process still runs would measure its cases twice at once."""
+    live = store.live_run(resume)
+    if live:
+        command = " ".join(map(str, live.get("argv", [])))[:200]
+        raise RunRefused(f"run {resume} is still running as pid {live['pid']} ({command}): "
+                         f"wait for it to end, or stop it (kill {live['pid']}), then --resume {resume}")
+
+
 def run(bench: str | None = None, quick: bool = False, allow_oversubscription: bool = False,
         publish: bool = True, pythons: list[str] | None = None, resume: str | None = None,
-        deadline_s: float | None = None, results: Path = LOCAL, profile: str = "standard") -> int:
+        deadline_s: float | None = None, results: Path = LOCAL, profile: str = "standard",
+        wait: bool = True) -> int:
+    """One run under the results folder's lock (waits for it, or ``RunRefused`` with
+    ``wait=False``); returns asv's exit status, or 128 + the signal that stopped it."""
+    try:
+        re.compile(bench or "")
+    except re.error as e:
+        raise RunRefused(f"--bench takes a regular expression, and {bench!r} is not one ({e})") from None
+    store = RecordStore.of_results(results)
+    if resume is not None:
+        refuse_live(store, resume)
+    with signals_stop_the_run():
+        try:
+            with locks.held(locks.results_lock(results), f"results folder {results}", wait=wait):
+                return _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, resume,
+                                   deadline_s, results, profile)
+        except locks.Busy as e:
+            raise RunRefused(str(e)) from None
+        except Interrupted as e:
+            print(f"oombench: stopped by {e}: asv and every process it started were ended", flush=True)
+            return 128 + e.signum
+
+
+def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, resume, deadline_s, results,
+                profile) -> int:
     info = machine_info(snapshot())
     register_with_asv(info)
     print(f"oombench: machine {info['machine']}: {info['gpu']}; cpu {info['cpu']}", flush=True)
     commit = head_commit()
     warn_if_dirty(commit)
-    store = RecordStore.of_results(results)
-    if resume:
+    if resume is not None:
         # Each case of the run that has a record is read back from it, not measured again; a
         # what-fits search goes on from the probes its log holds.
         try:
             store.resumable(resume, info["machine"], commit)
         except StoreError as e:
-            sys.exit(f"oombench: {e}")
+            raise RunRefused(str(e)) from None
+        refuse_live(store, resume)
     run_id = resume or f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
     deadline = time.time() + deadline_s if deadline_s is not None else None
-    ctx = RunContext(store, info["machine"], run_id, commit, deadline)
+    ctx = RunContext(store, info["machine"], run_id, commit, deadline, parent_pid=os.getpid())
     print(f"oombench: run {run_id}, results in {results} (if it is cut short: python3 -m harness run --resume "
           f"{run_id} ...)", flush=True)
     # The run's records file exists from the start, so that it can be resumed even if a deadline
-    # or a kill left it nothing measured.
+    # or a kill left it nothing measured; beside it, which process runs it.
     ctx.path.parent.mkdir(parents=True, exist_ok=True)
     ctx.path.touch()
-    args = ["run", "--config", str(local_config(REPO, results)), "--machine", info["machine"],
-            *environments(pythons), "--set-commit-hash", commit, "--show-stderr",
+    store.claim(ctx.path)
+    try:
+        return _measure(ctx, bench, quick, allow_oversubscription, publish, pythons, results, profile)
+    except Interrupted:
+        report(r for r in load_file(ctx.path).warn().records if r.run_id == run_id)
+        print(f"oombench: run {run_id} was stopped; what it measured is kept: python3 -m harness run --resume "
+              f"{run_id} (with the same arguments) measures the rest", flush=True)
+        raise
+
+
+def _measure(ctx: RunContext, bench, quick, allow_oversubscription, publish, pythons, results, profile) -> int:
+    args = ["run", "--config", str(local_config(REPO, results)), "--machine", ctx.machine,
+            *environments(pythons), "--set-commit-hash", ctx.commit, "--show-stderr",
             *[a for regex in ([bench] if bench else profiles.benchmarks(profile)) for a in ("--bench", regex)]]
     if quick:
         args.append("--quick")
     rc = asv_run(*args, env=asv_environment(ctx, allow_oversubscription))
-    report(r for r in load_file(ctx.path).warn().records if r.run_id == run_id)
+    report(r for r in load_file(ctx.path).warn().records if r.run_id == ctx.run_id)
     if publish:
         from harness.drive.asv_site import publish as publish_site
         rc = publish_site(REPO, REPO / ".asv" / "html", results) or rc

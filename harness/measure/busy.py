@@ -5,7 +5,8 @@ waits for), and its figure ranks the host rather than the technique. The fractio
 a few extra steps after the timed ones (so profiling never touches the timing or the peaks):
 
 - ``cupti``: kernels, copies and memsets that PyTorch's profiler (CUPTI) saw, their union over
-  each step's window; exact where the GPU work is launched through the CUDA runtime.
+  each step's window, per step, over the median step time of the unprofiled timing (the
+  profiler's own overhead lengthens the profiled steps on the host, never the GPU's work).
 - ``nvml``: NVML's utilisation samples (the share of each sample period in which a kernel ran)
   over those steps, where the profiler saw no GPU activity or is not available. Coarser: the
   driver samples every 1/6 s to 1 s.
@@ -32,15 +33,16 @@ def union_s(intervals, lo: float, hi: float) -> float:
     return total
 
 
-def fraction(windows, activity) -> float | None:
-    """GPU-active time within the steps' windows over the windows' total length."""
-    wall = sum(b - a for a, b in windows)
+def fraction(windows, activity, step_s: float | None = None) -> float | None:
+    """GPU-active time within the steps' windows over their wall time: the windows' own length,
+    or ``step_s`` per window where the windows are stretched by a profiler."""
+    wall = len(windows) * step_s if step_s else sum(b - a for a, b in windows)
     if wall <= 0:
         return None
     return min(1.0, sum(union_s(activity, a, b) for a, b in windows) / wall)
 
 
-def _profiled(workload, steps: int) -> float | None:
+def _profiled(workload, steps: int, step_s: float) -> float | None:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -53,7 +55,8 @@ def _profiled(workload, steps: int) -> float | None:
     windows = [(e.time_range.start, e.time_range.end) for e in events if e.name == STEP_MARK]
     gpu = [(e.time_range.start, e.time_range.end) for e in events
            if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start]
-    return fraction(windows, gpu) if gpu else None
+    # Profiler times are in microseconds.
+    return fraction(windows, gpu, step_s * 1e6) if gpu else None
 
 
 def _prepared(workload):
@@ -80,13 +83,13 @@ def _nvml(workload, gpu: int) -> float | None:
         nvml.nvmlShutdown()
 
 
-def gpu_busy(workload) -> dict:
+def gpu_busy(workload, step_s: float) -> dict:
     """{"fraction": 0..1, "source": "cupti" | "nvml"}; {} for a case without a GPU or one
     whose steps run in other processes; {"source": ..., "reason": ...} where neither could say."""
     if not workload.gpus or workload.timing is not None:
         return {}
     reasons = []
-    for source, read in (("cupti", lambda: _profiled(workload, STEPS)), ("nvml", lambda: _nvml(workload, workload.gpus[0]))):
+    for source, read in (("cupti", lambda: _profiled(workload, STEPS, step_s)), ("nvml", lambda: _nvml(workload, workload.gpus[0]))):
         try:
             value = read()
         except Exception as e:  # a profiler or NVML that cannot answer here: the other may

@@ -7,7 +7,8 @@ so in `Devices.reason` instead of raising.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, replace
 
 from harness.units import gb
 
@@ -109,6 +110,69 @@ def discover() -> Devices:
                        reason=None if n else "NVML found no GPU")
     finally:
         nvml.nvmlShutdown()
+
+
+VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
+
+
+def visible_entries(environ=None) -> list[str] | None:
+    """``CUDA_VISIBLE_DEVICES`` as CUDA reads it: None when unset (every GPU, in order), else
+    its entries up to the first empty one (CUDA ignores the rest)."""
+    value = (os.environ if environ is None else environ).get(VISIBLE_ENV)
+    if value is None:
+        return None
+    out = []
+    for entry in value.split(","):
+        if not entry.strip():
+            break
+        out.append(entry.strip())
+    return out
+
+
+def cuda_gpu(ordinal: int, devices: Devices | None = None, environ=None) -> GPU | None:
+    """The GPU behind CUDA device ``ordinal`` of this process, or None where there is none.
+
+    NVML numbers every GPU of the host and ignores ``CUDA_VISIBLE_DEVICES``; CUDA numbers only
+    the visible ones, in that variable's order. Its entries are NVML indices (CUDA's and NVML's
+    orders agree on a box of one GPU model: both by PCI bus), GPU UUIDs (``GPU-...``, a unique
+    prefix will do) or MIG devices (``MIG-...``), whose own memory NVML reads by UUID."""
+    devices = discover() if devices is None else devices
+    entries = visible_entries(environ)
+    if entries is None:
+        return devices.gpus[ordinal] if 0 <= ordinal < devices.count else None
+    if not 0 <= ordinal < len(entries):
+        return None
+    return _entry_gpu(entries[ordinal], devices)
+
+
+def _entry_gpu(entry: str, devices: Devices) -> GPU | None:
+    if entry.isdigit():
+        return next((g for g in devices.gpus if g.index == int(entry)), None)
+    if entry.startswith("MIG-"):
+        return _mig_gpu(entry, devices)
+    matches = [g for g in devices.gpus if g.uuid.startswith(entry)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _mig_gpu(uuid: str, devices: Devices) -> GPU | None:
+    """A MIG instance: its memory from NVML by its UUID, the rest from the GPU that holds it."""
+    try:
+        import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        h = nvml.nvmlDeviceGetHandleByUUID(uuid)
+        mem = nvml.nvmlDeviceGetMemoryInfo(h)
+        parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h)
+        host = next((g for g in devices.gpus if g.uuid == _text(nvml.nvmlDeviceGetUUID(parent))), None)
+    except Exception:
+        return None
+    finally:
+        nvml.nvmlShutdown()
+    if host is None:
+        return None
+    return replace(host, memory_total=int(mem.total), memory_free=int(mem.free), uuid=uuid)
 
 
 def describe(devices: Devices, memory=gb) -> str:

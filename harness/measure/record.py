@@ -8,8 +8,9 @@ is interrupted keeps everything measured before it.
 from __future__ import annotations
 
 import math
+import reprlib
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from harness.measure.environment import Environment
 from harness.measure.outcomes import OK, OUTCOMES
@@ -76,13 +77,140 @@ class Record:
 
 
 def _validate(d: dict) -> None:
+    """ValueError naming the first field of ``d`` (one JSON line) that a Record cannot hold: a
+    wrong type, a number that is not finite or is negative, an unknown field. Every reader goes
+    through here, so a figure that reaches a table or the gate is one that can be computed with."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a record is a JSON object, got {type(d).__name__}")
+    _known(d, Record, "")
     for name, kind in (("case", str), ("params", dict), ("outcome", str), ("environment", dict)):
-        if not isinstance(d.get(name), kind):
-            raise ValueError(f"{name} must be a {kind.__name__}, got {d.get(name)!r:.60}")
+        _is(d.get(name), kind, name)
     if d["outcome"] not in OUTCOMES:
-        raise ValueError(f"outcome {d['outcome']!r} is not one of {', '.join(OUTCOMES)}")
-    timing = d.get("timing")
-    if d["outcome"] == OK:
-        median = timing.get("median_s") if isinstance(timing, dict) else None
-        if not isinstance(median, (int, float)) or not math.isfinite(median) or median < 0:
-            raise ValueError(f"an ok record needs a finite timing.median_s, got {median!r}")
+        raise ValueError(f"outcome {_short(d['outcome'])} is not one of {', '.join(OUTCOMES)}")
+    for name, kind in (("reason", str), ("run_id", str), ("commit", str)):
+        _is(d.get(name), kind, name, none=True)
+    for name in ("work", "memory", "check", "gpu_busy"):
+        _is(d.get(name, {}), dict, name)
+    for k, v in d["params"].items():
+        if not (v is None or isinstance(v, (str, bool, int)) or _finite(v)):
+            raise ValueError(f"params.{_short(k)} must be a string, number or boolean, got {_short(v)}")
+    for k, v in d.get("work", {}).items():
+        _number(v, f"work.{_short(k)}")
+    for k, v in d.get("memory", {}).items():
+        _count(v, f"memory.{_short(k)}")
+    _validate_busy(d.get("gpu_busy", {}))
+    if d.get("requested_bytes") is not None:
+        _count(d["requested_bytes"], "requested_bytes")
+    if "created" in d:
+        _number(d["created"], "created")
+    if "schema" in d and (type(d["schema"]) is not int or d["schema"] < 1):
+        raise ValueError(f"schema must be a whole number from 1, got {_short(d['schema'])}")
+    _validate_timing(d.get("timing"), d["outcome"])
+    _validate_environment(d["environment"])
+
+
+_SECONDS = ("median_s", "q25_s", "q75_s", "min_s", "max_s")
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlevel = 2
+
+
+def _short(value) -> str:
+    """A value as a message quotes it: short, and shallow however deeply the value nests."""
+    return _SHORT.repr(value)
+
+
+def _known(d: dict, kind, prefix: str) -> None:
+    names = {f.name for f in fields(kind)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(f"unknown field {prefix}{_short(unknown[0])}; the fields are {', '.join(sorted(names))}")
+
+
+def _is(value, kind, name: str, none: bool = False) -> None:
+    if not (isinstance(value, kind) or (none and value is None)):
+        what = "a list" if isinstance(kind, tuple) else f"a {kind.__name__}"
+        raise ValueError(f"{name} must be {what}{' or null' if none else ''}, got {_short(value)}")
+
+
+def _finite(v) -> bool:
+    try:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    except OverflowError:  # an int past any float: no figure can be computed with it
+        return False
+
+
+def _number(v, name: str) -> None:
+    if not _finite(v) or v < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {_short(v)}")
+
+
+def _count(v, name: str) -> None:
+    if type(v) is not int or not 0 <= v < 2**63:
+        raise ValueError(f"{name} must be a whole number of bytes from 0 to 2**63, got {_short(v)}")
+
+
+def _validate_busy(busy: dict) -> None:
+    fraction = busy.get("fraction")
+    if fraction is not None and not (_finite(fraction) and 0 <= fraction <= 1):
+        raise ValueError(f"gpu_busy.fraction must be a number from 0 to 1, got {_short(fraction)}")
+    _is(busy.get("source"), str, "gpu_busy.source", none=True)
+
+
+def _validate_timing(timing, outcome: str) -> None:
+    if timing is None or timing == {}:
+        if outcome == OK:
+            raise ValueError("an ok record needs its timing (median_s, quartiles, steps)")
+        return
+    _is(timing, dict, "timing")
+    _known(timing, Timing, "timing.")
+    for name in _SECONDS:
+        v = timing.get(name)
+        if not _finite(v) or v <= 0:
+            raise ValueError(f"timing.{name} must be a finite number of seconds > 0, got {_short(v)}")
+    if not timing["min_s"] <= timing["q25_s"] <= timing["median_s"] <= timing["q75_s"] <= timing["max_s"]:
+        raise ValueError("timing must hold min_s <= q25_s <= median_s <= q75_s <= max_s")
+    for name, least in (("steps", 1), ("warmup", 0)):
+        if type(timing.get(name)) is not int or not least <= timing[name] < 2**31:
+            raise ValueError(f"timing.{name} must be a whole number >= {least}, got {_short(timing.get(name))}")
+    samples = timing.get("samples_s", [])
+    _is(samples, (list, tuple), "timing.samples_s")
+    if samples and len(samples) != timing["steps"]:
+        raise ValueError(f"timing.samples_s holds {len(samples)} steps, timing.steps says {timing['steps']}")
+    if not all(_finite(s) and s > 0 for s in samples):
+        raise ValueError("timing.samples_s must hold finite numbers of seconds > 0")
+
+
+def _validate_environment(env: dict) -> None:
+    _known(env, Environment, "environment.")
+    for name, kind in (("python", str), ("platform", str), ("cpu", str), ("num_cpu", int),
+                       ("libraries", dict), ("devices", dict)):
+        _is(env.get(name), kind, f"environment.{name}")
+    for name, kind in (("framework_cuda", dict), ("shims", (list, tuple)), ("executable", str), ("host", dict)):
+        if name in env:
+            _is(env[name], kind, f"environment.{name}")
+    if isinstance(env["num_cpu"], bool) or not 0 <= env["num_cpu"] < 2**31:
+        raise ValueError(f"environment.num_cpu must be a whole number >= 0, got {_short(env['num_cpu'])}")
+    _is(env.get("host", {}).get("id"), str, "environment.host.id", none=True)
+    devices = env["devices"]
+    for name in ("driver", "cuda_driver", "reason"):
+        _is(devices.get(name), str, f"environment.devices.{name}", none=True)
+    _is(devices.get("gpus", []), (list, tuple), "environment.devices.gpus")
+    _is(devices.get("peer", []), (list, tuple), "environment.devices.peer")
+    if not all(isinstance(row, (list, tuple)) for row in devices.get("peer", [])):
+        raise ValueError("environment.devices.peer must be a list of lists")
+    for gpu in devices.get("gpus", []):
+        _validate_gpu(gpu)
+
+
+_GPU = {"index": int, "name": str, "memory_total": int, "memory_free": int, "compute_capability": str, "uuid": str}
+
+
+def _validate_gpu(gpu) -> None:
+    _is(gpu, dict, "environment.devices.gpus[]")
+    if set(gpu) != set(_GPU):
+        raise ValueError(f"environment.devices.gpus[] must have the fields {', '.join(_GPU)}")
+    for name, kind in _GPU.items():
+        if type(gpu[name]) is not kind or (kind is int and not 0 <= gpu[name] < 2**63):
+            raise ValueError(f"environment.devices.gpus[].{name} must be a {kind.__name__}"
+                             f"{' >= 0' if kind is int else ''}, got {_short(gpu[name])}")

@@ -6,6 +6,7 @@ for a local run)::
 
     <machine>/<commit[:8]>-<run id>.jsonl           one run's records, one JSON object a line
     <machine>/<commit[:8]>-<run id>.fits-probes.ndjson   the what-fits probes of that run
+    <machine>/<commit[:8]>-<run id>.run.json        who runs it (pid, start, command)
     <machine>/asv-direct.jsonl                       records of a plain ``asv run``
 
 Records are appended one line at a time, flushed and synced, so a run that fails or is killed
@@ -28,6 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "results"
 LOCAL = REPO / ".asv" / "results"
 PROBES_SUFFIX = ".fits-probes.ndjson"
+STATE_SUFFIX = ".run.json"
 
 
 class StoreError(ValueError):
@@ -99,6 +101,9 @@ def read_lines(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str]
         except json.JSONDecodeError as e:
             bad.append((n, f"not JSON ({e.msg})"))
             continue
+        except (RecursionError, ValueError) as e:  # nested past the parser's depth, or a number past int's digits
+            bad.append((n, f"not a record's JSON ({type(e).__name__}: {str(e)[:80]})"))
+            continue
         if not isinstance(obj, dict):
             bad.append((n, "not a JSON object"))
             continue
@@ -168,6 +173,34 @@ class RecordStore:
         """The what-fits probes of a run, beside its records (not *.jsonl: probes are not records)."""
         return run_file.with_name(run_file.stem + PROBES_SUFFIX)
 
+    @staticmethod
+    def run_state(run_file: Path) -> Path:
+        """Who runs (or last ran) a run: its pid, start time and command; see ``live_run``."""
+        return run_file.with_name(run_file.stem + STATE_SUFFIX)
+
+    def claim(self, run_file: Path) -> None:
+        """Names this process as the one running ``run_file``'s run."""
+        import psutil
+        me = psutil.Process()
+        state = self.run_state(run_file)
+        state.parent.mkdir(parents=True, exist_ok=True)
+        tmp = state.with_name(state.name + f".{os.getpid()}")
+        tmp.write_text(json.dumps({"pid": me.pid, "started": me.create_time(), "argv": sys.argv}))
+        os.replace(tmp, state)
+
+    def live_run(self, run_id: str) -> dict | None:
+        """The state of run ``run_id`` where its process still runs (on any machine's records
+        here: one process, one run id), else None."""
+        import psutil
+        for path in sorted(self.root.glob(f"*/*-{run_id}{STATE_SUFFIX}")) if self.root.exists() else []:
+            try:
+                state = json.loads(path.read_text())
+                if psutil.Process(state["pid"]).create_time() == state["started"]:
+                    return state
+            except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+                continue
+        return None
+
     def files(self) -> list[Path]:
         return sorted(self.root.rglob("*.jsonl")) if self.root.exists() else []
 
@@ -211,13 +244,15 @@ def load_any(path: Path) -> Loaded:
 @dataclass(frozen=True)
 class RunContext:
     """Where one run files its records: the store, the machine, and the run's id, commit and
-    deadline (seconds since the epoch after which no case starts). Without a run id (a plain
+    deadline (seconds since the epoch after which no case starts), and the pid of the
+    ``harness run`` that started it. Without a run id (a plain
     ``asv run``) records go to the machine's ``asv-direct.jsonl``."""
     store: RecordStore
     machine: str
     run_id: str | None = None
     commit: str | None = None
     deadline: float | None = None
+    parent_pid: int | None = None  # the ``harness run`` process: each benchmark dies with it
 
     @property
     def path(self) -> Path:
@@ -225,9 +260,10 @@ class RunContext:
 
     def to_json(self) -> str:
         return json.dumps({"records": str(self.store.root), "machine": self.machine, "run_id": self.run_id,
-                           "commit": self.commit, "deadline": self.deadline})
+                           "commit": self.commit, "deadline": self.deadline, "parent_pid": self.parent_pid})
 
     @classmethod
     def from_json(cls, text: str) -> "RunContext":
         d = json.loads(text)
-        return cls(RecordStore(Path(d["records"])), d["machine"], d.get("run_id"), d.get("commit"), d.get("deadline"))
+        return cls(RecordStore(Path(d["records"])), d["machine"], d.get("run_id"), d.get("commit"), d.get("deadline"),
+                   d.get("parent_pid"))

@@ -5,6 +5,9 @@ and a 141 GB card. Above 1 the working set cannot be resident at once: oversubsc
 runs only with the explicit opt-in (``harness.measure.safety``). Managed memory that must start on the
 host, and pinned host buffers, also need that much host memory: they are held to half of what
 the host has available, so that a sweep never pushes the box into swap or the OOM killer.
+
+"The card" is CUDA device 0 of this process, found through ``CUDA_VISIBLE_DEVICES``
+(``harness.measure.devices.cuda_gpu``), never NVML's GPU 0: NVML numbers every GPU of the host.
 """
 from __future__ import annotations
 
@@ -22,6 +25,21 @@ HOST_CAP_FRACTION = 0.5
 # Some VMs (the lent multi-GPU boxes among them) report little memory until it is first used:
 # this names what the host really has, in GB (10^9 bytes), the unit every message here writes.
 HOST_MEMORY_ENV = "OOMBENCH_HOST_MEMORY_GB"
+
+
+def card(devices, ordinal: int = 0):
+    """The GPU behind CUDA device ``ordinal`` here; a Skip saying why where there is none."""
+    from harness.measure.devices import cuda_gpu
+    gpu = cuda_gpu(ordinal, devices)
+    if gpu is None:
+        raise Skip(f"needs CUDA device {ordinal}, and this process sees {devices.count} GPU(s) "
+                   f"({devices.reason or 'CUDA_VISIBLE_DEVICES hides it'}): run it on a GPU box")
+    return gpu
+
+
+def card_total(devices, ordinal: int = 0) -> int:
+    """Total bytes of the card a working set is sized for (see ``card``)."""
+    return card(devices, ordinal).memory_total
 
 
 def working_set_bytes(fraction: float, total_bytes: int) -> int:
@@ -64,7 +82,7 @@ def need_host(nbytes: int, what: str, available: int | None = None) -> None:
 
 
 def guard_managed(fraction: float, nbytes: int, devices, host_use: str | None = None) -> ManagedGuard:
-    """A guard for GPU 0 that has admitted this working set; a refusal is a skip with its fix.
+    """A guard for CUDA device 0 (the card the memory lands on) that has admitted this working set; a refusal is a skip with its fix.
     ``host_use`` says why the set also needs host memory, where it does."""
     guard = ManagedGuard.for_gpu(0, devices=devices)
     try:

@@ -59,6 +59,7 @@ class Spec:
     title: str = ""
     text: str = ""
     bench: str = ""  # the asv benchmarks that measure it (`harness run --bench`)
+    quiet: bool = False  # no section at all, rather than "no record yet", while no record matches
 
     def args(self) -> list[str]:
         out = [self.case, "--down", self.down]
@@ -84,14 +85,19 @@ class Spec:
                 return False
         return True
 
-    def render(self, rows: list[Row]) -> str | None:
-        """The table the command prints from these rows; None where no record matches."""
+    def parts(self, rows: list[Row]) -> tuple[str, list[str]] | None:
+        """The table the command prints from these rows and its footnotes; None where no record matches."""
         if not any(self.matches(r) for r in rows):
             return None
         case = cases.get(self.case)
         where = tables._where(case, list(self.where))
         versus = tuple(tables._where(case, [self.versus]).items())[0] if self.versus else None
-        return tables.table(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus)
+        return tables.render(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus)
+
+    def render(self, rows: list[Row]) -> str | None:
+        """What the command prints: the table, then its footnotes."""
+        parts = self.parts(rows)
+        return None if parts is None else parts[0] + "".join(f"\n\n{n}" for n in parts[1])
 
 
 @dataclass(frozen=True)
@@ -104,9 +110,16 @@ class Family:
 
 
 LM = ("workload=lm",)
+# Pageable copies swept over buffer sizes, where the suite declares the case: the ceiling the pages
+# show is the best size; this table keeps the sweep.
+PAGEABLE_SPECS = (
+    Spec("pageable", "direction,size_mib", show="rate", title="Pageable copies by buffer size",
+         text="Copies from and to pageable host memory at each buffer size, one column per box: the "
+              "pages take the best size as the box's pageable ceiling.", bench=r"ceilings\.", quiet=True),
+) if "pageable" in cases.names() else ()
 FAMILIES = (
     Family(
-        "ceilings", "Ceilings: the box's physical limits", ("ceilings",),
+        "ceilings", "Ceilings: the box's physical limits", ("ceilings",) + tuple(s.case for s in PAGEABLE_SPECS),
         "Every other figure is read against these, measured by the suite on the same box: device-memory "
         "copy (bytes read plus written), host-to-device and device-to-host copies from pinned and from "
         "pageable memory, GPU-to-GPU, the matrix-multiply rate in fp32, tf32, fp16 and bf16, and, on the "
@@ -118,7 +131,7 @@ FAMILIES = (
         (Spec("ceilings", "probe", show="rate", title="Every probe, every box",
               text="The rate of each probe in datasheet units, one column per box; a probe the box cannot "
                    "run (GPU-to-GPU with one GPU) is skipped, one never run there says `not run`.",
-              bench=r"ceilings\."),)),
+              bench=r"ceilings\."),) + PAGEABLE_SPECS),
     Family(
         "unified", "Unified (managed) memory with CuPy, and what experts do instead",
         ("unified", "out_of_core", "unified_seed"),
@@ -340,6 +353,8 @@ def inventory(fam: Family, rows: list[Row]) -> str:
              "| --- |" + " --- |" * (3 + len(OUTCOME_COLUMNS))]
     for name in fam.cases:
         mine = [r for r in rows if r.case == name]
+        if not mine and name in quiet_cases(fam):
+            continue
         if not mine:
             lines.append(f"| {name} | none | 0 |" + " - |" * len(OUTCOME_COLUMNS) + " no committed records |")
             continue
@@ -362,6 +377,10 @@ def inventory(fam: Family, rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def quiet_cases(fam: Family) -> set[str]:
+    return {s.case for s in fam.specs if s.quiet}
+
+
 def table_section(spec: Spec, rows: list[Row]) -> str:
     try:
         printed = spec.render(rows)
@@ -369,6 +388,8 @@ def table_section(spec: Spec, rows: list[Row]) -> str:
         raise DocsError(f"the table `{spec.command()}` cannot be made from the records: {e}. "
                         "Change its Spec in harness/report/docs.py") from e
     head = f"### {spec.title}\n\n{spec.text}\n\n```sh\n{spec.command()}\n```\n\n"
+    if printed is None and spec.quiet:
+        return ""
     if printed is None:
         return head + ("No committed record matches yet: `python3 -m harness run --bench "
                        f"'{spec.bench}'` measures them.\n")
@@ -383,12 +404,14 @@ def family_doc(fam: Family, rows: list[Row]) -> str:
              f"{', '.join(f'`{c}`' for c in fam.cases)}. Each table is "
              "`harness table`'s output on the committed records, under the command that prints it: the latest "
              "record of each case, parameters and machine. A cell gives the median step, the rate in datasheet "
-             "units, the peak allocated / device memory in GB (10^9 bytes) and the loss after the last step, as "
-             "asked by `--show`; `not run` where no record exists, `skipped` where the box could not run it.",
+             "units (with its fraction of the ceiling that bounds it, measured on the same host, where the case "
+             "names one), the peak allocated / device memory in GB (10^9 bytes) and the loss after the last "
+             "step, as asked by `--show`; `not run` where no record exists, `skipped` where the box could not "
+             "run it. Footnotes under a table explain its marks.",
              "## Where these figures come from"]
     parts.append(provenance(mine) if mine else "No committed records yet.")
     parts += ["## What is there", inventory(fam, mine), "## Tables"]
-    parts += [table_section(s, rows).rstrip("\n") for s in fam.specs]
+    parts += [section.rstrip("\n") for section in (table_section(s, rows) for s in fam.specs) if section]
     return "\n\n".join(parts) + "\n"
 
 
@@ -403,8 +426,8 @@ def headline_rows(rows: list[Row]) -> dict:
 
 
 def headline_md(rows: list[Row]) -> str:
-    printed = HEADLINE.render(rows)
-    if printed is None:
+    parts = HEADLINE.parts(rows)
+    if parts is None:
         raise DocsError(f"no committed records for the headline (`{HEADLINE.command()}`): file the runs of "
                         f"`python3 -m harness run --bench '{HEADLINE.bench}'` first")
     grid = headline_rows(rows)
@@ -421,6 +444,8 @@ def headline_md(rows: list[Row]) -> str:
             f"on one {' and one '.join(machines)}. Each cell: the rate, the peak allocated / device memory "
             f"(GB = 10^9 bytes) and the loss{steps}, with rate and peak also as a multiple of fp32's on the "
             f"same card. Records: {', '.join(f'`{g}`' for g in globs)} ({'; '.join(envs)}).")
+    printed, notes = parts
+    text += "".join(f" {n}" for n in notes)  # in the paragraph: the README has no line to spare
     return (f"{GENERATED}\n\n{text}\n\n```sh\n{HEADLINE.command()}\n```\n\n{printed}\n")
 
 

@@ -1,28 +1,38 @@
-"""A plain-text table of records: what a run measured, in the units people quote."""
+"""A plain-text table of records: what a run measured, in the units people quote, each rate with its
+fraction of the ceiling that bounds it where the records hold that ceiling, and a host-bound mark."""
 from __future__ import annotations
 
 from harness.measure.record import Record
+from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound, rate as safe_rate
 from harness.units import RATE_UNITS, rate
 
+HOST_BOUND = "†"
 
 
+def rate_text(rec: Record, ceilings: Ceilings | None = None) -> str:
+    rates = ((safe_rate(rec, unit), unit) for unit in RATE_UNITS)
+    text = ", ".join(rate(r, unit) for r, unit in rates if r is not None)
+    eff = efficiency(rec, ceilings) if ceilings is not None else None
+    return text + (f" ({eff.text()}{'' if eff.same_host else ', another host'})" if eff else "")
 
-def rate_text(rec: Record) -> str:
-    rates = ((rec.rate(unit), unit) for unit in RATE_UNITS)
-    return ", ".join(rate(r, unit) for r, unit in rates if r is not None)
 
-
-def row(rec: Record) -> list[str]:
+def row(rec: Record, ceilings: Ceilings | None = None) -> list[str]:
     params = " ".join(f"{k}={v}" for k, v in rec.params.items())
     if not rec.ok:
         return [rec.case, params, rec.outcome, "", "", rec.reason or ""]
     t = rec.timing
     spread = f"{100 * t.iqr_s / t.median_s:.1f}%" if t.median_s else ""
-    return [rec.case, params, rec.outcome, f"{t.median_s * 1e3:,.3f} ms", spread, rate_text(rec)]
+    busy = host_bound(rec)
+    mark = f" {HOST_BOUND} GPU busy {busy:.0%}" if busy is not None else ""
+    return [rec.case, params, rec.outcome, f"{t.median_s * 1e3:,.3f} ms", spread, rate_text(rec, ceilings) + mark]
 
 
 def table(recs: list[Record]) -> str:
     header = ["case", "parameters", "outcome", "median/step", "IQR", "rate or reason"]
-    rows = [header] + [row(r) for r in recs]
+    ceilings = Ceilings(recs)
+    rows = [header] + [row(r, ceilings) for r in recs]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
+    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
+    if any(host_bound(r) is not None for r in recs if r.ok):
+        text += f"\n\n{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps."
+    return text

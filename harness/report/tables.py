@@ -8,20 +8,52 @@ again from it, and a figure is never typed by hand.
 """
 from __future__ import annotations
 
+import json
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import cases
 from harness.measure.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, OK, SKIPPED
+from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound
 from harness.report.pages.model import Row, latest, load_rows
 from harness.units import gb, gbs
 
-SHOWS = ("step", "rate", "peak", "loss")  # and check:KEY, any value of the record's check
+SHOWS = ("step", "rate", "eff", "peak", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
+HOST_BOUND, OTHER_HOST, WHOLE_CASE = "†", "§", "‡"
+NOTES = {
+    HOST_BOUND: f"{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps (the "
+                "share follows the mark), so the figure measures the host as much as the GPU.",
+    OTHER_HOST: f"{OTHER_HOST} read against the latest ceiling of another host of the same kind: this host "
+                "measured none.",
+    WHOLE_CASE: f"{WHOLE_CASE} peak of the whole case (build, warm-up, steps and check): a record written before "
+                "peaks covered the timed steps alone (schema 1).",
+}
+ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
+                  "written before peaks covered the timed steps alone (schema 1).")
+
+
+@dataclass
+class View:
+    """What every cell of one table is read against, and the footnote marks its cells used."""
+    ceilings: Ceilings = field(default_factory=lambda: Ceilings([]))
+    mixed_schemas: bool = False
+    used: set = field(default_factory=set)
+
+    def mark(self, mark: str) -> str:
+        self.used.add(mark)
+        return mark
 
 
 def machine_label(row: Row) -> str:
     return label_of(row.record.environment)
+
+
+def md(text) -> str:
+    """Text from a record, safe inside a markdown table cell: one line, no column break."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _axis_names(case: cases.Case, names: list[str]) -> list[str]:
@@ -46,7 +78,9 @@ def _where(case: cases.Case, pairs: list[str]) -> dict:
 
 
 def _value(row: Row, name: str):
-    return machine_label(row) if name == MACHINE else row.record.params.get(name)
+    """The value on an axis; a list or mapping (a record can hold one) as its JSON, so it can key a cell."""
+    value = machine_label(row) if name == MACHINE else row.record.params.get(name)
+    return value if isinstance(value, (str, int, float, bool, type(None))) else json.dumps(value, default=str)
 
 
 def _allocated(rec) -> int | None:
@@ -54,9 +88,11 @@ def _allocated(rec) -> int | None:
     return max(peaks) if peaks else None
 
 
-def _peak(rec) -> str:
+def _peak(rec, view: View) -> str:
     allocated, device = _allocated(rec), rec.device_bytes()
-    return gbs([allocated or None, device or None])  # "4.8 / 5.6 GB": allocated / device
+    text = gbs([allocated or None, device or None])  # "4.8 / 5.6 GB": allocated / device
+    whole = rec.schema < 2 and text != "-" and view.mixed_schemas
+    return text + (view.mark(WHOLE_CASE) if whole else "")
 
 
 def _rate(row: Row) -> str:
@@ -68,9 +104,20 @@ def _rate(row: Row) -> str:
     return f"{value:,.{digits}f} {label}"
 
 
+def _eff(row: Row, view: View) -> str:
+    """``0.39 of pinned H2D``: the rate as a fraction of the ceiling that bounds it; where the
+    fraction is of another rate than the primary one (bytes over the host link), that rate is named."""
+    eff = efficiency(row.record, view.ceilings)
+    if eff is None:
+        return "-"
+    primary = next((u for u in ("flops", "bytes") if row.record.work.get(u)), None)
+    which = "" if eff.unit == primary else eff.unit.replace("_bytes", "") + " "
+    return which + eff.text() + ("" if eff.same_host else view.mark(OTHER_HOST))
+
+
 def _ratio(row: Row, base: Row | None, what: str) -> str:
     """`` (0.73x)``: the figure as a multiple of the base record's, where both have it."""
-    if base is None or base.record.outcome != OK or base is row:
+    if base is None or base.record.outcome != OK or base is row or base.record.timing is None:
         return ""
     rec, ref = row.record, base.record
     if what == "step":
@@ -84,34 +131,52 @@ def _ratio(row: Row, base: Row | None, what: str) -> str:
     return f" ({pair[0] / pair[1]:.2f}x)" if all(pair) else ""
 
 
-def _show(row: Row, what: str, base: Row | None = None) -> str:
+def loss(check: dict):
+    """The loss after the last step: ``loss_last`` where a check keeps the trajectory's ends, else ``loss``."""
+    value = check.get("loss_last", check.get("loss"))
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _check_value(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else md(value)
+
+
+def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -> str:
     rec = row.record
     if what.startswith("check:"):
-        value = rec.check.get(what[len("check:"):])
-        return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+        return _check_value(rec.check.get(what[len("check:"):]))
     if what == "step":
         return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(row, base, what)
     if what == "rate":
-        return _rate(row) + _ratio(row, base, what)
+        eff = "" if "eff" in shows else _eff(row, view)
+        return _rate(row) + ("" if eff in ("", "-") else f" ({eff})") + _ratio(row, base, what)
+    if what == "eff":
+        return _eff(row, view)
     if what == "peak":
-        return _peak(rec) + _ratio(row, base, what)
+        return _peak(rec, view) + _ratio(row, base, what)
     if what == "loss":
-        return f"{rec.check['loss_last']:.3f}" if "loss_last" in rec.check else "-"
+        value = loss(rec.check)
+        return "-" if value is None else f"{value:.3f}"
     raise ValueError(f"unknown figure {what!r}: choose from {', '.join(SHOWS)} or check:KEY")
 
 
-def cell(row: Row | None, shows: list[str], base: Row | None = None) -> str:
+def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View | None = None) -> str:
     if row is None:
         return "not run"
     rec = row.record
     if rec.outcome == DOES_NOT_FIT:
-        asked = f" (a {gb(rec.requested_bytes, 2)} request failed)" if rec.requested_bytes else ""
+        asked = f" (a {gb(rec.requested_bytes, 2)} request failed)" if isinstance(rec.requested_bytes, int) else ""
         return "does not fit" + asked
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
-        return rec.outcome
-    return ", ".join(_show(row, s, base) for s in shows)
+        return md(rec.outcome)
+    view = view or View()
+    text = ", ".join(_show(row, s, base, view, shows) for s in shows)
+    busy = host_bound(rec)
+    return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
 
 
 def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus) -> None:
@@ -121,6 +186,15 @@ def _check_request(case: cases.Case, down: list[str], across: str, shows: list[s
     for s in shows:
         if s not in SHOWS and not s.startswith("check:"):
             raise ValueError(f"unknown figure {s!r}: choose from {', '.join(SHOWS)} or check:KEY")
+
+
+def _check_keys(grid: dict, case_name: str, shows: list[str]) -> None:
+    """A check:KEY that no record in the table holds is a typo, not a column of dashes."""
+    held = {k for r in grid.values() for k in (r.record.check or {})}
+    for s in shows:
+        if s.startswith("check:") and s[len("check:"):] not in held:
+            raise ValueError(f"no record of {case_name} here holds check key {s[len('check:'):]!r}: "
+                             f"its records hold {', '.join(sorted(map(str, held))) or 'no check keys'}")
 
 
 def _grid(rows: list[Row], case_name: str, down: list[str], across: str, where: dict) -> dict:
@@ -170,31 +244,51 @@ def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):
                  if c == col and str(k[i]) == str(value) and k[:i] + k[i + 1:] == key[:i] + key[i + 1:]), None)
 
 
-def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-          where: dict | None = None, versus: tuple[str, str] | None = None) -> str:
-    """``versus=(parameter, value)``: step, rate and peak also as a multiple of the record that
-    differs only in holding that value (``("technique", "fp32")``: each trick against fp32)."""
+def render(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
+           where: dict | None = None, versus: tuple[str, str] | None = None) -> tuple[str, list[str]]:
+    """(the markdown table, its footnotes). ``versus=(parameter, value)``: step, rate and peak also
+    as a multiple of the record that differs only in holding that value (``("technique", "fp32")``:
+    each trick against fp32). Rates are read against ceilings from all of ``rows``."""
     case = cases.get(case_name)
     _check_request(case, down, across, shows, versus)
     grid = _grid(rows, case_name, down, across, where or {})
+    _check_keys(grid, case_name, shows)
+    schemas = {r.record.schema for r in grid.values() if r.record.outcome == OK}
+    view = View(Ceilings(r.record for r in latest(rows)), mixed_schemas=len(schemas) > 1)
     orders = [case.ordered(d, {k[i] for k, _ in grid}) for i, d in enumerate(down)]
     keys = sorted({k for k, _ in grid}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
     cols = case.ordered(across, {c for _, c in grid})
-    lines = [f"| {', '.join(down)} | " + " | ".join(f"{across} {c}" for c in cols) + " |",
+    lines = [f"| {', '.join(down)} | " + " | ".join(md(f"{across} {c}") for c in cols) + " |",
              "| --- |" + " --- |" * len(cols)]
     for k in keys:
-        cells = [cell(grid.get((k, c)), shows, _base(grid, down, across, versus, k, c)) for c in cols]
-        lines.append(f"| {', '.join(map(str, k))} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells = [cell(grid.get((k, c)), shows, _base(grid, down, across, versus, k, c), view) for c in cols]
+        lines.append(f"| {md(', '.join(map(str, k)))} | " + " | ".join(cells) + " |")
+    notes = [NOTES[m] for m in (HOST_BOUND, OTHER_HOST, WHOLE_CASE) if m in view.used]
+    if "peak" in shows and schemas == {1}:
+        notes.append(ALL_WHOLE_CASE)
+    return "\n".join(lines), notes
+
+
+def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
+          where: dict | None = None, versus: tuple[str, str] | None = None) -> str:
+    """The table as ``harness table`` prints it: the markdown table, then its footnotes, if any."""
+    text, notes = render(rows, case_name, down, across, shows, where, versus)
+    return text + "".join(f"\n\n{n}" for n in notes)
 
 
 def main(results: str | Path, case: str, down: str, across: str, show: str, where: list[str],
          versus: str | None = None) -> int:
+    """Prints the table; every bad argument exits 2 with the fix, before anything is printed."""
+    results = Path(results)
     try:
+        if not (results / "records").is_dir():
+            raise ValueError(f"{results} holds no records/ folder: pass --results with the folder that holds "
+                             "records/ (results/ by default)")
         c = cases.get(case)
         against = tuple(_where(c, [versus]).items())[0] if versus else None
-        text = table(load_rows(Path(results)), case, down.split(","), across, show.split(","), _where(c, where), against)
+        text = table(load_rows(results), case, down.split(","), across, show.split(","), _where(c, where), against)
     except ValueError as e:
-        raise SystemExit(f"oombench: {e}")
+        print(f"oombench table: {e}", file=sys.stderr)
+        return 2
     print(text)
     return 0

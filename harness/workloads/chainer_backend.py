@@ -22,7 +22,7 @@ from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.requirements import need_cupy, need_gpus, need_module
 from harness.measure.safety import OversubscriptionRefused
 from harness.measure.timing import no_sync
-from harness.measure.workingset import guard_managed
+from harness.measure.workingset import card_total, guard_managed
 from harness.units import gb
 
 DEVICES = ("cpu", "cuda")
@@ -76,7 +76,7 @@ def open_backend(device: str, pool: str, declared_bytes: int) -> Backend:
                    "check that `import cupy` works in this interpreter")
     guard = None
     if pool == "managed_pool":
-        guard = guard_managed(declared_bytes / devices.gpus[0].memory_total, declared_bytes, devices)
+        guard = guard_managed(declared_bytes / card_total(devices), declared_bytes, devices)
     use_allocator(cupy, pool, guard)
     return Backend(chainer=chainer, device=chainer.get_device("@cupy:0"),
                    sync=cupy.cuda.runtime.deviceSynchronize, gpus=(0,), shims=shims)

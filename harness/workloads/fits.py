@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.measure import locks
+from harness.measure.lifeline import PARENT_ENV
 from harness.measure.outcomes import Skip
 from harness.measure.store import append_line, read_lines
 from harness.units import GB, gb
@@ -193,16 +195,28 @@ class SubprocessProber:
     """``probe(n)`` runs ``argv_of(n)`` in a new process, which prints one JSON line with at
     least ``fits`` and ``pid``. A probe that crashes (not an out-of-memory, which the probe
     reports as ``fits: false``) raises, so a broken probe is never read as "does not fit".
-    ``on_result(result)`` hears each answer as it comes (``ProbeLog.add``)."""
+    ``on_result(result)`` hears each answer as it comes (``ProbeLog.add``).
+
+    Each probe is told this process's pid (``OOMBENCH_PARENT_PID``) and binds itself to it
+    (``harness.measure.lifeline.bind``): no probe outlives the search. While probes run, the
+    lock of the GPU they use (CUDA device 0 here) is held, so no other run's search or launch
+    measures on that card at the same time."""
 
     def __init__(self, argv_of, timeout_s: float = 600, env: dict | None = None, on_result=None):
         self.argv_of, self.timeout_s, self.env, self.on_result = argv_of, timeout_s, env, on_result
         self.results: list[dict] = []
 
     def __call__(self, n: int) -> bool:
+        with self._gpu_held():
+            return self._probe(n)
+
+    def _gpu_held(self):
+        return locks.gpus_held(locks.visible_gpu_uuids([0]))
+
+    def _probe(self, n: int) -> bool:
         began = time.perf_counter()
-        done = subprocess.run(self.argv_of(n), capture_output=True, text=True, timeout=self.timeout_s,
-                              env=self.env)
+        env = dict(os.environ if self.env is None else self.env, **{PARENT_ENV: str(os.getpid())})
+        done = subprocess.run(self.argv_of(n), capture_output=True, text=True, timeout=self.timeout_s, env=env)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not lines:
             raise RuntimeError(f"probe at n={n} failed (exit {done.returncode}), fix the probe before "
@@ -216,8 +230,8 @@ class SubprocessProber:
     def many(self, sizes) -> list[bool]:
         """One process per size, all at once: the caller has checked that memory holds them."""
         from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(len(sizes)) as pool:
-            return list(pool.map(self, sizes))
+        with self._gpu_held(), ThreadPoolExecutor(len(sizes)) as pool:
+            return list(pool.map(self._probe, sizes))
 
 
 class ProbeLog:

@@ -4,27 +4,33 @@ A distributed worker that outlives its parent keeps its GPU memory and blocks th
 next case (or for everyone on a shared host). So each worker:
 - runs in its own session (``os.setsid``), so that the parent can kill it together with anything
   it started (``os.killpg``);
-- asks the kernel to kill it when its parent dies (``PR_SET_PDEATHSIG``), so that even a parent
-  killed by asv's time-out leaves no orphan;
+- is bound to its parent's pid before anything else (``harness.measure.lifeline.run_bound``):
+  the kernel's parent-death signal is set, and the parent checked to be the launcher, before
+  its arguments are unpickled (which imports the worker's modules), and a watchdog follows the
+  parent's pid; so even a parent killed by asv's time-out, under a child subreaper, leaves no
+  orphan;
 - reports its result, or its traceback, through a queue.
+The launcher holds the lock of each GPU the ranks use (``harness.measure.locks``): another run
+on those GPUs waits for the launch to end.
 The parent waits for every rank up to a deadline; on the first error, exit or time-out it kills
 every worker's group and raises ``LaunchError`` naming the rank and what it said.
 """
 from __future__ import annotations
 
-import ctypes
 import os
+import pickle
 import queue as queues
 import signal
 import socket
 import time
 import traceback
 
+from harness.measure import locks
+from harness.measure.lifeline import run_bound
 from harness.measure.outcomes import DoesNotFit, Skip, is_out_of_memory
 from harness.measure.safety import MULTICAST_OFF
 
 POLL_S = 0.2
-PR_SET_PDEATHSIG = 1
 
 
 class LaunchError(RuntimeError):
@@ -37,15 +43,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0) -> list:
+def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0, gpus=None) -> list:
     """``worker(rank, world, *args)`` in ``world`` fresh processes (spawn); returns each rank's
-    return value, by rank. A Skip or out-of-memory in a worker comes back as Skip or DoesNotFit."""
+    return value, by rank. A Skip or out-of-memory in a worker comes back as Skip or DoesNotFit.
+    ``gpus``: the CUDA devices the ranks use, locked for the launch (default: one per rank,
+    those this box has; none on a CPU box)."""
+    ordinals = range(world) if gpus is None else gpus
+    with locks.gpus_held(locks.visible_gpu_uuids(ordinals)):
+        return _launch(worker, world, args, timeout_s)
+
+
+def _launch(worker, world: int, args: tuple, timeout_s: float) -> list:
     import multiprocessing as mp
     ctx = mp.get_context("spawn")  # fork would copy a CUDA context, which CUDA forbids
     results = ctx.Queue()
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world), **MULTICAST_OFF}
-    procs = [ctx.Process(target=_entry, args=(worker, rank, world, env, results, args), daemon=False)
-             for rank in range(world)]
+    procs = [ctx.Process(target=run_bound, args=(os.getpid(), _payload(worker, rank, world, env, args), results),
+                         daemon=False) for rank in range(world)]
     try:
         for p in procs:
             p.start()
@@ -53,6 +67,12 @@ def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0) -> li
     finally:
         kill_all(procs)
         results.close()
+
+
+def _payload(worker, rank, world, env, args) -> bytes:
+    """The worker's call, pickled here so that the spawned process unpickles it (importing the
+    worker's modules) only once it is bound to this one."""
+    return pickle.dumps((_entry, (worker, rank, world, env, args)))
 
 
 def _collect(procs, results, world, deadline, timeout_s) -> list:
@@ -114,9 +134,8 @@ def kill_all(procs) -> None:
 
 # ---- in the worker ----------------------------------------------------------------------------
 
-def _entry(worker, rank, world, env, results, args):
+def _entry(worker, rank, world, env, args, results):
     os.setsid()
-    _die_with_parent()
     os.environ.update(env, RANK=str(rank), LOCAL_RANK=str(rank))
     try:
         payload = worker(rank, world, *args)
@@ -138,15 +157,3 @@ def _flush(results):
     # The queue's feeder thread must hand the message over before this process exits.
     results.close()
     results.join_thread()
-
-
-def _die_with_parent():
-    # The signal comes when the thread that started this process ends: ``launch`` waits for its
-    # workers in that same thread, so that is when the parent is gone.
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass  # not Linux: the parent's kill_all still covers errors and time-outs
-    if os.getppid() == 1:  # the parent died before the line above took effect
-        os._exit(1)

@@ -2,8 +2,13 @@
 pages, static, from the committed results/. Data flows one way: records -> rows -> views -> HTML."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import shutil
+import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -12,10 +17,39 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.store import COMMITTED, REPO
+from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
 from harness.report.pages import charts
 from harness.report.pages.families import family
 from harness.report.pages.model import Row, latest, load_rows, pareto, what_fits
+from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE
 from harness.units import GB, gb
+
+MARK = ".oombench-pages"  # the file that says a folder holds pages this build may replace whole
+RESERVED = {"index", "provenance", "style"}  # the build's own pages
+
+
+class UnsafePath(ValueError):
+    """A page would land outside the output folder."""
+
+
+# -- names: data never chooses a path or a link's scheme -----------------------------------------
+
+def page_name(case: str) -> str:
+    """The page of a case: ``NAME.html`` where the name is a plain lower-case word, else a slug of it
+    with a hash of the whole name, so two names never share a page and no name leaves the folder."""
+    if re.fullmatch(r"[a-z0-9_]{1,64}", case) and case not in RESERVED:
+        return f"{case}.html"
+    slug = re.sub(r"[^a-z0-9]+", "-", case.lower()).strip("-")[:40] or "case"
+    digest = hashlib.sha1(case.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{slug}-{digest}.html"
+
+
+def inside(folder: Path, name: str) -> Path:
+    """``folder / name``, refused (UnsafePath) where it resolves outside ``folder``."""
+    path = (folder / name).resolve()
+    if not path.is_relative_to(folder.resolve()):
+        raise UnsafePath(f"the page {name!r} would be written to {path}, outside {folder}")
+    return path
 
 
 
@@ -35,14 +69,22 @@ def environments(rows: list[Row]) -> list[tuple[str, str]]:
     return sorted({r.environment_key for r in rows})
 
 
-def ceiling_rows(rows: list[Row], machine: str, probes: tuple) -> list[Row]:
-    """The latest ceiling of each probe on a machine, whatever library versions measured it."""
+def ceiling_rows(rows: list[Row], machine: str, probes: tuple) -> list[tuple[str, Row]]:
+    """(label, row): the latest ceiling of each probe on a machine, whatever library versions
+    measured it; then the pageable copies' best buffer size, where a sweep was measured."""
     mine = [r for r in rows if r.case == "ceilings" and r.machine == machine and r.record.outcome == OK
             and (not probes or r.record.params.get("probe") in probes)]
     by_probe = {}
     for r in sorted(mine, key=lambda r: r.record.created):
-        by_probe[r.record.params.get("probe")] = r
-    return list(by_probe.values())
+        by_probe[str(r.record.params.get("probe"))] = r
+    out = list(by_probe.items())
+    if not probes or {"h2d_pageable", "d2h_pageable"} & set(probes):
+        by_rec = {id(r.record): r for r in rows}
+        for (kind, direction), rec in sorted(best_pageable(r.record for r in rows).items()):
+            if kind == machine:
+                size = rec.params.get("size_mib")
+                out.append((f"pageable {direction} (best of the sweep: {gb(size * 2**20, 2)} buffers)", by_rec[id(rec)]))
+    return out
 
 
 def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
@@ -51,7 +93,11 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
     table = defaultdict(dict)
     for r in rows:
         table[fmt_params(r.record.params)][r.environment_key] = r
+    schemas = {r.record.schema for r in rows if r.record.outcome == OK}
     return {"case": case, "family": fam, "envs": envs, "table": dict(table),
+            "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
+            "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
+            "mixed_schemas": len(schemas) > 1,
             "charts": charts_for(case, rows) if fam.pareto else [],
             "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
@@ -115,8 +161,9 @@ def version_comparisons(rows: list[Row]) -> list[dict]:
     for (case, params, machine), rs in sorted(groups.items()):
         if len({r.versions for r in rs}) > 1:
             rs = sorted(rs, key=lambda r: r.versions)
+            first, last = rs[0].record.timing.median_s, rs[-1].record.timing.median_s
             out.append({"case": case, "params": params, "machine": machine, "rows": rs,
-                        "ratio": rs[-1].record.timing.median_s / rs[0].record.timing.median_s})
+                        "ratio": last / first if first > 0 else float("nan")})
     return out
 
 
@@ -126,53 +173,121 @@ def machines_view(rows: list[Row], results: Path) -> list[dict]:
         info = results / machine / "machine.json"
         mine = [r for r in rows if r.machine == machine]
         out.append({"name": machine, "records": len(mine),
-                    "commits": sorted({(r.record.commit or "none")[:8] for r in mine}),
-                    "asv": json.loads(info.read_text()) if info.exists() else None,
+                    "commits": sorted({str(r.record.commit or "none")[:8] for r in mine}),
+                    "asv": _json(info),
                     "env": mine[-1].record.environment,
                     "gpu": describe(mine[-1].record.environment.devices)})  # asv's "gpu" keeps MiB
     return out
 
 
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 # -- rendering -----------------------------------------------------------------------------------
 
-def jinja() -> Environment:
+def jinja(rows: list[Row] = ()) -> Environment:
+    """The templates' environment; ``rows`` hold the ceilings each rate is read against."""
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(rate=fmt_rate, bytes=lambda b: gb(b, 2), params=fmt_params)
-    env.globals.update(OK=OK, DOES_NOT_FIT=DOES_NOT_FIT)
+    ceilings = Ceilings(r.record for r in rows)
+
+    def eff(row: Row) -> str:
+        e = efficiency(row.record, ceilings)
+        return "" if e is None else e.text() + ("" if e.same_host else ", another host's ceiling")
+
+    def busy(row: Row) -> str:
+        b = host_bound(row.record)
+        return "" if b is None else f"{b:.0%}"
+
+    env.globals.update(OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE)
     return env
 
 
-def build_pages(results: Path, out: Path) -> list[Path]:
+def write_pages(results: Path, into: Path) -> list[Path]:
+    """Every page into ``into``, each path checked to stay inside it."""
     all_rows = load_rows(results)
     if not all_rows:
-        raise SystemExit(f"oombench pages: no record under {results / 'records'}: run `python3 -m harness run` "
-                         "first, or pass --results with the folder that holds records/")
+        raise ValueError(f"no record under {results / 'records'}: run `python3 -m harness run` first, or pass "
+                         "--results with the folder that holds records/")
     shown = latest(all_rows)
     cases = sorted({r.case for r in shown})
-    env = jinja()
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(Path(__file__).parent / "templates" / "style.css", out / "style.css")
-    common = {"cases": cases, "asv_site": "../html/index.html"}
+    env = jinja(shown)
+    shutil.copy(Path(__file__).parent / "templates" / "style.css", inside(into, "style.css"))
+    common = {"cases": cases, "pages": {c: page_name(c) for c in cases}, "asv_site": "../html/index.html"}
     written = []
 
     def write(name: str, template: str, **ctx):
-        path = out / name
-        path.write_text(env.get_template(template).render(**common, **ctx))
+        path = inside(into, name)
+        path.write_text(env.get_template(template).render(**common, **ctx), encoding="utf-8", errors="replace")
         written.append(path)
 
     write("index.html", "index.html", machines=machines_view(all_rows, results),
           counts={c: sum(r.case == c for r in shown) for c in cases},
           versions=version_comparisons(shown), fits_cases=what_fits(shown))
     for case in cases:
-        write(f"{case}.html", "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
+        write(page_name(case), "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
     write("provenance.html", "provenance.html", rows=all_rows)
     return written
 
 
-def main(results: str | None = None, out: str | None = None) -> int:
+def build_pages(results: Path, out: Path) -> list[Path]:
+    """Builds into a new folder beside ``out`` and puts it in place at the end: a build that fails
+    leaves the old pages whole."""
+    out = Path(out).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        written = write_pages(Path(results), tmp)
+        inside(tmp, MARK).write_text("Built by `python3 -m harness pages`, which replaces this folder whole.\n")
+        _swap(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out / p.relative_to(tmp.resolve()) for p in written]
+
+
+def _swap(new: Path, out: Path) -> None:
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(new, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def check_args(results: str | None, out: str | None) -> str | None:
+    """Why the arguments cannot make pages (the fix named), or None: checked before anything is written."""
     results_dir = Path(results) if results else COMMITTED
     out_dir = Path(out) if out else REPO / ".asv" / "pages"
-    written = build_pages(results_dir, out_dir)
+    if not (results_dir / "records").is_dir():
+        return f"{results_dir} holds no records/ folder: pass --results with the folder that holds records/"
+    if out_dir.exists() and not out_dir.is_dir():
+        return f"--out {out_dir} is a file: name a folder for the pages"
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not _holds_pages(out_dir):
+        return (f"--out {out_dir} holds files that are not oombench pages, and a build replaces the folder "
+                "whole: name a new or empty folder")
+    return None
+
+
+def _holds_pages(folder: Path) -> bool:
+    """A folder a build made: marked, or laid out as builds before the mark were."""
+    return (folder / MARK).exists() or all((folder / n).is_file() for n in ("index.html", "provenance.html"))
+
+
+def main(results: str | None = None, out: str | None = None) -> int:
+    """0 with the pages built; 2 with a one-line message (and the old pages untouched) where they cannot be."""
+    results_dir = Path(results) if results else COMMITTED
+    out_dir = Path(out) if out else REPO / ".asv" / "pages"
+    try:
+        problem = check_args(results, out)
+        if problem:
+            raise ValueError(problem)
+        written = build_pages(results_dir, out_dir)
+    except (ValueError, OSError) as e:
+        print(f"oombench pages: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
     print(f"oombench: comparison pages in {out_dir} ({len(written)} pages); open {out_dir / 'index.html'}")
     return 0

@@ -17,6 +17,7 @@ from harness.measure.record import Record
 from harness.measure.store import RecordStore
 from harness.measure.store import latest as store_latest
 from harness.units import RATE_UNITS
+from harness.report.efficiency import rate as safe_rate
 from harness.report.pages.families import family
 
 # The libraries whose versions identify an environment on the pages (all are kept in provenance).
@@ -65,16 +66,17 @@ class Row:
         if self.record.outcome != OK:
             return None
         for unit in PRIMARY_UNITS:
-            r = self.record.rate(unit)
+            r = safe_rate(self.record, unit)
             if r is not None:
                 scale, label = RATE_UNITS[unit]
                 return r / scale, label
-        return 1 / self.record.timing.median_s, "steps/s"
+        median = self.record.timing.median_s
+        return (1 / median if median > 0 else 0.0), "steps/s"
 
     def rates(self) -> list[tuple[float, str]]:
         out = []
         for unit, (scale, label) in RATE_UNITS.items():
-            r = self.record.rate(unit) if self.record.outcome == OK else None
+            r = safe_rate(self.record, unit) if self.record.outcome == OK else None
             if r is not None:
                 out.append((r / scale, label))
         return out

@@ -1,0 +1,133 @@
+"""Each rate as a fraction of the ceiling that bounds it, measured on the same host.
+
+Rates of one kind of box differ between hosts wherever the host is involved (page migration,
+pinned copies over each host's own PCIe link), so a rate alone does not compare across hosts; its
+fraction of the same host's ceiling does. A case names the ceilings probe that bounds it
+(``Case.bound_by``); the ceiling is that probe's record from the same host, preferably the same
+run (the same conditions), else the host's latest; where the host measured none, the same machine
+kind's latest stands in, and the result says so (``same_host`` False).
+
+The fraction compares like with like: a host-to-device ceiling is read against the bytes that
+cross the link where the case counts them (``h2d_bytes``, ``migrated_bytes``), else its bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness import cases
+from harness.measure.machine import host_key, machine_name
+from harness.measure.outcomes import OK
+from harness.measure.record import Record
+
+CEILINGS = "ceilings"
+PAGEABLE = "pageable"
+# probe -> how people name it beside a rate
+PROBE_LABELS = {"h2d_pinned": "pinned H2D", "d2h_pinned": "pinned D2H", "device_copy": "device copy",
+                "matmul_fp32": "fp32 matmul", "matmul_tf32": "tf32 matmul", "matmul_fp16": "fp16 matmul",
+                "matmul_bf16": "bf16 matmul", "host_copy": "host copy", "cpu_matmul_fp32": "CPU fp32 matmul",
+                "h2d_pageable": "pageable H2D", "d2h_pageable": "pageable D2H", "p2p_copy": "GPU-to-GPU copy"}
+# probe -> the work units of a bounded record read against it, the first the record counts
+UNITS = {"h2d_pinned": ("h2d_bytes", "migrated_bytes", "bytes"), "d2h_pinned": ("d2h_bytes", "bytes")}
+BUSY_BOUND = 0.8  # under this fraction of GPU-busy time a step is bound by the host
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    fraction: float
+    probe: str
+    unit: str  # the record's work unit the fraction was read from
+    ceiling: Record
+    same_host: bool
+
+    def text(self) -> str:
+        """``0.39 of pinned H2D``."""
+        return f"{self.fraction:.2f} of {PROBE_LABELS.get(self.probe, self.probe)}"
+
+
+def units_for(probe: str) -> tuple[str, ...]:
+    return UNITS.get(probe, ("flops",) if "matmul" in probe else ("bytes",))
+
+
+def bound_of(rec: Record) -> str | None:
+    """The probe that bounds the record's rate; None for ceilings (their own bound), for unknown
+    cases, and for parameters the case does not declare (a hostile or outdated record)."""
+    if rec.case in (CEILINGS, PAGEABLE) or rec.case not in cases.names():
+        return None
+    case = cases.get(rec.case)
+    try:
+        return case.bound_by(**case.config(rec.params).params)
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def host_bound(rec: Record) -> float | None:
+    """The GPU-busy fraction where it is under ``BUSY_BOUND`` (the step waited on the host), else None."""
+    busy = (rec.gpu_busy or {}).get("fraction")
+    if isinstance(busy, (int, float)) and not isinstance(busy, bool) and 0 <= busy < BUSY_BOUND:
+        return float(busy)
+    return None
+
+
+class Ceilings:
+    """The ok ceiling records among ``records``, found by probe, host, run and machine kind."""
+
+    def __init__(self, records):
+        self.by_probe: dict[str, list[Record]] = {}
+        for rec in records:
+            probe = rec.params.get("probe") if rec.case == CEILINGS else None
+            if rec.outcome == OK and isinstance(probe, str) and rate(rec, _unit(rec, probe)):
+                self.by_probe.setdefault(probe, []).append(rec)
+
+    def find(self, rec: Record, probe: str) -> tuple[Record, bool] | None:
+        """(the ceiling, whether it came from the record's own host), or None."""
+        found = self.by_probe.get(probe, [])
+        host = host_key(rec.environment)
+        mine = [c for c in found if host and host_key(c.environment) == host]
+        same_run = [c for c in mine if rec.run_id and c.run_id == rec.run_id]
+        if same_run or mine:
+            return max(same_run or mine, key=lambda c: c.created), True
+        kind = machine_name(rec.environment.devices, rec.environment.cpu)
+        alike = [c for c in found if machine_name(c.environment.devices, c.environment.cpu) == kind]
+        return (max(alike, key=lambda c: c.created), False) if alike else None
+
+
+def _unit(rec: Record, probe: str) -> str | None:
+    return next((u for u in units_for(probe) if rec.work.get(u)), None)
+
+
+def rate(rec: Record, unit: str | None) -> float | None:
+    """``rec.rate(unit)`` where it is a finite positive number, else None: a record read from a
+    file may hold a zero median or work that is not a number, and no report may fail on it."""
+    try:
+        value = rec.rate(unit) if unit else None
+    except (TypeError, ZeroDivisionError, OverflowError):
+        return None
+    return value if isinstance(value, (int, float)) and 0 < value < float("inf") else None
+
+
+def efficiency(rec: Record, ceilings: Ceilings) -> Efficiency | None:
+    """The record's rate as a fraction of its bounding ceiling; None where it has no rate or no bound
+    was measured on a box of its kind."""
+    probe = bound_of(rec)
+    unit = _unit(rec, probe) if probe and rec.outcome == OK else None
+    found = ceilings.find(rec, probe) if unit else None
+    if found is None:
+        return None
+    ceiling, same_host = found
+    top, mine = rate(ceiling, _unit(ceiling, probe)), rate(rec, unit)
+    if not mine or not top:
+        return None
+    return Efficiency(mine / top, probe, unit, ceiling, same_host)
+
+
+def best_pageable(records) -> dict[tuple[str, str], Record]:
+    """(machine kind, direction) -> the pageable-copy record of the best rate over the buffer sizes:
+    pageable rates depend on the size, so the best size is the ceiling and the sweep the detail."""
+    best: dict[tuple[str, str], Record] = {}
+    for rec in records:
+        if rec.case != PAGEABLE or rec.outcome != OK or not rate(rec, "bytes"):
+            continue
+        key = (machine_name(rec.environment.devices, rec.environment.cpu), str(rec.params.get("direction")))
+        if key not in best or rate(rec, "bytes") > rate(best[key], "bytes"):
+            best[key] = rec
+    return best

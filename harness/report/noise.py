@@ -1,0 +1,152 @@
+"""How much two honest measurements of one case differ: the gate's rank test and its noise floors.
+
+A step time differs between two runs for three reasons: the steps of one run scatter; one host
+differs from the next (PCIe link, NUMA placement, CPU, memory, page-fault handling); and the
+same host drifts between runs. The first is what a rank test on the raw per-step times sees
+(Mann-Whitney U, one-sided, as ``asv compare`` uses it): it says whether NEW's steps are
+slower than BASE's at all. It cannot see the other two, which are differences between whole
+runs, so a slowdown must also exceed a floor learned from how far whole runs differ.
+
+Floors are learned from the committed history (results/records) per machine kind, case and
+parameters, never from the two sets being compared alone: two runs cannot tell their own
+noise from a change, whereas the history holds many hosts and repeats of each case.
+
+- Across hosts: each host's median of its runs' medians; their spread, as the log of the
+  largest over the smallest (the range), estimates the hosts' standard deviation sigma =
+  log range / d2(H), d2 the expected range of H standard normal values (the range method of
+  control charts: efficient for few hosts, and the history holds few hosts per kind). The
+  floor is the one-sided 99% quantile of the log ratio of two hosts drawn at random,
+  Z * sqrt(2) * sigma: a floor that grows where hosts differ (pageable copies, page-fault
+  migration, CPU cases) and stays tight where they agree (matrix products, device copies).
+- Within one host: the same from the hosts that ran the case more than once, sigma averaged
+  over those hosts (the R-bar / d2 estimate). A pair of records from one host uses the smaller
+  of the within-host and the across-host floor.
+- Too little history (fewer than two hosts, or no host with two runs): a stated default, by how
+  busy the GPU was: GPU-bound steps vary little, host-bound ones a lot, and where neither the
+  record nor its parameters say, a middle value. The gate's output names each default it used.
+
+No floor is below ``MIN_FLOOR``: a change smaller than that is not worth failing a build for,
+however steady the case.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from harness.measure.machine import host_key, machine_name
+from harness.measure.outcomes import OK
+from harness.measure.record import Record
+from harness.measure.store import load_any
+
+Z = 2.326  # one-sided 1%: the floor is what two honest runs exceed once in a hundred
+MIN_FLOOR = 0.02
+ALPHA = 0.002  # the rank test's p threshold, as asv compare's
+BUSY_BOUND = 0.8  # under this GPU-busy fraction a step waits on the host
+# Floors where history is too thin, by class of step: across hosts, and within one host.
+DEFAULT_ACROSS = {"GPU-bound": 0.05, "host-bound": 0.25, "busy unknown": 0.10}
+DEFAULT_WITHIN = {"GPU-bound": 0.03, "host-bound": 0.15, "busy unknown": 0.10}
+
+
+def kind_of(rec: Record) -> str:
+    """The machine kind a record was measured on (its GPU model and count, or its CPU)."""
+    return machine_name(rec.environment.devices, rec.environment.cpu)
+
+
+def key_of(rec: Record) -> tuple[str, str, str]:
+    return kind_of(rec), rec.case, json.dumps(rec.params, sort_keys=True)
+
+
+def step_class(rec: Record) -> str:
+    """GPU-bound, host-bound or busy unknown: from the record's GPU-busy fraction where it has
+    one, else host-bound for a step that runs on the CPU (no GPU, or a ``device=cpu`` case)."""
+    busy = (rec.gpu_busy or {}).get("fraction")
+    if busy is not None:
+        return "GPU-bound" if busy >= BUSY_BOUND else "host-bound"
+    if not rec.environment.devices.gpus or rec.params.get("device") == "cpu":
+        return "host-bound"
+    return "busy unknown"
+
+
+@lru_cache(maxsize=None)
+def d2(n: int) -> float:
+    """The expected range of ``n`` independent standard normal values."""
+    from scipy import integrate, stats
+    value, _ = integrate.quad(lambda x: 1 - stats.norm.cdf(x) ** n - stats.norm.sf(x) ** n, -12, 12, limit=200)
+    return value
+
+
+def quantile_floor(sigma: float) -> float:
+    return max(MIN_FLOOR, math.expm1(Z * math.sqrt(2) * sigma))
+
+
+def log_range(values) -> float:
+    return math.log(max(values) / min(values))
+
+
+@dataclass(frozen=True)
+class Floor:
+    fraction: float  # the least rise of the median, over the base median, that can fail
+    how: str  # "learned across 4 hosts", "default (host-bound): history has 1 host"
+    learned: bool
+
+
+class Floors:
+    """Floors learned from a history of records, by (machine kind, case, parameters)."""
+
+    def __init__(self, history: list[Record]):
+        self.runs: dict[tuple, dict[str, list[float]]] = {}
+        for rec in history:
+            host = host_key(rec.environment)
+            if rec.outcome == OK and rec.timing is not None and host:
+                self.runs.setdefault(key_of(rec), {}).setdefault(host, []).append(rec.timing.median_s)
+
+    def hosts(self, key: tuple) -> int:
+        return len(self.runs.get(key, {}))
+
+    def across(self, key: tuple, klass: str) -> Floor:
+        medians = [statistics.median(v) for v in self.runs.get(key, {}).values()]
+        if len(medians) < 2:
+            return Floor(DEFAULT_ACROSS[klass], f"default ({klass}): history has {len(medians)} host(s)", False)
+        sigma = log_range(medians) / d2(len(medians))
+        return Floor(quantile_floor(sigma), f"learned across {len(medians)} hosts", True)
+
+    def within(self, key: tuple, klass: str) -> Floor:
+        repeated = [v for v in self.runs.get(key, {}).values() if len(v) >= 2]
+        if not repeated:
+            return Floor(DEFAULT_WITHIN[klass], f"default ({klass}): no host ran it twice", False)
+        sigma = statistics.mean(log_range(v) / d2(len(v)) for v in repeated)
+        return Floor(quantile_floor(sigma), f"learned within {len(repeated)} host(s)", True)
+
+    def floor(self, key: tuple, klass: str, same_host: bool) -> Floor:
+        across = self.across(key, klass)
+        if not same_host:
+            return across
+        within = self.within(key, klass)
+        return within if within.fraction <= across.fraction else across
+
+
+@lru_cache(maxsize=8)
+def _learned(root: str, stamp: tuple) -> Floors:
+    return Floors(load_any(Path(root)).records)
+
+
+def history_floors(root: Path) -> Floors:
+    """The floors of the records under ``root``, learned once per state of its files."""
+    root = Path(root)
+    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else [root] if root.exists() else []
+    stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    return _learned(str(root.resolve()), stamp)
+
+
+def rank_p(base: tuple, new: tuple, alternative: str = "greater") -> float | None:
+    """p of "NEW's steps are slower than BASE's" (``alternative="less"``: faster) by a one-sided
+    Mann-Whitney U test; None where either side has no raw samples or too few for p to reach
+    ``ALPHA`` at all (then the quartiles decide)."""
+    if not base or not new or 1 / math.comb(len(base) + len(new), len(new)) >= ALPHA:
+        return None
+    from scipy.stats import mannwhitneyu
+    return float(mannwhitneyu(new, base, alternative=alternative).pvalue)

@@ -1,0 +1,122 @@
+"""Efficiency: a rate as a fraction of the ceiling that bounds it, from the same host (same run
+first), another host of the kind only when marked; the host-bound mark; pageable copies' best size."""
+import json
+from pathlib import Path
+
+from harness import cases
+from harness.measure.record import Record
+from harness.report import efficiency as eff
+from harness.report import summary, tables
+from harness.report.pages.model import load_rows
+
+REPO = Path(__file__).resolve().parents[1]
+H100 = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
+
+
+def base() -> dict:
+    """A real H100 record, as a template."""
+    return next(d for d in map(json.loads, H100.read_text().splitlines())
+                if d["case"] == "ceilings" and d["params"]["probe"] == "h2d_pinned")
+
+
+def record(case, params, work, median_s, run_id="run-a", uuid="GPU-a", created=1.0, busy=None) -> Record:
+    d = base()
+    d.update(case=case, params=params, work=work, run_id=run_id, created=created, check={}, schema=2)
+    d["timing"] = dict(d["timing"], median_s=median_s, q25_s=median_s, q75_s=median_s, min_s=median_s,
+                       max_s=median_s, samples_s=[])
+    d["environment"]["devices"]["gpus"][0]["uuid"] = uuid
+    if busy is not None:
+        d["gpu_busy"] = {"fraction": busy, "source": "cuda events"}
+    return Record.from_dict(d)
+
+
+def ceiling(probe, gbs, **kw) -> Record:
+    return record("ceilings", {"probe": probe}, {"bytes": 10**9}, 1 / gbs, **kw)
+
+
+FAULT = {"allocator": "managed_pool", "placement": "fault", "pattern": "stream", "fraction": 0.1}
+
+
+def test_cases_name_the_ceiling_that_bounds_them():
+    unified = cases.get("unified").bound_by
+    assert unified(**FAULT) == "h2d_pinned"
+    assert unified(**dict(FAULT, placement="prefetch")) == "h2d_pinned"
+    assert unified(**dict(FAULT, placement="resident")) == "device_copy"
+    assert unified(**dict(FAULT, placement="resident", pattern="matmul")) == "matmul_fp32"
+    assert cases.get("out_of_core").bound_by(pattern="stream", fraction=1.5) == "h2d_pinned"
+    assert cases.get("unified_seed").bound_by(fraction=0.4) == "device_copy"
+    assert cases.get("unified_seed").bound_by(fraction=1.5) == "h2d_pinned"
+
+
+def test_the_fraction_is_of_the_same_hosts_ceiling_the_same_run_first():
+    rec = record("unified", FAULT, {"bytes": 3 * 10**9, "migrated_bytes": 10**9}, 0.1)
+    same_run = ceiling("h2d_pinned", 50, created=1)
+    later_same_host = ceiling("h2d_pinned", 25, run_id="run-b", created=9)
+    other_host = ceiling("h2d_pinned", 100, uuid="GPU-b", created=10)
+    got = eff.efficiency(rec, eff.Ceilings([same_run, later_same_host, other_host]))
+    assert got.unit == "migrated_bytes" and got.same_host and abs(got.fraction - 10 / 50) < 1e-9
+    assert got.text() == "0.20 of pinned H2D"
+    got = eff.efficiency(rec, eff.Ceilings([later_same_host, other_host]))  # the host's latest
+    assert abs(got.fraction - 10 / 25) < 1e-9 and got.same_host
+    got = eff.efficiency(rec, eff.Ceilings([other_host]))  # only another host of the kind: marked
+    assert abs(got.fraction - 0.1) < 1e-9 and not got.same_host
+    assert eff.efficiency(rec, eff.Ceilings([])) is None
+    assert eff.efficiency(ceiling("h2d_pinned", 50), eff.Ceilings([same_run])) is None  # its own bound
+
+
+def test_a_hostile_record_has_no_efficiency_and_no_error():
+    nothing = record("unified", FAULT, {"migrated_bytes": 0}, 0.1)
+    odd = record("unified", dict(FAULT, fraction="../../x"), {"migrated_bytes": 10**9}, 0.1)
+    unknown = record("no_such_case", FAULT, {"migrated_bytes": 10**9}, 0.1)
+    found = eff.Ceilings([ceiling("h2d_pinned", 50)])
+    assert all(eff.efficiency(r, found) is None for r in (nothing, odd, unknown))
+
+
+def test_host_bound_is_under_80_percent_busy():
+    assert eff.host_bound(record("unified", FAULT, {"bytes": 1}, 0.1, busy=0.43)) == 0.43
+    assert eff.host_bound(record("unified", FAULT, {"bytes": 1}, 0.1, busy=0.95)) is None
+    assert eff.host_bound(record("unified", FAULT, {"bytes": 1}, 0.1)) is None  # older records say nothing
+
+
+def planted(tmp_path, recs) -> Path:
+    folder = tmp_path / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs))
+    return tmp_path / "results"
+
+
+def test_tables_show_efficiency_beside_the_rate_and_mark_host_bound_steps(tmp_path):
+    recs = [record("unified", FAULT, {"bytes": 3 * 10**9, "migrated_bytes": 10**9}, 0.1, busy=0.43),
+            ceiling("h2d_pinned", 50)]
+    rows = load_rows(planted(tmp_path, recs))
+    text = tables.table(rows, "unified", ["placement"], "machine", ["rate"])
+    assert "| fault | 30.0 GB/s (migrated 0.20 of pinned H2D) †43% |" in text
+    assert "† host-bound" in text
+    eff_only, _ = tables.render(rows, "unified", ["placement"], "machine", ["rate", "eff"])
+    assert "| fault | 30.0 GB/s, migrated 0.20 of pinned H2D †43% |" in eff_only
+    assert "10.0 GB/s migrated (0.20 of pinned H2D) † GPU busy 43%" in summary.table(recs)
+
+
+def test_a_schema_1_peak_beside_a_step_peak_is_marked(tmp_path):
+    new = record("unified", FAULT, {"bytes": 10**9}, 0.1)
+    d = new.to_dict()
+    d.update(params=dict(FAULT, placement="prefetch"), memory={"allocator.gpu0.max_allocated": 10**9})
+    d.pop("schema")
+    old = Record.from_dict(d)
+    text = tables.table(load_rows(planted(tmp_path, [dict_record(new, memory={"allocator.gpu0.max_allocated": 10**9}),
+                                                     old])), "unified", ["placement"], "machine", ["peak"])
+    assert "| prefetch | 1.0 GB‡ |" in text and "| fault | 1.0 GB |" in text and tables.NOTES["‡"] in text
+
+
+def dict_record(rec: Record, **changes) -> Record:
+    d = rec.to_dict()
+    d.update(changes)
+    return Record.from_dict(d)
+
+
+def test_the_pageable_ceiling_is_the_best_size_of_the_sweep():
+    sweep = [record("pageable", {"direction": "h2d", "size_mib": s}, {"bytes": 10**9}, 1 / r)
+             for s, r in ((64, 8.0), (512, 14.0), (2048, 11.0))]
+    (best,) = eff.best_pageable(sweep).values()
+    assert best.params["size_mib"] == 512
+    assert eff.best_pageable([]) == {}

@@ -1,0 +1,158 @@
+"""Kills at random moments leave nothing measuring: `harness run` stopped by SIGTERM or SIGKILL,
+a what-fits search and a launcher killed (under a child subreaper too). After 5 s no process of
+theirs is left; the records are valid JSON lines; --resume completes with no duplicates and no
+gaps."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.measure.store import load_file
+
+REPO = Path(__file__).resolve().parents[1]
+GONE_WITHIN_S = 5
+
+
+def gone_within(procs, seconds=GONE_WITHIN_S) -> list:
+    """Those of ``procs`` still running (zombies count as gone) after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    left = list(procs)
+    while left and time.monotonic() < deadline:
+        left = [p for p in left if _running(p)]
+        time.sleep(0.1)
+    return [" ".join(p.cmdline())[:120] for p in left if _running(p)]
+
+
+def _running(p) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def tree_until(root: psutil.Process, ready, timeout_s=60) -> dict:
+    """Every descendant of ``root`` seen, polling until ``ready(descendants)``."""
+    seen, deadline = {}, time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        kids = root.children(recursive=True)
+        seen.update({p.pid: p for p in kids})
+        if ready(kids):
+            return seen
+        time.sleep(0.05)
+    pytest.fail("the process tree never got ready")
+
+
+def _cmd(p) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
+# ---- harness run, end to end ------------------------------------------------------------------
+
+def harness_run(tmp_path, *extra) -> subprocess.Popen:
+    env = dict(os.environ, HOME=str(tmp_path), OOMBENCH_LOCK_DIR=str(tmp_path / "locks"), OOMBENCH_BOOTSTRAPPED="1")
+    return subprocess.Popen([sys.executable, "-m", "harness", "run", "--bench", "ceilings.Host", "--quick",
+                             "--no-publish", "--results", str(tmp_path / "res"), *extra], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def measuring(kids) -> bool:
+    return any("benchmark.py" in _cmd(p) and "ceilings.Host" in _cmd(p) for p in kids)
+
+
+def records_of(tmp_path) -> tuple[list, list]:
+    files = sorted((tmp_path / "res" / "records").rglob("*.jsonl"))
+    assert len(files) == 1, files
+    loaded = load_file(files[0])
+    return loaded.records, loaded.problems
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_run_leaves_nothing_measuring_and_resumes_without_gaps_or_duplicates(tmp_path, sig):
+    """asv was started with a plain subprocess call: after a kill it went on measuring under PID 1."""
+    proc = harness_run(tmp_path)
+    seen = tree_until(psutil.Process(proc.pid), measuring)
+    time.sleep(random.uniform(0, 1.0))
+    seen.update({p.pid: p for p in psutil.Process(proc.pid).children(recursive=True)})
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=GONE_WITHIN_S)[0]
+    assert gone_within(seen.values()) == [], out
+    run_id = out.split("oombench: run ", 1)[1].split(",", 1)[0]
+    before, problems = records_of(tmp_path)
+    assert problems == []
+    time.sleep(1)  # a straggler would append now
+    assert len(records_of(tmp_path)[0]) == len(before)
+    done = harness_run(tmp_path, "--resume", run_id)
+    assert done.wait(timeout=120) == 0, done.stdout.read()
+    records, problems = records_of(tmp_path)
+    assert problems == [] and {r.run_id for r in records} == {run_id}
+    assert sorted(r.params["probe"] for r in records) == ["cpu_matmul_fp32", "host_copy"]
+
+
+# ---- a what-fits search -----------------------------------------------------------------------
+
+# A probe that binds itself as the real one does, then holds on as if measuring.
+SLOW_PROBE = ("import json, os, sys, time; from harness.measure import lifeline; "
+              "lifeline.bind(lifeline.parent_from_env()); print('probing', flush=True); time.sleep(60)")
+SEARCH = ("import sys; from harness.workloads import fits\n"
+          f"probe = {SLOW_PROBE!r}\n"
+          "fits.SubprocessProber(lambda n: [sys.executable, '-c', probe, str(n)]).many([1, 2, 3])\n")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_no_probe_outlives_its_search(tmp_path, sig):
+    """SIGTERM to the search left three probes running, each holding GPU memory on a GPU box."""
+    env = dict(os.environ, OOMBENCH_LOCK_DIR=str(tmp_path))
+    search = subprocess.Popen([sys.executable, "-c", SEARCH], cwd=REPO, env=env)
+    seen = tree_until(psutil.Process(search.pid), lambda kids: len([p for p in kids if "probing" in _cmd(p)]) == 3)
+    time.sleep(random.uniform(0, 0.5))
+    search.send_signal(sig)
+    search.wait(timeout=5)
+    assert gone_within(seen.values()) == []
+
+
+# ---- the launcher, under a child subreaper ----------------------------------------------------
+
+# A middle process that adopts orphans (PR_SET_CHILD_SUBREAPER, as systemd --user, tini -s or a CI
+# agent does), starts a launcher, kills it DELAY s in, and reports what is left 5 s later.
+SUBREAPER = """
+import ctypes, json, os, signal, subprocess, sys, time
+import psutil
+ctypes.CDLL("libc.so.6").prctl(36, 1, 0, 0, 0)
+code = "import sys; sys.path.insert(0, 'tests'); import launch_workers; " \\
+       "from harness.workloads.launch import launch; launch(launch_workers.raises_on_rank_1, 2, (sys.argv[1],), timeout_s=60)"
+p = subprocess.Popen([sys.executable, "-c", code, sys.argv[1]])
+time.sleep(float(sys.argv[2]))
+p.send_signal(signal.SIGKILL)
+p.wait()
+deadline = time.time() + 5
+while time.time() < deadline:
+    left = [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE
+            and "resource_tracker" not in " ".join(c.cmdline())]
+    if not left:
+        break
+    time.sleep(0.1)
+print(json.dumps([" ".join(c.cmdline())[:100] for c in left]))
+for c in left:
+    c.kill()
+"""
+
+
+@pytest.mark.parametrize("delay", [0.1, random.uniform(0.2, 1.5)])
+def test_no_worker_outlives_a_killed_launcher_under_a_subreaper(tmp_path, delay):
+    """Workers set their parent-death signal after unpickling their arguments and checked
+    getppid() == 1: under a subreaper, a launcher killed 0.1 s in left both running."""
+    env = dict(os.environ, OOMBENCH_LOCK_DIR=str(tmp_path / "locks"))
+    (tmp_path / "pids").mkdir()
+    done = subprocess.run([sys.executable, "-c", SUBREAPER, str(tmp_path / "pids"), str(delay)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr
