@@ -44,13 +44,17 @@ def fraction(windows, activity, step_s: float | None = None) -> float | None:
 
 def _profiled(workload, steps: int, step_s: float) -> float | None:
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    # One step of the profiler's own warm-up first: CUPTI can miss the activity of the first
+    # step it traces, which would read as an idle GPU.
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=0, warmup=1, active=steps)) as prof:
+        for _ in range(steps + 1):
             _prepared(workload)
             with record_function(STEP_MARK):
                 workload.step()
                 workload.sync()
+            prof.step()
     events = prof.events()
     windows = [(e.time_range.start, e.time_range.end) for e in events if e.name == STEP_MARK]
     gpu = [(e.time_range.start, e.time_range.end) for e in events
