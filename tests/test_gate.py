@@ -17,7 +17,28 @@ H100_RUN = H100 / "bfa680ee-20261124T003930-ab748b.jsonl"  # ceilings, tricks an
 H100_OTHER_HOST = H100 / "c65b18ac-20261123T235654-f472de.jsonl"
 H200_RUN = H200 / "bfa680ee-20261124T005204-346ecc.jsonl"
 BASELINE = REPO / "results/baseline/cpu-ceilings-host.jsonl"
-FLOORS = noise.history_floors(RECORDS)
+# The history the floors are learned from, frozen at the commits these tests were written
+# against: records committed later move the learned floors, and must not move the tests.
+LATER = ("96dd293e", "548ac663")
+
+
+def frozen_history() -> Path:
+    import tempfile
+    root = Path(tempfile.mkdtemp(prefix="oombench-history-"))
+    for f in RECORDS.glob("*/*.jsonl"):
+        if not f.name.startswith(LATER):
+            (root / f.parent.name).mkdir(exist_ok=True)
+            (root / f.parent.name / f.name).symlink_to(f)
+    return root
+
+
+HISTORY = frozen_history()
+FLOORS = noise.history_floors(HISTORY)
+
+
+@pytest.fixture(autouse=True)
+def _frozen_history(monkeypatch):
+    monkeypatch.setattr(gate, "HISTORY", HISTORY)
 
 
 def commit_set(tmp_path, machine: Path, commit: str) -> Path:
