@@ -69,11 +69,16 @@ def _prepared(workload):
         workload.sync()
 
 
-def _nvml(workload, gpu: int) -> float | None:
+def _nvml(workload, ordinal: int) -> float | None:
     import pynvml as nvml
+
+    from harness.measure.devices import cuda_gpu
+    gpu = cuda_gpu(ordinal)  # the card CUDA device ``ordinal`` is, CUDA_VISIBLE_DEVICES honoured
+    if gpu is None:
+        return None
     nvml.nvmlInit()
     try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(gpu)
+        handle = nvml.nvmlDeviceGetHandleByUUID(gpu.uuid)
         since = int(time.time() * 1e6)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < NVML_MIN_S:
