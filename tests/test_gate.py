@@ -270,6 +270,6 @@ def test_unusable_arguments_exit_2_naming_the_fix(capsys, args, says):
 
 @pytest.mark.parametrize("value", ["nan", "-1", "inf", "x"])
 def test_gate_numbers_must_be_finite_and_not_negative(capsys, value):
-    with pytest.raises(SystemExit) as e:
-        cli.parser().parse_args(["gate", "a", "b", "--threshold", value])
-    assert e.value.code == 2 and "must be a finite number >= 0" in capsys.readouterr().err
+    assert cli.main(["gate", "a", "b", "--threshold", value]) == 2
+    err = capsys.readouterr().err
+    assert "must be a finite number >= 0" in err and len(err.strip().splitlines()) == 1

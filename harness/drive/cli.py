@@ -189,9 +189,21 @@ def _wheelhouse(args) -> int:
     return build(Path(args.dest), args.python, args.platform or ["manylinux_2_28_x86_64"], args.package)
 
 
+class UsageError(Exception):
+    """A command line argparse refused; main prints it on one line and returns 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse prints the whole usage and exits from inside parse_args; one line that names the fix
+    # reads better in a terminal and lets main() return 2 like every other refusal.
+    def error(self, message):
+        hint = " (a value that starts with '-' goes as --NAME=VALUE)" if "expected one argument" in message else ""
+        raise UsageError(f"{self.prog}: {message}{hint}; see {self.prog} --help")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m harness", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="python3 -m harness", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the suite through asv and publish the site")
     r.add_argument("--bench", "-b", help="regular expression: only the benchmarks it matches")
@@ -287,7 +299,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    try:
+        args = parser().parse_args(argv)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
     return args.func(args)
 
 
