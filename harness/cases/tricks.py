@@ -22,8 +22,10 @@ counts (padding excluded, so capped and padded batches compare on useful tokens)
 The check trains from seed 0 for the fixed number of timed and warm-up steps; it fails when a
 loss is not finite or the last is not below the first. Then the same model, data and seed train
 again in fp32 on the whole batch (``harness.workloads.tricks.references``), and every step's
-loss is held within the technique's tolerance of the reference's
-(``harness.workloads.tricks.TOLERANCE``); the gap, the tolerance and the reference are recorded.
+loss is held within the technique's tolerance of the reference's after as many applied updates
+(a step the fp16 GradScaler skipped applied none), the gap taken as a share of the first loss
+(``harness.workloads.tricks.TOLERANCE``); both curves, the gap, the tolerance and the reference
+are recorded.
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def build(device, workload, technique, batch, micro_batch, vocab, width, depth, 
         elif ref_losses is None:
             compared = {"reference": reference}
         else:
-            compared = against_reference(technique, trainer.losses, reference, ref_losses)
+            compared = against_reference(technique, trainer.losses, reference, ref_losses, trainer.skipped)
         return {**learned, **compared, "parameters": params, "parameters_on_device": on_device,
                 "accumulation_steps": batch // micro_batch}
 

@@ -47,7 +47,8 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
     except Skip as e:
         return Record(outcome=SKIPPED, reason=str(e), environment=snapshot(devices), **common)
     except CheckFailed as e:
-        return Record(outcome=FAILED, reason=str(e), memory=peak.bytes, environment=snapshot(devices), **common)
+        return Record(outcome=FAILED, reason=str(e), memory=peak.bytes, check=e.details, environment=snapshot(devices),
+                      **common)
     except Exception as e:
         if not is_out_of_memory(e):
             raise

@@ -30,7 +30,12 @@ class DoesNotFit(Exception):
 
 
 class CheckFailed(Exception):
-    """The case's result disagrees with its reference."""
+    """The case's result disagrees with its reference. ``details``: what was compared (say, both
+    loss curves), kept in the failed record's ``check`` so that the failure can be read back."""
+
+    def __init__(self, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.details = details or {}
 
 
 _UNITS = {"b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50, "eib": 2**60,

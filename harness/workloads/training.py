@@ -82,6 +82,8 @@ class Trainer:
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         self.scaler = torch.amp.GradScaler(device_type, enabled=prec.scaler)
         self.losses = []
+        self.skipped = []  # per step: True where the scaler found inf/NaN gradients and left the weights alone
+        self.scale = self.scaler.get_scale()  # the initial scale (no device read yet); 1.0 when disabled
 
     def _autocast(self):
         if self.prec.autocast is None:
@@ -106,6 +108,13 @@ class Trainer:
         self.scaler.step(self.optimizer)  # skips the update if fp16 gradients overflowed
         self.scaler.update()
         self.losses.append(loss)
+        if self.scaler.is_enabled():
+            # The scaler lowers its scale on exactly the steps it skipped. Reading it waits for the
+            # step's kernels, which the harness waits for at the end of every timed step anyway.
+            before, self.scale = self.scale, self.scaler.get_scale()
+            self.skipped.append(self.scale < before)
+        else:
+            self.skipped.append(False)
 
 
 def token_loss_sum(model, inputs, targets):
