@@ -273,3 +273,23 @@ def test_a_failed_check_keeps_both_curves_in_its_record(monkeypatch):
     assert rec.outcome == "failed"
     assert len(rec.check["losses"]) == len(rec.check["reference_losses"]) == 12
     assert rec.check["deviation"] > rec.check["tolerance"]
+
+
+def bumped(curve, share, step=3):
+    """``curve`` with ``share`` of its first loss added at one step."""
+    return [v + share * curve[0] if i == step else v for i, v in enumerate(curve)]
+
+
+def test_a_curve_over_its_tolerance_is_allowed_the_spread_of_two_reference_runs(monkeypatch):
+    ref = memorising()
+    runs = iter([ref, bumped(ref, 0.004)])  # two runs of one reference, as nondeterministic GPU sums give them
+    monkeypatch.setattr(trick_steps, "reference_losses", lambda steps, technique, **shape: ("fp32", next(runs)))
+    out = trick_steps.checked_against_reference("checkpoint", bumped(ref, 0.003), [False] * 12, **TINY)
+    assert out["reference_spread"] == pytest.approx(0.004) and out["deviation"] == pytest.approx(0.003)
+
+
+def test_where_two_reference_runs_agree_a_curve_over_its_tolerance_fails(monkeypatch):
+    ref = memorising()
+    monkeypatch.setattr(trick_steps, "reference_losses", lambda steps, technique, **shape: ("fp32", list(ref)))
+    with pytest.raises(CheckFailed, match=r"\+ 0 between two fp32 runs"):
+        trick_steps.checked_against_reference("checkpoint", bumped(ref, 0.003), [False] * 12, **TINY)

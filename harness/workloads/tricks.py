@@ -195,22 +195,51 @@ def aligned(losses, skipped) -> list[tuple[int, float]]:
     return pairs
 
 
-def against_reference(technique: str, losses, reference: str, ref_losses, skipped=()) -> dict:
+def curve_gap(losses, ref_losses, one_sided: bool = False) -> tuple[int, float]:
+    """(step, gap) of the largest gap between two curves of equal steps, as a share of the
+    reference's first loss; above the reference only where ``one_sided``."""
+    scale = abs(float(ref_losses[0]))
+    gaps = [(float(v) - float(r)) / scale for v, r in zip(losses, ref_losses)]
+    gaps = [max(g, 0.0) if one_sided else abs(g) for g in gaps]
+    worst = max(range(len(gaps)), key=gaps.__getitem__)
+    return worst, gaps[worst]
+
+
+def against_reference(technique: str, losses, reference: str, ref_losses, skipped=(), spread: float = 0.0) -> dict:
     """The largest gap between the technique's loss curve and the reference's, as a share of the
     reference's first loss (above it only, for a technique that changes the model or data), with
-    steps the scaler skipped aligned out; CheckFailed past the technique's tolerance."""
-    scale = abs(float(ref_losses[0]))
+    steps the scaler skipped aligned out; CheckFailed past the technique's tolerance plus
+    ``spread``, the gap between two runs of the reference itself (``checked_against_reference``)."""
     pairs = [(i, v) for i, v in aligned(losses, skipped) if i < len(ref_losses)]
-    gaps = [(v - ref_losses[i]) / scale for i, v in pairs]
-    gaps = [max(g, 0.0) if technique in ONE_SIDED else abs(g) for g in gaps]
-    worst = max(range(len(gaps)), key=gaps.__getitem__)
+    worst, gap = curve_gap([v for _, v in pairs], [ref_losses[i] for i, _ in pairs], technique in ONE_SIDED)
     tolerance = TOLERANCE[technique]
-    compared = {"deviation": gaps[worst], "tolerance": tolerance, "reference": reference,
+    compared = {"deviation": gap, "tolerance": tolerance, "reference": reference, "reference_spread": spread,
                 "reference_loss_last": float(ref_losses[-1]), "losses": [v for _, v in pairs],
                 "reference_losses": [float(r) for r in ref_losses], "skipped_steps": sum(bool(s) for s in skipped)}
-    if not gaps[worst] <= tolerance:  # a NaN gap fails too
+    if not gap <= tolerance + spread:  # a NaN gap fails too
         i, v = pairs[worst]
         raise CheckFailed(f"{technique}: loss {v:.5g} at step {worst + 1} against {ref_losses[i]:.5g} for {reference} "
-                          f"after as many updates, a gap of {gaps[worst]:.3g} of the first loss ({scale:.4g}), over "
-                          f"the {tolerance:g} allowed", compared)
+                          f"after as many updates, a gap of {gap:.3g} of the first loss ({abs(ref_losses[0]):.4g}), "
+                          f"over the {tolerance:g} allowed + {spread:.3g} between two {reference} runs", compared)
     return compared
+
+
+def checked_against_reference(technique: str, losses, skipped, **shape) -> dict:
+    """The check of ``technique``'s loss curve against the first fp32 reference that fits.
+    GPU kernels that sum with atomics (cuDNN's convolution backward among them) give a
+    different curve on every run, and a batch being memorised amplifies that; so a curve over its
+    tolerance is held once more, with the gap between the reference and a second run of it
+    allowed on top. Where sums run in a fixed order (the CPU) that gap is zero and changes nothing."""
+    reference, ref_losses = reference_losses(len(losses), technique, **shape)
+    if reference is None:
+        return {"reference": None, "reference_reason": ref_losses}
+    if ref_losses is None:
+        return {"reference": reference}
+    try:
+        return against_reference(technique, losses, reference, ref_losses, skipped)
+    except CheckFailed:
+        again, again_losses = reference_losses(len(losses), technique, **shape)
+        if again != reference:  # the second run did not fit as the first did: no spread to learn
+            raise
+        _, spread = curve_gap(again_losses, ref_losses)
+        return against_reference(technique, losses, reference, ref_losses, skipped, spread)
