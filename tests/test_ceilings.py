@@ -52,3 +52,24 @@ def test_host_probes_run_through_the_runner(monkeypatch):
     assert rec.outcome == OK and rec.check == {"exact": True}
     assert rec.rate("bytes") > 1e8  # any machine copies more than 100 MB/s
     assert rec.memory["host.rss"] > 16 * 2**20
+
+
+# What each GPU probe holds while it runs, in bytes. cuBLAS takes its workspace (32 MiB on
+# Hopper, CUBLAS_WORKSPACE_CONFIG's default) from PyTorch's allocator for matrix products.
+CUBLAS_WORKSPACE = 32 * 2**20
+OPERANDS = {"device_copy": 2 * ceilings.DEVICE_COPY_BYTES, "h2d_pinned": 2 * ceilings.LINK_BYTES,
+            "d2h_pinned": ceilings.LINK_BYTES,
+            **{f"matmul_{p}": 3 * ceilings.GPU_MATMUL_N**2 * size + CUBLAS_WORKSPACE
+               for p, size in (("fp32", 4), ("tf32", 4), ("fp16", 2), ("bf16", 2))}}
+
+
+def test_committed_ceiling_step_peaks_equal_their_operands():
+    """Records whose memory covers the timed steps alone (schema 2): the allocator's peak is what
+    the probe holds, within the allocator's 2 MiB rounding; set-up and check leave no trace."""
+    from harness.measure.store import COMMITTED, load_any
+    recs = [r for r in load_any(COMMITTED / "records").records
+            if r.case == "ceilings" and r.ok and r.schema >= 2 and r.params["probe"] in OPERANDS]
+    assert len(recs) >= 14, "the H100 and H200 ceilings at schema 2 should be committed"
+    for r in recs:
+        peak = r.memory["allocator.torch.max_allocated.cuda:0"]
+        assert abs(peak - OPERANDS[r.params["probe"]]) <= 2 * 2**20, (r.params, r.commit, peak)
