@@ -23,19 +23,11 @@ names = st.one_of(st.sampled_from(HOSTILE), st.text(min_size=1, max_size=80))
 values = st.one_of(names, st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.booleans())
 
 
-def _examples() -> int:
-    return int(os.environ.get("OOMBENCH_HYPOTHESIS_EXAMPLES", 100))
+# The loaded profile's budget (tests/conftest.py: "ci", or "thorough" under OOMBENCH_HYPOTHESIS).
+CI = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-try:  # the suite's profile, where tests/conftest.py registers it
-    CI = settings(settings.get_profile("ci"), deadline=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-except Exception:  # noqa: BLE001 - no such profile yet: the same budget, stated here
-    CI = settings(max_examples=_examples(), deadline=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-
-
-# A page build draws charts (a tenth of a second each): a third of the budget keeps the suite fast;
+# A page build draws charts (a tenth of a second each): a quarter of the budget keeps the suite fast;
 # OOMBENCH_HYPOTHESIS_EXAMPLES (or the "thorough" profile) asks for more.
 PAGES = settings(CI, max_examples=int(os.environ.get("OOMBENCH_HYPOTHESIS_EXAMPLES", 0)) or max(10, CI.max_examples // 4))
 
