@@ -113,6 +113,9 @@ class Case:
     # ("h2d_pinned", "device_copy", "matmul_bf16", ...), or None where no ceiling applies. The
     # report reads the rate as a fraction of that probe's rate on the same host.
     bound_by: Callable[..., str | None] = lambda **_: None
+    # The allocator a ``budget`` parameter is enforced in, by parameters: a key of
+    # ``harness.measure.budget.ENFORCED`` ("torch", "cupy", ...), or None where nothing caps it.
+    allocator: Callable[..., str | None] = lambda **_: None
 
     def _pick(self, name: str, value):
         allowed = self.params[name]

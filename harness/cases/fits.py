@@ -94,4 +94,4 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     return Workload(step=step, check=check, work={}, gpus=(0,), warmup=0, repeat=1)
 
 
-CASE = Case(name="fits", params=PARAMS, build=build, doc=__doc__, keeps_files=True)
+CASE = Case(name="fits", params=PARAMS, build=build, doc=__doc__, keeps_files=True, allocator=lambda **_: "torch")

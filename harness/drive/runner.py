@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from harness import cases
 from harness.cases.base import Case, Config
+from harness.measure import budget
 from harness.measure.busy import gpu_busy
 from harness.measure.devices import Devices, discover
 from harness.measure.environment import snapshot
@@ -16,6 +17,7 @@ from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFai
 from harness.measure.record import Record
 from harness.measure.store import RunContext
 from harness.measure.timing import time_steps
+from harness.measure.workingset import card_total
 
 
 def execute(case: Case | str, config: Config | dict, *, devices: Devices | None = None,
@@ -28,7 +30,8 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
     params = config.params
     devices = devices if devices is not None else discover()
     run_id, commit = (run.run_id, run.commit) if run else (None, None)
-    common = dict(case=case.name, params=dict(params), run_id=run_id, commit=commit)
+    common = dict(case=case.name, params=dict(params), run_id=run_id, commit=commit,
+                  budget=_budget(case, params, devices))
     # A case that keeps files of its own (the what-fits probes) keeps them beside the run's records.
     extra = {"run_file": run.path if run and run.run_id else None} if case.keeps_files else {}
     peak = PeakMemory(gpus=range(devices.count))
@@ -57,3 +60,14 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
                       memory=peak.bytes, environment=snapshot(devices), **common)
     return Record(outcome=OK, timing=timing, work=workload.work, memory={**peak.bytes, **workload.memory}, check=check,
                   gpu_busy=busy, environment=snapshot(devices), **common)
+
+
+def _budget(case: Case, params, devices: Devices) -> dict:
+    """The emulated card a case with a ``budget`` parameter runs under, for its record whatever its
+    outcome; empty where it has none, or where there is no card to emulate one on (it skips)."""
+    if "budget" not in params:
+        return {}
+    try:
+        return budget.of(params["budget"], card_total(devices), case.allocator(**params)).to_dict()
+    except Skip:
+        return {}

@@ -12,6 +12,7 @@ import reprlib
 import time
 from dataclasses import asdict, dataclass, field, fields
 
+from harness.measure.budget import Budget
 from harness.measure.environment import Environment
 from harness.measure.outcomes import OK, OUTCOMES
 from harness.measure.timing import Timing
@@ -34,6 +35,9 @@ class Record:
     requested_bytes: int | None = None
     # How busy the GPU was during the timed steps: {"fraction": 0..1, "source": how it was read}.
     gpu_busy: dict = field(default_factory=dict)
+    # The emulated card it ran under (``harness.measure.budget.Budget``): name, limit_bytes,
+    # card_bytes, enforced. Empty for a case without a budget.
+    budget: dict = field(default_factory=dict)
     run_id: str | None = None
     commit: str | None = None
     created: float = field(default_factory=time.time)
@@ -89,7 +93,7 @@ def _validate(d: dict) -> None:
         raise ValueError(f"outcome {_short(d['outcome'])} is not one of {', '.join(OUTCOMES)}")
     for name, kind in (("reason", str), ("run_id", str), ("commit", str)):
         _is(d.get(name), kind, name, none=True)
-    for name in ("work", "memory", "check", "gpu_busy"):
+    for name in ("work", "memory", "check", "gpu_busy", "budget"):
         _is(d.get(name, {}), dict, name)
     for k, v in d["params"].items():
         if not (v is None or isinstance(v, (str, bool, int)) or _finite(v)):
@@ -99,6 +103,7 @@ def _validate(d: dict) -> None:
     for k, v in d.get("memory", {}).items():
         _count(v, f"memory.{_short(k)}")
     _validate_busy(d.get("gpu_busy", {}))
+    _validate_budget(d.get("budget", {}))
     if d.get("requested_bytes") is not None:
         _count(d["requested_bytes"], "requested_bytes")
     if "created" in d:
@@ -155,6 +160,16 @@ def _validate_busy(busy: dict) -> None:
     if fraction is not None and not (_finite(fraction) and 0 <= fraction <= 1):
         raise ValueError(f"gpu_busy.fraction must be a number from 0 to 1, got {_short(fraction)}")
     _is(busy.get("source"), str, "gpu_busy.source", none=True)
+
+
+def _validate_budget(budget: dict) -> None:
+    if not budget:
+        return
+    _known(budget, Budget, "budget.")
+    for name in ("name", "enforced"):
+        _is(budget.get(name), str, f"budget.{name}")
+    for name in ("limit_bytes", "card_bytes"):
+        _count(budget.get(name), f"budget.{name}")
 
 
 def _validate_timing(timing, outcome: str) -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.measure import locks
+from harness.measure.budget import BUDGETS, budget_bytes  # noqa: F401 (the fits case reads them here)
 from harness.measure.lifeline import PARENT_ENV
 from harness.measure.outcomes import Skip
 from harness.measure.store import append_line, read_lines
@@ -36,7 +37,6 @@ from harness.units import GB, gb
 # What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
 # spare: probes run side by side only where each can have its cap and this much more.
 PROBE_OVERHEAD = 2 * 2**30
-BUDGETS = ("16GB", "24GB", "40GB", "80GB", "card")
 LIMIT = 2**16  # no workload here trains a batch this large on one card: the search stops there
 
 
@@ -177,18 +177,6 @@ def linear_estimate(points, cap: float):
     if slope <= 0:
         return None
     return int(n1 + (cap - highest[n1]) // slope)
-
-
-def budget_bytes(budget: str, card_total: int) -> int:
-    """Bytes of ``budget`` (one of ``BUDGETS``: the fits case's config checked it) on a card of
-    ``card_total`` bytes; ``Skip`` when the card is smaller."""
-    if budget == "card":
-        return card_total
-    wanted = int(budget[:-2]) * GB
-    if wanted > card_total:
-        raise Skip(f"budget {budget} is larger than this card ({gb(card_total)}): "
-                   f"run it on a card with {budget} or more")
-    return wanted
 
 
 class SubprocessProber:

@@ -1,0 +1,101 @@
+"""The emulated card: its bytes, what a record says of it, and its enforcement in a pool."""
+import json
+
+import numpy as np
+import pytest
+
+from harness.measure import budget
+from harness.measure.outcomes import DoesNotFit, Skip
+from harness.measure.record import Record
+from harness.units import GB
+
+from conftest import fake_devices
+from test_record import sample_record
+
+CARD = 80 * 2**30
+
+
+def test_budget_bytes_are_gb_and_refuse_a_larger_card():
+    assert budget.budget_bytes("16GB", CARD) == 16 * GB
+    assert budget.budget_bytes("card", CARD) == CARD
+    with pytest.raises(Skip, match="run it on a card with 80GB or more"):
+        budget.budget_bytes("80GB", 40 * 2**30)
+    with pytest.raises(ValueError, match="pass one of them"):
+        budget.budget_bytes("12GB", CARD)
+
+
+def test_a_budget_says_how_it_was_enforced_and_refuses_unknown_allocators():
+    b = budget.of("24GB", CARD, "torch")
+    assert b.to_dict() == {"name": "24GB", "limit_bytes": 24 * GB, "card_bytes": CARD,
+                           "enforced": "torch.cuda.set_per_process_memory_fraction"}
+    assert budget.of("24GB", CARD, None).enforced == ""
+    with pytest.raises(ValueError, match="allocator 'jax'"):
+        budget.of("24GB", CARD, "jax")
+
+
+def test_over_budget_is_a_does_not_fit_with_the_bytes_asked():
+    e = budget.of("16GB", CARD, "cupy").over(24 * GB, "three 8 GB arrays")
+    assert isinstance(e, DoesNotFit) and e.requested_bytes == 24 * GB
+    assert "over the 16GB budget" in str(e) and "24.0 GB" in str(e)
+
+
+class _Pool:
+    """CuPy's MemoryPool as far as the budget uses it: set_limit and a malloc that honours it."""
+    def __init__(self):
+        self.limit, self.used = 0, 0
+
+    def set_limit(self, size):
+        self.limit = size
+
+    def malloc(self, n):
+        if self.limit and self.used + n > self.limit:
+            raise MemoryError(f"Out of memory allocating {n:,} bytes")
+        self.used += n
+
+
+def test_enforce_pool_caps_what_the_pool_hands_out():
+    pool = _Pool()
+    budget.enforce_pool(budget.of("16GB", CARD, "cupy"), pool)
+    pool.malloc(8 * GB)
+    with pytest.raises(MemoryError):
+        pool.malloc(9 * GB)
+
+
+def test_a_record_keeps_its_budget_and_refuses_a_bad_one(tmp_path):
+    d = sample_record().to_dict()
+    d["budget"] = budget.of("16GB", CARD, "torch").to_dict()
+    assert Record.from_dict(json.loads(json.dumps(d))).budget["limit_bytes"] == 16 * GB
+    for bad, field in ((-1, "limit_bytes"), (1.5, "card_bytes"), (np.nan, "limit_bytes")):
+        d["budget"] = dict(budget.of("16GB", CARD, "torch").to_dict(), **{field: bad})
+        with pytest.raises(ValueError, match=f"budget.{field}"):
+            Record.from_dict(d)
+    d["budget"] = {"name": "16GB", "limit": 1}
+    with pytest.raises(ValueError, match="unknown field budget."):
+        Record.from_dict(d)
+
+
+def test_every_outcome_of_a_budgeted_case_records_its_budget(monkeypatch):
+    from harness.cases.base import Case
+    from harness.drive import runner
+    from harness.drive.runner import execute
+    from harness.measure.memory import PeakMemory
+    from harness.measure.workload import Workload
+    monkeypatch.setattr(runner, "PeakMemory", lambda gpus: PeakMemory())  # the fake GPUs have no NVML
+
+    def build(budget, asked):
+        b = __import__("harness.measure.budget", fromlist=["of"]).of(budget, card, "cupy")
+        if asked > b.limit_bytes:
+            raise b.over(asked, "the arrays")
+        return Workload(step=lambda: None, check=lambda: {}, work={"bytes": 1}, warmup=0, repeat=2)
+
+    devices = fake_devices(count=1)
+    card = devices.gpus[0].memory_total
+    case = Case(name="budgeted", params={"budget": budget.BUDGETS, "asked": (GB, 24 * GB)}, build=build,
+                allocator=lambda **_: "cupy")
+    for asked, outcome in ((GB, "ok"), (24 * GB, "does_not_fit")):
+        rec = execute(case, {"budget": "16GB", "asked": asked}, devices=devices)
+        assert rec.outcome == outcome
+        assert rec.budget == {"name": "16GB", "limit_bytes": 16 * GB, "card_bytes": card,
+                              "enforced": "cupy.cuda.MemoryPool.set_limit"}
+    assert execute(case, {"budget": "16GB", "asked": 24 * GB}, devices=devices).requested_bytes == 24 * GB
+    assert execute(case, {"budget": "16GB", "asked": GB}, devices=fake_devices(count=0)).budget == {}
