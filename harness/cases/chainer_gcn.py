@@ -70,4 +70,4 @@ def build(device: str, pool: str, nodes: int, features: int, budget: str) -> Wor
 
 CASE = Case(name="chainer_gcn",
             params={"device": DEVICES, "pool": POOLS, "nodes": NODES, "features": FEATURES, "budget": BUDGETS},
-            build=build, declared_bytes=declared_bytes, allocator=allocator, doc=__doc__)
+            build=build, declared_bytes=declared_bytes, allocator=allocator, earlier={"budget": "card"}, doc=__doc__)

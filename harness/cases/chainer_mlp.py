@@ -46,4 +46,4 @@ def build(device: str, pool: str, batch: int, budget: str) -> Workload:
 
 CASE = Case(name="chainer_mlp",
             params={"device": DEVICES, "pool": POOLS, "batch": BATCHES + (PAST_16GB,), "budget": BUDGETS},
-            build=build, declared_bytes=declared_bytes, allocator=allocator, doc=__doc__)
+            build=build, declared_bytes=declared_bytes, allocator=allocator, earlier={"budget": "card"}, doc=__doc__)

@@ -107,4 +107,4 @@ def build(pattern: str, fraction: float, budget: str) -> Workload:
 # Every chunk crosses the pinned host-to-device link; the overlap hides the compute behind it.
 CASE = Case(name="out_of_core", params={"pattern": PATTERNS, "fraction": FRACTIONS, "budget": budgets.BUDGETS},
             build=build, bound_by=lambda pattern, fraction, budget: "h2d_pinned",
-            allocator=lambda **_: "cupy", doc=__doc__)
+            allocator=lambda **_: "cupy", earlier={"budget": "card"}, doc=__doc__)

@@ -27,7 +27,7 @@ from harness.measure.workload import Workload
 ELEMENTS = 2**30  # 8 GiB of float64: the allocation the seed's error names
 ARRAYS = 3  # a, b and c
 SET_BYTES = ARRAYS * 8 * ELEMENTS
-WHAT = "seed 000's three 8 GiB float64 arrays"
+WHAT = "seed 000's three float64 arrays of 2**30 elements"
 
 
 def build(way: str, budget: str) -> Workload:

@@ -159,8 +159,8 @@ FAMILIES = (
         "`out_of_core` (pinned host memory streamed through buffers that fit the budget, chunks sized from the "
         "set), `zero_copy` (pinned host memory mapped for the GPU, read in place over the host link) and "
         "`managed_pool` (kept under the card's free memory by the guard: the budget caps nothing there and "
-        "nothing is evicted, as each record's check says). `seed000` is seed 000 exactly: three 8 GiB "
-        "float64 arrays and `c = a + b`, by the same ways.",
+        "nothing is evicted, as each record's check says). `seed000` is seed 000 exactly: three "
+        "float64 arrays of 2**30 elements and `c = a + b`, by the same ways.",
         tuple(Spec("unified", "allocator,placement,fraction", show="rate,peak", where=(f"pattern={p}",),
                    title=f"`unified`, pattern `{p}`",
                    text=f"Each allocator and placement at each working-set fraction, pattern `{p}`: the rate "
@@ -178,7 +178,7 @@ FAMILIES = (
                      "and the device memory it took; does-not-fit where the way has no room.",
                 bench=r"unified\.Beyond"),
            Spec("seed000", "budget,machine", across="way", show="step,peak",
-                title="`seed000`: three 8 GiB arrays and c = a + b",
+                title="`seed000`: three float64 arrays of 2**30 elements and c = a + b",
                 text="Seconds per add and the device memory, by way, under each budget.",
                 bench=r"unified\.Seed000"))),
     Family(
