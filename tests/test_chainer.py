@@ -165,7 +165,7 @@ def test_the_benchmarked_mlp_learns_past_its_smallest_batch():
 
 # ---- pools -----------------------------------------------------------------------------------
 
-GCN_GPU = {"device": "cuda", "nodes": 2**14, "features": 128}
+GCN_GPU = {"device": "cuda", "nodes": 2**14, "features": 128, "budget": "card"}
 
 
 def test_managed_pool_without_cupy_is_skipped_with_the_install_command(monkeypatch):

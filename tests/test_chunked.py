@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from harness.workloads.chunked import HostLane, run_chunks, spans
+from harness.workloads.chunked import (MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, TARGET_CHUNKS, HostLane, chunk_elements,
+                                     run_chunks, spans)
 
 
 @pytest.mark.parametrize("n", [0, 1, 9, 10, 11, 99, 100, 1001])
@@ -78,3 +79,36 @@ def test_a_slot_is_loaded_again_only_after_its_last_store():
             waited = log[i - 1]
             assert waited[:2] == ("in", "wait") and waited[2] == stored_event[entry[2] - 20]
     assert [k for name, k, s in ops if name == "load"] == [0, 1, 0, 1, 0]
+
+
+GiB = 2**30
+
+
+@pytest.mark.parametrize("set_bytes", [2**29, int(0.02 * 80 * GiB), int(0.1 * 141 * GiB), 48 * 10**9, 200 * GiB])
+@pytest.mark.parametrize("buffers", [1, 3])
+def test_chunks_scale_with_the_set_so_fill_and_drain_stay_small(set_bytes, buffers):
+    n = set_bytes // (8 * buffers)
+    chunk = chunk_elements(n, 8, buffers)
+    assert MIN_CHUNK_BYTES <= 8 * chunk <= MAX_CHUNK_BYTES
+    # At least TARGET_CHUNKS pieces: the chunk the pipeline cannot overlap is <= 1/17 of the step.
+    assert len(spans(n, chunk)) >= TARGET_CHUNKS
+
+
+def test_a_small_set_keeps_the_floor_and_a_tiny_one_is_one_chunk():
+    assert chunk_elements(2**22, 8, 1) == MIN_CHUNK_BYTES // 8  # 32 MiB: 4 chunks, not 16 of 2 MiB
+    assert chunk_elements(1000, 8, 3) == 1000
+
+
+@pytest.mark.parametrize("device_bytes", [6 * 8 * 1000, 16 * 10**9, 10**9])
+def test_the_device_buffers_fit_the_budget(device_bytes):
+    n = 10**10  # 80 GB of float64 per array
+    chunk = chunk_elements(n, 8, 3, device_bytes)
+    assert 2 * 3 * 8 * chunk <= device_bytes
+    assert chunk == min(MAX_CHUNK_BYTES, device_bytes // 6) // 8
+
+
+def test_a_budget_too_small_for_one_element_per_buffer_names_the_fix():
+    with pytest.raises(ValueError, match="larger device budget"):
+        chunk_elements(100, 8, 3, device_bytes=40)
+    with pytest.raises(ValueError, match="need n"):
+        chunk_elements(0, 8, 1)

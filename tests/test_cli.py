@@ -9,7 +9,7 @@ from harness.cases import ceilings
 
 
 def test_unknown_case_names_the_known_ones(capsys):
-    with pytest.raises(SystemExit, match="known cases: ceilings"):
+    with pytest.raises(SystemExit, match="known cases: beyond, ceilings"):
         cli.main(["case", "nope"])
 
 

@@ -43,7 +43,7 @@ def test_cases_name_the_ceiling_that_bounds_them():
     assert unified(**dict(FAULT, placement="prefetch")) == "h2d_pinned"
     assert unified(**dict(FAULT, placement="resident")) == "device_copy"
     assert unified(**dict(FAULT, placement="resident", pattern="matmul")) == "matmul_fp32"
-    assert cases.get("out_of_core").bound_by(pattern="stream", fraction=1.5) == "h2d_pinned"
+    assert cases.get("out_of_core").bound_by(pattern="stream", fraction=1.5, budget="16GB") == "h2d_pinned"
     assert cases.get("unified_seed").bound_by(fraction=0.4) == "device_copy"
     assert cases.get("unified_seed").bound_by(fraction=1.5) == "h2d_pinned"
 

@@ -42,7 +42,7 @@ def selected(profile: str) -> set[str]:
 NAMES = asv_names()
 
 
-@pytest.mark.parametrize("profile", ["quick", "standard"])
+@pytest.mark.parametrize("profile", ["quick", "standard", "budget"])
 def test_every_expression_selects_something(profile):
     for expr in profiles.benchmarks(profile):
         assert any(re.search(expr, n) for n in NAMES), f"{profile}: {expr} matches no benchmark"
@@ -66,6 +66,20 @@ def test_standard_compares_cards_on_every_trick_and_every_ceiling():
         assert any(f"tricks.Techniques.track_seconds_per_step('lm', '{technique}')" == n for n in standard)
     assert {n for n in NAMES if n.startswith("ceilings.Device.")} <= standard
     assert not any("WhatFits" in n for n in standard)  # minutes per search: full only
+
+
+def test_budget_takes_every_way_past_16gb_and_the_cupy_part_is_its_own_list():
+    budget = selected("budget")
+    assert set(profiles.BUDGET_CUPY) <= set(profiles.benchmarks("budget"))  # the torch part joins it
+    for way in ("device_pool", "managed_pool", "out_of_core", "zero_copy"):
+        for times in (1.5, 3.0):
+            assert f"unified.Beyond.track_seconds_per_step('{way}', 'stream', '16GB', {times})" in budget
+        assert f"unified.Seed000.track_seconds_per_step('{way}', '16GB')" in budget
+        assert f"unified.Seed000.track_seconds_per_step('{way}', 'card')" not in budget
+    assert "unified.Beyond.track_seconds_per_step('zero_copy', 'stream', '40GB', 1.5)" in budget
+    assert "unified.Beyond.track_seconds_per_step('zero_copy', 'stream', '40GB', 3.0)" not in budget  # host memory
+    assert {"chainer_pool.MlpBeyond.track_seconds_per_step('device_pool')",
+            "chainer_pool.MlpBeyond.track_seconds_per_step('managed_pool')"} <= budget
 
 
 def test_an_unknown_profile_names_the_choices():

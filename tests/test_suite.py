@@ -20,6 +20,7 @@ ALLOCATORS = ["device_pool", "managed_pool", "async_pool"]
 PATTERNS = ["stream", "reduce", "matmul", "gather"]
 FROM_HOST = ["fault", "prefetch", "host_mapped", "read_mostly"]
 GPU_POOLS = ["device_pool", "managed_pool"]
+WAYS = ["device_pool", "managed_pool", "out_of_core", "zero_copy"]
 TECHNIQUES = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "pad_longest", "seq_cap",
               "cpu_embedding", "tied_embeddings"]
 # benchmark class -> (parameter names, parameter values, what it tracks beside seconds)
@@ -31,12 +32,16 @@ CLASSES = {
     "unified.Placements": (["placement", "pattern", "fraction"], [FROM_HOST, PATTERNS, [0.02, 0.1, 1.5]], "device"),
     "unified.OutOfCore": (["pattern", "fraction"], [["stream", "reduce"], [0.02, 0.1, 1.5]], "device"),
     "unified.Seed": (["fraction"], [[0.4, 0.8, 1.5]], "device"),
+    "unified.Beyond": (["way", "pattern", "budget", "times"],
+                       [WAYS, PATTERNS, ["16GB", "24GB", "40GB"], [1.5, 3.0]], "device"),
+    "unified.Seed000": (["way", "budget"], [WAYS, ["16GB", "card"]], "device"),
     "chainer_pool.GcnCpu": (["nodes"], [[2**14]], "host"),
     "chainer_pool.Gcn": (["pool", "nodes"], [GPU_POOLS, [2**14, 2**16, 2**18, 2**20, 2**21]], "device"),
     "chainer_pool.TorchGcnCpu": (["nodes"], [[2**14]], "host"),
     "chainer_pool.TorchGcn": (["nodes"], [[2**14, 2**16, 2**18, 2**20, 2**21]], "device"),
     "chainer_pool.MlpCpu": (["batch"], [[256]], "host"),
     "chainer_pool.Mlp": (["pool", "batch"], [GPU_POOLS, [256, 4096, 65536, 262144]], "device"),
+    "chainer_pool.MlpBeyond": (["pool"], [GPU_POOLS], "device"),
     "chainer_pool.CnnCpu": (["batch"], [[128]], "host"),
     "chainer_pool.Cnn": (["pool", "batch"], [GPU_POOLS, [128, 1024, 4096, 8192]], "device"),
     "parallel.ResnetSingle": (["image_size"], [[224, 1024, 2048]], "device"),

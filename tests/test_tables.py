@@ -90,7 +90,7 @@ def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["table", "trick", "--down", "technique"], "unknown case 'trick'; known cases: ceilings"),
+    (["table", "trick", "--down", "technique"], "unknown case 'trick'; known cases: beyond, ceilings"),
     (["table", "fits", "--down", "techniq"], "fits has no parameter 'techniq': choose from device, workload"),
     (["table", "fits", "--down", "technique", "--show", "speed"], "unknown figure 'speed': choose from step"),
     (["table", "fits", "--down", "technique", "--where", "budget"], "--where takes name=value"),

@@ -146,7 +146,7 @@ def test_the_managed_pool_needs_a_guard():
 
 def test_no_gpu_is_a_skip_with_its_reason():
     for case, params in [("unified", dict(allocator="managed_pool", placement="fault", pattern="stream", fraction=0.1)),
-                         ("out_of_core", dict(pattern="stream", fraction=0.1)),
+                         ("out_of_core", dict(pattern="stream", fraction=0.1, budget="card")),
                          ("unified_seed", dict(fraction=0.4))]:
         rec = execute(case, params)
         assert rec.outcome == SKIPPED and "needs 1 GPU" in rec.reason

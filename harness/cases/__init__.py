@@ -12,7 +12,8 @@ from harness.cases.base import Case
 MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unified_seed", "out_of_core": "out_of_core",
            "chainer_gcn": "chainer_gcn", "chainer_mlp": "chainer_mlp", "chainer_cnn": "chainer_cnn",
            "torch_gcn": "torch_gcn", "parallel_resnet50": "parallel_resnet50", "parallel_lm": "parallel_lm",
-           "tricks": "tricks", "fits": "fits", "pageable": "pageable"}
+           "tricks": "tricks", "fits": "fits", "pageable": "pageable",
+           "beyond": "beyond", "seed000": "seed000"}
 
 
 def names() -> list[str]:

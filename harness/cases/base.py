@@ -116,6 +116,13 @@ class Case:
     # The allocator a ``budget`` parameter is enforced in, by parameters: a key of
     # ``harness.measure.budget.ENFORCED`` ("torch", "cupy", ...), or None where nothing caps it.
     allocator: Callable[..., str | None] = lambda **_: None
+    # Parameters added after records of the case were filed, each with the value those records ran
+    # at (``budget``: "card", the whole card): the report reads an older record as run at it.
+    earlier: Mapping = field(default_factory=dict)
+
+    def upgrade(self, params: Mapping) -> dict:
+        """``params`` of a record, with the parameters added since it was filed at ``earlier``'s values."""
+        return {**{k: v for k, v in self.earlier.items() if k not in params}, **params}
 
     def _pick(self, name: str, value):
         allowed = self.params[name]

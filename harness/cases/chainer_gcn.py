@@ -5,7 +5,9 @@ Parameters:
 - ``device`` and ``pool`` (``harness.workloads.chainer_backend``): cpu/numpy, or cuda with Chainer's default
   pool (``device_pool``) or the managed pool (``managed_pool``);
 - ``nodes``: the graph's size, a planted partition of mean degree 16 (``harness.workloads.graphs``);
-- ``features``: the input width. Hidden width 64, 16 classes.
+- ``features``: the input width. Hidden width 64, 16 classes;
+- ``budget``: the emulated card (``harness.measure.budget``), enforced in Chainer's CuPy pool on the
+  device pool; on the managed pool it caps nothing and the check says so.
 
 A step is one full-batch forward, backward and Adam update over every node; ``work`` counts the
 nodes and the adjacency's entries, so rates follow. The check asks the loss to have dropped, and
@@ -15,7 +17,8 @@ go wrong). ``torch_gcn`` is the same model on the same graph and weights in PyTo
 """
 from __future__ import annotations
 
-from harness.workloads.chainer_backend import DEVICES, POOLS, guard_refusal_does_not_fit, open_backend
+from harness.workloads.chainer_backend import DEVICES, POOLS, allocator, guard_refusal_does_not_fit, open_backend
+from harness.measure.budget import BUDGETS
 from harness.workloads.graphs import gcn_bytes, gcn_reference_rows, gcn_weights, planted_partition, rows_checked, sample_rows
 from harness.cases.base import Case
 from harness.measure.workload import Workload
@@ -26,16 +29,16 @@ HIDDEN, CLASSES = 64, 16
 TOLERANCE = 1e-4  # fp32 sums of ~17 terms stay far below it; a wrong index or a lost update does not
 
 
-def declared_bytes(device="cuda", pool="device_pool", nodes=NODES[0], features=FEATURES[0]) -> int:
+def declared_bytes(device="cuda", pool="device_pool", nodes=NODES[0], features=FEATURES[0], budget="card") -> int:
     """``harness.workloads.graphs.gcn_bytes``: admitted by the managed-memory guard first; quoted when a step
     does not fit."""
     return gcn_bytes(nodes, features, HIDDEN, CLASSES)
 
 
 def gcn_workload(device: str, pool: str, nodes: int, features: int, hidden: int = HIDDEN,
-                 classes: int = CLASSES, warmup: int = 2, repeat: int = 10) -> Workload:
+                 classes: int = CLASSES, warmup: int = 2, repeat: int = 10, budget: str = "card") -> Workload:
     nbytes = gcn_bytes(nodes, features, hidden, classes)
-    backend = open_backend(device, pool, nbytes)
+    backend = open_backend(device, pool, nbytes, budget)
     return guard_refusal_does_not_fit(nbytes)(_build)(backend, nodes, features, hidden, classes, warmup, repeat, nbytes)
 
 
@@ -55,16 +58,16 @@ def _build(backend, nodes, features, hidden, classes, warmup, repeat, nbytes):
         with nets.chainer.no_backprop_mode():
             out = host(model(adj, x).array[backend.device.send(rows)])
         ref = gcn_reference_rows(graph, host(model.l1.W.array), host(model.l2.W.array), rows)
-        return dict(learned, **rows_checked(out, ref, TOLERANCE), shims=backend.shims)
+        return dict(learned, **rows_checked(out, ref, TOLERANCE), shims=backend.shims, **backend.notes)
 
     return Workload(step=guard_refusal_does_not_fit(nbytes)(trainer.step), sync=backend.sync, gpus=backend.gpus,
                     check=check, work={"nodes": nodes, "edges": graph.nnz}, warmup=warmup, repeat=repeat)
 
 
-def build(device: str, pool: str, nodes: int, features: int) -> Workload:
-    return gcn_workload(device, pool, nodes, features)
+def build(device: str, pool: str, nodes: int, features: int, budget: str) -> Workload:
+    return gcn_workload(device, pool, nodes, features, budget=budget)
 
 
 CASE = Case(name="chainer_gcn",
-            params={"device": DEVICES, "pool": POOLS, "nodes": NODES, "features": FEATURES},
-            build=build, declared_bytes=declared_bytes, doc=__doc__)
+            params={"device": DEVICES, "pool": POOLS, "nodes": NODES, "features": FEATURES, "budget": BUDGETS},
+            build=build, declared_bytes=declared_bytes, allocator=allocator, earlier={"budget": "card"}, doc=__doc__)

@@ -1,19 +1,24 @@
 """Explicit out-of-core streaming from pinned host memory: the baseline experts use in place of
-unified memory (``harness.workloads.chunked`` holds the schedule).
+unified memory (``harness.workloads.chunked`` holds the schedule and sizes the chunks).
 
 The working set lives in pinned host memory and never needs to fit on the card, so fractions
 above 1 need no opt-in: only host memory. Each step streams it through two device buffers:
 ``stream`` computes out = x + y chunk by chunk and copies each result back; ``reduce`` sums x.
+The chunk is sized from the set (``chunk_elements``), so that filling and draining the pipeline
+stays a small part of the step at every size. ``budget`` is the emulated card the device buffers
+are drawn under: CuPy's pool is capped at it and the chunks are sized to fit it.
+
 Work per step: ``bytes`` as the on-device pattern counts them (so the figures compare with the
-``unified`` case), ``h2d_bytes`` and ``d2h_bytes`` over the host link; the h2d rate is read
-against the pinned host-to-device ceiling.
+``unified`` case), ``h2d_bytes`` and ``d2h_bytes`` over the host link, and the ``chunk_bytes``
+and ``chunks`` used; the h2d rate is read against the pinned host-to-device ceiling.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from harness.workloads.chunked import CudaLane, run_chunks, spans
+from harness.workloads.chunked import CudaLane, chunk_elements, run_chunks, spans
 from harness.workloads.kernels import MOD_X, MOD_Y, check_reduce, check_stream
+from harness.measure import budget as budgets
 from harness.measure.requirements import need_gpus
 from harness.measure.workingset import FRACTIONS, card_total, need_host, working_set_bytes
 from harness.cases.base import Case
@@ -21,7 +26,8 @@ from harness.measure.workload import Workload
 from harness.cases.unified import need_cupy
 
 PATTERNS = ("stream", "reduce")
-CHUNK = 2**25  # elements: 256 MiB of float64 per buffer, long enough to hide each launch
+# Bytes of host memory per element of the stream: x, y and out for stream; x for reduce.
+PER_ELEMENT = {"stream": 24, "reduce": 8}
 
 
 def pinned(cupy, n: int, dtype=np.float64) -> np.ndarray:
@@ -29,34 +35,31 @@ def pinned(cupy, n: int, dtype=np.float64) -> np.ndarray:
     return np.frombuffer(mem, dtype, n)
 
 
-def fill_pinned(cupy, host: np.ndarray, value) -> None:
+def fill_pinned(cupy, host: np.ndarray, value, chunk: int) -> None:
     """host[i] = value(i), computed on the GPU a chunk at a time and copied down."""
-    for s, e in spans(host.size, CHUNK):
+    for s, e in spans(host.size, chunk):
         value(cupy.arange(s, e, dtype=cupy.int64)).astype(host.dtype).get(out=host[s:e])
 
 
-def build(pattern: str, fraction: float) -> Workload:
-    devices = need_gpus(1)
-    cupy = need_cupy()
-    nbytes = working_set_bytes(fraction, card_total(devices))
-    need_host(nbytes, "the pinned host copy of the working set")
-    per_element = 24 if pattern == "stream" else 8
-    n = nbytes // per_element
+def streamed(cupy, pattern: str, n: int, device_bytes: int | None) -> Workload:
+    """``pattern`` over ``n`` float64 elements held in pinned host memory, streamed through device
+    buffers that fit in ``device_bytes``."""
+    chunk = chunk_elements(n, 8, PER_ELEMENT[pattern] // 8, device_bytes)
     x = pinned(cupy, n)
-    fill_pinned(cupy, x, lambda i: i % MOD_X)
-    pieces = spans(n, CHUNK)
+    fill_pinned(cupy, x, lambda i: i % MOD_X, chunk)
+    pieces = spans(n, chunk)
     lanes = tuple(CudaLane(cupy) for _ in range(3))
-    xb = [cupy.empty(CHUNK, dtype=cupy.float64) for _ in range(2)]
+    xb = [cupy.empty(chunk, dtype=cupy.float64) for _ in range(2)]
 
     def load_x(k, s, e):
         xb[k][:e - s].set(x[s:e], stream=lanes[0].stream)
 
     if pattern == "stream":
         y, out = pinned(cupy, n), pinned(cupy, n)
-        fill_pinned(cupy, y, lambda i: i % MOD_Y)
+        fill_pinned(cupy, y, lambda i: i % MOD_Y, chunk)
         out.fill(np.nan)
-        yb = [cupy.empty(CHUNK, dtype=cupy.float64) for _ in range(2)]
-        ob = [cupy.empty(CHUNK, dtype=cupy.float64) for _ in range(2)]
+        yb = [cupy.empty(chunk, dtype=cupy.float64) for _ in range(2)]
+        ob = [cupy.empty(chunk, dtype=cupy.float64) for _ in range(2)]
 
         def load(k, s, e):
             load_x(k, s, e)
@@ -75,17 +78,33 @@ def build(pattern: str, fraction: float) -> Workload:
         partials = cupy.full(len(pieces), np.nan)
 
         def compute(k, s, e):
-            cupy.sum(xb[k][:e - s], out=partials[s // CHUNK])
+            cupy.sum(xb[k][:e - s], out=partials[s // chunk])
 
         step = lambda: run_chunks(pieces, load_x, compute, lanes=lanes)  # noqa: E731
         check = lambda: check_reduce(partials.sum(), n)  # noqa: E731
         work = {"bytes": 8 * n, "h2d_bytes": 8 * n, "d2h_bytes": 0}
 
-    work["working_set_bytes"] = n * per_element
+    work.update(working_set_bytes=n * PER_ELEMENT[pattern], chunk_bytes=8 * chunk, chunks=len(pieces))
     return Workload(step=step, check=check, work=work, sync=cupy.cuda.runtime.deviceSynchronize, gpus=(0,),
                     warmup=1, repeat=5)
 
 
+def on_budget(cupy, budget: budgets.Budget, pattern: str, nbytes: int, what: str) -> Workload:
+    """``streamed`` for a working set of ``nbytes``, CuPy's pool capped at ``budget``."""
+    need_host(nbytes, f"the pinned host copy of {what}")
+    budgets.enforce_pool(budget, cupy.get_default_memory_pool())
+    return streamed(cupy, pattern, nbytes // PER_ELEMENT[pattern], budget.limit_bytes)
+
+
+def build(pattern: str, fraction: float, budget: str) -> Workload:
+    devices = need_gpus(1)
+    cupy = need_cupy()
+    total = card_total(devices)
+    nbytes = working_set_bytes(fraction, total)
+    return on_budget(cupy, budgets.of(budget, total, "cupy"), pattern, nbytes, "the working set")
+
+
 # Every chunk crosses the pinned host-to-device link; the overlap hides the compute behind it.
-CASE = Case(name="out_of_core", params={"pattern": PATTERNS, "fraction": FRACTIONS}, build=build,
-            bound_by=lambda pattern, fraction: "h2d_pinned", doc=__doc__)
+CASE = Case(name="out_of_core", params={"pattern": PATTERNS, "fraction": FRACTIONS, "budget": budgets.BUDGETS},
+            build=build, bound_by=lambda pattern, fraction, budget: "h2d_pinned",
+            allocator=lambda **_: "cupy", earlier={"budget": "card"}, doc=__doc__)

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.drive import bootstrap
+from harness.drive import bootstrap, profiles
 
 
 def _run_refusal(args) -> str | None:
@@ -217,9 +217,9 @@ def parser() -> argparse.ArgumentParser:
                    help="go on with a run that was cut short, at its commit: what it measured is read back, not measured again")
     r.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="start no case after this many seconds; asv still writes what was measured (then --resume)")
-    r.add_argument("--profile", choices=("quick", "standard", "full"), default="standard",
+    r.add_argument("--profile", choices=tuple(profiles.PROFILES), default="standard",
                    help="how much to run: quick (one value per family), standard (what the pages compare; "
-                        "the default), full (everything); --bench overrides it")
+                        "the default), full (everything), budget (past an emulated 16 GB card); --bench overrides it")
     r.add_argument("--file", action="store_true",
                    help="file the results into results/ (for committing); by default they go to .asv/results/")
     r.add_argument("--results", metavar="DIR", help="file the results into DIR (asv's files and records/)")

@@ -7,6 +7,8 @@ literals, so a profile can take one parameter set of a class and leave the rest.
 - ``standard``: what the comparison pages need to compare cards: every ceiling, the managed
   pool against the device pool, Chainer's pools, the single-GPU training baselines and every
   trick on the language model;
+- ``budget``: working sets past an emulated 16 GB card (and 1.5 x 24 and 40 GB where host memory
+  allows), by every way out, and without one; each library's part in its own list;
 - ``full``: every benchmark and parameter set (hours: the what-fits searches alone take many
   minutes each).
 """
@@ -35,7 +37,15 @@ STANDARD = CPU + [
     r"^tricks\.ResnetSeed\.\w+\('resnet50_1024', ", r"^tricks\.ResnetSeed\.\w+\('resnet50_2048', '(fp32|bf16_autocast|checkpoint)'\)",
 ]
 
-PROFILES = {"quick": QUICK, "standard": STANDARD, "full": []}
+# CuPy and Chainer past an emulated card: out-of-core at the sizes its chunk rule must hold, the
+# beyond ways at 16 GB (and 1.5 x 24 and 40 GB), seed 000 under 16 GB, the Chainer MLP past 16 GB.
+BUDGET_CUPY = [
+    r"^unified\.OutOfCore\.", r"^unified\.Beyond\.\w+\('\w+', '\w+', '16GB', ",
+    r"^unified\.Beyond\.\w+\('\w+', '\w+', '(24|40)GB', 1\.5\)", r"^unified\.Seed000\.\w+\('\w+', '16GB'\)",
+    r"^chainer_pool\.MlpBeyond\.",
+]
+
+PROFILES = {"quick": QUICK, "standard": STANDARD, "full": [], "budget": BUDGET_CUPY}
 
 
 def benchmarks(profile: str) -> list[str]:

@@ -134,7 +134,7 @@ FAMILIES = (
               bench=r"ceilings\."),) + PAGEABLE_SPECS),
     Family(
         "unified", "Unified (managed) memory with CuPy, and what experts do instead",
-        ("unified", "out_of_core", "unified_seed"),
+        ("unified", "out_of_core", "unified_seed", "beyond", "seed000"),
         "The first way out people try is two lines of CuPy, "
         "`cupy.cuda.set_allocator(cupy.cuda.MemoryPool(cupy.cuda.malloc_managed).malloc)`, after which "
         "arrays larger than the GPU \"just work\", slowly. `unified` measures how slowly: `allocator` is "
@@ -152,7 +152,15 @@ FAMILIES = (
         "`out_of_core` is what experts use instead: the set stays in pinned host memory and is streamed "
         "through two device buffers on separate copy and compute streams, so that the copy of one chunk "
         "overlaps the compute of the one before. `unified_seed` is the scenario as users first meet it: "
-        "three `size x size` float64 `cupy.ones` under the managed pool, summed, each step from an empty pool.",
+        "three `size x size` float64 `cupy.ones` under the managed pool, summed, each step from an empty pool.\n\n"
+        "Past the memory a card has, without oversubscribing a shared one: `budget` emulates a 16, 24, 40 or "
+        "80 GB card by capping CuPy's pool (`set_limit`). `beyond` takes working sets of `times` (1.5 or 3) the "
+        "budget by each `way`: `device_pool` (the capped pool: does not fit, with the bytes asked), "
+        "`out_of_core` (pinned host memory streamed through buffers that fit the budget, chunks sized from the "
+        "set), `zero_copy` (pinned host memory mapped for the GPU, read in place over the host link) and "
+        "`managed_pool` (kept under the card's free memory by the guard: the budget caps nothing there and "
+        "nothing is evicted, as each record's check says). `seed000` is seed 000 exactly: three "
+        "float64 arrays of 2**30 elements and `c = a + b`, by the same ways.",
         tuple(Spec("unified", "allocator,placement,fraction", show="rate,peak", where=(f"pattern={p}",),
                    title=f"`unified`, pattern `{p}`",
                    text=f"Each allocator and placement at each working-set fraction, pattern `{p}`: the rate "
@@ -163,7 +171,16 @@ FAMILIES = (
                 "and the device memory its two buffers took.", bench=r"unified\.OutOfCore"),
            Spec("unified_seed", "fraction", show="step,rate,peak", title="`unified_seed`: three arrays of ones, "
                 "summed", text="The seed scenario at each fraction of the card: the step (allocation, first "
-                "touch and the sum), the rate of useful traffic, the device memory.", bench=r"unified\.Seed"))),
+                "touch and the sum), the rate of useful traffic, the device memory.", bench=r"unified\.Seed\."),
+           Spec("beyond", "pattern,budget,times,machine", across="way", show="rate,peak",
+                title="`beyond`: working sets past an emulated card, by each way out",
+                text="Each way at each working set past its budget: the rate of the pattern's counted work "
+                     "and the device memory it took; does-not-fit where the way has no room.",
+                bench=r"unified\.Beyond"),
+           Spec("seed000", "budget,machine", across="way", show="step,peak",
+                title="`seed000`: three float64 arrays of 2**30 elements and c = a + b",
+                text="Seconds per add and the device memory, by way, under each budget.",
+                bench=r"unified\.Seed000"))),
     Family(
         "chainer_pool", "Chainer with a managed memory pool, and the same GCN in PyTorch",
         ("chainer_gcn", "chainer_mlp", "chainer_cnn", "torch_gcn"),
@@ -186,8 +203,9 @@ FAMILIES = (
          Spec("torch_gcn", "features,nodes", where=("device=cuda",), title="`torch_gcn`: the same GCN in PyTorch",
               text="The same model, graph and weights in PyTorch, one column per box.",
               bench=r"chainer_pool\.TorchGcn"),
-         Spec("chainer_mlp", "batch,machine", across="pool", where=("device=cuda",),
-              title="`chainer_mlp`: a dense net on each pool", text="By batch size.", bench=r"chainer_pool\.Mlp"),
+         Spec("chainer_mlp", "batch,budget,machine", across="pool", where=("device=cuda",),
+              title="`chainer_mlp`: a dense net on each pool", text="By batch size, on the whole card and past an "
+              "emulated 16 GB card (`budget`).", bench=r"chainer_pool\.Mlp"),
          Spec("chainer_cnn", "batch,machine", across="pool", where=("device=cuda",),
               title="`chainer_cnn`: a convolutional net on each pool", text="By batch size.",
               bench=r"chainer_pool\.Cnn"))),

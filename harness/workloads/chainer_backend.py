@@ -7,6 +7,12 @@
   managed request through the guard (``harness.measure.safety``), which caps the total below the card's
   free memory.
 
+``budget`` (``harness.measure.budget``) is the emulated card: on the device pool it caps CuPy's pool
+(``set_limit``), so a step past it runs out of memory and is recorded as does-not-fit. On the
+managed pool it caps nothing: the managed pool is the way past the card, the guard keeps the set
+under the card's free memory, and nothing is evicted on this card; the check says so
+(``budget_enforced``, ``evicted``). On the CPU there is no card to emulate: only ``card``.
+
 Any other pairing is skipped with the pairing that works. Chainer takes CuPy's default pool
 (``chainer.backends.cuda.memory_pool``) and sets no allocator of its own, so the one set here,
 after Chainer's import and before any array is made, is the one every Chainer array comes from.
@@ -18,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.workloads.managed import use_allocator
+from harness.measure import budget as budgets
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.requirements import need_cupy, need_gpus, need_module
-from harness.measure.safety import OversubscriptionRefused
+from harness.measure.safety import OPT_IN_ENV, OversubscriptionRefused
 from harness.measure.timing import no_sync
-from harness.measure.workingset import card_total, guard_managed
+from harness.measure.workingset import card, card_total, guard_managed
 from harness.units import gb
 
 DEVICES = ("cpu", "cuda")
@@ -37,6 +44,13 @@ class Backend:
     sync: Callable[[], None] = no_sync
     gpus: tuple = ()
     shims: list = field(default_factory=list)
+    notes: dict = field(default_factory=dict)  # what the check says of the budget
+
+
+def allocator(device: str, pool: str, **_) -> str | None:
+    """The allocator a Chainer case's budget is enforced in (``Case.allocator``): Chainer's CuPy
+    pool on the GPU; none on the managed pool (see the module's doc) or the CPU."""
+    return "chainer" if (device, pool) == ("cuda", "device_pool") else None
 
 
 def check_pairing(device: str, pool: str) -> None:
@@ -61,15 +75,19 @@ def _cupy():
     return need_cupy(), devices
 
 
-def open_backend(device: str, pool: str, declared_bytes: int) -> Backend:
+def open_backend(device: str, pool: str, declared_bytes: int, budget: str = "card") -> Backend:
     """Skips, with the fix, where this pairing cannot run here; ``declared_bytes`` is what the
     case will ask for, admitted by the managed-memory guard before anything is allocated."""
     check_pairing(device, pool)
+    if device == "cpu" and budget != "card":
+        raise Skip(f"budget {budget} emulates a smaller GPU by capping CuPy's pool: run it with device=cuda "
+                   "(device=cpu takes budget=card)")
     if device == "cpu":
         need_module("scipy", SCIPY_INSTALL)
         chainer, shims = _chainer()
         return Backend(chainer=chainer, device=chainer.get_device("@numpy"), shims=shims)
     cupy, devices = _cupy()
+    emulated = budgets.of(budget, card_total(devices), allocator(device, pool))
     chainer, shims = _chainer()
     if not chainer.backends.cuda.available:
         raise Skip("Chainer imported but cannot use CuPy (chainer.backends.cuda.available is False): "
@@ -77,9 +95,25 @@ def open_backend(device: str, pool: str, declared_bytes: int) -> Backend:
     guard = None
     if pool == "managed_pool":
         guard = guard_managed(declared_bytes / card_total(devices), declared_bytes, devices)
-    use_allocator(cupy, pool, guard)
+    made = use_allocator(cupy, pool, guard)
+    notes = {}
+    if pool == "device_pool":
+        budgets.enforce_pool(emulated, made)
+    else:
+        notes = managed_notes(emulated, declared_bytes, devices)
     return Backend(chainer=chainer, device=chainer.get_device("@cupy:0"),
-                   sync=cupy.cuda.runtime.deviceSynchronize, gpus=(0,), shims=shims)
+                   sync=cupy.cuda.runtime.deviceSynchronize, gpus=(0,), shims=shims, notes=notes)
+
+
+def managed_notes(emulated: budgets.Budget, declared_bytes: int, devices) -> dict:
+    """The managed pool's record: the budget caps nothing, and (the guard admitted the set under
+    the card's free memory, or the user opted in past it) whether pages had to leave the card."""
+    evicted = declared_bytes > card(devices).memory_free
+    return {"budget_enforced": False, "evicted": evicted,
+            "note": f"the {emulated.name} budget is not enforced on managed pages; "
+                    + ("the set oversubscribes the card (opted in): pages are evicted to the host" if evicted else
+                       f"the set stays under the card's free memory, so nothing is evicted on this card; true "
+                       f"oversubscription runs only with {OPT_IN_ENV}=1 on a machine you own")}
 
 
 def guard_refusal_does_not_fit(declared_bytes: int):

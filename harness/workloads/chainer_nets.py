@@ -144,5 +144,5 @@ def classifier_workload(backend, model, x, t, nbytes: int, warmup: int, repeat: 
     x, t = backend.device.send(x), backend.device.send(t)
     trainer = Trainer(model, lambda: F.softmax_cross_entropy(model(x), t), lr=lr)
     return Workload(step=guard_refusal_does_not_fit(nbytes)(trainer.step), sync=backend.sync, gpus=backend.gpus,
-                    check=lambda: dict(trainer.check(), shims=backend.shims), work={"samples": len(t)},
+                    check=lambda: dict(trainer.check(), shims=backend.shims, **backend.notes), work={"samples": len(t)},
                     warmup=warmup, repeat=repeat)

@@ -9,12 +9,22 @@ waits on the host.
 ``spans`` and ``run_chunks`` are plain Python over ``Lane`` objects, so the schedule runs
 under NumPy (``HostLane``: every operation done at once) in the CPU tests, and on CUDA streams
 (``CudaLane``) on a GPU.
+
+``chunk_elements`` sizes the chunks from the working set. The first copy in and the last compute
+and copy out overlap nothing, so a step costs about one chunk more than its copies alone: with a
+fixed 256 MiB chunk a set of a few chunks spends much of its step filling and draining the
+pipeline. Cutting every set into at least ``TARGET_CHUNKS`` pieces keeps that to about 1/17 of the
+step; the floor keeps each copy long against its launch, the ceiling keeps the device buffers
+small, and the device bytes (a budget) bound what the buffers may take.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 SLOTS = 2
+TARGET_CHUNKS = 16
+MIN_CHUNK_BYTES = 8 * 2**20  # a copy this long dwarfs the few microseconds of its launch
+MAX_CHUNK_BYTES = 256 * 2**20
 
 
 def spans(n: int, chunk: int) -> list[tuple[int, int]]:
@@ -22,6 +32,26 @@ def spans(n: int, chunk: int) -> list[tuple[int, int]]:
     if n < 0 or chunk <= 0:
         raise ValueError(f"need n >= 0 and chunk > 0, got n={n}, chunk={chunk}")
     return [(s, min(s + chunk, n)) for s in range(0, n, chunk)]
+
+
+def chunk_elements(n: int, itemsize: int, buffers: int, device_bytes: int | None = None,
+                   slots: int = SLOTS) -> int:
+    """Elements per chunk for streaming ``n`` elements of ``itemsize`` bytes through ``buffers``
+    device buffers per slot: ``n / TARGET_CHUNKS``, held between MIN_CHUNK_BYTES and
+    MAX_CHUNK_BYTES, no more than ``n``, and small enough that ``slots x buffers`` chunks fit in
+    ``device_bytes`` (None: no bound)."""
+    if n < 1 or itemsize < 1 or buffers < 1 or slots < 1:
+        raise ValueError(f"need n, itemsize, buffers and slots >= 1, got n={n}, itemsize={itemsize}, "
+                         f"buffers={buffers}, slots={slots}")
+    want = -(-n // TARGET_CHUNKS) * itemsize
+    chunk_bytes = min(max(want, MIN_CHUNK_BYTES), MAX_CHUNK_BYTES)
+    if device_bytes is not None:
+        room = device_bytes // (slots * buffers)
+        if room < itemsize:
+            raise ValueError(f"{slots * buffers} device buffers of one {itemsize}-byte element each do not fit in "
+                             f"{device_bytes} bytes: give the stream a larger device budget")
+        chunk_bytes = min(chunk_bytes, room)
+    return max(1, min(n, chunk_bytes // itemsize))
 
 
 class HostLane:

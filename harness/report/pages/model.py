@@ -6,11 +6,13 @@ declarative table in ``families``.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import cases
 from harness.measure.machine import machine_name
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.record import Record
@@ -106,8 +108,16 @@ def load_rows(results: Path) -> list[Row]:
     """Every valid record under results/records, with the file and line it came from."""
     root = Path(results)
     loaded = RecordStore.of_results(root).load().warn()
-    return [Row(record_id(str(e.path.relative_to(root.parent)), e.line), e.record, str(e.path.relative_to(root.parent)),
-                e.line) for e in loaded.entries]
+    return [Row(record_id(str(e.path.relative_to(root.parent)), e.line), upgraded(e.record),
+                str(e.path.relative_to(root.parent)), e.line) for e in loaded.entries]
+
+
+def upgraded(rec: Record) -> Record:
+    """The record with the parameters its case added since it was filed (``Case.earlier``)."""
+    if rec.case not in cases.names():
+        return rec
+    params = cases.get(rec.case).upgrade(rec.params)
+    return rec if params == rec.params else dataclasses.replace(rec, params=params)
 
 
 def latest(rows: list[Row]) -> list[Row]:
