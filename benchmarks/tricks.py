@@ -11,9 +11,10 @@ from harness.drive.bench import measure
 
 from benchmarks.common import FALLBACK_RESULTS, _OnDevice, _OnHost
 
-CPU_LM = {"device": "cpu", "workload": "lm", "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
+CPU_LM = {"device": "cpu", "workload": "lm", "budget": "card", "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
           "depth": 2, "seq_len": 128}
 LM_DIMS = {"vocab": 32000, "width": 1024, "depth": 12, "seq_len": 1024}
+CARD = {"budget": "card"}  # the whole card: every class but the budgeted ones
 GPU_LM = {"device": "cuda", "workload": "lm", **LM_DIMS}
 
 
@@ -26,7 +27,7 @@ class TricksCpu(_OnHost):
 
 class Techniques(_OnDevice):
     case = "tricks"
-    fixed = {"device": "cuda", "batch": 16, "micro_batch": 16, **LM_DIMS}
+    fixed = {"device": "cuda", "batch": 16, "micro_batch": 16, **CARD, **LM_DIMS}
     param_names = ["workload", "technique"]
     params = [["lm", "encdec"], list(TECHNIQUES)]
 
@@ -35,7 +36,7 @@ class ResnetSeed(_OnDevice):
     """ResNet50 as in the model-parallel example that ran out of memory on a 16 GB card: batch 10
     of 1024 x 1024 images (and 2048 x 2048), every single-GPU technique that applies to it."""
     case = "tricks"
-    fixed = {"device": "cuda", "batch": 10, "micro_batch": 10, **LM_DIMS}
+    fixed = {"device": "cuda", "batch": 10, "micro_batch": 10, **CARD, **LM_DIMS}
     param_names = ["workload", "technique"]
     params = [[w for w in WORKLOADS if w.startswith("resnet50_")], [*PRECISION_TECHNIQUES, "checkpoint"]]
 
@@ -43,7 +44,7 @@ class ResnetSeed(_OnDevice):
 class Accumulation(_OnDevice):
     """The optimizer step fixed at 64 sequences, cut into ever smaller micro-batches."""
     case = "tricks"
-    fixed = {**GPU_LM, "batch": 64}
+    fixed = {**GPU_LM, **CARD, "batch": 64}
     param_names = ["technique", "micro_batch"]
     params = [["fp32", "bf16_autocast"], [1, 2, 4, 8, 16, 32, 64]]
 
@@ -52,7 +53,7 @@ class Vocabulary(_OnDevice):
     """The logits (batch x seq x vocab) and the embeddings grow with the vocabulary."""
     case = "tricks"
     fixed = {"device": "cuda", "workload": "lm", "width": 1024, "depth": 12, "seq_len": 1024, "batch": 8,
-             "micro_batch": 8}
+             "micro_batch": 8, **CARD}
     param_names = ["technique", "vocab"]
     params = [["fp32", "tied_embeddings", "cpu_embedding", "bf16_autocast"], [8192, 32000, 50304, 128256, 256000]]
 
@@ -60,7 +61,7 @@ class Vocabulary(_OnDevice):
 class LongSequence(_OnDevice):
     """One sequence per step, ever longer: activations grow with the length."""
     case = "tricks"
-    fixed = {"device": "cuda", "workload": "lm", "batch": 1, "micro_batch": 1, "vocab": 32000, "depth": 12}
+    fixed = {"device": "cuda", "workload": "lm", "batch": 1, "micro_batch": 1, "vocab": 32000, "depth": 12, **CARD}
     param_names = ["technique", "width", "seq_len"]
     params = [["fp32", "bf16_autocast", "checkpoint"], [1024, 2048], [2048, 4096, 8192, 16384, 32768]]
 
@@ -69,7 +70,7 @@ class SequenceCap(_OnDevice):
     """A batch with one sequence four times longer than the rest: padded to it, or capped."""
     case = "tricks"
     fixed = {"device": "cuda", "workload": "lm", "vocab": 32000, "width": 1024, "depth": 12, "batch": 16,
-             "micro_batch": 16}
+             "micro_batch": 16, **CARD}
     param_names = ["technique", "seq_len"]
     params = [["pad_longest", "seq_cap"], [512, 1024, 2048]]
 
