@@ -1,12 +1,15 @@
 """The everyday memory tricks (gradient accumulation, half precision, checkpointing, a sequence
-cap, the embedding on the CPU, tied embeddings, vocabulary size) and what fits under each GPU
-memory budget. ``TricksCpu`` is the newcomer's run on a box without a GPU: a small LM, seconds
-per technique. The GPU classes use a GPT-2-medium-sized LM (width 1024, 12 layers, vocab 32000,
-1024 tokens); the inapplicable pairs of the cross products (``seq_cap`` on ResNet50, say) skip
-with the reason."""
+cap, the embedding on the CPU, tied embeddings, vocabulary size, channels_last, activations kept
+on the CPU, CPU offload, dropped references) and what fits under each GPU memory budget.
+``TricksCpu`` is the newcomer's run on a box without a GPU: a small LM, seconds per technique.
+The GPU classes use a GPT-2-medium-sized LM (width 1024, 12 layers, vocab 32000, 1024 tokens).
+Every class runs on the whole card (``budget`` "card") but ``Seed003Budget`` and
+``Seed003Accumulation``, which emulate smaller ones. The inapplicable pairs of the cross
+products (``seq_cap`` on ResNet50, say) skip with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
 from harness.workloads.tricks import PRECISION_TECHNIQUES
 from harness.workloads.fits import BUDGETS
+from harness.measure.budget import BUDGETS as CARDS
 from harness.drive.bench import measure
 
 from benchmarks.common import FALLBACK_RESULTS, _OnDevice, _OnHost
@@ -39,6 +42,30 @@ class ResnetSeed(_OnDevice):
     fixed = {"device": "cuda", "batch": 10, "micro_batch": 10, **CARD, **LM_DIMS}
     param_names = ["workload", "technique"]
     params = [[w for w in WORKLOADS if w.startswith("resnet50_")], [*PRECISION_TECHNIQUES, "checkpoint"]]
+
+
+SEED_003 = {"device": "cuda", "batch": 10, **LM_DIMS}  # batch 10 of the model-parallel example; LM_DIMS unused
+EMULATED = [b for b in CARDS if b != "card"]  # the 16 to 80 GB cards most users have
+SEED_003_WAYS_OUT = ["fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu", "cpu_offload"]
+
+
+class Seed003Budget(_OnDevice):
+    """Seed 003 on one GPU under an emulated card: ResNet50 at batch 10 of 1024 x 1024 (and
+    2048 x 2048) images, fp32 and every single-GPU way out, each under a 16, 24, 40 and 80 GB
+    budget. Over its budget a way out is does-not-fit, recorded as such."""
+    case = "tricks"
+    fixed = {**SEED_003, "micro_batch": 10}
+    param_names = ["workload", "technique", "budget"]
+    params = [[w for w in WORKLOADS if w.startswith("resnet50_")], SEED_003_WAYS_OUT, EMULATED]
+
+
+class Seed003Accumulation(_OnDevice):
+    """Seed 003's batch of 10 in fp32, accumulated over micro-batches of 5, 2 and 1, under the same
+    emulated cards (micro-batches of 10, no accumulation, is ``Seed003Budget``'s fp32)."""
+    case = "tricks"
+    fixed = {**SEED_003, "technique": "fp32"}
+    param_names = ["workload", "micro_batch", "budget"]
+    params = [[w for w in WORKLOADS if w.startswith("resnet50_")], [5, 2, 1], EMULATED]
 
 
 class Accumulation(_OnDevice):
@@ -91,8 +118,11 @@ class _Fits:
 
 
 class WhatFits(_Fits):
-    """The largest batch of 1024-token sequences."""
+    """The largest batch of 1024-token sequences; beside the precisions and checkpointing, the
+    activations kept on the CPU, everything else offloaded, and seed 002's dropped references
+    against the everyday loop that keeps them."""
     fixed = {**GPU_LM, "over": "batch"}
+    params = [[*_Fits.params[0], "save_on_cpu", "cpu_offload", "drop_references", "keep_references"], list(BUDGETS)]
 
     def track_budget_bytes_per_sample(self, *values):
         return self.record.check["budget_bytes_per_sample"]

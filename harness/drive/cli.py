@@ -217,9 +217,10 @@ def parser() -> argparse.ArgumentParser:
                    help="go on with a run that was cut short, at its commit: what it measured is read back, not measured again")
     r.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="start no case after this many seconds; asv still writes what was measured (then --resume)")
-    r.add_argument("--profile", choices=("quick", "standard", "full"), default="standard",
+    r.add_argument("--profile", choices=("quick", "standard", "budget", "full"), default="standard",
                    help="how much to run: quick (one value per family), standard (what the pages compare; "
-                        "the default), full (everything); --bench overrides it")
+                        "the default), budget (under emulated 16 to 80 GB cards), full (everything); "
+                        "--bench overrides it")
     r.add_argument("--file", action="store_true",
                    help="file the results into results/ (for committing); by default they go to .asv/results/")
     r.add_argument("--results", metavar="DIR", help="file the results into DIR (asv's files and records/)")
