@@ -14,7 +14,8 @@ from harness.drive.bench import measure
 
 from benchmarks.common import FALLBACK_RESULTS, _OnDevice, _OnHost
 
-CPU_LM = {"device": "cpu", "workload": "lm", "budget": "card", "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
+CPU_LM = {"device": "cpu", "workload": "lm", "budget": "card",
+          "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
           "depth": 2, "seq_len": 128}
 LM_DIMS = {"vocab": 32000, "width": 1024, "depth": 12, "seq_len": 1024}
 CARD = {"budget": "card"}  # the whole card: every class but the budgeted ones
@@ -46,7 +47,8 @@ class ResnetSeed(_OnDevice):
 
 SEED_003 = {"device": "cuda", "batch": 10, **LM_DIMS}  # batch 10 of the model-parallel example; LM_DIMS unused
 EMULATED = [b for b in CARDS if b != "card"]  # the 16 to 80 GB cards most users have
-SEED_003_WAYS_OUT = ["fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu", "cpu_offload"]
+SEED_003_WAYS_OUT = ["fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu",
+                     "cpu_offload"]
 
 
 class Seed003Budget(_OnDevice):

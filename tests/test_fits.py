@@ -65,7 +65,8 @@ def test_what_fits_skips_on_the_cpu_with_the_reason():
     assert rec.outcome == "skipped" and "set_per_process_memory_fraction" in rec.reason
 
 
-PROBE_PARAMS = dict(device="cpu", workload="lm", technique="bf16_autocast", budget="card", batch=1, micro_batch=1, vocab=128,
+PROBE_PARAMS = dict(device="cpu", workload="lm", technique="bf16_autocast", budget="card", batch=1, micro_batch=1,
+                    vocab=128,
                     width=32, depth=2, seq_len=16)
 
 

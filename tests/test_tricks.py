@@ -13,7 +13,8 @@ from harness.drive.runner import execute
 from harness.workloads.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
 from harness.workloads.training import Trainer, precision, split, token_loss_sum
 
-TINY = dict(device="cpu", workload="lm", budget="card", batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
+TINY = dict(device="cpu", workload="lm", budget="card",
+            batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
 STEP = {k: v for k, v in TINY.items() if k != "budget"}  # make_trainer's arguments: the step, without a budget
 SMALL = dict(vocab=97, width=32, depth=2, heads=4, seq_len=64)
 

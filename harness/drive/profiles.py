@@ -20,7 +20,8 @@ from __future__ import annotations
 # Half precision on a CPU without bf16/fp16 units runs on slow reference kernels (seconds a step
 # on two cores) and says nothing about cards: the standard CPU part leaves those techniques out.
 CPU = [r"^ceilings\.Host\.", r"^chainer_pool\.\w+Cpu\.", r"^parallel\.LmCpu",
-       r"^tricks\.TricksCpu\.\w+\('(fp32|tf32|checkpoint|pad_longest|seq_cap|cpu_embedding|tied_embeddings|save_on_cpu|cpu_offload|drop_references|keep_references)'\)"]
+       r"^tricks\.TricksCpu\.\w+\('(fp32|tf32|checkpoint|pad_longest|seq_cap|cpu_embedding|tied_embeddings|"
+       r"save_on_cpu|cpu_offload|drop_references|keep_references)'\)"]
 
 QUICK = [
     r"^ceilings\.Host\.\w+\('host_copy'\)", r"^ceilings\.Device\.\w+\('device_copy'\)",
