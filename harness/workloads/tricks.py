@@ -224,7 +224,7 @@ def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[flo
             if not out_of_memory(e):
                 raise
             tried.append(label)
-            _free_cuda()
+        _free_cuda()  # out of the except block: the error's frames, which hold the failed trainer, are gone
     return None, f"no fp32 reference fits beside the case ({'; '.join(tried)} ran out of memory)"
 
 
