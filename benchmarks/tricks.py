@@ -1,19 +1,24 @@
 """The everyday memory tricks (gradient accumulation, half precision, checkpointing, a sequence
-cap, the embedding on the CPU, tied embeddings, vocabulary size) and what fits under each GPU
-memory budget. ``TricksCpu`` is the newcomer's run on a box without a GPU: a small LM, seconds
-per technique. The GPU classes use a GPT-2-medium-sized LM (width 1024, 12 layers, vocab 32000,
-1024 tokens); the inapplicable pairs of the cross products (``seq_cap`` on ResNet50, say) skip
-with the reason."""
+cap, the embedding on the CPU, tied embeddings, vocabulary size, channels_last, activations kept
+on the CPU, CPU offload, dropped references) and what fits under each GPU memory budget.
+``TricksCpu`` is the newcomer's run on a box without a GPU: a small LM, seconds per technique.
+The GPU classes use a GPT-2-medium-sized LM (width 1024, 12 layers, vocab 32000, 1024 tokens).
+Every class runs on the whole card (``budget`` "card") but ``Seed003Budget`` and
+``Seed003Accumulation``, which emulate smaller ones. The inapplicable pairs of the cross
+products (``seq_cap`` on ResNet50, say) skip with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
 from harness.workloads.tricks import PRECISION_TECHNIQUES
 from harness.workloads.fits import BUDGETS
+from harness.measure.budget import BUDGETS as CARDS
 from harness.drive.bench import measure
 
 from benchmarks.common import FALLBACK_RESULTS, _OnDevice, _OnHost
 
-CPU_LM = {"device": "cpu", "workload": "lm", "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
+CPU_LM = {"device": "cpu", "workload": "lm", "budget": "card",
+          "batch": 8, "micro_batch": 8, "vocab": 8192, "width": 256,
           "depth": 2, "seq_len": 128}
 LM_DIMS = {"vocab": 32000, "width": 1024, "depth": 12, "seq_len": 1024}
+CARD = {"budget": "card"}  # the whole card: every class but the budgeted ones
 GPU_LM = {"device": "cuda", "workload": "lm", **LM_DIMS}
 
 
@@ -26,7 +31,7 @@ class TricksCpu(_OnHost):
 
 class Techniques(_OnDevice):
     case = "tricks"
-    fixed = {"device": "cuda", "batch": 16, "micro_batch": 16, **LM_DIMS}
+    fixed = {"device": "cuda", "batch": 16, "micro_batch": 16, **CARD, **LM_DIMS}
     param_names = ["workload", "technique"]
     params = [["lm", "encdec"], list(TECHNIQUES)]
 
@@ -35,15 +40,40 @@ class ResnetSeed(_OnDevice):
     """ResNet50 as in the model-parallel example that ran out of memory on a 16 GB card: batch 10
     of 1024 x 1024 images (and 2048 x 2048), every single-GPU technique that applies to it."""
     case = "tricks"
-    fixed = {"device": "cuda", "batch": 10, "micro_batch": 10, **LM_DIMS}
+    fixed = {"device": "cuda", "batch": 10, "micro_batch": 10, **CARD, **LM_DIMS}
     param_names = ["workload", "technique"]
     params = [[w for w in WORKLOADS if w.startswith("resnet50_")], [*PRECISION_TECHNIQUES, "checkpoint"]]
+
+
+SEED_003 = {"device": "cuda", "batch": 10, **LM_DIMS}  # batch 10 of the model-parallel example; LM_DIMS unused
+EMULATED = [b for b in CARDS if b != "card"]  # the 16 to 80 GB cards most users have
+SEED_003_WAYS_OUT = ["fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu",
+                     "cpu_offload"]
+
+
+class Seed003Budget(_OnDevice):
+    """Seed 003 on one GPU under an emulated card: ResNet50 at batch 10 of 1024 x 1024 (and
+    2048 x 2048) images, fp32 and every single-GPU way out, each under a 16, 24, 40 and 80 GB
+    budget. Over its budget a way out is does-not-fit, recorded as such."""
+    case = "tricks"
+    fixed = {**SEED_003, "micro_batch": 10}
+    param_names = ["workload", "technique", "budget"]
+    params = [[w for w in WORKLOADS if w.startswith("resnet50_")], SEED_003_WAYS_OUT, EMULATED]
+
+
+class Seed003Accumulation(_OnDevice):
+    """Seed 003's batch of 10 in fp32, accumulated over micro-batches of 5, 2 and 1, under the same
+    emulated cards (micro-batches of 10, no accumulation, is ``Seed003Budget``'s fp32)."""
+    case = "tricks"
+    fixed = {**SEED_003, "technique": "fp32"}
+    param_names = ["workload", "micro_batch", "budget"]
+    params = [[w for w in WORKLOADS if w.startswith("resnet50_")], [5, 2, 1], EMULATED]
 
 
 class Accumulation(_OnDevice):
     """The optimizer step fixed at 64 sequences, cut into ever smaller micro-batches."""
     case = "tricks"
-    fixed = {**GPU_LM, "batch": 64}
+    fixed = {**GPU_LM, **CARD, "batch": 64}
     param_names = ["technique", "micro_batch"]
     params = [["fp32", "bf16_autocast"], [1, 2, 4, 8, 16, 32, 64]]
 
@@ -52,7 +82,7 @@ class Vocabulary(_OnDevice):
     """The logits (batch x seq x vocab) and the embeddings grow with the vocabulary."""
     case = "tricks"
     fixed = {"device": "cuda", "workload": "lm", "width": 1024, "depth": 12, "seq_len": 1024, "batch": 8,
-             "micro_batch": 8}
+             "micro_batch": 8, **CARD}
     param_names = ["technique", "vocab"]
     params = [["fp32", "tied_embeddings", "cpu_embedding", "bf16_autocast"], [8192, 32000, 50304, 128256, 256000]]
 
@@ -60,7 +90,7 @@ class Vocabulary(_OnDevice):
 class LongSequence(_OnDevice):
     """One sequence per step, ever longer: activations grow with the length."""
     case = "tricks"
-    fixed = {"device": "cuda", "workload": "lm", "batch": 1, "micro_batch": 1, "vocab": 32000, "depth": 12}
+    fixed = {"device": "cuda", "workload": "lm", "batch": 1, "micro_batch": 1, "vocab": 32000, "depth": 12, **CARD}
     param_names = ["technique", "width", "seq_len"]
     params = [["fp32", "bf16_autocast", "checkpoint"], [1024, 2048], [2048, 4096, 8192, 16384, 32768]]
 
@@ -69,7 +99,7 @@ class SequenceCap(_OnDevice):
     """A batch with one sequence four times longer than the rest: padded to it, or capped."""
     case = "tricks"
     fixed = {"device": "cuda", "workload": "lm", "vocab": 32000, "width": 1024, "depth": 12, "batch": 16,
-             "micro_batch": 16}
+             "micro_batch": 16, **CARD}
     param_names = ["technique", "seq_len"]
     params = [["pad_longest", "seq_cap"], [512, 1024, 2048]]
 
@@ -90,8 +120,11 @@ class _Fits:
 
 
 class WhatFits(_Fits):
-    """The largest batch of 1024-token sequences."""
+    """The largest batch of 1024-token sequences; beside the precisions and checkpointing, the
+    activations kept on the CPU, everything else offloaded, and seed 002's dropped references
+    against the everyday loop that keeps them."""
     fixed = {**GPU_LM, "over": "batch"}
+    params = [[*_Fits.params[0], "save_on_cpu", "cpu_offload", "drop_references", "keep_references"], list(BUDGETS)]
 
     def track_budget_bytes_per_sample(self, *values):
         return self.record.check["budget_bytes_per_sample"]

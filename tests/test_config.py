@@ -12,7 +12,8 @@ from harness.cases.base import Case, Config
 from harness.drive import cli
 from harness.drive.runner import execute
 
-TRICKS = dict(device="cpu", workload="lm", technique="fp32", batch=16, micro_batch=4, vocab=128, width=32, depth=2,
+TRICKS = dict(device="cpu", workload="lm", technique="fp32", budget="card",
+              batch=16, micro_batch=4, vocab=128, width=32, depth=2,
               seq_len=16)
 
 

@@ -65,7 +65,8 @@ def test_what_fits_skips_on_the_cpu_with_the_reason():
     assert rec.outcome == "skipped" and "set_per_process_memory_fraction" in rec.reason
 
 
-PROBE_PARAMS = dict(device="cpu", workload="lm", technique="bf16_autocast", batch=1, micro_batch=1, vocab=128,
+PROBE_PARAMS = dict(device="cpu", workload="lm", technique="bf16_autocast", budget="card", batch=1, micro_batch=1,
+                    vocab=128,
                     width=32, depth=2, seq_len=16)
 
 
@@ -98,7 +99,7 @@ def test_the_fits_case_hands_each_probe_exactly_its_tricks_configs_json(monkeypa
     ((config, argv_of),) = given
     assert isinstance(config, Config) and config.case == "tricks"
     search = {k: v for k, v in CASE_PARAMS.items() if k not in ("budget", "over")}
-    assert dict(config.params) == dict(search, seq_len=128, batch=1, micro_batch=1)
+    assert dict(config.params) == dict(search, seq_len=128, batch=1, micro_batch=1, budget="card")
     argv = argv_of(300)
     assert argv[3] == config.to_json() and argv[1:3] == ["-m", "harness.cases.fits_probe"]
     assert argv[4:] == ["300", repr(16 * fits.GB / (24 * 2**30)), "seq_len"]

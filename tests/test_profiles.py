@@ -83,5 +83,23 @@ def test_budget_takes_every_way_past_16gb_and_the_cupy_part_is_its_own_list():
 
 
 def test_an_unknown_profile_names_the_choices():
-    with pytest.raises(ValueError, match="quick, standard, full"):
+    with pytest.raises(ValueError, match="quick, standard, budget, full"):
         profiles.benchmarks("fast")
+
+
+def test_budget_starts_with_seed_003_at_16gb_and_runs_only_one_gpu_rows():
+    first = profiles.BUDGET_TORCH[0]
+    hits = {n.split(".track_")[1] for n in NAMES if re.search(first, n)}
+    ways_out = ("fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu", "cpu_offload")
+    assert hits == {f"{m}('resnet50_1024', '{t}', '16GB')" for m in ("seconds_per_step", "peak_device_bytes")
+                    for t in ways_out}
+    budget = selected("budget")
+    assert "tricks.Seed003Budget.track_peak_device_bytes('resnet50_1024', 'fp32', '16GB')" in budget
+    assert "tricks.Seed003Accumulation.track_seconds_per_step('resnet50_2048', 1, '80GB')" in budget
+    parallel = {n for n in budget if n.startswith("parallel.")}
+    for name in ("ResnetDataParallel.track_seconds_per_step('fsdp', 1, 2048)",
+                 "LmDataParallel.track_seconds_per_step('dp', 1)", "LmSingle.track_seconds_per_step",
+                 "ResnetSingle.track_seconds_per_step(224)"):
+        assert f"parallel.{name}" in parallel
+    assert not any(re.search(r"\('\w+', [248][,)]", n) or "ModelParallel" in n or "Pipeline" in n or "Cpu" in n
+                   for n in parallel)

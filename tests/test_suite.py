@@ -22,7 +22,10 @@ FROM_HOST = ["fault", "prefetch", "host_mapped", "read_mostly"]
 GPU_POOLS = ["device_pool", "managed_pool"]
 WAYS = ["device_pool", "managed_pool", "out_of_core", "zero_copy"]
 TECHNIQUES = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "pad_longest", "seq_cap",
-              "cpu_embedding", "tied_embeddings"]
+              "cpu_embedding", "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
+              "keep_references"]
+SEED_003 = ["resnet50_1024", "resnet50_2048"]
+EMULATED = ["16GB", "24GB", "40GB", "80GB"]
 # benchmark class -> (parameter names, parameter values, what it tracks beside seconds)
 CLASSES = {
     "ceilings.Host": (["probe"], [HOST_PROBES], "host"),
@@ -67,6 +70,10 @@ CLASSES = {
     "tricks.ResnetSeed": (["workload", "technique"], [["resnet50_1024", "resnet50_2048"],
                                                       ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params",
                                                        "checkpoint"]], "device"),
+    "tricks.Seed003Budget": (["workload", "technique", "budget"],
+                             [SEED_003, ["fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last",
+                                         "save_on_cpu", "cpu_offload"], EMULATED], "device"),
+    "tricks.Seed003Accumulation": (["workload", "micro_batch", "budget"], [SEED_003, [5, 2, 1], EMULATED], "device"),
     "ceilings.Pageable": (["direction", "size_mib"], [["h2d", "d2h"], [64, 128, 256, 512, 1024, 2048]], "device"),
 }
 EXPECTED = {}
@@ -75,7 +82,8 @@ for cls, (names, values, where) in CLASSES.items():
     EXPECTED[f"{cls}.track_peak_{where}_bytes"] = ("bytes", names, values)
 # What fits tracks only the budget per fitting sample: its one timed step is the search, not training.
 FITS = (["technique", "budget"], [["fp32", "bf16_autocast", "checkpoint"], ["16GB", "24GB", "40GB", "80GB", "card"]])
-EXPECTED["tricks.WhatFits.track_budget_bytes_per_sample"] = ("bytes", *FITS)
+FITS_BATCH = (FITS[0], [FITS[1][0] + ["save_on_cpu", "cpu_offload", "drop_references", "keep_references"], FITS[1][1]])
+EXPECTED["tricks.WhatFits.track_budget_bytes_per_sample"] = ("bytes", *FITS_BATCH)
 EXPECTED["tricks.WhatFitsSequence.track_budget_bytes_per_token"] = ("bytes", *FITS)
 
 

@@ -13,7 +13,9 @@ from harness.drive.runner import execute
 from harness.workloads.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
 from harness.workloads.training import Trainer, precision, split, token_loss_sum
 
-TINY = dict(device="cpu", workload="lm", batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
+TINY = dict(device="cpu", workload="lm", budget="card",
+            batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
+STEP = {k: v for k, v in TINY.items() if k != "budget"}  # make_trainer's arguments: the step, without a budget
 SMALL = dict(vocab=97, width=32, depth=2, heads=4, seq_len=64)
 
 
@@ -86,7 +88,7 @@ def test_checkpointing_recomputes_each_block_and_keeps_the_gradient():
         assert torch.allclose(a, b, atol=1e-6)
 
 
-@pytest.mark.parametrize("technique", tricks.TECHNIQUES)
+@pytest.mark.parametrize("technique", [t for t in tricks.TECHNIQUES if t not in trick_steps.IMAGE_ONLY])
 def test_every_technique_trains_one_tiny_lm_on_the_cpu(technique):
     rec = execute("tricks", dict(TINY, technique=technique))
     assert rec.outcome == "ok", rec.reason
@@ -169,12 +171,12 @@ def test_resnet50_without_torchvision_skips_with_the_fix():
 
 
 def test_bf16_params_train_in_bf16():
-    trainer, _ = trick_steps.make_trainer(**dict(TINY, technique="bf16_params"))
+    trainer, _ = trick_steps.make_trainer(**dict(STEP, technique="bf16_params"))
     assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
 
 
 def test_cpu_embedding_keeps_the_embedding_on_the_cpu_and_learns():
-    trainer, _ = trick_steps.make_trainer(**dict(TINY, technique="cpu_embedding"))
+    trainer, _ = trick_steps.make_trainer(**dict(STEP, technique="cpu_embedding"))
     assert trainer.model.embed.weight.device.type == "cpu"
     # The LM holds no parameter of its own outside its children, so moving the children moves the rest.
     assert not list(trainer.model.parameters(recurse=False))
@@ -257,7 +259,7 @@ def test_the_trainer_marks_the_steps_its_scaler_skipped(monkeypatch):
     # A scale so large that the first scaled gradients overflow fp16: the scaler must skip and halve.
     monkeypatch.setattr(torch.amp, "GradScaler",
                         lambda *a, **k: torch.amp.grad_scaler.GradScaler(*a, **{**k, "init_scale": 2.0**40}))
-    trainer, _ = trick_steps.make_trainer(**dict(TINY, technique="fp16_autocast"))
+    trainer, _ = trick_steps.make_trainer(**dict(STEP, technique="fp16_autocast"))
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.step()
     assert trainer.skipped == [True]

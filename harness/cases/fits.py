@@ -49,8 +49,9 @@ def _probe_log(run_file) -> fits.ProbeLog:
 
 def probe_config(search: dict) -> Config:
     """The probes' own config: the ``tricks`` step the search starts from, one sequence of
-    ``seq_len`` tokens (batch 1, no accumulation); a probe of size n grows it along ``over``."""
-    return TRICKS.config(dict(search, batch=1, micro_batch=1))
+    ``seq_len`` tokens (batch 1, no accumulation), on the whole card (the probe caps its allocator
+    at the search's budget itself); a probe of size n grows it along ``over``."""
+    return TRICKS.config(dict(search, batch=1, micro_batch=1, budget="card"))
 
 
 def build(device, workload, technique, budget, over, vocab, width, depth, seq_len, run_file=None) -> Workload:

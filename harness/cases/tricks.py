@@ -11,8 +11,21 @@ Parameters:
   GradScaler, ``bf16_autocast``, ``bf16_params``), ``checkpoint`` (every block recomputed in
   backward), ``pad_longest`` and ``seq_cap`` (a batch with one sequence 4 x longer than the
   rest, padded to the longest, or cut at ``seq_len`` first), ``cpu_embedding`` (the token
-  embedding on the CPU, the rest on the device) and ``tied_embeddings`` (input and output
-  embedding one matrix; for ``encdec`` the encoder's, decoder's and output's);
+  embedding on the CPU, the rest on the device), ``tied_embeddings`` (input and output
+  embedding one matrix; for ``encdec`` the encoder's, decoder's and output's),
+  ``channels_last`` (ResNet's weights and images in NHWC memory format), ``save_on_cpu`` (what
+  autograd saves for backward kept in host memory, pinned on CUDA:
+  ``torch.autograd.graph.save_on_cpu``), ``cpu_offload`` (parameters, gradients and optimizer
+  state in host memory, FSDP2's ``CPUOffloadPolicy`` on one device:
+  ``harness.workloads.offload``), ``drop_references`` (the loop every technique runs: the
+  previous step's logits, outputs and loss dead before the next forward, gradients set to None)
+  and ``keep_references`` (the everyday loop that keeps them alive into the next forward, and
+  zeroed gradients allocated: what ``drop_references`` is measured against; both LM only);
+- ``budget``: the card emulated (``harness.measure.budget``): 16GB, 24GB, 40GB, 80GB, or ``card``
+  (the whole card). On CUDA torch's caching allocator is capped at it before anything is
+  allocated; out of memory under it is does-not-fit. The fp32 references of the check train
+  under the same cap, after the case, falling back as below; the check names the one used. On
+  the CPU nothing caps an allocator: only ``card`` runs there;
 - ``batch``, ``micro_batch``: the optimizer step covers ``batch`` samples in
   ``batch / micro_batch`` accumulated micro-batches (gradient accumulation when smaller);
 - ``vocab``, ``width``, ``depth``, ``seq_len``: the model and data.
@@ -33,15 +46,17 @@ from __future__ import annotations
 import contextlib
 
 from harness.cases.base import Case
+from harness.measure import budget as budgets
+from harness.measure.outcomes import DoesNotFit, Skip, is_out_of_memory
 from harness.measure.requirements import need_torch
 from harness.measure.timing import torch_sync
 from harness.measure.workload import Workload
 from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference, losses_checked,
-                                      make_trainer)
+                                      make_trainer, out_of_memory)
 
 # Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
 BATCHES = tuple(sorted({2**k for k in range(0, 11)} | {5, 10}))
-PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES,
+PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "budget": budgets.BUDGETS,
           "batch": BATCHES, "micro_batch": BATCHES,
           "vocab": (128, 8192, 32000, 50304, 128256, 256000),
           "width": (32, 256, 512, 1024, 2048, 4096),
@@ -49,14 +64,16 @@ PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES,
           "seq_len": (16, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768)}
 
 
-def build(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len) -> Workload:
+def build(device, workload, technique, budget, batch, micro_batch, vocab, width, depth, seq_len) -> Workload:
     torch = need_torch(device)
     from harness.workloads.models import parameter_count
     from harness.workloads.training import float32_matmul
     with contextlib.ExitStack() as stack:
+        _capped(stack, device, budget)  # before anything is allocated
         stack.enter_context(float32_matmul(technique == "tf32"))
         trainer, work = make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len)
-        # Held for the case's life once built: close() puts the previous setting back.
+        stack.callback(trainer.close)
+        # Held for the case's life once built: close() puts the previous settings back.
         setting = stack.pop_all()
     params = parameter_count(trainer.model)
     on_device = sum(p.numel() for p in trainer.model.parameters() if p.device.type == torch.device(device).type)
@@ -68,11 +85,42 @@ def build(device, workload, technique, batch, micro_batch, vocab, width, depth, 
         learned = losses_checked(trainer.losses)
         compared = checked_against_reference(technique, trainer.losses, trainer.skipped, **shape)
         return {**learned, **compared, "parameters": params, "parameters_on_device": on_device,
-                "accumulation_steps": batch // micro_batch}
+                "accumulation_steps": batch // micro_batch, "reference_budget": budget}
 
     gpus = (0,) if device == "cuda" else ()
-    return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
+    return Workload(step=_library_oom_as_oom(trainer.step), sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
                     warmup=2, repeat=10, close=setting.close)
 
 
-CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__)
+def _capped(stack, device, budget):
+    """Caps torch's CUDA allocator at ``budget`` for the case's life (the whole card again on
+    close); Skip, naming the fix, for an emulated card on the CPU, where nothing caps."""
+    if device != "cuda":
+        if budget != "card":
+            raise Skip(f"budget {budget} emulates a smaller card in torch's CUDA allocator, and nothing caps "
+                       f"memory on the CPU: run it with device=cuda on a GPU box, or with budget=card here")
+        return
+    if budget == "card":
+        return  # the whole card: nothing to cap, as before budgets existed
+    from dataclasses import replace
+    from harness.measure.devices import discover
+    from harness.measure.workingset import card_total
+    capped = budgets.of(budget, card_total(discover()), "torch")
+    budgets.enforce_torch(capped)
+    stack.callback(budgets.enforce_torch, replace(capped, limit_bytes=capped.card_bytes))
+
+
+def _library_oom_as_oom(step):
+    """``step``, with cuBLAS's or cuDNN's failure to get a workspace under the cap raised as the
+    does-not-fit it is (the runner knows torch's OutOfMemoryError, not their words)."""
+    def run():
+        try:
+            step()
+        except RuntimeError as e:
+            if out_of_memory(e) and not is_out_of_memory(e):
+                raise DoesNotFit(f"does not fit: {str(e).strip().splitlines()[0]}") from e
+            raise
+    return run
+
+
+CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch")

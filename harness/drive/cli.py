@@ -219,7 +219,8 @@ def parser() -> argparse.ArgumentParser:
                    help="start no case after this many seconds; asv still writes what was measured (then --resume)")
     r.add_argument("--profile", choices=tuple(profiles.PROFILES), default="standard",
                    help="how much to run: quick (one value per family), standard (what the pages compare; "
-                        "the default), full (everything), budget (past an emulated 16 GB card); --bench overrides it")
+                        "the default), budget (past emulated 16 to 80 GB cards), full (everything); "
+                        "--bench overrides it")
     r.add_argument("--file", action="store_true",
                    help="file the results into results/ (for committing); by default they go to .asv/results/")
     r.add_argument("--results", metavar="DIR", help="file the results into DIR (asv's files and records/)")

@@ -7,17 +7,21 @@ literals, so a profile can take one parameter set of a class and leave the rest.
 - ``standard``: what the comparison pages need to compare cards: every ceiling, the managed
   pool against the device pool, Chainer's pools, the single-GPU training baselines and every
   trick on the language model;
-- ``budget``: working sets past an emulated 16 GB card (and 1.5 x 24 and 40 GB where host memory
-  allows), by every way out, and without one; each library's part in its own list;
+- ``budget``: working sets past emulated 16 to 80 GB cards, by every way out and without one
+  (``BUDGET_CUPY``: CuPy and Chainer; ``BUDGET_TORCH``: the PyTorch family);
 - ``full``: every benchmark and parameter set (hours: the what-fits searches alone take many
   minutes each).
+
+asv runs what a profile selects in its own order, not the profile's: where a deadline may cut a
+run short, run the first expressions alone first (``--bench``).
 """
 from __future__ import annotations
 
 # Half precision on a CPU without bf16/fp16 units runs on slow reference kernels (seconds a step
 # on two cores) and says nothing about cards: the standard CPU part leaves those techniques out.
 CPU = [r"^ceilings\.Host\.", r"^chainer_pool\.\w+Cpu\.", r"^parallel\.LmCpu",
-       r"^tricks\.TricksCpu\.\w+\('(fp32|tf32|checkpoint|pad_longest|seq_cap|cpu_embedding|tied_embeddings)'\)"]
+       r"^tricks\.TricksCpu\.\w+\('(fp32|tf32|checkpoint|pad_longest|seq_cap|cpu_embedding|tied_embeddings|"
+       r"save_on_cpu|cpu_offload|drop_references|keep_references)'\)"]
 
 QUICK = [
     r"^ceilings\.Host\.\w+\('host_copy'\)", r"^ceilings\.Device\.\w+\('device_copy'\)",
@@ -45,7 +49,28 @@ BUDGET_CUPY = [
     r"^chainer_pool\.MlpBeyond\.",
 ]
 
-PROFILES = {"quick": QUICK, "standard": STANDARD, "full": [], "budget": BUDGET_CUPY}
+# Seed 003 on one GPU first, at 16 GB, where fp32 does not fit (1024 x 1024, every way out and
+# the accumulations, then 2048 x 2048), then the other budgets; the parallel cases' one-GPU rows
+# (single, dp, ddp and fsdp on one GPU); the LM's new ways out, its long sequences and what fits
+# with them.
+WAYS_OUT_LM = "(save_on_cpu|cpu_offload|drop_references|keep_references)"
+BUDGET_TORCH = [
+    r"^tricks\.Seed003Budget\.\w+\('resnet50_1024', '\w+', '16GB'\)",
+    r"^tricks\.Seed003Accumulation\.\w+\('resnet50_1024', \d+, '16GB'\)",
+    r"^tricks\.Seed003Budget\.\w+\('resnet50_2048', '\w+', '16GB'\)",
+    r"^tricks\.Seed003Accumulation\.\w+\('resnet50_2048', \d+, '16GB'\)",
+    r"^tricks\.Seed003(Budget|Accumulation)\.\w+\('resnet50_\d+', [^)]*'(24GB|40GB|80GB)'\)",
+    r"^parallel\.(Resnet|Lm)Single\.",
+    r"^parallel\.ResnetDataParallel\.\w+\('(dp|ddp|fsdp)', 1, \d+\)",
+    r"^parallel\.LmDataParallel\.\w+\('(dp|ddp|fsdp)', 1\)",
+    rf"^tricks\.Techniques\.\w+\('lm', '{WAYS_OUT_LM}'\)",
+    r"^tricks\.LongSequence\.",
+    r"^tricks\.WhatFitsSequence\.",
+    r"^tricks\.WhatFits\.\w+\('checkpoint', '(80GB|card)'\)",
+    rf"^tricks\.WhatFits\.\w+\('{WAYS_OUT_LM}', '\w+'\)",
+]
+
+PROFILES = {"quick": QUICK, "standard": STANDARD, "budget": BUDGET_CUPY + BUDGET_TORCH, "full": []}
 
 
 def benchmarks(profile: str) -> list[str]:

@@ -13,18 +13,12 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
+from harness.workloads.tricks import LIBRARY_OOM, out_of_memory  # noqa: F401 (the probe's test reads them here)
+
 STEPS = 2  # the second step holds the optimizer state the first one created
-# Under a cap, cuBLAS and cuDNN can fail to get their workspace from the capped allocator and
-# say so in their own words rather than as torch's OutOfMemoryError.
-LIBRARY_OOM = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE")
 # What a probe of size n sets in the ``tricks`` parameters, by what the search grows.
 GROWS = {"batch": lambda n: {"batch": n, "micro_batch": n},
          "seq_len": lambda n: {"seq_len": n, "batch": 1, "micro_batch": 1}}
-
-
-def out_of_memory(e: BaseException) -> bool:
-    from harness.measure.outcomes import is_out_of_memory
-    return is_out_of_memory(e) or any(text in str(e) for text in LIBRARY_OOM)
 
 
 def sizes(over: str, n: int) -> dict:
@@ -34,7 +28,8 @@ def sizes(over: str, n: int) -> dict:
 
 def probe(params: Mapping, n: int, fraction: float, over: str = "batch") -> dict:
     """``params``: the ``tricks`` parameters of a validated config (the step the search starts
-    from); the probe trains it grown to ``n`` along ``over``."""
+    from); the probe trains it grown to ``n`` along ``over``. Its ``budget`` is the whole card:
+    the probe's cap is ``fraction``."""
     from harness.workloads.tricks import make_trainer
     from harness.measure.requirements import need_torch
     torch = need_torch(params["device"])
@@ -45,11 +40,14 @@ def probe(params: Mapping, n: int, fraction: float, over: str = "batch") -> dict
     from harness.workloads.training import float32_matmul
     try:
         with float32_matmul(params["technique"] == "tf32"):  # as the tricks case runs it
-            trainer, _ = make_trainer(**dict(params, **sizes(over, n)))
-            for _ in range(STEPS):
-                trainer.step()
-            if cuda:
-                torch.cuda.synchronize()
+            trainer, _ = make_trainer(**{k: v for k, v in dict(params, **sizes(over, n)).items() if k != "budget"})
+            try:
+                for _ in range(STEPS):
+                    trainer.step()
+                if cuda:
+                    torch.cuda.synchronize()
+            finally:
+                trainer.close()
     except Exception as e:
         if not out_of_memory(e):
             raise

@@ -13,6 +13,13 @@ Precisions:
 - ``bf16_autocast``: as above in bf16, whose fp32-sized exponent needs no scaler;
 - ``bf16_params``: parameters, gradients and optimizer state in bf16 (no fp32 master copy):
   the smallest footprint, and the one most likely to hurt the loss.
+
+The loop itself drops what it no longer needs: each micro-batch's logits and loss die when its
+backward is done, and ``zero_grad(set_to_none=True)`` frees the gradients before the next
+forward. ``keep_references=True`` is the everyday loop instead (``out = model(x)``,
+``loss = ...`` and ``optimizer.zero_grad(set_to_none=False)`` at the top of each step): the last
+outputs and loss stay alive until the next forward has returned, and zeroed gradients stay
+allocated through it, so the next forward runs beside them.
 """
 from __future__ import annotations
 
@@ -66,16 +73,37 @@ def float32_matmul(tf32: bool):
         torch.backends.cudnn.allow_tf32 = before[1]
 
 
+class KeptOutput:
+    """A forward that keeps its last output alive until the next forward has returned, as
+    ``out = model(x)`` in a loop keeps the previous step's ``out`` while the next one is computed."""
+
+    def __init__(self, forward):
+        self.forward, self.last = forward, None
+
+    def __call__(self, *args, **kwargs):
+        out = self.forward(*args, **kwargs)
+        self.last = out
+        return out
+
+
 class Trainer:
     """Adam on ``model``'s parameters; ``loss_sum(forward, inputs, targets) -> (summed loss,
     target count)``, where ``forward`` is ``model`` unless given (a wrapper that runs part of it
-    elsewhere). ``micro_batches`` is a list of (inputs, targets), inputs a tuple of arguments."""
+    elsewhere). ``micro_batches`` is a list of (inputs, targets), inputs a tuple of arguments.
+    ``saving()``: the context each forward runs in for what autograd saves (where to keep the
+    activations; none by default). ``keep_references``: the everyday loop (see the module's
+    docstring). ``close()`` runs ``on_close``'s callbacks (a process group to tear down)."""
 
     def __init__(self, model, micro_batches, loss_sum, prec: Precision, device_type: str, lr: float = LR,
-                 forward=None):
+                 forward=None, saving=None, keep_references: bool = False):
         import torch
         self.torch, self.model, self.micro_batches, self.loss_sum = torch, model, micro_batches, loss_sum
         self.forward = forward if forward is not None else model
+        self.keep_references, self.kept_loss = keep_references, None
+        if keep_references:
+            self.forward = KeptOutput(self.forward)
+        self.saving = saving or contextlib.nullcontext
+        self.on_close = []
         self.prec, self.device_type = prec, device_type
         with torch.no_grad():  # the whole batch's count: every micro-batch's loss is a share of one mean
             self.count = sum(int(loss_sum(None, None, t)[1]) for _, t in micro_batches)
@@ -95,15 +123,17 @@ class Trainer:
         returns that loss (a tensor: reading it would synchronise)."""
         total = 0.0
         for inputs, targets in self.micro_batches:
-            with self._autocast():
+            with self._autocast(), self.saving():
                 loss_sum, _ = self.loss_sum(self.forward, inputs, targets)
             loss = loss_sum.float() / self.count
             self.scaler.scale(loss).backward()
             total = total + loss.detach()
+            if self.keep_references:
+                self.kept_loss = loss
         return total
 
     def step(self):
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=not self.keep_references)
         loss = self.backward()
         self.scaler.step(self.optimizer)  # skips the update if fp16 gradients overflowed
         self.scaler.update()
@@ -115,6 +145,10 @@ class Trainer:
             self.skipped.append(self.scale < before)
         else:
             self.skipped.append(False)
+
+    def close(self):
+        while self.on_close:
+            self.on_close.pop()()
 
 
 def token_loss_sum(model, inputs, targets):

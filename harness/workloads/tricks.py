@@ -3,6 +3,8 @@ technique builds, shared by the ``tricks`` case (which times it) and the what-fi
 runs it under a memory cap). ``harness.cases.tricks`` documents the parameters."""
 from __future__ import annotations
 
+import contextlib
+
 from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
 from harness.measure.requirements import need_torch
 
@@ -12,8 +14,14 @@ DEVICES = ("cpu", "cuda")
 RESNETS = {"resnet50": 224, "resnet50_1024": 1024, "resnet50_2048": 2048}
 WORKLOADS = ("lm", "encdec", *RESNETS)
 PRECISION_TECHNIQUES = ("fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params")
-TECHNIQUES = PRECISION_TECHNIQUES + ("checkpoint", "pad_longest", "seq_cap", "cpu_embedding", "tied_embeddings")
-LM_ONLY = ("pad_longest", "seq_cap", "cpu_embedding")
+TECHNIQUES = PRECISION_TECHNIQUES + ("checkpoint", "pad_longest", "seq_cap", "cpu_embedding", "tied_embeddings",
+                                     "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
+                                     "keep_references")
+# drop_references is the loop every other technique runs (``harness.workloads.training``), named for
+# seed 002's advice; keep_references is the everyday loop it is measured against: the previous
+# step's logits (batch x seq x vocab floats) alive through the next forward.
+LM_ONLY = ("pad_longest", "seq_cap", "cpu_embedding", "drop_references", "keep_references")
+IMAGE_ONLY = ("channels_last",)  # a memory format of 4-d image tensors
 TOKEN_MODELS = ("lm", "encdec")
 CLASSES = 1000
 SEED = 0
@@ -29,9 +37,17 @@ SEED = 0
 # Tied embeddings, padding and the cap change the model or the data themselves: learning faster
 # than fp32 is no fault of theirs, and a model with one embedding matrix fewer may learn slower, so
 # they are held only to a loose bound above fp32's curve.
+# Activations kept on the CPU, and the two loops, compute the very same sums (the saved tensors come
+# back bit for bit; keeping a reference changes no value): rounding at most. CPU offload computes
+# the forward and backward as fp32 does and the Adam update on the CPU instead of the device: other
+# kernels, rounding only. channels_last runs other convolution kernels (NHWC) in every layer of
+# the forward and backward, each summing in its own order: rounding, but in every step and
+# amplified as the batch is memorised, so it is held as TF32 is.
 ONE_SIDED = ("tied_embeddings", "pad_longest", "seq_cap")
 TOLERANCE = {"fp32": 2e-3, "checkpoint": 2e-3, "cpu_embedding": 2e-3, "tf32": 1e-2, "fp16_autocast": 2e-2,
-             "bf16_autocast": 3e-2, "bf16_params": 5e-2, "tied_embeddings": 0.25, "pad_longest": 0.1, "seq_cap": 0.1}
+             "bf16_autocast": 3e-2, "bf16_params": 5e-2, "tied_embeddings": 0.25, "pad_longest": 0.1, "seq_cap": 0.1,
+             "save_on_cpu": 2e-3, "drop_references": 2e-3, "keep_references": 2e-3, "cpu_offload": 2e-3,
+             "channels_last": 1e-2}
 
 
 def heads(width: int) -> int:
@@ -42,6 +58,8 @@ def applies(workload: str, technique: str):
     """Skips a pairing that means nothing; the values themselves were checked by the case's config."""
     if technique in LM_ONLY and workload != "lm":
         raise Skip(f"{technique} applies to workload lm only, not {workload}")
+    if technique in IMAGE_ONLY and workload not in RESNETS:
+        raise Skip(f"{technique} applies to the image models ({', '.join(RESNETS)}) only, not {workload}")
     if technique == "tied_embeddings" and workload not in TOKEN_MODELS:
         raise Skip(f"tied_embeddings needs a token model (lm, encdec), not {workload}")
 
@@ -76,10 +94,19 @@ def _resnet(torch, batch, size):
     model = resnet50(CLASSES, seed=SEED)
     if hasattr(model, "layer1"):
         # Checkpointing per block, as for the LM: the bottlenecks of the four stages.
-        blocks = [b for name in ("layer1", "layer2", "layer3", "layer4") for b in getattr(model, name)]
-        _checkpointable(model, blocks)
+        _checkpointable(model, blocks(model))
     x, t = images(batch, size, CLASSES, seed=SEED)
     return model, x, t
+
+
+def blocks(model) -> list:
+    """The blocks a model is built of, each checkpointed or offloaded as one unit: the LM's
+    transformer blocks, the encoder-decoder's layers, the bottlenecks of ResNet's four stages."""
+    if hasattr(model, "blocks"):
+        return list(model.blocks)
+    if hasattr(model, "encoder"):
+        return [*model.encoder, *model.decoder]
+    return [b for name in ("layer1", "layer2", "layer3", "layer4") for b in getattr(model, name, ())]
 
 
 def _checkpointable(model, blocks):
@@ -104,7 +131,8 @@ class CpuEmbedding:
 
 
 def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len):
-    """(trainer, work per step): what ``build`` times and what a "what fits" probe runs."""
+    """(trainer, work per step): what ``build`` times and what a "what fits" probe runs. Close the
+    trainer when done with it (``cpu_offload`` holds a process group)."""
     applies(workload, technique)
     torch = need_torch(device)
     from harness.workloads.training import Trainer, image_loss_sum, precision, split, token_loss_sum
@@ -113,8 +141,22 @@ def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, 
         model, x, t = _resnet(torch, batch, RESNETS[workload])
     else:
         model, x, t = (_lm if workload == "lm" else _encdec)(torch, technique, batch, vocab, width, depth, seq_len)
-    inputs = x if isinstance(x, tuple) else (x,)
     model.checkpoint_blocks = technique == "checkpoint"
+    with contextlib.ExitStack() as held:
+        forward, inputs = _placed(torch, model, x if isinstance(x, tuple) else (x,), technique, device, prec, held)
+        micro = split(inputs + (t.to(device),), micro_batch)
+        loss_sum = image_loss_sum if workload in RESNETS else token_loss_sum
+        trainer = Trainer(model, [(m[:-1], m[-1]) for m in micro], loss_sum, prec, torch.device(device).type,
+                          forward=forward, saving=_saving(torch, technique, device),
+                          keep_references=technique == "keep_references")
+        trainer.on_close.append(held.pop_all().close)  # what the placement holds, until the trainer closes
+    work = {"samples": batch} if workload in RESNETS else {"tokens": trainer.count}
+    return trainer, work
+
+
+def _placed(torch, model, inputs, technique, device, prec, held):
+    """(forward, inputs): the model and its inputs where and how ``technique`` puts them; what
+    must outlive this (the process group of ``cpu_offload``) is entered on ``held``."""
     forward = model
     if technique == "cpu_embedding":
         # Every part but the embedding is moved: moving it too and back would put the
@@ -123,17 +165,29 @@ def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, 
             if name != "embed":
                 child.to(device)
         forward = CpuEmbedding(model, device)
+    elif technique == "cpu_offload":
+        from harness.workloads.offload import offloaded, world_of_one
+        held.enter_context(world_of_one(device))
+        offloaded(model, blocks(model), device)
+        inputs = tuple(i.to(device) for i in inputs)
     else:
         model.to(device=device, dtype=prec.param_dtype)
         inputs = tuple(i.to(device) for i in inputs)
+    if technique == "channels_last":
+        model.to(memory_format=torch.channels_last)
+        inputs = tuple(i.to(memory_format=torch.channels_last) for i in inputs)
     if prec.param_dtype is not None:
         inputs = tuple(i.to(prec.param_dtype) if i.is_floating_point() else i for i in inputs)
-    micro = split(inputs + (t.to(device),), micro_batch)
-    loss_sum = image_loss_sum if workload in RESNETS else token_loss_sum
-    trainer = Trainer(model, [(m[:-1], m[-1]) for m in micro], loss_sum, prec, torch.device(device).type,
-                      forward=forward)
-    work = {"samples": batch} if workload in RESNETS else {"tokens": trainer.count}
-    return trainer, work
+    return forward, inputs
+
+
+def _saving(torch, technique, device):
+    """Where autograd keeps what the forward saves for backward: on the CPU for ``save_on_cpu``
+    (pinned on CUDA, so that the copies out and back run at the pinned rate and asynchronously;
+    on the CPU there is nothing to copy), else where it was made (None)."""
+    if technique != "save_on_cpu":
+        return None
+    return lambda: torch.autograd.graph.save_on_cpu(pin_memory=device == "cuda")
 
 
 def losses_checked(losses) -> dict:
@@ -165,17 +219,34 @@ def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[flo
     for label, ref_technique, micro in runs:
         try:
             with float32_matmul(False):
-                trainer, _ = make_trainer(**dict(shape, technique=ref_technique, micro_batch=micro))
-                for _ in range(steps):
-                    trainer.step()
-                return label, [float(v) for v in trainer.losses]
+                return label, _trained(steps, **dict(shape, technique=ref_technique, micro_batch=micro))
         except Exception as e:
-            if not is_out_of_memory(e):
+            if not out_of_memory(e):
                 raise
             tried.append(label)
-            trainer = None
-            _free_cuda()
+        _free_cuda()  # out of the except block: the error's frames, which hold the failed trainer, are gone
     return None, f"no fp32 reference fits beside the case ({'; '.join(tried)} ran out of memory)"
+
+
+def _trained(steps: int, **shape) -> list[float]:
+    """The losses of ``steps`` steps of make_trainer(**shape); the trainer closed, done or not."""
+    trainer, _ = make_trainer(**shape)
+    try:
+        for _ in range(steps):
+            trainer.step()
+        return [float(v) for v in trainer.losses]
+    finally:
+        trainer.close()
+
+
+# Under a budget, cuBLAS and cuDNN can fail to get their workspace from the capped allocator and
+# say so in their own words rather than as torch's OutOfMemoryError.
+LIBRARY_OOM = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE")
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Out of memory in torch's words or in its libraries' (``LIBRARY_OOM``)."""
+    return is_out_of_memory(e) or any(text in str(e) for text in LIBRARY_OOM)
 
 
 def _free_cuda():

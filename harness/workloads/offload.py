@@ -1,0 +1,52 @@
+"""Parameters, gradients and optimizer state on the CPU, for a model trained on one device:
+FSDP2's ``fully_shard`` with ``CPUOffloadPolicy`` over a world of one process.
+
+With one rank nothing is sharded: what FSDP2 buys here is its offload. The sharded parameters
+(the whole of them), their gradients and so the optimizer's state live in host memory; each
+unit's parameters are copied to the device just before it runs and freed after, and its
+gradients copied back after its backward. The optimizer step runs on the CPU. Each block of the
+model is its own unit, as in ``harness.workloads.distributed``: only one block's parameters are
+on the device at a time.
+
+FSDP2 needs a process group even for one rank. ``world_of_one`` starts it in this process over a
+``FileStore`` in a temporary folder (no port to find, nothing to collide with) and tears it down
+on exit: NCCL on CUDA, gloo on the CPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import tempfile
+
+
+@contextlib.contextmanager
+def world_of_one(device: str):
+    """A process group of this process alone for the duration; refused where one already exists
+    (its peers would be drawn into collectives they do not expect)."""
+    import torch
+    import torch.distributed as dist
+    if dist.is_initialized():
+        raise RuntimeError("cpu_offload starts a process group of its own, and one is already initialised "
+                           "here: run the case in a process of its own (as the harness does)")
+    with tempfile.TemporaryDirectory(prefix="oombench-pg-") as folder:
+        store = dist.FileStore(f"{folder}/store", 1)
+        cuda = device == "cuda"
+        dist.init_process_group("nccl" if cuda else "gloo", store=store, rank=0, world_size=1,
+                                device_id=torch.device("cuda", torch.cuda.current_device()) if cuda else None)
+        try:
+            yield
+        finally:
+            dist.destroy_process_group()
+
+
+def offloaded(model, blocks, device: str):
+    """``model`` under FSDP2 with CPUOffloadPolicy, each of ``blocks`` (those with parameters) its
+    own unit, then the root. Host memory is pinned on CUDA, so that the copies run at the pinned
+    rate; on the CPU there is nothing to pin for. Needs ``world_of_one`` (or any process group)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+    mesh = init_device_mesh(device, (1,))
+    policy = CPUOffloadPolicy(pin_memory=device == "cuda")
+    for block in blocks:
+        if any(True for _ in block.parameters()):
+            fully_shard(block, mesh=mesh, offload_policy=policy)
+    return fully_shard(model, mesh=mesh, offload_policy=policy)
