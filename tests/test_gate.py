@@ -6,8 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from harness import cases
 from harness.drive import cli
 from harness.report import gate, noise
+
+
+def upgraded(rec: dict):
+    """The record as every reader sees it: with the parameters its case added since (budget)."""
+    return cases.upgraded(gate.Record.from_dict(rec))
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS = REPO / "results/records"
@@ -119,7 +125,7 @@ def test_the_ci_gate_line_passes_an_honest_run_on_another_cpu_host():
 # -- planted slowdowns ----------------------------------------------------------------------------
 def test_gpu_bound_floors_learned_across_hosts_are_under_five_percent():
     for rec in filter(gpu_bound, read(H100_RUN) + read(H200_RUN)):
-        r = gate.Record.from_dict(rec)
+        r = upgraded(rec)
         floor = FLOORS.across(noise.key_of(r), "GPU-bound")
         assert floor.learned and floor.fraction < 0.05, (rec["case"], rec["params"], floor)
 
@@ -131,7 +137,7 @@ def test_five_percent_on_gpu_bound_cases_is_caught_between_two_hosts(tmp_path, s
     new = [{**(scaled(r, 1.05) if gpu_bound(r) else r), "environment": other_env} for r in base]
     report = gate.compare(gate.load_set(write(tmp_path / "base.jsonl", base)),
                           gate.load_set(write(tmp_path / "new.jsonl", new)), FLOORS)
-    planted = sorted(json.dumps([r["case"], r["params"]]) for r in base if gpu_bound(r))
+    planted = sorted(json.dumps([r.case, r.params]) for r in map(upgraded, base) if gpu_bound(r.to_dict()))
     slower = sorted(json.dumps([r.case, r.params]) for r in rows_of(report))
     assert len(planted) == 11 and slower == planted
     assert all(r.floor.endswith(" a") for r in rows_of(report))  # the across-hosts floor
@@ -151,8 +157,8 @@ def test_twenty_percent_on_host_involved_cases_is_caught_on_one_host(tmp_path):
     report = gate.compare(gate.load_set(H200_RUN), gate.load_set(write(tmp_path / "new.jsonl", new)), FLOORS)
     assert len(hit) == len(HOST_INVOLVED)
     assert sorted((r.case, json.dumps(r.params)) for r in rows_of(report)) == \
-        sorted((c, json.dumps(p)) for c, p in HOST_INVOLVED)
-    across = [FLOORS.across(noise.key_of(gate.Record.from_dict(r)), "busy unknown").fraction for r in hit]
+        sorted((r.case, json.dumps(r.params)) for r in map(upgraded, hit))
+    across = [FLOORS.across(noise.key_of(upgraded(r)), "busy unknown").fraction for r in hit]
     assert max(across) > 0.2  # between two hosts the same +20% would be noise
 
 

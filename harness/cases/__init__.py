@@ -24,3 +24,14 @@ def get(name: str) -> Case:
     if name not in MODULES:
         raise ValueError(f"unknown case {name!r}; known cases: {', '.join(names())}")
     return importlib.import_module(f"{__name__}.{MODULES[name]}").CASE
+
+
+def upgraded(record):
+    """``record`` with the parameters its case added since it was filed at the values it ran at
+    (``Case.earlier``: a record filed before ``budget`` existed ran on the whole card), so that
+    records of earlier commits match today's on every reader: tables, pages and the gate."""
+    import dataclasses
+    if record.case not in MODULES:
+        return record
+    params = get(record.case).upgrade(record.params)
+    return record if params == dict(record.params) else dataclasses.replace(record, params=params)

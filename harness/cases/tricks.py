@@ -123,4 +123,5 @@ def _library_oom_as_oom(step):
     return run
 
 
-CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch")
+CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch",
+            earlier={"budget": "card"})

@@ -121,7 +121,7 @@ def load_set(path: Path, side: str = "set") -> list[Record]:
     if not loaded.records:
         raise GateError(f"no record in {side} {path}: run `python3 -m harness run` first, or name the folder "
                         "results/records/<machine>")
-    return loaded.records
+    return [cases.upgraded(r) for r in loaded.records]
 
 
 def params_text(rec: Record) -> str:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from harness import cases
 from harness.measure.machine import host_key, machine_name
 from harness.measure.outcomes import OK
 from harness.measure.record import Record
@@ -131,7 +132,7 @@ class Floors:
 
 @lru_cache(maxsize=8)
 def _learned(root: str, stamp: tuple) -> Floors:
-    return Floors(load_any(Path(root)).records)
+    return Floors([cases.upgraded(r) for r in load_any(Path(root)).records])
 
 
 def history_floors(root: Path) -> Floors:

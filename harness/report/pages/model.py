@@ -108,16 +108,8 @@ def load_rows(results: Path) -> list[Row]:
     """Every valid record under results/records, with the file and line it came from."""
     root = Path(results)
     loaded = RecordStore.of_results(root).load().warn()
-    return [Row(record_id(str(e.path.relative_to(root.parent)), e.line), upgraded(e.record),
+    return [Row(record_id(str(e.path.relative_to(root.parent)), e.line), cases.upgraded(e.record),
                 str(e.path.relative_to(root.parent)), e.line) for e in loaded.entries]
-
-
-def upgraded(rec: Record) -> Record:
-    """The record with the parameters its case added since it was filed (``Case.earlier``)."""
-    if rec.case not in cases.names():
-        return rec
-    params = cases.get(rec.case).upgrade(rec.params)
-    return rec if params == rec.params else dataclasses.replace(rec, params=params)
 
 
 def latest(rows: list[Row]) -> list[Row]:
