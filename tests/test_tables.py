@@ -64,13 +64,33 @@ def test_cells_show_the_figures_asked_for_and_what_did_not_fit(tmp_path):
 def test_versus_gives_each_figure_as_a_multiple_of_the_base_rows(tmp_path):
     root = results_with(tmp_path, H100_ACCUMULATION)
     lines = tables.render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak"],
-                         {"batch": "64"}, versus=("micro_batch", "64"))[0].splitlines()
+                         {"batch": "64"}, versus=(("micro_batch", "64"),))[0].splitlines()
     # bf16 autocast: 1,879.8 ms against 268.0 ms at 64 at once, 4.8 against 57.7 GB allocated
     assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB | 1,879.8 ms (7.01x), 4.8 / 5.7 GB (0.08x) |"  # fp32 has no 64
     assert lines[-1] == "| 64 | does not fit (a 8.39 GB request failed) | 268.0 ms, 57.7 / 61.2 GB |"
     across = tables.render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
-                          versus=("technique", "fp32"))[0].splitlines()
+                          versus=(("technique", "fp32"),))[0].splitlines()
     assert across[2] == "| 1 | 2,277.1 ms | 1,879.8 ms (0.83x) |"
+
+
+H100_SEED003 = [RECORDS / "nvidia-h100-80gb-hbm3-x1" / f for f in (
+    "3b3a8a83-20261124T130742-3c9c2b.jsonl", "3b3a8a83-20261124T131709-83bdf1.jsonl")]
+
+
+def test_versus_several_values_reads_each_way_out_under_a_budget_against_fp32_on_the_card(tmp_path):
+    rows = load_rows(results_with(tmp_path, *H100_SEED003))
+    lines = tables.render(rows, "tricks", ["technique", "micro_batch"], "budget", ["step"],
+                          {"workload": "resnet50_1024", "batch": "10"},
+                          versus=(("technique", "fp32"), ("micro_batch", "10"), ("budget", "card")))[0].splitlines()
+    by = {line.split(" |")[0][2:]: line for line in lines[2:]}
+    fp32 = next(r for r in rows if r.record.params.get("workload") == "resnet50_1024" and r.record.ok
+                and r.record.params["technique"] == "fp32" and r.record.params["budget"] == "card")
+    checkpoint = next(r for r in rows if r.record.params.get("workload") == "resnet50_1024" and r.record.ok
+                      and r.record.params["technique"] == "checkpoint" and r.record.params["budget"] == "16GB")
+    ratio = checkpoint.record.timing.median_s / fp32.record.timing.median_s
+    assert f"({ratio:.2f}x)" in by["checkpoint, 10"].split(" | ")[1]  # the 16GB column, against fp32 on the card
+    assert by["fp32, 10"].split(" | ")[1].startswith("does not fit")
+    assert "x)" not in by["fp32, 10"].split(" | ")[2]  # the base itself carries no ratio
 
 
 def test_records_of_two_machines_are_never_folded_into_one_cell(tmp_path):

@@ -250,7 +250,8 @@ def parser() -> argparse.ArgumentParser:
                     help="figures per cell, comma-separated: step, rate, peak, loss, check:KEY")
     tb.add_argument("--where", action="append", default=[], metavar="NAME=VALUE", help="only these records")
     tb.add_argument("--versus", metavar="NAME=VALUE",
-                    help="step, rate and peak also as a multiple of this row's or column's (technique=fp32)")
+                    help="step, rate and peak also as a multiple of the record holding these values, "
+                         "comma-separated (technique=fp32; technique=fp32,budget=card)")
     tb.add_argument("--results", default=None, help="results folder (default: results/)")
     tb.set_defaults(func=_table)
     g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")

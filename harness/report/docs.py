@@ -91,7 +91,7 @@ class Spec:
             return None
         case = cases.get(self.case)
         where = tables._where(case, list(self.where))
-        versus = tuple(tables._where(case, [self.versus]).items())[0] if self.versus else None
+        versus = tables.versus_pairs(case, self.versus)
         return tables.render(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus)
 
     def render(self, rows: list[Row]) -> str | None:
@@ -273,6 +273,57 @@ FAMILIES = (
               title="What fits: the longest sequence", text="The longest single sequence of the LM that "
               "trains under each budget.", bench=r"tricks\.WhatFitsSequence"))),
 )
+# An answer per seed: each out-of-memory scenario the suite grew from, priced way by way under the
+# emulated cards (``budget``), every figure from the records the families' tables read too.
+SEED_003_BASE = "technique=fp32,micro_batch=10,budget=card"
+SEEDS = (
+    Spec("seed000", "way,machine", across="budget", show="step,peak",
+         title="Seed 000: three 8 GiB float64 arrays on a 16 GB card",
+         text="CuPy's `out of memory to allocate 8589934592 bytes (total 17179869184 bytes)`: `a`, `b` and `c` "
+              "of 2**30 float64 each and `c = a + b`, under a 16 GB budget, by each way out: the device pool "
+              "(does not fit, with the bytes it asked), the managed pool (kept under the card's free memory: "
+              "nothing is evicted on these cards, so it runs at device speed, which a real 16 GB card would "
+              "not), out-of-core chunks from pinned host memory, and zero-copy reads of mapped pinned host "
+              "memory. Seconds per add and the peak.", bench=r"unified\.Seed000"),
+    *(Spec("tricks", "technique,micro_batch,machine", across="budget", show="step,peak,loss",
+           where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE,
+           title=f"Seed 003: ResNet50, batch 10 of {w[-4:]} x {w[-4:]} images, under each card",
+           text="The model-parallel example that ran out of memory on a 16 GB card, on one GPU under each "
+                "budget, by every single-GPU way out (accumulation as `fp32` at a smaller `micro_batch`); "
+                "step, peak and loss also as a multiple of fp32 on the whole card. A way out whose loss "
+                "curve leaves fp32's tolerance is marked failed, with both curves in its record: "
+                "accumulation over small micro-batches does, because BatchNorm normalises each "
+                "micro-batch by its own statistics, so the network trains differently from the whole batch.",
+           bench=r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation)") for w in ("resnet50_1024", "resnet50_2048")),
+    Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
+         versus="technique=fp32", title="Seed 002: the NLP tricks on one LM",
+         text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
+              "`drop_references` (the previous step's logits and loss released before the next forward) "
+              "against `keep_references` (the everyday loop that keeps them alive) among them.",
+         bench=r"tricks\.Techniques"),
+    Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
+         where=("device=cuda", "batch=1"), title="Seed 001: one ever longer sequence",
+         text="Memory grows with sequence length: one sequence per step at two widths, by technique.",
+         bench=r"tricks\.LongSequence"),
+    Spec("chainer_mlp", "batch,budget,machine", across="pool", show="step,peak", where=("device=cuda", "budget=16GB"),
+         title="Chainer past a 16 GB card", text="A dense net whose batch outgrows a 16 GB budget, on Chainer's "
+         "device pool (capped: does not fit) and on the managed pool.", bench=r"chainer_pool\.MlpBeyond"),
+)
+SEEDS_INTRO = ("Each scenario the suite was built from, as the person who hit `CUDA out of memory` met it, with "
+               "every way out measured under an emulated card: `budget` caps the library's own allocator "
+               "(torch's memory fraction, a CuPy pool's limit) at 16, 24, 40 or 80 GB (10^9 bytes) on a larger "
+               "card, so the case behaves as on the smaller one without asking a shared GPU for more than it "
+               "has. What the cap leaves out (the CUDA context, library workspaces outside the pool) is in the "
+               "device column of each peak. A case over its budget is `does not fit`, with the bytes it asked "
+               "for.")
+
+
+def seeds_doc(rows: list[Row]) -> str:
+    parts = [f"# Each seed's out-of-memory case, priced way by way", GENERATED, SEEDS_INTRO, "## Tables"]
+    parts += [section.rstrip("\n") for section in (table_section(s, rows) for s in SEEDS) if section]
+    return "\n\n".join(parts) + "\n"
+
+
 # The headline: every technique on the LM, each figure against fp32 on the same card.
 HEADLINE = Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
                 versus="technique=fp32", bench=r"tricks\.Techniques")
@@ -526,7 +577,8 @@ def headline_figure(rows: list[Row], fmt: str = "svg"):
         ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.set_xlabel("peak device memory, GB (10^9 bytes; log)")
-        ax.set_ylabel(f"training rate, {next(iter(grid.values())).rates()[0][1]} (log)")
+        unit = next((r.rates()[0][1] for r in grid.values() if r.rates()), "tokens/s")  # a skipped row has none
+        ax.set_ylabel(f"training rate, {unit} (log)")
         p = next(iter(grid.values())).record.params
         ax.set_title(f"What each way out costs: an LM of {p.get('depth')} blocks, width {p.get('width')}, "
                      f"batch {p.get('batch')} x {p.get('seq_len')} tokens", fontsize=9)
@@ -581,6 +633,7 @@ def generate(rows: list[Row]) -> dict[str, str]:
     """Relative path -> text of every markdown file the docs are (the SVG is ``headline_svg``)."""
     rows = latest(rows)
     out = {f"docs/results/{f.name}.md": family_doc(f, rows) for f in FAMILIES}
+    out["docs/results/seeds.md"] = seeds_doc(rows)
     out["docs/headline.md"] = headline_md(rows)
     return out
 

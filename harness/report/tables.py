@@ -181,8 +181,9 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
 
 def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus) -> None:
     _axis_names(case, down + [across])
-    if versus and versus[0] not in down + [across]:
-        raise ValueError(f"--versus {versus[0]}=... needs {versus[0]} down or across the table")
+    for name, _ in versus or ():
+        if name not in down + [across]:
+            raise ValueError(f"--versus {name}=... needs {name} down or across the table")
     for s in shows:
         if s not in SHOWS and not s.startswith("check:"):
             raise ValueError(f"unknown figure {s!r}: choose from {', '.join(SHOWS)} or check:KEY")
@@ -232,23 +233,29 @@ def _one_case_per_cell(was: Row, row: Row) -> None:
                          f"{' or '.join(differ)} to --down, or pick one with --where {differ[0]}=VALUE")
 
 
+def versus_pairs(case: cases.Case, text: str | None) -> tuple:
+    """``--versus`` as ((name, value), ...): "technique=fp32" or several, "technique=fp32,budget=card"."""
+    return tuple(_where(case, text.split(",")).items()) if text else ()
+
+
 def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):
-    """The row that differs from (key, col) only in holding ``versus``'s value, or None."""
+    """The row that differs from (key, col) only in holding ``versus``'s values, or None."""
     if not versus:
         return None
-    name, value = versus
-    if name == across:
-        return next((r for (k, c), r in grid.items() if k == key and str(c) == str(value)), None)
-    i = down.index(name)
-    return next((r for (k, c), r in grid.items()
-                 if c == col and str(k[i]) == str(value) and k[:i] + k[i + 1:] == key[:i] + key[i + 1:]), None)
+    want = {name: str(value) for name, value in versus}
+
+    def matches(k, c) -> bool:
+        downs = all(str(v) == want[d] if d in want else v == key[i] for i, (d, v) in enumerate(zip(down, k)))
+        return downs and (str(c) == want[across] if across in want else c == col)
+    return next((r for (k, c), r in grid.items() if matches(k, c)), None)
 
 
 def render(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-           where: dict | None = None, versus: tuple[str, str] | None = None) -> tuple[str, list[str]]:
-    """(the markdown table, its footnotes). ``versus=(parameter, value)``: step, rate and peak also
-    as a multiple of the record that differs only in holding that value (``("technique", "fp32")``:
-    each trick against fp32). Rates are read against ceilings from all of ``rows``."""
+           where: dict | None = None, versus: tuple = ()) -> tuple[str, list[str]]:
+    """(the markdown table, its footnotes). ``versus=((parameter, value), ...)``: step, rate and peak
+    also as a multiple of the record that differs only in holding those values (``(("technique",
+    "fp32"),)``: each trick against fp32; add ``("budget", "card")`` to read each way out under a
+    budget against fp32 on the whole card). Rates are read against ceilings from all of ``rows``."""
     case = cases.get(case_name)
     _check_request(case, down, across, shows, versus)
     grid = _grid(rows, case_name, down, across, where or {})
@@ -270,7 +277,7 @@ def render(rows: list[Row], case_name: str, down: list[str], across: str, shows:
 
 
 def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-          where: dict | None = None, versus: tuple[str, str] | None = None) -> str:
+          where: dict | None = None, versus: tuple = ()) -> str:
     """The table as ``harness table`` prints it: the markdown table, then its footnotes, if any."""
     text, notes = render(rows, case_name, down, across, shows, where, versus)
     return text + "".join(f"\n\n{n}" for n in notes)
@@ -285,7 +292,7 @@ def main(results: str | Path, case: str, down: str, across: str, show: str, wher
             raise ValueError(f"{results} holds no records/ folder: pass --results with the folder that holds "
                              "records/ (results/ by default)")
         c = cases.get(case)
-        against = tuple(_where(c, [versus]).items())[0] if versus else None
+        against = versus_pairs(c, versus)
         text = table(load_rows(results), case, down.split(","), across, show.split(","), _where(c, where), against)
     except ValueError as e:
         print(f"oombench table: {e}", file=sys.stderr)
