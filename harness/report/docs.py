@@ -278,7 +278,7 @@ FAMILIES = (
 SEED_003_BASE = "technique=fp32,micro_batch=10,budget=card"
 SEEDS = (
     Spec("seed000", "way,machine", across="budget", show="step,peak",
-         title="Seed 000: three 8 GiB float64 arrays on a 16 GB card",
+         title="Seed 000: three float64 arrays of 8.6 GB on a 16 GB card",
          text="CuPy's `out of memory to allocate 8589934592 bytes (total 17179869184 bytes)`: `a`, `b` and `c` "
               "of 2**30 float64 each and `c = a + b`, under a 16 GB budget, by each way out: the device pool "
               "(does not fit, with the bytes it asked), the managed pool (kept under the card's free memory: "
