@@ -253,6 +253,26 @@ def test_markdown_writes_the_same_rows_as_a_table(capsys):
     assert out.rstrip().endswith("**PASS: 0 regression(s) in 49 case(s) compared; 0 retired**")
 
 
+def test_the_report_file_holds_the_markdown_table_the_verdict_and_where_to_read_on(tmp_path, capsys):
+    slow = write(tmp_path / "slow.jsonl", [scaled(r, 2.0) if r["outcome"] == "ok" and r["timing"] else r
+                                          for r in read(H100_RUN)])
+    report = tmp_path / "pr" / "gate.md"
+    assert cli.main(["gate", str(H100_RUN), str(slow), "--report", str(report)]) == 1
+    text = report.read_text()
+    assert text.startswith(f"## oombench gate: `{H100_RUN}` against `{slow}`")
+    assert "| + | 1.477 ms | 2.953 ms | 2.000 | 2.0% a | slower (quartiles) | ceilings probe=device_copy |" in text
+    assert "**FAIL: " in text and "[docs/results/seeds.md](docs/results/seeds.md)" in text
+    assert "ratio" in capsys.readouterr().out  # the terminal still gets the text table
+
+
+def test_the_report_is_written_when_the_gate_cannot_compare(tmp_path):
+    report = tmp_path / "gate.md"
+    assert cli.main(["gate", str(tmp_path / "missing.jsonl"), str(H100_RUN), "--report", str(report)]) == 2
+    text = report.read_text()
+    assert "**oombench gate could not compare:**" in text and "does not exist" in text
+    assert not list(tmp_path.glob(".*.tmp"))  # written whole, through a temporary file
+
+
 def test_thin_history_says_so_and_uses_the_stated_default(tmp_path):
     rc, text = gate.gate(H100_RUN, H100_RUN, history=tmp_path)
     assert rc == 0 and "history too thin (fewer than 2 hosts) for 49 case(s): default floors used" in text

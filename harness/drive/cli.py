@@ -148,7 +148,7 @@ def _gate(args) -> int:
     from harness.units import MB
     rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
                     min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
-                    fmt=args.format, history=args.history)
+                    fmt=args.format, history=args.history, report=args.report)
     print(text, file=sys.stderr if rc == 2 and text.startswith("oombench gate:") else sys.stdout)
     return rc
 
@@ -279,6 +279,9 @@ def parser() -> argparse.ArgumentParser:
                    help="compare sets of different machine kinds, matching on case and parameters alone")
     g.add_argument("--format", choices=("text", "markdown"), default="text",
                    help="markdown: the same table for a pull-request comment")
+    g.add_argument("--report", metavar="FILE", default=None,
+                   help="also write the comparison as a markdown report to FILE, for a pull-request comment "
+                        "(written whatever the verdict)")
     g.add_argument("--history", metavar="DIR", default=None,
                    help="records the noise floors are learned from (default: results/records)")
     g.set_defaults(func=_gate)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,15 +362,38 @@ def render(report: Report, base: list[Record], new: list[Record], opts: Options,
 
 def gate(base_path: Path, new_path: Path, threshold: float = 0.0, k: float = 2.0, min_bytes: int = 64 * MB,
          pattern: str | None = None, cross_machine: bool = False, fmt: str = "text",
-         history: Path | None = None) -> tuple[int, str]:
-    """(exit code, text): 0 pass, 1 regressions, 2 input that cannot be compared (the text says why)."""
+         history: Path | None = None, report: Path | None = None) -> tuple[int, str]:
+    """(exit code, text): 0 pass, 1 regressions, 2 input that cannot be compared (the text says why).
+    ``report``: a markdown file for a pull-request comment, written whatever the outcome."""
+    opts = Options(threshold, k, min_bytes, cross_machine)
     try:
-        return _gate(base_path, new_path, Options(threshold, k, min_bytes, cross_machine), pattern, fmt, history)
+        rc, text, markdown = _gate(base_path, new_path, opts, pattern, fmt, history)
     except GateError as e:
-        return 2, f"oombench gate: {e}"
+        rc, text, markdown = 2, f"oombench gate: {e}", f"**oombench gate could not compare:** {e}"
+    if report is not None:
+        write_report(Path(report), markdown, base_path, new_path, pattern)
+    return rc, text
 
 
-def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[int, str]:
+# Where a reader of the pull request goes next: paths in the repository, which every host of it
+# renders, and the command that builds the comparison pages (their address is the deployment's).
+READ_MORE = ("Per-family tables: [docs/results/](docs/results/); each seed's case: "
+             "[docs/results/seeds.md](docs/results/seeds.md); the comparison pages: "
+             "`python3 -m harness pages`, then `.asv/pages/index.html`.")
+
+
+def write_report(path: Path, markdown: str, base_path, new_path, pattern) -> None:
+    """The pull-request report: what was compared, the gate's table and verdict, where to read on;
+    written whole or not at all, so a poster never reads half of one."""
+    scope = f" (cases matching `{pattern}`)" if pattern else ""
+    text = "\n\n".join([f"## oombench gate: `{base_path}` against `{new_path}`{scope}", markdown, READ_MORE]) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[int, str, str]:
     base = only(load_set(base_path, "BASE"), pattern)
     new = only(load_set(new_path, "NEW"), pattern)
     kinds = one_kind(base, "BASE", opts.cross_machine), one_kind(new, "NEW", opts.cross_machine)
@@ -379,8 +403,10 @@ def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[in
     floors = noise.history_floors(Path(history) if history else HISTORY)
     report = compare(base, new, floors, opts)
     text = render(report, base, new, opts, kinds[0], fmt)
+    markdown = render(report, base, new, opts, kinds[0], "markdown")
     if report.common == 0:
-        return 2, text + ("\noombench gate: no case is in both sets, so nothing was compared: check that BASE and "
-                          "NEW measured the same cases (e.g. `python3 -m harness run --bench ceilings.Host` for the "
-                          "CPU cases), or widen --only")
-    return (1 if report.regressions else 0), text
+        nothing = ("oombench gate: no case is in both sets, so nothing was compared: check that BASE and "
+                   "NEW measured the same cases (e.g. `python3 -m harness run --bench ceilings.Host` for the "
+                   "CPU cases), or widen --only")
+        return 2, text + "\n" + nothing, markdown + "\n\n" + nothing
+    return (1 if report.regressions else 0), text, markdown
