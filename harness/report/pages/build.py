@@ -18,14 +18,14 @@ from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
-from harness.report.pages import charts
+from harness.report.pages import charts, chooser
 from harness.report.pages.families import family
 from harness.report.pages.model import Row, latest, load_rows, pareto, what_fits
 from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE
 from harness.units import GB, gb
 
 MARK = ".oombench-pages"  # the file that says a folder holds pages this build may replace whole
-RESERVED = {"index", "provenance", "style"}  # the build's own pages
+RESERVED = {"index", "provenance", "style", "chooser"}  # the build's own pages
 
 
 class UnsafePath(ValueError):
@@ -231,6 +231,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
           versions=version_comparisons(shown), fits_cases=what_fits(shown))
     for case in cases:
         write(page_name(case), "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
+    write("chooser.html", "chooser.html", c=chooser.view(shown))
     write("provenance.html", "provenance.html", rows=all_rows)
     return written
 
