@@ -83,13 +83,13 @@ def _value(row: Row, name: str):
     return value if isinstance(value, (str, int, float, bool, type(None))) else json.dumps(value, default=str)
 
 
-def _allocated(rec) -> int | None:
+def allocated_peak(rec) -> int | None:
     peaks = [v for k, v in rec.memory.items() if k.startswith("allocator.") and ".max_" in k and "reserved" not in k]
     return max(peaks) if peaks else None
 
 
 def _peak(rec, view: View) -> str:
-    allocated, device = _allocated(rec), rec.device_bytes()
+    allocated, device = allocated_peak(rec), rec.device_bytes()
     text = gbs([allocated or None, device or None])  # "4.8 / 5.6 GB": allocated / device
     whole = rec.schema < 2 and text != "-" and view.mixed_schemas
     return text + (view.mark(WHOLE_CASE) if whole else "")
@@ -125,7 +125,8 @@ def _ratio(row: Row, base: Row | None, what: str) -> str:
     elif what == "rate":
         pair = tuple(r[0][0] if r else None for r in (row.rates(), base.rates()))
     elif what == "peak":
-        pair = (_allocated(rec), _allocated(ref)) if _allocated(ref) else (rec.device_bytes(), ref.device_bytes())
+        mine, theirs = allocated_peak(rec), allocated_peak(ref)
+        pair = (mine, theirs) if theirs else (rec.device_bytes(), ref.device_bytes())
     else:
         return ""
     return f" ({pair[0] / pair[1]:.2f}x)" if all(pair) else ""

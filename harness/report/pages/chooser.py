@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from harness.measure.budget import budget_bytes
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, Skip
-from harness.report.tables import _allocated
-from harness.units import GB
+from harness.report.tables import allocated_peak
+from harness.units import GB, gb
 
 RULE = ("A way out fits a card of X GB when it ran ok under an emulated budget of at most X GB, or, with no "
         "does-not-fit record under a budget of X GB or more, when it ran ok on a larger budget with an "
@@ -92,7 +92,7 @@ def trial(row, workload: Workload) -> Trial | None:
         return None  # a budget this build does not know, or larger than the card: no evidence either way
     way = {k: v for k, v in params.items() if k not in workload.match and k != "budget"}
     timing = row.record.timing
-    return Trial(json.dumps(way, sort_keys=True), row.machine, budget, row.record.outcome, _allocated(row.record),
+    return Trial(json.dumps(way, sort_keys=True), row.machine, budget, row.record.outcome, allocated_peak(row.record),
                  timing.median_s if row.record.outcome == OK and timing else None, row)
 
 
@@ -107,7 +107,7 @@ def cards(rows) -> list[tuple[str, str, int, str | None]]:
     """(key, label, bytes, machine or None): the sizes, then each measured GPU with its own records."""
     out = [(f"{n}gb", f"a {n} GB card", n * GB, None) for n in CARDS_GB]
     for machine, memory in sorted({(r.machine, r.gpu_memory) for r in rows if r.gpu_memory}):
-        out.append((f"m{len(out)}", f"{machine} ({memory / GB:.1f} GB, its own records)", memory, machine))
+        out.append((f"m{len(out)}", f"{machine} ({gb(memory)}, its own records)", memory, machine))
     return out
 
 
