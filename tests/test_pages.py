@@ -54,13 +54,18 @@ def test_an_unknown_family_gets_a_page_with_every_parameter_a_technique():
 
 
 def test_every_record_has_a_provenance_entry_and_every_link_lands(site):
-    prov = (site / "pages" / "provenance.html").read_text()
+    pages = site / "pages"
+    prov = {p.name: p.read_text() for p in pages.glob("provenance-*.html")}
+    index = (pages / "provenance.html").read_text()
+    for name in prov:
+        assert f'href="{name}"' in index, f"provenance.html does not link {name}"
     for rid, rec in raw_records().items():
-        assert f'id="{rid}"' in prov and rec["commit"] in prov
-    anchors = set(re.findall(r'id="(r-[0-9a-f]{10})"', prov))
-    for page in (site / "pages").glob("*.html"):
-        for rid in re.findall(r'href="provenance.html#(r-[0-9a-f]{10})"', page.read_text()):
-            assert rid in anchors, f"{page.name} links to {rid}, which has no provenance entry"
+        held = [name for name, text in prov.items() if f'id="{rid}"' in text]
+        assert len(held) == 1 and rec["commit"] in prov[held[0]], rid
+    anchors = {name: set(re.findall(r'id="(r-[0-9a-f]{10})"', text)) for name, text in prov.items()}
+    for page in pages.glob("*.html"):
+        for name, rid in re.findall(r'href="(provenance-[^"#]+)#(r-[0-9a-f]{10})"', page.read_text()):
+            assert rid in anchors.get(name, ()), f"{page.name} links to {name}#{rid}, which has no entry there"
 
 
 def test_pages_show_two_gpu_models_or_counts_and_two_library_versions(site):

@@ -20,6 +20,8 @@ from harness.measure.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
 from harness.report.pages import charts, chooser
 from harness.report.pages.families import family
+from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times  # noqa: F401 (fmt_params: the pages' one rule)
+from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, pareto, what_fits
 from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE
 from harness.units import GB, gb
@@ -44,6 +46,11 @@ def page_name(case: str) -> str:
     return f"{slug}-{digest}.html"
 
 
+def provenance_page(case: str) -> str:
+    """Each family's records on a page of their own: one page of every record grew past 300,000 px."""
+    return "provenance-" + page_name(case)
+
+
 def inside(folder: Path, name: str) -> Path:
     """``folder / name``, refused (UnsafePath) where it resolves outside ``folder``."""
     path = (folder / name).resolve()
@@ -51,16 +58,6 @@ def inside(folder: Path, name: str) -> Path:
         raise UnsafePath(f"the page {name!r} would be written to {path}, outside {folder}")
     return path
 
-
-
-# -- formatting: one rule per kind of figure, shared by every page (bytes: harness.units.gb) ------
-
-def fmt_rate(v: float) -> str:
-    return f"{v:,.1f}" if v >= 10 else f"{v:,.2f}" if v >= 1 else f"{v:,.3f}"
-
-
-def fmt_params(params: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items()) or "(none)"
 
 
 # -- views: plain dicts and lists for the templates --------------------------------------------
@@ -89,12 +86,11 @@ def ceiling_rows(rows: list[Row], machine: str, probes: tuple) -> list[tuple[str
 
 def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
     fam = family(case)
-    envs = environments(rows)
-    table = defaultdict(dict)
-    for r in rows:
-        table[fmt_params(r.record.params)][r.environment_key] = r
+    ft = family_table(rows)
+    envs = ft["envs"]
     schemas = {r.record.schema for r in rows if r.record.outcome == OK}
-    return {"case": case, "family": fam, "envs": envs, "table": dict(table),
+    return {"case": case, "family": fam, "envs": envs, "table": ft["shown"], "folded": ft["folded"],
+            "folded_line": ft["folded_line"], "provenance": provenance_page(case),
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
@@ -204,7 +200,10 @@ def jinja(rows: list[Row] = ()) -> Environment:
         b = host_bound(row.record)
         return "" if b is None else f"{b:.0%}"
 
-    env.globals.update(OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE)
+    def prov(row: Row) -> str:
+        return f"{provenance_page(row.case)}#{row.rid}"
+
+    env.globals.update(prov=prov, OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE)
     return env
 
 
@@ -218,7 +217,8 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     cases = sorted({r.case for r in shown})
     env = jinja(shown)
     shutil.copy(Path(__file__).parent / "templates" / "style.css", inside(into, "style.css"))
-    common = {"cases": cases, "pages": {c: page_name(c) for c in cases}, "asv_site": "../html/index.html"}
+    common = {"cases": cases, "pages": {c: page_name(c) for c in cases}, "asv_site": "../html/index.html",
+              "local": local_label(results)}
     written = []
 
     def write(name: str, template: str, **ctx):
@@ -232,8 +232,20 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     for case in cases:
         write(page_name(case), "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
     write("chooser.html", "chooser.html", c=chooser.view(shown))
-    write("provenance.html", "provenance.html", rows=all_rows)
+    by_case = defaultdict(list)
+    for r in all_rows:
+        by_case[r.case].append(r)
+    write("provenance.html", "provenance_index.html", prov_pages={c: provenance_page(c) for c in by_case},
+          counts={c: len(rs) for c, rs in by_case.items()})
+    for case, rs in sorted(by_case.items()):
+        write(provenance_page(case), "provenance.html", rows=rs, case=case)
     return written
+
+
+def local_label(results: Path) -> str:
+    """"" for the committed results/; else the folder named, so a local run never passes for a
+    committed one (the pages show committed results unless --results asks for another folder)."""
+    return "" if Path(results).resolve() == COMMITTED.resolve() else f"local results from {results}"
 
 
 def build_pages(results: Path, out: Path) -> list[Path]:
