@@ -101,8 +101,7 @@ def test_table_of_hostile_records_prints_or_exits_2(capsys, machine, value, wher
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_chart_text_is_never_parsed_as_mathtext_or_markup(text):
-    svg = charts.pareto_svg([{"label": text, "points": [(1.0, 2.0, text, True), (2.0, 1.0, "b", False)]}],
-                            text, text, text)
+    svg = charts.pareto_svg([(1.0, 2.0, text, True), (2.0, 1.0, "b", False)], text, text, text)
     assert svg.startswith("<svg") and "<script" not in svg
     if "$" in text and "\n" not in text:
         assert text.replace("<", "&lt;").replace(">", "&gt;")[:40] in svg  # the dollars stay text

@@ -18,7 +18,7 @@ from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
-from harness.report.pages import charts, chooser
+from harness.report.pages import charts, chooser, headline
 from harness.report.pages.families import family
 from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times  # noqa: F401 (fmt_params: the pages' one rule)
 from harness.report.pages.tableview import family_table
@@ -95,6 +95,8 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
             "charts": charts_for(case, rows) if fam.pareto else [],
+            "headline": headline.gpu_tables(rows) if fam.pareto else [],
+            "baseline": fmt_params(dict(fam.baseline)) if fam.baseline else "",
             "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
             "answers": answers_view(fam.answer, rows) if fam.answer else None}
@@ -116,24 +118,23 @@ def answers_view(column: str, rows: list[Row]) -> dict:
 
 
 def charts_for(case: str, rows: list[Row]) -> list[dict]:
-    by_workload = defaultdict(list)
+    """One chart per workload and GPU (machine and library versions): a frontier drawn across
+    16k to 2M nodes, or across two cards, compares nothing."""
+    groups = defaultdict(list)
     for r in rows:
         if r.record.outcome == OK and r.peak() is not None:
-            by_workload[fmt_params(r.workload)].append(r)
+            groups[(fmt_params(r.workload), r.environment_key)].append(r)
+    memory = "peak device memory gain" if family(case).memory == "device" else "peak host RSS"
     out = []
-    for workload, wrows in sorted(by_workload.items()):
+    for (workload, env), wrows in sorted(groups.items()):
         unit = wrows[0].rate()[1]
-        series = []
-        for env in environments(wrows):
-            pts = [r for r in wrows if r.environment_key == env and r.rate()[1] == unit]
-            xy = [(r.peak() / GB, r.rate()[0]) for r in pts]
-            front = pareto(xy)
-            series.append({"label": f"{env[0]} ({env[1]})",
-                           "points": [(x, y, fmt_params(r.technique), on) for (x, y), r, on in zip(xy, pts, front)],
-                           "frontier": [r for r, on in zip(pts, front) if on]})
-        memory = "peak device memory gain" if family(case).memory == "device" else "peak host RSS"
-        svg = charts.pareto_svg(series, f"{memory} (GB)", unit, f"{case}: {workload}")
-        out.append({"workload": workload, "svg": svg, "series": series, "unit": unit})
+        pts = [r for r in wrows if r.rate()[1] == unit]
+        xy = [(r.peak() / GB, r.rate()[0]) for r in pts]
+        front = pareto(xy)
+        points = [(x, y, fmt_params(r.technique), on) for (x, y), r, on in zip(xy, pts, front)]
+        title = f"{case} on {env[0]}: {workload}" if workload != "(none)" else f"{case} on {env[0]}"
+        out.append({"workload": workload, "env": env, "unit": unit, "frontier": [r for r, on in zip(pts, front) if on],
+                    "svg": charts.pareto_svg(points, f"{memory} (GB)", unit, title)})
     return out
 
 
@@ -189,7 +190,7 @@ def jinja(rows: list[Row] = ()) -> Environment:
     """The templates' environment; ``rows`` hold the ceilings each rate is read against."""
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(rate=fmt_rate, bytes=lambda b: gb(b, 2), params=fmt_params)
+    env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params)
     ceilings = Ceilings(r.record for r in rows)
 
     def eff(row: Row) -> str:

@@ -1,10 +1,12 @@
-"""Throughput against peak memory, one chart per workload, drawn by matplotlib as inline SVG
-(the pages then need no script and work offline). Points on an environment's Pareto frontier are
-filled and joined; the others are hollow. Every text comes from records, so none is parsed as
-mathtext ("$" and "\\" stay what they are) and TeX is never used."""
+"""Throughput against peak memory, one chart per workload and GPU, drawn by matplotlib as inline
+SVG (the pages then need no script and work offline). Each technique has its own colour and
+marker, keyed in a legend outside the axes, so no label is printed over another; points on the
+Pareto frontier are filled and joined, the others hollow. Every text comes from records, so none
+is parsed as mathtext ("$" and "\\" stay what they are) and TeX is never used."""
 from __future__ import annotations
 
 import io
+import textwrap
 
 import matplotlib
 
@@ -14,30 +16,34 @@ import matplotlib.pyplot as plt  # noqa: E402
 # Text stays text in the SVG (searchable, small); no date, so rebuilt pages do not differ.
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "oombench", "font.size": 9, "text.usetex": False})
 PLAIN = {"parse_math": False}
+MARKERS = "osD^vP*X<>ph"
 
 
-def pareto_svg(series: list[dict], x_label: str, y_label: str, title: str) -> str:
-    """series: [{"label": environment, "points": [(x, y, text, on_frontier), ...]}, ...]"""
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for i, s in enumerate(series):
-        color = f"C{i % 10}"
-        pts = sorted(s["points"])
-        front = [(x, y) for x, y, _, on in pts if on]
-        if front:
-            ax.plot(*zip(*front), color=color, linewidth=1, drawstyle="steps-post", alpha=0.6)
-        for x, y, text, on in pts:
-            ax.scatter([x], [y], s=36, color=color if on else "white", edgecolors=color, zorder=3)
-            ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color="#333", **PLAIN)
-        ax.scatter([], [], color=color, label=s["label"])
+def style(i: int) -> dict:
+    """Twenty colours and eleven markers: two techniques of one chart never look alike."""
+    return {"color": plt.get_cmap("tab20")(i % 20), "marker": MARKERS[i % len(MARKERS)]}
+
+
+def pareto_svg(points: list[tuple], x_label: str, y_label: str, title: str) -> str:
+    """points: [(peak GB, rate, technique, on_frontier), ...], one per technique."""
+    fig, ax = plt.subplots(figsize=(6.6, 3.6))
+    front = sorted((x, y) for x, y, _, on in points if on)
+    if front:
+        ax.plot(*zip(*front), color="#888", linewidth=1, drawstyle="steps-post", zorder=2)
+    for i, (x, y, text, on) in enumerate(points):
+        st = style(i)
+        ax.scatter([x], [y], s=40, marker=st["marker"], edgecolors=st["color"], linewidths=1.3,
+                   facecolors=st["color"] if on else "none", zorder=3, label=textwrap.shorten(text, 48))
     ax.set_xlabel(x_label, **PLAIN)
     ax.set_ylabel(y_label, **PLAIN)
-    ax.set_title(title, fontsize=9, **PLAIN)
+    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9, **PLAIN)
     ax.grid(True, alpha=0.3)
-    for text in ax.legend(fontsize=7, loc="best").get_texts():
+    legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
+                       ncol=1 if len(points) <= 14 else 2)
+    for text in legend.get_texts():
         text.set_parse_math(False)
-    fig.tight_layout()
     out = io.StringIO()
-    fig.savefig(out, format="svg", metadata={"Date": None})
+    fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")  # the legend inside the image
     plt.close(fig)
     svg = out.getvalue()
     return svg[svg.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML

@@ -16,6 +16,7 @@ class Family:
     ceilings: tuple = ()  # the probes that bound this family's rates; () = all
     note: str = ""
     answer: str = ""  # a parameter whose value each check answers per column (fits: budget)
+    baseline: tuple = ()  # (parameter, value) pairs of the row each technique is read against (x the baseline)
 
 
 FAMILIES = {
@@ -23,27 +24,41 @@ FAMILIES = {
                        note="Every other figure is read against these; measured by the suite on the same box."),
     "unified": Family("Unified memory: CuPy allocators and managed placements", workload=("pattern", "fraction"),
                       ceilings=("device_copy", "h2d_pinned", "h2d_pageable"),
-                      note="fraction is the working set as a share of the card's memory."),
+                      note="fraction is the working set as a share of the card's memory.",
+                      baseline=(("allocator", "device_pool"), ("placement", "resident"))),
     "out_of_core": Family("Out-of-core streaming: explicit chunked copies", workload=("pattern", "fraction"),
                           ceilings=("h2d_pinned", "d2h_pinned")),
     "unified_seed": Family("Unified memory: the seed scenario (managed pool)", workload=("fraction",),
                            ceilings=("device_copy",)),
     "parallel_resnet50": Family("Data versus model parallel: ResNet50", workload=("device", "batch", "image_size"),
-                                ceilings=("matmul_fp32", "p2p_copy"),
+                                ceilings=("matmul_fp32", "p2p_copy"), baseline=(("strategy", "single"),),
                                 note="batch is the global batch; gpus counts CPU workers where device is cpu."),
     "parallel_lm": Family("Data versus model parallel: transformer LM",
                           workload=("device", "batch", "depth", "width", "seq_len"),
-                          ceilings=("matmul_fp32", "p2p_copy"),
+                          ceilings=("matmul_fp32", "p2p_copy"), baseline=(("strategy", "single"),),
                           note="batch is the global batch, in sequences; gpus counts CPU workers where device is cpu."),
     "tricks": Family("Everyday memory tricks: accumulation, precision, checkpointing, caps, embeddings",
                      workload=("device", "workload", "batch", "vocab", "width", "depth", "seq_len"),
                      ceilings=("matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16", "h2d_pinned"),
+                     baseline=(("technique", "fp32"),),
                      note="Compare loss_last in each check with the fp32 row of the same workload (same seed, "
                           "same steps): a technique that hurts training shows there."),
     "fits": Family("What fits: the largest batch under each memory budget", pareto=False,
                    workload=("device", "workload", "over", "vocab", "width", "depth", "seq_len"),
                    note="The answer (max_batch or max_seq_len) is in each record's check and in the first "
                         "table; in the second, the timed step is the search, not training.", answer="budget"),
+    # The workload is what a reader holds fixed (the model and its size); the pool is the way out.
+    "chainer_cnn": Family("Chainer CNN: CuPy memory pools", workload=("device", "batch"),
+                          baseline=(("pool", "device_pool"),)),
+    "chainer_mlp": Family("Chainer MLP: CuPy memory pools", workload=("device", "batch"),
+                          baseline=(("pool", "device_pool"),)),
+    "chainer_gcn": Family("Chainer GCN: CuPy memory pools", workload=("device", "nodes", "features"),
+                          baseline=(("pool", "device_pool"),)),
+    "torch_gcn": Family("PyTorch GCN", workload=("device", "nodes", "features")),
+    "seed000": Family("Seed 000's arrays under a 16 GB budget", workload=("budget",),
+                      baseline=(("way", "device_pool"),)),
+    "beyond": Family("Beyond the card: working sets larger than its memory", workload=("budget", "pattern", "times"),
+                     baseline=(("way", "device_pool"),)),
 }
 
 

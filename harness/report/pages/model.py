@@ -24,8 +24,9 @@ from harness.report.pages.families import family
 
 # The libraries whose versions identify an environment on the pages (all are kept in provenance).
 VERSION_LIBS = ("torch", "numpy", "cupy-cuda13x", "cupy-cuda12x", "cupy", "chainer", "cuda-bindings")
-# The rate a row is ranked by: arithmetic where a step does it, else bytes moved.
-PRIMARY_UNITS = ("flops", "bytes")
+# The rate a row is ranked by: the README's units first (tokens/s for LMs, samples/s for images),
+# then arithmetic where a step does it, then bytes moved, then a graph's nodes.
+PRIMARY_UNITS = ("tokens", "samples", "flops", "bytes", "nodes")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,70 @@
+"""The answer first: per GPU (machine and library versions), each technique's rate and peak as a
+multiple of the family's baseline (as ``harness table --versus`` reads them), with the host-bound
+and failed-check marks. Only rows with a figure or an outcome a reader acts on are here; the
+skipped stay in the folded line below."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from harness.measure.outcomes import FAILED, OK, SKIPPED
+from harness.report.efficiency import host_bound
+from harness.report.pages.families import family
+from harness.report.pages.fmt import fmt_params
+from harness.report.pages.model import Row
+from harness.report.tables import allocated_peak
+
+
+def peak_of(row: Row, base: Row | None = None) -> tuple[int | None, str]:
+    """The peak a ratio reads and its name: the allocator's peak where both rows report one (what
+    --versus reads), else the family's peak (device gain or host RSS)."""
+    mine = allocated_peak(row.record)
+    if mine and (base is None or allocated_peak(base.record)):
+        return mine, "allocated"
+    return row.peak(), family(row.case).memory
+
+
+def times(mine: float | None, theirs: float | None) -> float | None:
+    return mine / theirs if mine and theirs else None
+
+
+def is_base(row: Row, pairs: tuple) -> bool:
+    return bool(pairs) and all(str(row.record.params.get(k)) == str(v) for k, v in pairs)
+
+
+def base_for(row: Row, candidates: list[Row]) -> Row | None:
+    """Of the baseline rows measured on the same GPU and workload, the one sharing most of this
+    row's other parameters (a budget, a micro-batch)."""
+    def shared(b: Row) -> int:
+        return sum(b.record.params.get(k) == v for k, v in row.technique.items())
+    ok = [b for b in candidates if b.record.outcome == OK]
+    return max(ok, key=shared, default=None)
+
+
+def line(row: Row, base: Row | None) -> dict:
+    """One technique's line: its figures, and the ratios where both sides have them."""
+    rate = row.rate()
+    peak, kind = peak_of(row, base)
+    base_rate = base.rate() if base is not None else None
+    base_peak = peak_of(base, row)[0] if base is not None else None
+    same_unit = rate and base_rate and rate[1] == base_rate[1]
+    return {"row": row, "technique": fmt_params(row.technique), "base": base, "rate": rate,
+            "peak": peak, "peak_kind": kind,
+            "rate_x": times(rate[0], base_rate[0]) if same_unit else None,
+            "peak_x": times(peak, base_peak) if rate else None,
+            "host_bound": host_bound(row.record) if row.record.outcome == OK else None,
+            "failed": row.record.outcome == FAILED}
+
+
+def gpu_tables(rows: list[Row]) -> list[dict]:
+    """One table per machine and library versions, lines grouped by workload."""
+    pairs = family(rows[0].case).baseline if rows else ()
+    groups = defaultdict(list)
+    for r in rows:
+        if r.record.outcome != SKIPPED:
+            groups[(r.environment_key, fmt_params(r.workload))].append(r)
+    tables = defaultdict(list)
+    for (env, workload), rs in sorted(groups.items()):
+        bases = [r for r in rs if is_base(r, pairs)]
+        for r in rs:
+            tables[env].append({"workload": workload, **line(r, base_for(r, bases))})  # a baseline reads 1.00x
+    return [{"env": env, "lines": lines} for env, lines in sorted(tables.items())]
