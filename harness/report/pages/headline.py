@@ -67,4 +67,6 @@ def gpu_tables(rows: list[Row]) -> list[dict]:
         bases = [r for r in rs if is_base(r, pairs)]
         for r in rs:
             tables[env].append({"workload": workload, **line(r, base_for(r, bases))})  # a baseline reads 1.00x
-    return [{"env": env, "lines": lines} for env, lines in sorted(tables.items())]
+    # GPUs first: a CPU box's figures are the footnote, not the answer.
+    order = sorted(tables.items(), key=lambda kv: (not any(r.gpu_memory for r in (l["row"] for l in kv[1])), kv[0]))
+    return [{"env": env, "lines": lines} for env, lines in order]
