@@ -1,0 +1,208 @@
+"""What a reader sees, in Chromium at 1400 px, on the pages built from the committed results/:
+no page scrolls sideways, no two texts of a chart overlap, every figure of the answer tables
+equals what its record files hold (computed here from the files, never typed), the tables sort
+and filter, and a screenshot of every page is kept in the test's output folder."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.report.pages import build
+from harness.report.pages.families import family
+from test_pages import CHROMIUM_FLAGS, chromium, raw_records
+
+WIDTH = 1400
+# The units the answer tables use, in the order the README reads them: tokens/s for LMs,
+# samples/s for images, then arithmetic, bytes moved, a graph's nodes. label -> (work key, scale).
+UNITS = {"k tokens/s": ("tokens", 1e3), "k samples/s": ("samples", 1e3), "TFLOP/s": ("flops", 1e12),
+         "GB/s": ("bytes", 1e9), "M nodes/s": ("nodes", 1e6)}
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("browser") / "pages"
+    assert build.main(out=str(out)) == 0  # committed results/ only: the default
+    return out
+
+
+@pytest.fixture(scope="module")
+def page(pages):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        tab = browser.new_page(viewport={"width": WIDTH, "height": 900})
+        errors = []
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        yield tab, errors
+        browser.close()
+
+
+def family_pages(pages: Path) -> list[Path]:
+    return [p for p in sorted(pages.glob("*.html"))
+            if p.name not in {"index.html", "chooser.html"} and not p.name.startswith("provenance")]
+
+
+def test_no_page_scrolls_sideways_at_1400px_even_with_every_table_open(page, pages):
+    tab, errors = page
+    shots = pages.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    for path in sorted(pages.glob("*.html")):
+        tab.goto(path.as_uri())
+        tab.screenshot(path=str(shots / f"{path.stem}.png"))  # what a reader sees on arrival
+        tab.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        width = tab.evaluate("document.documentElement.scrollWidth")
+        assert width <= WIDTH, f"{path.name} is {width} px wide at {WIDTH} px"
+    assert len(list(shots.glob("*.png"))) == len(list(pages.glob("*.html")))
+    assert errors == []
+
+
+def overlaps(boxes: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of texts whose boxes share more than half a pixel both ways."""
+    out = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            dx = min(a["right"], b["right"]) - max(a["left"], b["left"])
+            dy = min(a["bottom"], b["bottom"]) - max(a["top"], b["top"])
+            if dx > 0.5 and dy > 0.5:
+                out.append((a["text"], b["text"]))
+    return out
+
+
+# getBBox is in the text's own coordinates; matplotlib places each text by a transform, so the
+# box on the page is getBBox carried through the text's screen matrix (getBoundingClientRect).
+BOXES = """svg => [...svg.querySelectorAll('text')].filter(t => t.textContent.trim()).map(t => {
+  const b = t.getBBox(), r = t.getBoundingClientRect();
+  return {text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom, w: b.width};
+})"""
+
+
+def test_no_two_texts_of_a_chart_overlap(page, pages):
+    tab, _ = page
+    charts = 0
+    for path in family_pages(pages):
+        tab.goto(path.as_uri())
+        svgs = tab.locator("figure svg")
+        for i in range(svgs.count()):
+            boxes = svgs.nth(i).evaluate(BOXES)
+            assert boxes, f"{path.name}: chart {i} has no text"
+            assert overlaps(boxes) == [], f"{path.name}: chart {i}"
+            charts += 1
+    assert charts
+
+
+def expected_rate(rec: dict) -> tuple[float, str]:
+    work, median = rec["work"], rec["timing"]["median_s"]
+    for label, (key, scale) in UNITS.items():
+        if work.get(key):
+            return work[key] / median / scale, label
+    return 1 / median, "steps/s"
+
+
+def expected_peak(rec: dict, base: dict | None, kind: str) -> float | None:
+    """The allocator's highest peak where both rows report one, else NVML's gain on the device."""
+    def allocated(r):
+        peaks = [v for k, v in r["memory"].items() if k.startswith("allocator.") and ".max_" in k and "reserved" not in k]
+        return max(peaks) if peaks else None
+    if kind == "allocated":
+        assert allocated(rec) and (base is None or allocated(base))
+        return allocated(rec)
+    mem = rec["memory"]
+    gains = [v - mem.get(k.replace("device.used.", "device.used_before."), 0) for k, v in mem.items()
+             if k.startswith("device.used.")]
+    return max(gains) if gains else None
+
+
+def close(shown: str, value: float) -> bool:
+    """Within half a unit of the last digit shown."""
+    num = shown.split()[0].rstrip("x").replace(",", "")
+    digits = len(num.split(".")[1]) if "." in num else 0
+    return abs(float(num) - value) <= 0.5 * 10 ** -digits + 1e-9
+
+
+def gpus(rec: dict) -> list[tuple]:
+    return [(g["name"], g["memory_total"]) for g in rec["environment"]["devices"]["gpus"]]
+
+
+def check_line(cells: dict, raw: dict, case: str) -> None:
+    rec, base = raw[cells["rid"]], raw.get(cells["base"])
+    if base is not None:  # the baseline holds the family's declared values, on the same GPU
+        assert all(str(base["params"].get(k)) == str(v) for k, v in family(case).baseline), cells
+        assert gpus(base) == gpus(rec), cells
+    if cells["rate"] is None:
+        return
+    rate, unit = expected_rate(rec)
+    assert cells["rate"].endswith(unit) and close(cells["rate"], rate), (cells, rate, unit)
+    if cells["rate_x"] != "-":
+        assert close(cells["rate_x"], rate / expected_rate(base)[0]), cells
+    if cells["peak"] is not None:
+        peak = expected_peak(rec, base, cells["peak_kind"])
+        scale = {"GB": 1e9, "MB": 1e6}[cells["peak"].split()[1]]
+        assert close(cells["peak"], peak / scale), (cells, peak)
+        if cells["peak_x"] != "-":
+            assert close(cells["peak_x"], peak / expected_peak(base, rec, cells["peak_kind"])), cells
+
+
+LINES = """() => [...document.querySelectorAll('table.headline tbody tr')].map(tr => {
+  const a = k => tr.querySelector(`[data-kind=${k}]`);
+  return {rid: tr.dataset.record, base: tr.dataset.base, rate: a('head-rate') && a('head-rate').innerText,
+          peak: a('head-peak') && a('head-peak').innerText, peak_kind: a('head-peak') && a('head-peak').dataset.peak,
+          rate_x: a('rate-x').innerText.trim(), peak_x: a('peak-x').innerText.trim()};
+})"""
+
+
+def test_every_figure_of_the_answer_equals_its_record(page, pages):
+    tab, _ = page
+    raw = raw_records()
+    lines = 0
+    for path in family_pages(pages):
+        tab.goto(path.as_uri())
+        for cells in tab.evaluate(LINES):
+            check_line(cells, raw, raw[cells["rid"]]["case"])
+            lines += 1
+    assert lines
+
+
+def test_the_answer_comes_first_and_every_parameter_set_one_click_below(page, pages):
+    tab, _ = page
+    tab.goto((pages / "tricks.html").as_uri())
+    order = tab.evaluate("""() => ['#answer', '#charts', '#every-figure-details', '#provenance-link']
+        .map(s => document.querySelector(s).getBoundingClientRect().top)""")
+    assert order == sorted(order)
+    assert tab.locator("#every-figure-details").get_attribute("open") is None
+    assert tab.locator("#provenance-link").get_attribute("href") == "provenance-tricks.html"
+
+
+def test_skipped_only_parameter_sets_fold_into_one_counted_line_and_a_cpu_box_takes_no_gpu_column(page, pages):
+    tab, _ = page
+    raw = raw_records().values()
+    skipped_everywhere = {json.dumps(r["params"], sort_keys=True) for r in raw if r["case"] == "unified"} - {
+        json.dumps(r["params"], sort_keys=True) for r in raw if r["case"] == "unified" and r["outcome"] != "skipped"}
+    tab.goto((pages / "unified.html").as_uri())
+    assert tab.locator("#folded summary").inner_text().startswith(f"{len(skipped_everywhere)} parameter set")
+    heads = tab.locator("#family-table thead th").all_inner_texts()
+    assert not any(h.startswith("cpu-") for h in heads), heads  # the CPU box skipped every unified case
+
+
+def test_tables_sort_and_filter_from_file(page, pages):
+    tab, errors = page
+    tab.goto((pages / "tricks.html").as_uri())
+    raw = raw_records()
+    rids = "() => [...document.querySelectorAll('table.headline tbody tr')].filter(r => !r.hidden).map(r => r.dataset.record)"
+    everything = tab.evaluate(rids)
+    tab.select_option("#filter-outcome", "failed")
+    failed = tab.evaluate(rids)
+    assert failed and len(failed) < len(everything)
+    assert sorted(failed) == sorted(r for r in everything if raw[r]["outcome"] == "failed")
+    tab.select_option("#filter-gpu", "nvidia-h200-x1")
+    assert all(raw[r]["environment"]["devices"]["gpus"][0]["name"] == "NVIDIA H200" for r in tab.evaluate(rids))
+    tab.select_option("#filter-outcome", "")
+    tab.select_option("#filter-gpu", "")
+    head = tab.locator("table.headline").first.locator("thead th").nth(4)
+    head.click()
+    shown = tab.locator("table.headline").first.evaluate("t => [...t.tBodies[0].rows].map(r => r.cells[4].innerText)")
+    numbers = [float(s.rstrip("x")) for s in shown if s != "-"]
+    assert numbers == sorted(numbers) and shown[:len(numbers)] == [s for s in shown if s != "-"]
+    assert errors == []
+
