@@ -131,11 +131,20 @@ def charts_for(case: str, rows: list[Row]) -> list[dict]:
         pts = [r for r in wrows if r.rate()[1] == unit]
         xy = [(r.peak() / GB, r.rate()[0]) for r in pts]
         front = pareto(xy)
-        points = [(x, y, fmt_params(r.technique), on) for (x, y), r, on in zip(xy, pts, front)]
+        names = legend_names([r.technique for r in pts])
+        points = [(x, y, name, on) for (x, y), name, on in zip(xy, names, front)]
         title = f"{case} on {env[0]}: {workload}" if workload != "(none)" else f"{case} on {env[0]}"
         out.append({"workload": workload, "env": env, "unit": unit, "frontier": [r for r, on in zip(pts, front) if on],
                     "svg": charts.pareto_svg(points, f"{memory} (GB)", unit, title)})
     return out
+
+
+def legend_names(techniques: list[dict]) -> list[str]:
+    """Each technique named by what differs within its chart: "budget=card micro_batch=8" on
+    every point would push the one word that tells them apart out of the legend."""
+    keys = [k for k in dict.fromkeys(k for t in techniques for k in t)
+            if len({str(t.get(k)) for t in techniques}) > 1]
+    return [fmt_params({k: t.get(k) for k in keys}) if keys else fmt_params(t) for t in techniques]
 
 
 def fits_view(case: str, rows: list[Row]) -> dict:

@@ -33,7 +33,7 @@ def pareto_svg(points: list[tuple], x_label: str, y_label: str, title: str) -> s
     for i, (x, y, text, on) in enumerate(points):
         st = style(i)
         ax.scatter([x], [y], s=40, marker=st["marker"], edgecolors=st["color"], linewidths=1.3,
-                   facecolors=st["color"] if on else "none", zorder=3, label=textwrap.shorten(text, 48))
+                   facecolors=st["color"] if on else "none", zorder=3, label="\n".join(textwrap.wrap(text, 40)) or text)
     ax.set_xlabel(x_label, **PLAIN)
     ax.set_ylabel(y_label, **PLAIN)
     ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9, **PLAIN)
