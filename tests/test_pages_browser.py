@@ -206,3 +206,14 @@ def test_tables_sort_and_filter_from_file(page, pages):
     assert numbers == sorted(numbers) and shown[:len(numbers)] == [s for s in shown if s != "-"]
     assert errors == []
 
+
+
+def test_committed_results_carry_no_local_label_and_another_folder_is_labelled_local(pages, tmp_path):
+    assert 'id="local-label"' not in (pages / "index.html").read_text()
+    src = sorted((build.COMMITTED / "records").rglob("*.jsonl"))[0]
+    dest = tmp_path / "results" / "records" / src.parent.name
+    dest.mkdir(parents=True)
+    shutil.copy(src, dest / src.name)
+    assert build.main(results=str(tmp_path / "results"), out=str(tmp_path / "pages")) == 0
+    index = (tmp_path / "pages" / "index.html").read_text()
+    assert 'id="local-label"' in index and f"local results from {tmp_path / 'results'}" in index
