@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import cases
+
 from harness.report.pages import build
 from harness.report.pages.families import family
 from test_pages import CHROMIUM_FLAGS, chromium, raw_records
@@ -128,7 +130,8 @@ def gpus(rec: dict) -> list[tuple]:
 def check_line(cells: dict, raw: dict, case: str) -> None:
     rec, base = raw[cells["rid"]], raw.get(cells["base"])
     if base is not None:  # the baseline holds the family's declared values, on the same GPU
-        assert all(str(base["params"].get(k)) == str(v) for k, v in family(case).baseline), cells
+        params = cases.get(base["case"]).upgrade(base["params"])  # as filed, with parameters added since
+        assert all(str(params.get(k)) == str(v) for k, v in family(case).baseline), cells
         assert gpus(base) == gpus(rec), cells
     if cells["rate"] is None:
         return
