@@ -28,8 +28,12 @@ def hangs_with_a_child(rank, world, pid_dir):
 
 
 def note_pid(pid_dir, name, pid=None):
-    with open(os.path.join(pid_dir, str(name)), "w") as f:
+    # Written whole or not at all: the launcher may kill this worker mid-write, and a reader must
+    # never find an empty pid file.
+    tmp = os.path.join(pid_dir, f".{name}.tmp")
+    with open(tmp, "w") as f:
         f.write(str(pid or os.getpid()))
+    os.replace(tmp, os.path.join(pid_dir, str(name)))
 
 
 def multicast_settings(rank, world):

@@ -132,7 +132,7 @@ def test_meaningless_combinations_are_skipped_with_the_fix():
 # ---- the launcher leaves nothing behind ----------------------------------------------------------
 
 def _alive(pid_dir) -> list[int]:
-    pids = [int(open(os.path.join(pid_dir, n)).read()) for n in os.listdir(pid_dir)]
+    pids = [int(open(os.path.join(pid_dir, n)).read()) for n in os.listdir(pid_dir) if not n.startswith(".")]
     assert pids, "the workers never started"
     return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 
