@@ -19,6 +19,20 @@ def no_gpu():
     return Devices(reason="no NVIDIA GPU visible (test)")
 
 
+class FakePool:
+    """CuPy's MemoryPool as far as a budget uses it: set_limit, and a malloc that honours it."""
+    def __init__(self):
+        self.limit, self.used = 0, 0
+
+    def set_limit(self, size):
+        self.limit = size
+
+    def malloc(self, n):
+        if self.limit and self.used + n > self.limit:
+            raise MemoryError(f"Out of memory allocating {n:,} bytes")
+        self.used += n
+
+
 def fake_devices(name="NVIDIA H200", count=1, total=143771 * 2**20, free=None):
     gpus = tuple(GPU(index=i, name=name, memory_total=total, memory_free=free if free is not None else total - 2**30,
                      compute_capability="9.0", uuid=f"GPU-{i}") for i in range(count))

@@ -18,24 +18,10 @@ from harness.units import GB
 from harness.workloads import chainer_backend, mapped
 from harness.workloads.kernels import build as build_pattern
 
-from conftest import fake_devices
+from conftest import FakePool as Pool, fake_devices
 
 CARD = 80 * 2**30
 B16 = budget.of("16GB", CARD, "cupy")
-
-
-class Pool:
-    """CuPy's MemoryPool as the budget uses it: set_limit, and a malloc that honours it."""
-    def __init__(self):
-        self.limit, self.used = 0, 0
-
-    def set_limit(self, size):
-        self.limit = size
-
-    def malloc(self, n):
-        if self.limit and self.used + n > self.limit:
-            raise MemoryError(f"Out of memory allocating {n:,} bytes")
-        self.used += n
 
 
 def numpy_cupy(pool=None):

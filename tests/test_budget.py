@@ -9,7 +9,7 @@ from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.record import Record
 from harness.units import GB
 
-from conftest import fake_devices
+from conftest import FakePool, fake_devices
 from test_record import sample_record
 
 CARD = 80 * 2**30
@@ -39,22 +39,8 @@ def test_over_budget_is_a_does_not_fit_with_the_bytes_asked():
     assert "over the 16GB budget" in str(e) and "24.0 GB" in str(e)
 
 
-class _Pool:
-    """CuPy's MemoryPool as far as the budget uses it: set_limit and a malloc that honours it."""
-    def __init__(self):
-        self.limit, self.used = 0, 0
-
-    def set_limit(self, size):
-        self.limit = size
-
-    def malloc(self, n):
-        if self.limit and self.used + n > self.limit:
-            raise MemoryError(f"Out of memory allocating {n:,} bytes")
-        self.used += n
-
-
 def test_enforce_pool_caps_what_the_pool_hands_out():
-    pool = _Pool()
+    pool = FakePool()
     budget.enforce_pool(budget.of("16GB", CARD, "cupy"), pool)
     pool.malloc(8 * GB)
     with pytest.raises(MemoryError):
