@@ -130,9 +130,9 @@ def test_managed_says_the_budget_is_not_enforced_and_nothing_is_evicted():
     assert beyond.CASE.allocator(way="managed_pool", pattern="stream", budget="16GB", times=1.5) is None
     assert beyond.CASE.allocator(way="device_pool", pattern="stream", budget="16GB", times=1.5) == "cupy"
     gpu = fake_devices(total=CARD).gpus[0]
-    note = beyond.managed_note(48 * GB, B16, gpu)
+    note = B16.managed_note(48 * GB, gpu.memory_free)
     assert note["budget_enforced"] is False and note["evicted"] is False and "nothing is evicted" in note["note"]
-    assert beyond.managed_note(CARD + 1, B16, gpu)["evicted"] is True
+    assert B16.managed_note(CARD + 1, gpu.memory_free)["evicted"] is True
 
 
 def test_what_crosses_the_host_link_when_the_set_is_on_the_host():

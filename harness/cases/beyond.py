@@ -31,12 +31,11 @@ from harness.workloads.mapped import use_mapped
 from harness.measure import budget as budgets
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.requirements import need_cupy, need_gpus
-from harness.measure.safety import OPT_IN_ENV, OversubscriptionRefused
+from harness.measure.safety import OversubscriptionRefused
 from harness.measure.workingset import card, guard_managed, need_host
 from harness.cases import out_of_core
 from harness.cases.base import Case
 from harness.measure.workload import Workload
-from harness.units import gb
 
 WAYS = ("device_pool", "managed_pool", "out_of_core", "zero_copy")
 TIMES = (1.5, 3.0)
@@ -79,17 +78,6 @@ def link_bytes(pattern, name: str) -> dict:
     return {"h2d_bytes": read, "d2h_bytes": pattern.nbytes - read}
 
 
-def managed_note(nbytes: int, budget: budgets.Budget, gpu) -> dict:
-    """What the managed way's record must say: the budget caps nothing here, and whether any page
-    had to leave the card."""
-    evicted = nbytes > gpu.memory_free
-    return {"budget_enforced": False, "evicted": evicted,
-            "note": (f"managed pages are not capped by the {budget.name} budget: the {gb(nbytes)} set "
-                     + ("oversubscribes the card (opted in), so pages are evicted to the host" if evicted else
-                        f"stays under the card's {gb(gpu.memory_free)} free, so nothing is evicted on this card; "
-                        f"true oversubscription runs only with {OPT_IN_ENV}=1 on a machine you own"))}
-
-
 def on_device(cupy, name: str, nbytes: int, extra_work=None, note=None) -> Workload:
     """``name`` over ``nbytes`` from whatever allocator CuPy has now."""
     pat = build_pattern(name, cupy, nbytes)
@@ -108,7 +96,7 @@ def way_workload(way: str, name: str, nbytes: int, budget: budgets.Budget, devic
         cupy = need_cupy()
         use_allocator(cupy, "managed_pool", guard)
         try:
-            return on_device(cupy, name, nbytes, note=managed_note(nbytes, budget, gpu))
+            return on_device(cupy, name, nbytes, note=budget.managed_note(nbytes, gpu.memory_free))
         except OversubscriptionRefused as e:  # the set was admitted; a temporary on top of it was not
             raise DoesNotFit(f"does not fit under the managed-memory guard's cap: {e}", nbytes) from None
     if way != "device_pool":

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from harness.measure.outcomes import DoesNotFit, Skip
+from harness.measure.safety import OPT_IN_ENV
 from harness.units import GB, gb
 
 BUDGETS = ("16GB", "24GB", "40GB", "80GB", "card")
@@ -38,6 +39,17 @@ class Budget:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def managed_note(self, nbytes: int, memory_free: int) -> dict:
+        """What a record on managed memory says of this budget: managed pages are not capped by
+        it, and whether a set of ``nbytes`` had to leave a card with ``memory_free`` bytes free
+        (only with the opt-in: the guard admits no more than the card has free)."""
+        evicted = nbytes > memory_free
+        return {"budget_enforced": False, "evicted": evicted,
+                "note": (f"managed pages are not capped by the {self.name} budget: the {gb(nbytes)} set "
+                         + ("oversubscribes the card (opted in), so pages are evicted to the host" if evicted else
+                            f"stays under the card's {gb(memory_free)} free, so nothing is evicted on this card; "
+                            f"true oversubscription runs only with {OPT_IN_ENV}=1 on a machine you own"))}
 
     def over(self, nbytes: int, what: str) -> DoesNotFit:
         """The does-not-fit of ``what`` asking ``nbytes`` under this budget, before it is allocated."""

@@ -27,7 +27,7 @@ from harness.workloads.managed import use_allocator
 from harness.measure import budget as budgets
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.requirements import need_cupy, need_gpus, need_module
-from harness.measure.safety import OPT_IN_ENV, OversubscriptionRefused
+from harness.measure.safety import OversubscriptionRefused
 from harness.measure.timing import no_sync
 from harness.measure.workingset import card, card_total, guard_managed
 from harness.units import gb
@@ -100,20 +100,9 @@ def open_backend(device: str, pool: str, declared_bytes: int, budget: str = "car
     if pool == "device_pool":
         budgets.enforce_pool(emulated, made)
     else:
-        notes = managed_notes(emulated, declared_bytes, devices)
+        notes = emulated.managed_note(declared_bytes, card(devices).memory_free)
     return Backend(chainer=chainer, device=chainer.get_device("@cupy:0"),
                    sync=cupy.cuda.runtime.deviceSynchronize, gpus=(0,), shims=shims, notes=notes)
-
-
-def managed_notes(emulated: budgets.Budget, declared_bytes: int, devices) -> dict:
-    """The managed pool's record: the budget caps nothing, and (the guard admitted the set under
-    the card's free memory, or the user opted in past it) whether pages had to leave the card."""
-    evicted = declared_bytes > card(devices).memory_free
-    return {"budget_enforced": False, "evicted": evicted,
-            "note": f"the {emulated.name} budget is not enforced on managed pages; "
-                    + ("the set oversubscribes the card (opted in): pages are evicted to the host" if evicted else
-                       f"the set stays under the card's free memory, so nothing is evicted on this card; true "
-                       f"oversubscription runs only with {OPT_IN_ENV}=1 on a machine you own")}
 
 
 def guard_refusal_does_not_fit(declared_bytes: int):
