@@ -143,7 +143,7 @@ def test_the_fits_case_skips_a_budget_beyond_the_card(fake_card):
 
 
 def test_the_probe_reads_a_library_workspace_failure_as_out_of_memory_and_nothing_else():
-    from harness.workloads.fits_probe import out_of_memory
+    from harness.measure.outcomes import is_out_of_memory as out_of_memory  # what the probe reads them with
     assert out_of_memory(RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
     assert out_of_memory(MemoryError())
     assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))

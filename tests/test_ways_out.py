@@ -13,7 +13,6 @@ from harness import cases
 from harness.cases import tricks
 from harness.drive.runner import execute
 from harness.measure import budget as budgets
-from harness.measure.outcomes import DoesNotFit
 from harness.workloads import tricks as trick_steps
 
 from test_tricks import STEP, TINY, tiny_torchvision
@@ -54,17 +53,20 @@ def test_on_cuda_the_allocator_is_capped_at_the_budget_and_given_the_card_back(m
 
 
 def test_a_library_workspace_failure_under_the_cap_is_does_not_fit_and_other_errors_are_not():
+    from harness.cases.base import Case
+    from harness.measure.workload import Workload
+
     def failing(e):
         def step():
             raise e
-        return tricks._library_oom_as_oom(step)
-    with pytest.raises(DoesNotFit, match="CUDNN_STATUS_NOT_ENOUGH_WORKSPACE"):
-        failing(RuntimeError("cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE"))()
-    oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-    with pytest.raises(torch.OutOfMemoryError):  # torch's own: the runner reads its size
-        failing(oom)()
+        case = Case(name="failing", params={}, build=lambda: Workload(step=step, check=dict, work={}))
+        return execute(case, {})
+    rec = failing(RuntimeError("cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE"))
+    assert rec.outcome == "does_not_fit" and "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE" in rec.reason
+    rec = failing(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert rec.outcome == "does_not_fit" and rec.requested_bytes == 2 * 2**30  # torch's own: its size is read
     with pytest.raises(RuntimeError, match="shape mismatch"):
-        failing(RuntimeError("shape mismatch"))()
+        failing(RuntimeError("shape mismatch"))
 
 
 @pytest.mark.parametrize("technique", ["channels_last", "save_on_cpu", "cpu_offload"])

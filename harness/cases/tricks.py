@@ -47,12 +47,12 @@ import contextlib
 
 from harness.cases.base import Case
 from harness.measure import budget as budgets
-from harness.measure.outcomes import DoesNotFit, Skip, is_out_of_memory
+from harness.measure.outcomes import Skip
 from harness.measure.requirements import need_torch
 from harness.measure.timing import torch_sync
 from harness.measure.workload import Workload
 from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference, losses_checked,
-                                      make_trainer, out_of_memory)
+                                      make_trainer)
 
 # Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
 BATCHES = tuple(sorted({2**k for k in range(0, 11)} | {5, 10}))
@@ -88,7 +88,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
                 "accumulation_steps": batch // micro_batch, "reference_budget": budget}
 
     gpus = (0,) if device == "cuda" else ()
-    return Workload(step=_library_oom_as_oom(trainer.step), sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
+    return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
                     warmup=2, repeat=10, close=setting.close)
 
 
@@ -108,19 +108,6 @@ def _capped(stack, device, budget):
     capped = budgets.of(budget, card_total(discover()), "torch")
     budgets.enforce_torch(capped)
     stack.callback(budgets.enforce_torch, replace(capped, limit_bytes=capped.card_bytes))
-
-
-def _library_oom_as_oom(step):
-    """``step``, with cuBLAS's or cuDNN's failure to get a workspace under the cap raised as the
-    does-not-fit it is (the runner knows torch's OutOfMemoryError, not their words)."""
-    def run():
-        try:
-            step()
-        except RuntimeError as e:
-            if out_of_memory(e) and not is_out_of_memory(e):
-                raise DoesNotFit(f"does not fit: {str(e).strip().splitlines()[0]}") from e
-            raise
-    return run
 
 
 CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch",

@@ -45,7 +45,10 @@ _UNITS = {"b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2
 _SIZE = re.compile(r"(?:tried to allocate|unable to allocate|out of memory allocating)\s+([\d,.]+)\s*([a-z]+)", re.I)
 
 _OOM_TYPES = ("OutOfMemoryError",)
-_OOM_TEXT = ("out of memory", "can't allocate memory", "unable to allocate", "cudaErrorMemoryAllocation")
+# Under an allocator cap (a budget, a what-fits probe) cuBLAS and cuDNN can fail to get their
+# workspace and say so in their own words rather than as torch's OutOfMemoryError.
+LIBRARY_OOM = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE")
+_OOM_TEXT = ("out of memory", "can't allocate memory", "unable to allocate", "cudaErrorMemoryAllocation", *LIBRARY_OOM)
 
 
 def requested_bytes(message: str) -> int | None:

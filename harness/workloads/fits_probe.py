@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from harness.workloads.tricks import LIBRARY_OOM, out_of_memory  # noqa: F401 (the probe's test reads them here)
+from harness.measure.outcomes import is_out_of_memory
 
 STEPS = 2  # the second step holds the optimizer state the first one created
 # What a probe of size n sets in the ``tricks`` parameters, by what the search grows.
@@ -49,7 +49,7 @@ def probe(params: Mapping, n: int, fraction: float, over: str = "batch") -> dict
             finally:
                 trainer.close()
     except Exception as e:
-        if not out_of_memory(e):
+        if not is_out_of_memory(e):
             raise
         return dict(result, fits=False, reason=str(e).strip().splitlines()[0])
     if cuda:

@@ -221,7 +221,7 @@ def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[flo
             with float32_matmul(False):
                 return label, _trained(steps, **dict(shape, technique=ref_technique, micro_batch=micro))
         except Exception as e:
-            if not out_of_memory(e):
+            if not is_out_of_memory(e):
                 raise
             tried.append(label)
         _free_cuda()  # out of the except block: the error's frames, which hold the failed trainer, are gone
@@ -237,16 +237,6 @@ def _trained(steps: int, **shape) -> list[float]:
         return [float(v) for v in trainer.losses]
     finally:
         trainer.close()
-
-
-# Under a budget, cuBLAS and cuDNN can fail to get their workspace from the capped allocator and
-# say so in their own words rather than as torch's OutOfMemoryError.
-LIBRARY_OOM = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE")
-
-
-def out_of_memory(e: BaseException) -> bool:
-    """Out of memory in torch's words or in its libraries' (``LIBRARY_OOM``)."""
-    return is_out_of_memory(e) or any(text in str(e) for text in LIBRARY_OOM)
 
 
 def _free_cuda():
