@@ -8,7 +8,7 @@ Every class runs on the whole card (``budget`` "card") but ``Seed003Budget`` and
 products (``seq_cap`` on ResNet50, say) skip with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
 from harness.workloads.tricks import PRECISION_TECHNIQUES
-from harness.workloads.fits import BUDGETS
+from harness.measure.budget import BUDGETS
 from harness.measure.budget import BUDGETS as CARDS
 from harness.drive.bench import measure
 

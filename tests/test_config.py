@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from harness.measure.budget import budget_bytes
+from harness.units import GB
 from harness import cases
 from harness.cases import ceilings
 from harness.cases.base import Case, Config
@@ -147,7 +149,7 @@ def test_the_builders_take_the_configs_word_and_skip_only_combinations():
     assert trick_steps.applies("gpt", "fp8") is None and trick_steps.applies("lm", "seq_cap") is None
     assert chainer_backend.check_pairing("tpu", "device_pool") is None
     assert chainer_backend.check_pairing("cpu", "numpy") is None
-    assert fits.budget_bytes("16GB", 24 * 2**30) == 16 * fits.GB
+    assert budget_bytes("16GB", 24 * 2**30) == 16 * GB
     with pytest.raises(Skip, match="seq_cap applies to workload lm only"):
         trick_steps.applies("encdec", "seq_cap")
     with pytest.raises(Skip, match="pool=numpy is the CPU's"):

@@ -9,6 +9,8 @@ from conftest import set_run
 
 import pytest
 
+from harness.measure.budget import budget_bytes
+from harness.units import GB
 from harness import cases
 from harness.cases.base import Config
 from harness.workloads import fits
@@ -54,10 +56,10 @@ def test_a_crashing_probe_raises_instead_of_reading_as_does_not_fit():
 
 def test_a_budget_larger_than_the_card_is_skipped_with_the_reason():
     card = 24 * 2**30  # a 24 GB card: 25.8 x 10^9 bytes
-    assert fits.budget_bytes("24GB", card) == 24 * fits.GB
-    assert fits.budget_bytes("card", card) == card
+    assert budget_bytes("24GB", card) == 24 * GB
+    assert budget_bytes("card", card) == card
     with pytest.raises(Skip, match="budget 40GB is larger than this card"):
-        fits.budget_bytes("40GB", card)
+        budget_bytes("40GB", card)
 
 
 def test_what_fits_skips_on_the_cpu_with_the_reason():
@@ -102,7 +104,7 @@ def test_the_fits_case_hands_each_probe_exactly_its_tricks_configs_json(monkeypa
     assert dict(config.params) == dict(search, seq_len=128, batch=1, micro_batch=1, budget="card")
     argv = argv_of(300)
     assert argv[3] == config.to_json() and argv[1:3] == ["-m", "harness.cases.fits_probe"]
-    assert argv[4:] == ["300", repr(16 * fits.GB / (24 * 2**30)), "seq_len"]
+    assert argv[4:] == ["300", repr(16 * GB / (24 * 2**30)), "seq_len"]
     assert Config.from_json(argv[3]) == config
 
 
@@ -133,8 +135,8 @@ def test_the_fits_case_records_the_largest_batch_and_one_process_per_probe(fake_
     rec = execute("fits", CASE_PARAMS)
     assert rec.outcome == "ok", rec.reason
     assert rec.check["max_batch"] == 5 and rec.check["probe_pids"] == rec.check["probes"]
-    assert rec.check["budget_bytes"] == 16 * fits.GB
-    assert rec.check["budget_bytes_per_sample"] == 16 * fits.GB / 5
+    assert rec.check["budget_bytes"] == 16 * GB
+    assert rec.check["budget_bytes_per_sample"] == 16 * GB / 5
 
 
 def test_the_fits_case_skips_a_budget_beyond_the_card(fake_card):
@@ -280,6 +282,6 @@ def test_side_by_side_a_cold_start_asks_for_three_sizes_at_once_and_keeps_the_ex
 
 
 def test_probes_run_side_by_side_only_where_memory_holds_each_cap_and_its_context():
-    assert fits.side_by_side(16 * fits.GB, 80 * fits.GB) == 3
-    assert fits.side_by_side(40 * fits.GB, 85 * fits.GB) == 1
-    assert fits.side_by_side(40 * fits.GB, 3 * (40 * fits.GB + fits.PROBE_OVERHEAD)) == 3
+    assert fits.side_by_side(16 * GB, 80 * GB) == 3
+    assert fits.side_by_side(40 * GB, 85 * GB) == 1
+    assert fits.side_by_side(40 * GB, 3 * (40 * GB + fits.PROBE_OVERHEAD)) == 3

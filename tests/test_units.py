@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.measure.budget import budget_bytes
 from harness import units
 from harness.units import gb, gbs, rate, seconds
 
@@ -74,7 +75,7 @@ def test_messages_write_bytes_through_units():
                                    r"\(20\.0 GB\)"):
         need_host(30 * 10**9, "x", available=40 * 10**9)
     with pytest.raises(Skip, match=r"larger than this card \(25\.8 GB\)"):
-        fits.budget_bytes("40GB", 24 * 2**30)
+        budget_bytes("40GB", 24 * 2**30)
     assert bytes_text(2**30) == "1.07 GB" and bytes_text(64 * 2**20) == "67.1 MB"
 
 

@@ -18,6 +18,7 @@ worse there. When even the smallest size does not fit, the case does not fit.
 from __future__ import annotations
 
 from harness.workloads import fits
+from harness.measure.budget import BUDGETS, budget_bytes
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.store import RecordStore
 from harness.cases.base import Case, Config
@@ -27,7 +28,7 @@ from harness.cases.tricks import PARAMS as TRICK_PARAMS
 from harness.workloads.tricks import applies
 
 PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
-          "technique": TRICK_PARAMS["technique"], "budget": fits.BUDGETS, "over": fits.OVER,
+          "technique": TRICK_PARAMS["technique"], "budget": BUDGETS, "over": fits.OVER,
           **{k: TRICK_PARAMS[k] for k in ("vocab", "width", "depth", "seq_len")}}
 
 
@@ -64,7 +65,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     from harness.measure.devices import discover
     devices = discover()
     total, free = _card(devices)
-    cap = fits.budget_bytes(budget, total)
+    cap = budget_bytes(budget, total)
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
     log, key = _probe_log(run_file), dict(params, over=over)

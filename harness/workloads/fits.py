@@ -28,11 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.measure import locks
-from harness.measure.budget import BUDGETS, budget_bytes  # noqa: F401 (the fits case reads them here)
 from harness.measure.lifeline import PARENT_ENV
-from harness.measure.outcomes import Skip
 from harness.measure.store import append_line, read_lines
-from harness.units import GB, gb
 
 # What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
 # spare: probes run side by side only where each can have its cap and this much more.
