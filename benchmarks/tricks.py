@@ -9,7 +9,6 @@ products (``seq_cap`` on ResNet50, say) skip with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
 from harness.workloads.tricks import PRECISION_TECHNIQUES
 from harness.measure.budget import BUDGETS
-from harness.measure.budget import BUDGETS as CARDS
 from harness.drive.bench import measure
 
 from benchmarks.common import FALLBACK_RESULTS, _OnDevice, _OnHost
@@ -46,7 +45,7 @@ class ResnetSeed(_OnDevice):
 
 
 SEED_003 = {"device": "cuda", "batch": 10, **LM_DIMS}  # batch 10 of the model-parallel example; LM_DIMS unused
-EMULATED = [b for b in CARDS if b != "card"]  # the 16 to 80 GB cards most users have
+EMULATED = [b for b in BUDGETS if b != "card"]  # the 16 to 80 GB cards most users have
 SEED_003_WAYS_OUT = ["fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu",
                      "cpu_offload"]
 
