@@ -20,7 +20,7 @@ from harness.measure.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
 from harness.report.pages import charts, chooser, headline
 from harness.report.pages.families import family
-from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times  # noqa: F401 (fmt_params: the pages' one rule)
+from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, pareto, what_fits
 from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE
