@@ -42,7 +42,7 @@ def selected(profile: str) -> set[str]:
 NAMES = asv_names()
 
 
-@pytest.mark.parametrize("profile", ["quick", "standard", "budget"])
+@pytest.mark.parametrize("profile", ["quick", "standard", "budget", "versions"])
 def test_every_expression_selects_something(profile):
     for expr in profiles.benchmarks(profile):
         assert any(re.search(expr, n) for n in NAMES), f"{profile}: {expr} matches no benchmark"
@@ -82,8 +82,20 @@ def test_budget_takes_every_way_past_16gb_and_the_cupy_part_is_its_own_list():
             "chainer_pool.MlpBeyond.track_seconds_per_step('managed_pool')"} <= budget
 
 
+def test_versions_takes_only_cupy_and_chainer_cases_each_pool_and_way():
+    versions = selected("versions")
+    assert versions and all(n.startswith(("unified.", "chainer_pool.")) for n in versions)
+    assert not any("TorchGcn" in n or "Cpu" in n for n in versions)  # torch and CPU twins: not the stacks compared
+    for way in ("device_pool", "managed_pool", "out_of_core", "zero_copy"):
+        assert f"unified.Seed000.track_seconds_per_step('{way}', '16GB')" in versions
+    for pool in ("device_pool", "managed_pool"):
+        assert f"chainer_pool.Gcn.track_seconds_per_step('{pool}', 16384)" in versions
+        assert f"chainer_pool.Mlp.track_seconds_per_step('{pool}', 4096)" in versions
+    assert "unified.OutOfCore.track_seconds_per_step('stream', 0.1)" in versions
+
+
 def test_an_unknown_profile_names_the_choices():
-    with pytest.raises(ValueError, match="quick, standard, budget, full"):
+    with pytest.raises(ValueError, match="quick, standard, budget, versions, full"):
         profiles.benchmarks("fast")
 
 

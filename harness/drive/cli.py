@@ -11,6 +11,7 @@ gate      compare two sets of records; exit 1 when a case got slower or bigger
 pages     build asv's site and the project's comparison pages from results/
 docs      regenerate docs/results/<family>.md, docs/headline.* and the README's headline from results/
 wheelhouse  download wheels for an offline box (named Python and platform)
+stack     an environment that puts other library versions (wheels) in front of this one's
 """
 from __future__ import annotations
 
@@ -189,6 +190,11 @@ def _wheelhouse(args) -> int:
     return build(Path(args.dest), args.python, args.platform or ["manylinux_2_28_x86_64"], args.package)
 
 
+def _stack(args) -> int:
+    from harness.drive import stack  # standard library only: no set-up needed
+    return stack.main(args.dest, args.wheel)
+
+
 class UsageError(Exception):
     """A command line argparse refused; main prints it on one line and returns 2."""
 
@@ -300,6 +306,10 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--package", action="append", default=[], metavar="REQ",
                    help="more requirements, e.g. --package torch==2.11.0 --package numpy==1.26.4")
     w.set_defaults(func=_wheelhouse)
+    st = sub.add_parser("stack", help="an environment that puts other library versions in front of this one's")
+    st.add_argument("dest", help="new folder for the environment")
+    st.add_argument("wheel", nargs="+", help="wheel files, e.g. cupy_cuda13x-13.6.0-cp312-cp312-manylinux2014_x86_64.whl")
+    st.set_defaults(func=_stack)
     return p
 
 

@@ -9,6 +9,10 @@ literals, so a profile can take one parameter set of a class and leave the rest.
   trick on the language model;
 - ``budget``: working sets past emulated 16 to 80 GB cards, by every way out and without one
   (``BUDGET_CUPY``: CuPy and Chainer; ``BUDGET_TORCH``: the PyTorch family);
+- ``versions``: the CuPy and Chainer cases that compare library stacks on one box (run under
+  two interpreters, e.g. one made by ``harness stack``): the managed, async and device pools,
+  out-of-core, seed 000's arrays under 16 GB and Chainer's pools; the pinned copy ceilings their
+  rates are read against come from one interpreter, in a run of their own;
 - ``full``: every benchmark and parameter set (hours: the what-fits searches alone take many
   minutes each).
 
@@ -70,7 +74,14 @@ BUDGET_TORCH = [
     rf"^tricks\.WhatFits\.\w+\('{WAYS_OUT_LM}', '\w+'\)",
 ]
 
-PROFILES = {"quick": QUICK, "standard": STANDARD, "budget": BUDGET_CUPY + BUDGET_TORCH, "full": []}
+VERSIONS = [
+    r"^unified\.Allocators\.\w+\('\w+', 'stream', 0\.1\)", r"^unified\.OutOfCore\.\w+\('stream', 0\.1\)",
+    r"^unified\.Seed000\.\w+\('\w+', '16GB'\)",
+    r"^chainer_pool\.Gcn\.\w+\('\w+', 16384\)", r"^chainer_pool\.Mlp\.\w+\('\w+', 4096\)",
+]
+
+PROFILES = {"quick": QUICK, "standard": STANDARD, "budget": BUDGET_CUPY + BUDGET_TORCH, "versions": VERSIONS,
+            "full": []}
 
 
 def benchmarks(profile: str) -> list[str]:
