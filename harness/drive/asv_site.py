@@ -3,6 +3,9 @@
 asv 0.6.6's pages load jQuery, flot, bootstrap and two small plugins from CDNs; a published site
 opened without internet (or on a CI box) would show nothing. After ``asv publish`` this copies the
 vendored files beside the pages and points every CDN address at them.
+
+asv publishes from a copy of the results whose labels are short (``asv_labels``), so that its
+legends and selectors say "H200 x2" and "numpy-1.26.4", not the whole machine description.
 """
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from harness.drive.asvconf import local_config
+from harness.drive.asv_labels import labelled_copy
+from harness.drive.asvconf import local_config, results_dir
 
 VENDOR = Path(__file__).parent / "asv_vendor"
 # CDN address in asv's pages -> file under asv_vendor/ (copied to <site>/vendor/)
@@ -62,9 +67,13 @@ def fill_missing_summaries(site: Path) -> None:
 
 
 def publish(repo: Path, site: Path, results: Path | None = None) -> int:
-    """asv's site from ``results`` (default: the committed results/) into ``site``."""
-    rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(local_config(repo, results))],
-                         cwd=repo)
+    """asv's site from ``results`` (default: the committed results/) into ``site``, from a copy
+    with short labels (``asv_labels``: why a copy); ``results`` itself is only read."""
+    source = Path(results) if results is not None else results_dir(repo)
+    with tempfile.TemporaryDirectory(prefix="oombench-asv-") as tmp:
+        copy = labelled_copy(source, Path(tmp) / "results")
+        rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(local_config(repo, copy)),
+                              "--html-dir", str(Path(site).resolve())], cwd=repo)
     if rc != 0:
         return rc
     fill_missing_summaries(site)

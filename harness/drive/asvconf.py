@@ -11,6 +11,17 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
+def config(repo: Path) -> dict:
+    """asv.conf.json as asv reads it (comments allowed)."""
+    from asv.util import load_json
+    return load_json(str(repo / "asv.conf.json"), js_comments=True)
+
+
+def results_dir(repo: Path) -> Path:
+    """The committed results folder asv.conf.json names."""
+    return repo / config(repo)["results_dir"]
+
+
 def local_config(repo: Path, results: Path | None = None) -> Path:
     """asv.conf.json with the checked-out branch added to ``branches``: asv refuses to run when a
     configured branch is missing (a fresh clone of a feature branch has no main), and publishes only results
@@ -18,8 +29,7 @@ def local_config(repo: Path, results: Path | None = None) -> Path:
     Branches this clone does not have are left out (a fresh clone has only the one checked out).
     Paths in an asv config are relative to the config file, which lives in .asv/. ``results``, where
     given, replaces the results folder (a local run's, outside git)."""
-    from asv.util import load_json
-    conf = load_json(str(repo / "asv.conf.json"), js_comments=True)
+    conf = config(repo)
     current = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     wanted = conf.get("branches", []) + ([current] if current and current != "HEAD" else [])
     branches = [b for b in dict.fromkeys(wanted) if git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{b}")]

@@ -57,6 +57,18 @@ def machine_info(env: Environment) -> dict[str, str]:
     return info
 
 
+def gpu_label(info: dict[str, str]) -> str:
+    """machine_info's "gpu" line, short enough for asv's legends: "H100 80GB HBM3 x1", "H200 x2",
+    or "none" (the line itself, with the memory, driver, CUDA or why no GPU shows, stays in
+    machine.json and in the records). Read back from the line, so results written before this
+    existed get the same label."""
+    text = info.get("gpu", "")
+    found = re.match(r"(\d+) x (.+?) \(", text)
+    if found:
+        return f"{re.sub(r'NVIDIA ', '', found.group(2))} x{found.group(1)}"
+    return "none" if text.startswith("no GPU") or info.get("gpu_count") == "0" else text[:40]
+
+
 def _asv_memory(n: int) -> str:
     """The card's memory as asv's "gpu" field has always held it: asv files and graphs results by
     this field, so writing it as describe() now does (GB) would split every machine's history."""
