@@ -61,6 +61,12 @@ def key_of(rec: Record) -> tuple[str, str, str]:
     return kind_of(rec), rec.case, json.dumps(rec.params, sort_keys=True)
 
 
+def same_host(a: Record, b: Record) -> bool:
+    """Whether two records name one host; False where either names none (records made before
+    hosts were kept, on a box without GPUs), so they are read against the across-host floor."""
+    return bool(host_key(a.environment)) and host_key(a.environment) == host_key(b.environment)
+
+
 def step_class(rec: Record) -> str:
     """GPU-bound, host-bound or busy unknown: from the record's GPU-busy fraction where it has
     one, else host-bound for a step that runs on the CPU (no GPU, or a ``device=cpu`` case)."""
@@ -70,6 +76,16 @@ def step_class(rec: Record) -> str:
     if not rec.environment.devices.gpus or rec.params.get("device") == "cpu":
         return "host-bound"
     return "busy unknown"
+
+
+def pair_class(base: Record, new: Record) -> str:
+    """The class a pair is read as: the noisier of its two records' (one host-bound step makes
+    the pair's difference partly the host's)."""
+    found = {step_class(base), step_class(new)}
+    for name in ("host-bound", "busy unknown"):
+        if name in found:
+            return name
+    return "GPU-bound"
 
 
 @lru_cache(maxsize=None)
