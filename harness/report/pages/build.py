@@ -18,7 +18,7 @@ from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
-from harness.report.pages import charts, chooser, headline
+from harness.report.pages import charts, chooser, headline, versions
 from harness.report.pages.families import family
 from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
 from harness.report.pages.tableview import family_table
@@ -157,22 +157,6 @@ def fits_view(case: str, rows: list[Row]) -> dict:
     return {"budgets": budgets, "table": dict(table)}
 
 
-def version_comparisons(rows: list[Row]) -> list[dict]:
-    """Cases measured on one machine under more than one set of library versions, side by side."""
-    groups = defaultdict(list)
-    for r in rows:
-        if r.record.outcome == OK:
-            groups[(r.case, fmt_params(r.record.params), r.machine)].append(r)
-    out = []
-    for (case, params, machine), rs in sorted(groups.items()):
-        if len({r.versions for r in rs}) > 1:
-            rs = sorted(rs, key=lambda r: r.versions)
-            first, last = rs[0].record.timing.median_s, rs[-1].record.timing.median_s
-            out.append({"case": case, "params": params, "machine": machine, "rows": rs,
-                        "ratio": last / first if first > 0 else float("nan")})
-    return out
-
-
 def machines_view(rows: list[Row], results: Path) -> list[dict]:
     out = []
     for machine in sorted({r.machine for r in rows}):
@@ -238,7 +222,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
 
     write("index.html", "index.html", machines=machines_view(all_rows, results),
           counts={c: sum(r.case == c for r in shown) for c in cases},
-          versions=version_comparisons(shown), fits_cases=what_fits(shown))
+          versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
     for case in cases:
         write(page_name(case), "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
     write("chooser.html", "chooser.html", c=chooser.view(shown))
