@@ -28,6 +28,7 @@ from harness.units import GB, gb
 
 MARK = ".oombench-pages"  # the file that says a folder holds pages this build may replace whole
 RESERVED = {"index", "provenance", "style", "chooser"}  # the build's own pages
+FITS_OPEN = 12  # a "what fits" table of more parameter sets than this starts folded: a screen of it is enough
 
 
 class UnsafePath(ValueError):
@@ -94,12 +95,21 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
-            "charts": charts_for(case, rows) if fam.pareto else [],
-            "headline": headline.gpu_tables(rows) if fam.pareto else [],
+            "sections": gpu_sections(headline.gpu_tables(rows), charts_for(case, rows)) if fam.pareto else [],
             "baseline": fmt_params(dict(fam.baseline)) if fam.baseline else "",
             "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
             "answers": answers_view(fam.answer, rows) if fam.answer else None}
+
+
+def gpu_sections(tables: list[dict], charts: list[dict]) -> list[dict]:
+    """One section per GPU (machine and library versions): its answer table, then its charts, so
+    whoever reads one GPU reads one block; in the tables' order, a GPU with charts and no table last."""
+    by_env = defaultdict(list)
+    for ch in charts:
+        by_env[ch["env"]].append(ch)
+    sections = [{**t, "charts": by_env.pop(t["env"], [])} for t in tables]
+    return sections + [{"env": env, "lines": [], "charts": chs} for env, chs in by_env.items()]
 
 
 def answers_view(column: str, rows: list[Row]) -> dict:
@@ -154,7 +164,7 @@ def fits_view(case: str, rows: list[Row]) -> dict:
     for r in rows:
         if r.record.outcome in (OK, DOES_NOT_FIT) and r.gpu_memory:
             table[fmt_params(r.record.params)][(r.machine, r.gpu_memory)] = r
-    return {"budgets": budgets, "table": dict(table)}
+    return {"budgets": budgets, "table": dict(table), "open": len(table) <= FITS_OPEN}
 
 
 def machines_view(rows: list[Row], results: Path) -> list[dict]:

@@ -5,6 +5,8 @@
   var KEYS = ["gpu", "version", "technique", "outcome"];
   var bar = document.getElementById("filters");
   var marked = document.querySelectorAll("table.work [data-gpu], table.work[data-gpu], table.work tbody tr");
+  var sections = document.querySelectorAll("details[data-gpu]");
+  var arrived = Array.prototype.map.call(sections, function (d) { return d.open; });
   if (bar && marked.length) filters();
   sorting();
   function own(el, k) {  // a row or cell's value, else its table's (a headline table is one GPU)
@@ -34,6 +36,9 @@
     document.querySelectorAll("table.work tbody tr").forEach(function (tr) { tr.hidden = !fits(tr, KEYS); });
     document.querySelectorAll("table.work th[data-gpu], table.work td[data-gpu]").forEach(function (c) {
       c.hidden = !fits(c, ["gpu", "version"]);
+    });
+    sections.forEach(function (d, i) {  // a GPU picked opens its own section only; none, the sections as they came
+      d.open = picked("gpu") || picked("version") ? fits(d, ["gpu", "version"]) : arrived[i];
     });
   }
   function key(td) {
