@@ -38,7 +38,7 @@ def pareto_svg(points: list[tuple], x_label: str, y_label: str, title: str) -> s
     ax.set_ylabel(y_label, **PLAIN)
     ax.set_title("\n".join(textwrap.wrap(title, 56)), fontsize=9, **PLAIN)
     ax.grid(True, alpha=0.3)
-    ax.locator_params(axis="x", nbins=4)  # a narrow chart: "69.525" and its neighbours would touch
+    ax.locator_params(axis="x", nbins=4)  # on a narrow axis, long tick labels would touch
     legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
                        ncol=1 if len(points) <= 14 else 2)
     for text in legend.get_texts():
