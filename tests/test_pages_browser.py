@@ -261,7 +261,8 @@ def test_committed_results_carry_no_local_label_and_another_folder_is_labelled_l
 def test_the_versions_table_sorts_by_its_ratio(page, pages):
     tab, errors = page
     tab.goto((pages / "index.html").as_uri())
-    ratios = "() => [...document.querySelectorAll('#version-table tbody tr')].map(r => parseFloat(r.cells[5].innerText))"
+    ratios = """() => [...document.querySelectorAll('#version-table tbody tr')]
+        .map(r => parseFloat(r.cells[5].innerText))"""
     if not tab.evaluate(ratios):
         pytest.skip("the committed results hold no case under two sets of library versions")
     tab.locator("#version-table thead th").nth(5).click()

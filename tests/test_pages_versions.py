@@ -112,7 +112,8 @@ def test_floors_keep_each_set_of_versions_apart():
             record(NEW, "aaaaaaaaaaaa", 0.012, 3)]
     rows = rows_of(recs)
     key = noise.key_of(rows[0].record)
-    apart, pooled = versions.learned(rows).within(key, "GPU-bound"), noise.Floors([r.record for r in rows]).within(key, "GPU-bound")
+    apart = versions.learned(rows).within(key, "GPU-bound")
+    pooled = noise.Floors([r.record for r in rows]).within(key, "GPU-bound")
     assert apart.fraction < 0.05 < 0.2 < pooled.fraction
     assert lines(recs)[0]["verdict"] == "version effect: 20% slower"
 
