@@ -180,14 +180,6 @@ def declared(case: str, params: dict) -> bool:
     return True
 
 
-def klass(base: Record, new: Record) -> str:
-    found = {noise.step_class(base), noise.step_class(new)}
-    for name in ("host-bound", "busy unknown"):
-        if name in found:
-            return name
-    return "GPU-bound"
-
-
 def distinct(base: Record, new: Record, k: float, alternative: str) -> tuple[bool, str]:
     """Whether NEW's steps differ from BASE's in that direction, and by which test."""
     b, n = base.timing, new.timing
@@ -205,8 +197,7 @@ def median_se(t) -> float:
 
 
 def time_row(base: Record, new: Record, floors: noise.Floors, opts: Options) -> tuple[Row, noise.Floor]:
-    same_host = bool(host_key(base.environment)) and host_key(base.environment) == host_key(new.environment)
-    floor = floors.floor(noise.key_of(base), klass(base, new), same_host)
+    floor = floors.floor(noise.key_of(base), noise.pair_class(base, new), noise.same_host(base, new))
     least = max(floor.fraction, opts.threshold)
     ratio = new.timing.median_s / base.timing.median_s
     slower, test = distinct(base, new, opts.k, "greater")

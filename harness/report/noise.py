@@ -61,6 +61,12 @@ def key_of(rec: Record) -> tuple[str, str, str]:
     return kind_of(rec), rec.case, json.dumps(rec.params, sort_keys=True)
 
 
+def same_host(a: Record, b: Record) -> bool:
+    """Whether two records name one host; False where either names none (records made before
+    hosts were kept, on a box without GPUs), so they are read against the across-host floor."""
+    return bool(host_key(a.environment)) and host_key(a.environment) == host_key(b.environment)
+
+
 def step_class(rec: Record) -> str:
     """GPU-bound, host-bound or busy unknown: from the record's GPU-busy fraction where it has
     one, else host-bound for a step that runs on the CPU (no GPU, or a ``device=cpu`` case)."""
@@ -70,6 +76,16 @@ def step_class(rec: Record) -> str:
     if not rec.environment.devices.gpus or rec.params.get("device") == "cpu":
         return "host-bound"
     return "busy unknown"
+
+
+def pair_class(base: Record, new: Record) -> str:
+    """The class a pair is read as: the noisier of its two records' (one host-bound step makes
+    the pair's difference partly the host's)."""
+    found = {step_class(base), step_class(new)}
+    for name in ("host-bound", "busy unknown"):
+        if name in found:
+            return name
+    return "GPU-bound"
 
 
 @lru_cache(maxsize=None)
@@ -96,31 +112,48 @@ class Floor:
 
 
 class Floors:
-    """Floors learned from a history of records, by (machine kind, case, parameters)."""
+    """Floors learned from a history of records, by (machine kind, case, parameters).
 
-    def __init__(self, history: list[Record]):
-        self.runs: dict[tuple, dict[str, list[float]]] = {}
+    ``stack`` (record -> label, such as its library versions) keeps apart runs that differ by
+    more than host and time: the spread is measured within each label and averaged over them, so
+    a history holding a case under two library versions does not count their difference as the
+    noise that is to tell a version effect from chance. Without it every run is one stack."""
+
+    def __init__(self, history: list[Record], stack=None):
+        self.runs: dict[tuple, dict[tuple[str, str], list[float]]] = {}
         for rec in history:
             host = host_key(rec.environment)
             if rec.outcome == OK and rec.timing is not None and host:
-                self.runs.setdefault(key_of(rec), {}).setdefault(host, []).append(rec.timing.median_s)
+                label = stack(rec) if stack else ""
+                self.runs.setdefault(key_of(rec), {}).setdefault((label, host), []).append(rec.timing.median_s)
 
     def hosts(self, key: tuple) -> int:
-        return len(self.runs.get(key, {}))
+        return len({host for _, host in self.runs.get(key, {})})
+
+    def stacks(self, key: tuple) -> list[dict[str, list[float]]]:
+        """Per stack: host -> that host's run medians."""
+        by = {}
+        for (label, host), medians in self.runs.get(key, {}).items():
+            by.setdefault(label, {})[host] = medians
+        return list(by.values())
 
     def across(self, key: tuple, klass: str) -> Floor:
-        medians = [statistics.median(v) for v in self.runs.get(key, {}).values()]
-        if len(medians) < 2:
-            return Floor(DEFAULT_ACROSS[klass], f"default ({klass}): history has {len(medians)} host(s)", False)
-        sigma = log_range(medians) / d2(len(medians))
-        return Floor(quantile_floor(sigma), f"learned across {len(medians)} hosts", True)
+        spread = [[statistics.median(v) for v in hosts.values()] for hosts in self.stacks(key)]
+        several = [m for m in spread if len(m) >= 2]
+        if not several:
+            most = max(map(len, spread), default=0)
+            return Floor(DEFAULT_ACROSS[klass], f"default ({klass}): history has {most} host(s)", False)
+        sigma = statistics.mean(log_range(m) / d2(len(m)) for m in several)
+        hosts = len({h for hosts in self.stacks(key) if len(hosts) >= 2 for h in hosts})
+        return Floor(quantile_floor(sigma), f"learned across {hosts} hosts", True)
 
     def within(self, key: tuple, klass: str) -> Floor:
-        repeated = [v for v in self.runs.get(key, {}).values() if len(v) >= 2]
+        repeated = [v for hosts in self.stacks(key) for v in hosts.values() if len(v) >= 2]
         if not repeated:
             return Floor(DEFAULT_WITHIN[klass], f"default ({klass}): no host ran it twice", False)
         sigma = statistics.mean(log_range(v) / d2(len(v)) for v in repeated)
-        return Floor(quantile_floor(sigma), f"learned within {len(repeated)} host(s)", True)
+        hosts = len({h for hosts in self.stacks(key) for h, v in hosts.items() if len(v) >= 2})
+        return Floor(quantile_floor(sigma), f"learned within {hosts} host(s)", True)
 
     def floor(self, key: tuple, klass: str, same_host: bool) -> Floor:
         across = self.across(key, klass)

@@ -18,7 +18,7 @@ from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
-from harness.report.pages import charts, chooser, headline
+from harness.report.pages import charts, chooser, headline, versions
 from harness.report.pages.families import family
 from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
 from harness.report.pages.tableview import family_table
@@ -28,6 +28,7 @@ from harness.units import GB, gb
 
 MARK = ".oombench-pages"  # the file that says a folder holds pages this build may replace whole
 RESERVED = {"index", "provenance", "style", "chooser"}  # the build's own pages
+FITS_OPEN = 12  # a "what fits" table of more parameter sets than this starts folded: a screen of it is enough
 
 
 class UnsafePath(ValueError):
@@ -94,12 +95,21 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
-            "charts": charts_for(case, rows) if fam.pareto else [],
-            "headline": headline.gpu_tables(rows) if fam.pareto else [],
+            "sections": gpu_sections(headline.gpu_tables(rows), charts_for(case, rows)) if fam.pareto else [],
             "baseline": fmt_params(dict(fam.baseline)) if fam.baseline else "",
             "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
             "answers": answers_view(fam.answer, rows) if fam.answer else None}
+
+
+def gpu_sections(tables: list[dict], charts: list[dict]) -> list[dict]:
+    """One section per GPU (machine and library versions): its answer table, then its charts, so
+    whoever reads one GPU reads one block; in the tables' order, a GPU with charts and no table last."""
+    by_env = defaultdict(list)
+    for ch in charts:
+        by_env[ch["env"]].append(ch)
+    sections = [{**t, "charts": by_env.pop(t["env"], [])} for t in tables]
+    return sections + [{"env": env, "lines": [], "charts": chs} for env, chs in by_env.items()]
 
 
 def answers_view(column: str, rows: list[Row]) -> dict:
@@ -154,23 +164,7 @@ def fits_view(case: str, rows: list[Row]) -> dict:
     for r in rows:
         if r.record.outcome in (OK, DOES_NOT_FIT) and r.gpu_memory:
             table[fmt_params(r.record.params)][(r.machine, r.gpu_memory)] = r
-    return {"budgets": budgets, "table": dict(table)}
-
-
-def version_comparisons(rows: list[Row]) -> list[dict]:
-    """Cases measured on one machine under more than one set of library versions, side by side."""
-    groups = defaultdict(list)
-    for r in rows:
-        if r.record.outcome == OK:
-            groups[(r.case, fmt_params(r.record.params), r.machine)].append(r)
-    out = []
-    for (case, params, machine), rs in sorted(groups.items()):
-        if len({r.versions for r in rs}) > 1:
-            rs = sorted(rs, key=lambda r: r.versions)
-            first, last = rs[0].record.timing.median_s, rs[-1].record.timing.median_s
-            out.append({"case": case, "params": params, "machine": machine, "rows": rs,
-                        "ratio": last / first if first > 0 else float("nan")})
-    return out
+    return {"budgets": budgets, "table": dict(table), "open": len(table) <= FITS_OPEN}
 
 
 def machines_view(rows: list[Row], results: Path) -> list[dict]:
@@ -238,7 +232,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
 
     write("index.html", "index.html", machines=machines_view(all_rows, results),
           counts={c: sum(r.case == c for r in shown) for c in cases},
-          versions=version_comparisons(shown), fits_cases=what_fits(shown))
+          versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
     for case in cases:
         write(page_name(case), "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
     write("chooser.html", "chooser.html", c=chooser.view(shown))

@@ -26,18 +26,19 @@ def style(i: int) -> dict:
 
 def pareto_svg(points: list[tuple], x_label: str, y_label: str, title: str) -> str:
     """points: [(peak GB, rate, technique, on_frontier), ...], one per technique."""
-    fig, ax = plt.subplots(figsize=(6.6, 3.6))
+    fig, ax = plt.subplots(figsize=(4.4, 3.2))  # with its legend, under half of a page 1400 px wide: two a row
     front = sorted((x, y) for x, y, _, on in points if on)
     if front:
         ax.plot(*zip(*front), color="#888", linewidth=1, drawstyle="steps-post", zorder=2)
     for i, (x, y, text, on) in enumerate(points):
         st = style(i)
         ax.scatter([x], [y], s=40, marker=st["marker"], edgecolors=st["color"], linewidths=1.3,
-                   facecolors=st["color"] if on else "none", zorder=3, label="\n".join(textwrap.wrap(text, 40)) or text)
+                   facecolors=st["color"] if on else "none", zorder=3, label="\n".join(textwrap.wrap(text, 30)) or text)
     ax.set_xlabel(x_label, **PLAIN)
     ax.set_ylabel(y_label, **PLAIN)
-    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9, **PLAIN)
+    ax.set_title("\n".join(textwrap.wrap(title, 56)), fontsize=9, **PLAIN)
     ax.grid(True, alpha=0.3)
+    ax.locator_params(axis="x", nbins=4)  # on a narrow axis, long tick labels would touch
     legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
                        ncol=1 if len(points) <= 14 else 2)
     for text in legend.get_texts():

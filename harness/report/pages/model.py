@@ -29,6 +29,16 @@ VERSION_LIBS = ("torch", "numpy", "cupy-cuda13x", "cupy-cuda12x", "cupy", "chain
 PRIMARY_UNITS = ("tokens", "samples", "flops", "bytes", "nodes")
 
 
+def libraries(rec: Record) -> dict[str, str]:
+    """The versions of the libraries that identify an environment, in ``VERSION_LIBS`` order."""
+    libs = rec.environment.libraries
+    return {k: str(libs[k]) for k in VERSION_LIBS if k in libs}
+
+
+def versions_of(rec: Record) -> str:
+    return ", ".join(f"{k} {v}" for k, v in libraries(rec).items())
+
+
 @dataclass(frozen=True)
 class Row:
     rid: str
@@ -47,8 +57,7 @@ class Row:
 
     @property
     def versions(self) -> str:
-        libs = self.record.environment.libraries
-        return ", ".join(f"{k} {libs[k]}" for k in VERSION_LIBS if k in libs)
+        return versions_of(self.record)
 
     @property
     def environment_key(self) -> tuple[str, str]:

@@ -1,0 +1,133 @@
+"""The index's "Across library versions": a step-time ratio reads as a version effect only past the
+case's noise floor, the within-host floor for two records of one host and the across-host floor
+for two hosts; each line names only the libraries that differ."""
+import copy
+import json
+import re
+
+import pytest
+
+from harness.measure.record import Record
+from harness.report import noise
+from harness.report.pages import build, model, versions
+from harness.report.pages.versions import verdict
+from test_pages import RESULTS
+
+TEMPLATE = RESULTS / "records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
+OLD = {"torch": "2.11.0", "numpy": "2.5.2", "cupy-cuda13x": "13.6.0"}
+NEW = {**OLD, "cupy-cuda13x": "14.2.0"}
+SAME = "within same-host noise"
+DIFFER = "within cross-host noise (hosts differ)"
+
+
+def record(libs: dict, host: str, median: float, created: float = 0.0) -> dict:
+    """The template's device-copy ceiling, GPU-bound, with these library versions, host and median step."""
+    rec = copy.deepcopy(next(d for d in map(json.loads, TEMPLATE.read_text().splitlines())
+                             if d["case"] == "ceilings" and d["outcome"] == "ok"))
+    rec["environment"]["libraries"] = dict(libs)
+    rec["environment"]["host"] = {"id": host}
+    rec["gpu_busy"] = {"fraction": 0.97}
+    rec["created"] = 1795480000.0 + created
+    scale = median / rec["timing"]["median_s"]
+    rec["timing"] = {k: v * scale if k.endswith("_s") else v for k, v in rec["timing"].items()}
+    return rec
+
+
+def rows_of(recs: list[dict]) -> list[model.Row]:
+    return [model.Row(f"r-{i:010x}", Record.from_dict(d), "results/records/x.jsonl", i + 1)
+            for i, d in enumerate(recs)]
+
+
+def lines(recs: list[dict]) -> list[dict]:
+    rows = rows_of(recs)
+    return versions.comparisons(rows, versions.learned(rows))
+
+
+# -- the rule --------------------------------------------------------------------------------------
+
+def test_past_the_floor_is_a_version_effect_and_within_it_is_noise_of_the_hosts_kind():
+    assert verdict(1.5, 0.03, True) == "version effect: 50% slower"
+    assert verdict(1.02, 0.03, True) == SAME
+    assert verdict(1.2, 0.25, False) == DIFFER
+    assert verdict(1.4, 0.25, False) == "version effect: 40% slower"
+    assert verdict(1.2, 0.25, None) == "within cross-host noise (host not recorded)"
+    assert verdict(float("nan"), 0.05, True) == "no ratio"
+
+
+def test_faster_and_slower_are_equally_far_from_noise_in_log():
+    # 0.78 is 22% below 1 (under a 25% floor), yet 1 / 0.78 = 1.28 is past it: as the gate reads a speed-up.
+    assert verdict(0.78, 0.25, False) == "version effect: 22% faster"
+    assert verdict(1 / 1.2, 0.25, False) == DIFFER
+
+
+# -- the table, from records -----------------------------------------------------------------------
+
+def test_one_host_and_a_big_ratio_is_a_version_effect():
+    (line,) = lines([record(OLD, "aaaaaaaaaaaa", 0.010), record(NEW, "aaaaaaaaaaaa", 0.015)])
+    assert line["verdict"] == "version effect: 50% slower" and line["effect"]
+    assert line["host"] == "same aaaaaaaa" and line["ratio"] == pytest.approx(1.5)
+
+
+def test_a_ratio_that_one_host_calls_an_effect_is_noise_across_two_hosts():
+    # No host ran it twice: GPU-bound defaults, 3% within one host and 5% across hosts.
+    same = lines([record(OLD, "aaaaaaaaaaaa", 0.0100), record(NEW, "aaaaaaaaaaaa", 0.0104)])
+    two = lines([record(OLD, "aaaaaaaaaaaa", 0.0100), record(NEW, "bbbbbbbbbbbb", 0.0104)])
+    assert same[0]["verdict"] == "version effect: 4% slower"
+    assert two[0]["verdict"] == DIFFER and not two[0]["effect"]
+    assert two[0]["host"] == "differs aaaaaaaa → bbbbbbbb"
+
+
+def test_the_cross_host_floor_is_learned_from_the_records_and_a_ratio_past_it_is_an_effect():
+    # Three hosts of the old versions spread 30%: the learned floor is far above 5%.
+    hosts = [record(OLD, h * 12, m, t) for t, (h, m) in enumerate((("a", 0.010), ("b", 0.013), ("c", 0.010)))]
+    (within,) = lines([*hosts, record(NEW, "dddddddddddd", 0.0125)])
+    assert within["floor"].learned and within["floor"].fraction > 0.3
+    assert within["verdict"] == DIFFER
+    (beyond,) = lines([*hosts, record(NEW, "dddddddddddd", 0.030)])
+    assert beyond["verdict"] == "version effect: 200% slower"
+
+
+def test_a_pair_of_one_host_is_preferred_to_the_latest_of_each():
+    base_here, base_newer = record(OLD, "aaaaaaaaaaaa", 0.010, 1), record(OLD, "cccccccccccc", 0.020, 5)
+    (line,) = lines([base_here, base_newer, record(NEW, "aaaaaaaaaaaa", 0.010, 3)])
+    assert line["host"] == "same aaaaaaaa" and line["ratio"] == pytest.approx(1.0) and line["verdict"] == SAME
+
+
+def test_the_baseline_is_the_oldest_versions_whatever_the_order_and_only_what_differs_is_named():
+    (line,) = lines([record(NEW, "aaaaaaaaaaaa", 0.015), record(OLD, "aaaaaaaaaaaa", 0.010)])
+    assert line["differs"] == "cupy-cuda13x 13.6.0 → 14.2.0"
+    assert line["base"].record.environment.libraries == OLD and line["ratio"] == pytest.approx(1.5)
+
+
+def test_what_differs_names_a_library_one_side_lacks_and_orders_as_the_pages_do():
+    assert versions.what_differs({"numpy": "1.26.4"}, {"torch": "2.13.0", "numpy": "2.4.6"}) == \
+        "torch none → 2.13.0; numpy 1.26.4 → 2.4.6"
+    assert versions.age({"torch": "2.13.0+cpu"}) > versions.age({"torch": "2.4.1"})  # numbers, not text
+
+
+def test_floors_keep_each_set_of_versions_apart():
+    # One host ran the old versions twice, alike, and the new once, 20% slower: that 20% is what
+    # is under test, not noise; pooled, it would have raised the within-host floor past itself.
+    recs = [record(OLD, "aaaaaaaaaaaa", 0.0100, 2), record(OLD, "aaaaaaaaaaaa", 0.0101, 1),
+            record(NEW, "aaaaaaaaaaaa", 0.012, 3)]
+    rows = rows_of(recs)
+    key = noise.key_of(rows[0].record)
+    apart = versions.learned(rows).within(key, "GPU-bound")
+    pooled = noise.Floors([r.record for r in rows]).within(key, "GPU-bound")
+    assert apart.fraction < 0.05 < 0.2 < pooled.fraction
+    assert lines(recs)[0]["verdict"] == "version effect: 20% slower"
+
+
+def test_the_index_tables_each_pair_with_what_differs_its_hosts_and_verdict(tmp_path):
+    folder = tmp_path / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    recs = [record(OLD, "aaaaaaaaaaaa", 0.010), record(NEW, "aaaaaaaaaaaa", 0.015)]
+    (folder / "run.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert build.main(results=str(tmp_path / "results"), out=str(tmp_path / "pages")) == 0
+    html = (tmp_path / "pages" / "index.html").read_text()
+    body = re.search(r'id="version-table".*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    (row,) = re.findall(r"<tr .*?</tr>", body, re.S)
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+    assert cells[3] == "cupy-cuda13x 13.6.0 → 14.2.0" and "torch" not in cells[3]
+    assert cells[4] == "same aaaaaaaa" and cells[5].startswith("1.500")
+    assert cells[6].startswith("version effect: 50% slower")
