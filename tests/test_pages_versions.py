@@ -102,7 +102,7 @@ def test_the_baseline_is_the_oldest_versions_whatever_the_order_and_only_what_di
 def test_what_differs_names_a_library_one_side_lacks_and_orders_as_the_pages_do():
     assert versions.what_differs({"numpy": "1.26.4"}, {"torch": "2.13.0", "numpy": "2.4.6"}) == \
         "torch none → 2.13.0; numpy 1.26.4 → 2.4.6"
-    assert versions.age({"torch": "2.13.0+cpu"}) > versions.age({"torch": "2.4.1"})  # numbers, not text
+    assert model.age({"torch": "2.13.0+cpu"}) > model.age({"torch": "2.4.1"})  # numbers, not text
 
 
 def test_floors_keep_each_set_of_versions_apart():

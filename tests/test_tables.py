@@ -18,6 +18,10 @@ H200_FITS = RECORDS / "nvidia-h200-x1/203233bf-20261123T164450-f5f3ac.jsonl"
 H100_ACCUMULATION = RECORDS / "nvidia-h100-80gb-hbm3-x1/d570cdd1-20261123T172337-7ef404.jsonl"
 H200_ACCUMULATION = RECORDS / "nvidia-h200-x1/e10b46f1-20261123T180632-c58770.jsonl"
 H200_X2 = RECORDS / "nvidia-h200-x2/65529e88-20261122T204332-af3624.jsonl"
+# One H100 host, three stacks at one commit: the box's own (CuPy 14.2, NumPy 2.5.2) and CuPy 14.2
+# with NumPy 2.0.2 measured after it.
+H100_OWN_STACK = RECORDS / "nvidia-h100-80gb-hbm3-x1/04b02c05-20261124T152215-bca6a6.jsonl"
+H100_NUMPY_20 = RECORDS / "nvidia-h100-80gb-hbm3-x1/04b02c05-20261124T153549-05cb47.jsonl"
 
 
 def results_with(tmp_path, *files) -> Path:
@@ -50,6 +54,20 @@ def test_the_newest_record_of_a_case_wins_and_a_missing_one_says_not_run(tmp_pat
     rec["params"]["technique"] = "checkpoint"
     (root / "records" / H200_FITS.parent.name / "later.jsonl").write_text(json.dumps(rec) + "\n")
     assert fits_table(root)[3] == "| checkpoint, H200 | not run | not run | not run | not run | 105 |"
+
+
+def test_a_machine_measured_under_several_stacks_shows_its_newest_releases_not_its_latest_run(tmp_path):
+    root = results_with(tmp_path, H100_OWN_STACK, H100_NUMPY_20)
+    numpy_of = {}
+    for f in (H100_OWN_STACK, H100_NUMPY_20):
+        for line in f.read_text().splitlines():
+            rec = json.loads(line)
+            if rec["case"] == "seed000" and rec["params"]["way"] == "out_of_core" and rec["outcome"] == "ok":
+                numpy_of[rec["environment"]["libraries"]["numpy"]] = rec["timing"]["median_s"]
+    assert set(numpy_of) == {"2.5.2", "2.0.2"} and numpy_of["2.5.2"] != numpy_of["2.0.2"]
+    lines = tables.render(load_rows(root), "seed000", ["way"], "budget", ["step"])[0].splitlines()
+    row = next(line for line in lines if line.startswith("| out_of_core |"))
+    assert row == f"| out_of_core | {numpy_of['2.5.2'] * 1e3:,.1f} ms |"
 
 
 def test_cells_show_the_figures_asked_for_and_what_did_not_fit(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,18 @@ def libraries(rec: Record) -> dict[str, str]:
     """The versions of the libraries that identify an environment, in ``VERSION_LIBS`` order."""
     libs = rec.environment.libraries
     return {k: str(libs[k]) for k in VERSION_LIBS if k in libs}
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The release numbers of a version: ``2.13.0+cpu`` -> (2, 13, 0)."""
+    head = re.match(r"\d+(\.\d+)*", version)
+    return tuple(int(n) for n in head.group().split(".")) if head else ()
+
+
+def age(libs: dict[str, str]) -> tuple:
+    """Orders sets of versions oldest first, library by library in ``VERSION_LIBS`` order (torch
+    first); a set without a library comes before one with it."""
+    return tuple((k in libs, release(libs.get(k, ""))) for k in VERSION_LIBS)
 
 
 def versions_of(rec: Record) -> str:

@@ -11,14 +11,13 @@ test is never counted as noise.
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 
 from harness.measure.machine import host_key
 from harness.measure.outcomes import OK
 from harness.report import noise
 from harness.report.pages.fmt import fmt_params
-from harness.report.pages.model import VERSION_LIBS, Row, libraries, versions_of
+from harness.report.pages.model import VERSION_LIBS, Row, age, libraries, versions_of
 
 ABSENT = "none"  # a library one side of a pair lacks
 
@@ -44,18 +43,6 @@ def what_differs(base: dict[str, str], new: dict[str, str]) -> str:
     names = sorted({*base, *new}, key=lambda k: VERSION_LIBS.index(k) if k in VERSION_LIBS else len(VERSION_LIBS))
     return "; ".join(f"{k} {base.get(k, ABSENT)} → {new.get(k, ABSENT)}" for k in names
                      if base.get(k) != new.get(k)) or "same versions"
-
-
-def release(version: str) -> tuple[int, ...]:
-    """The release numbers of a version: ``2.13.0+cpu`` -> (2, 13, 0)."""
-    head = re.match(r"\d+(\.\d+)*", version)
-    return tuple(int(n) for n in head.group().split(".")) if head else ()
-
-
-def age(libs: dict[str, str]) -> tuple:
-    """Orders sets of versions oldest first, library by library in ``VERSION_LIBS`` order (torch
-    first); a set without a library comes before one with it."""
-    return tuple((k in libs, release(libs.get(k, ""))) for k in VERSION_LIBS)
 
 
 def created(row: Row) -> float:
