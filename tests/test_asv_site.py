@@ -140,3 +140,13 @@ def test_an_interpreter_without_records_gets_its_short_name():
     result = {"params": {"machine": "m", "python": "/opt/torch/.venv/bin/python3"}, "commit_hash": "c",
               "env_name": "e"}
     assert asv_labels.machine_params([result], {}) == [{"machine": "m", "python": "torch/.venv/bin/python3"}]
+
+
+def test_a_result_whose_records_did_not_come_back_takes_its_interpreters_latest_environment():
+    result = {"params": {"machine": "m", "python": "/opt/torch/.venv/bin/python3"}, "commit_hash": "new",
+              "env_name": "e"}
+    env = Environment(python="3.12.3", platform="", cpu="", num_cpu=1, libraries={"numpy": "2.5.2"},
+                      devices=fake_devices(), executable="/opt/torch/.venv/bin/python3")
+    other = Environment(**(env.__dict__ | {"executable": "/x/stack/bin/python", "libraries": {"numpy": "2.0.2"}}))
+    envs = {("m", "old"): [(1.0, env), (2.0, other)], ("elsewhere", "new"): [(3.0, other)]}
+    assert asv_labels.machine_params([result], envs) == [{"machine": "m", "python": "3.12.3", "numpy": "2.5.2"}]

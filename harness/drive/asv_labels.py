@@ -49,13 +49,18 @@ def record_environments(results: Path) -> Environments:
 def environment_of(envs: Environments, machine: str, commit: str, python: str) -> Environment | None:
     """The environment behind one asv result: its latest record from that interpreter (asv keeps
     the latest result of a commit), else from an unnamed one (records from before the
-    interpreter was kept held one per run); None where no record says."""
+    interpreter was kept held one per run), else that interpreter's latest at another commit;
+    None where no record says."""
     found = envs.get((machine, commit), [])
     for wanted in (python, ""):
         same = [(created, env) for created, env in found if (env.executable or "") == wanted]
         if same:
             return max(same, key=lambda pair: pair[0])[1]
-    return None
+    # A result whose records did not come back with it: the interpreter as that box last recorded
+    # it at any commit, so its line keeps the label of its neighbours instead of a path.
+    other = [(created, env) for (m, _), pairs in envs.items() if m == machine for created, env in pairs
+             if python and env.executable == python]
+    return max(other, key=lambda pair: pair[0])[1] if other else None
 
 
 def interpreter_name(path: str) -> str:
