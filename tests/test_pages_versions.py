@@ -99,6 +99,15 @@ def test_the_baseline_is_the_oldest_versions_whatever_the_order_and_only_what_di
     assert line["base"].record.environment.libraries == OLD and line["ratio"] == pytest.approx(1.5)
 
 
+def test_each_older_stack_is_read_against_the_newest_so_a_line_names_the_one_library_it_changed():
+    numpy_20 = {**NEW, "numpy": "2.0.2"}
+    got = lines([record(numpy_20, "aaaaaaaaaaaa", 0.012), record(OLD, "aaaaaaaaaaaa", 0.011),
+                 record(NEW, "aaaaaaaaaaaa", 0.010)])
+    assert sorted(line["differs"] for line in got) == ["cupy-cuda13x 13.6.0 → 14.2.0", "numpy 2.0.2 → 2.5.2"]
+    assert all(line["new"].record.environment.libraries == NEW for line in got)
+    assert sorted(line["ratio"] for line in got) == pytest.approx([0.010 / 0.012, 0.010 / 0.011])
+
+
 def test_what_differs_names_a_library_one_side_lacks_and_orders_as_the_pages_do():
     assert versions.what_differs({"numpy": "1.26.4"}, {"torch": "2.13.0", "numpy": "2.4.6"}) == \
         "torch none → 2.13.0; numpy 1.26.4 → 2.4.6"

@@ -97,8 +97,9 @@ def learned(rows: list[Row]) -> noise.Floors:
 
 def comparisons(rows: list[Row], floors: noise.Floors) -> list[dict]:
     """Each case, parameters and machine kind measured under more than one set of library
-    versions: every other set against one baseline, the set of the oldest versions (``age``), so
-    each line reads as an upgrade, base → new, with the step-time ratio new over base."""
+    versions: every other set against the set of the newest versions (``age``), the stack the
+    machine's tables show, so each line reads as the upgrade to it, base → new, with the
+    step-time ratio new over base, and a stack made to compare one library differs in that one."""
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r.record.outcome == OK and r.record.timing is not None and r.versions:
@@ -106,7 +107,7 @@ def comparisons(rows: list[Row], floors: noise.Floors) -> list[dict]:
     out = []
     for (case, params, machine), sets in sorted(groups.items()):
         order = sorted(sets, key=lambda v: (age(libraries(sets[v][0].record)), v))
-        for versions in order[1:]:
-            line = compare(*pick(sets[order[0]], sets[versions]), floors)
+        for versions in order[:-1]:
+            line = compare(*pick(sets[versions], sets[order[-1]]), floors)
             out.append({"case": case, "params": params, "machine": machine, **line})
     return out
