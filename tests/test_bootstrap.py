@@ -84,7 +84,7 @@ def minimal_argv(name) -> list[str]:
     argv = [name]
     for action in sub.choices[name]._actions:
         if not action.option_strings:
-            argv += ["x"] if action.nargs is None else []
+            argv += ["x"] if action.nargs in (None, "+") else []
         elif action.required:
             argv += [action.option_strings[0], "x"]
     return argv

@@ -310,9 +310,17 @@ def test_a_measured_gpu_gets_its_own_records_only():
 PICKS = [("16gb", "resnet50_1024", "16GB"), ("16gb", "seed000", "16GB"), ("16gb", "resnet50_2048", "16GB")]
 
 
+def stack_age(rec: dict) -> tuple:
+    """Newer library releases sort later (torch, then NumPy, then CuPy): a GPU's answer is its own
+    stack's, not that of a stack kept to compare versions."""
+    libs = rec["environment"].get("libraries", {})
+    return tuple(tuple(int(n) for n in re.match(r"[\d.]*", libs.get(k, "")).group().split(".") if n)
+                 for k in ("torch", "numpy", "cupy-cuda13x"))
+
+
 def expected_answer(workload: str, budget: str) -> tuple[dict, set]:
-    """(way, GPU) -> the newest ok record's median step under ``budget``; and the ways that only
-    ever did not fit under it (on every GPU that ran them there)."""
+    """(way, GPU) -> the ok record of the newest libraries, newest of those, its median step under
+    ``budget``; and the ways that only ever did not fit under it (on every GPU that ran them there)."""
     wl = next(w for w in chooser.WORKLOADS if w.key == workload)
     newest, outcomes = {}, {}
     for rid, rec in raw_records().items():
@@ -322,8 +330,9 @@ def expected_answer(workload: str, budget: str) -> tuple[dict, set]:
         way = json.dumps({k: v for k, v in p.items() if k not in wl.match and k != "budget"}, sort_keys=True)
         outcomes.setdefault(way, set()).add(rec["outcome"])
         key = (way, gpus[0]["name"])
-        if rec["outcome"] == "ok" and (key not in newest or rec["created"] > newest[key][1]):
-            newest[key] = (rec["timing"]["median_s"], rec["created"])
+        order = (stack_age(rec), rec["created"])
+        if rec["outcome"] == "ok" and (key not in newest or order > newest[key][1]):
+            newest[key] = (rec["timing"]["median_s"], order)
     return {k: v[0] for k, v in newest.items()}, {w for w, o in outcomes.items() if o == {"does_not_fit"}}
 
 

@@ -140,3 +140,21 @@ def test_the_index_tables_each_pair_with_what_differs_its_hosts_and_verdict(tmp_
     assert cells[3] == "cupy-cuda13x 13.6.0 → 14.2.0" and "torch" not in cells[3]
     assert cells[4] == "same aaaaaaaa" and cells[5].startswith("1.500")
     assert cells[6].startswith("version effect: 50% slower")
+
+
+def test_a_machines_answer_is_its_newest_stack_whatever_was_measured_last():
+    numpy_20 = {**NEW, "numpy": "2.0.2"}
+    rows = rows_of([record(NEW, "aaaaaaaaaaaa", 0.010, 1), record(OLD, "aaaaaaaaaaaa", 0.011, 2),
+                    record(numpy_20, "aaaaaaaaaaaa", 0.012, 3)])
+    (kept,) = model.newest_stack(rows)
+    assert kept.record.environment.libraries == NEW
+
+
+def test_the_seed_000_page_answers_once_per_gpu_from_the_committed_stacks():
+    rows = model.latest(model.load_rows(RESULTS))
+    seed = [r for r in rows if r.case == "seed000"]
+    assert len({r.versions for r in seed if r.machine.startswith("nvidia-h100")}) == 3  # three stacks measured
+    sections = build.family_view("seed000", seed, rows)["sections"]
+    machines = [s["env"][0] for s in sections]
+    assert machines and len(machines) == len(set(machines))
+    assert all("numpy 2.5.2" in s["env"][1] and "cupy-cuda13x 14.2.0" in s["env"][1] for s in sections)

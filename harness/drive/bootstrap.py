@@ -47,6 +47,8 @@ NEEDS = {
     "gate": ((*BASE, "scipy"), "gate"),
     # pip download for another box: pip is all it needs.
     "wheelhouse": (("pip",), ""),
+    # A stack overlays the interpreter that runs it (the box's GPU stack): pip is all it needs.
+    "stack": (("pip",), ""),
 }
 NEEDS["docs"] = NEEDS["pages"]  # the docs are written from the same records, with the same stack
 # Chainer 7.8.1, the last release, is an sdist whose setup.py imports pkg_resources, which

@@ -191,7 +191,8 @@ def _wheelhouse(args) -> int:
 
 
 def _stack(args) -> int:
-    from harness.drive import stack  # standard library only: no set-up needed
+    bootstrap.ensure("stack")
+    from harness.drive import stack
     return stack.main(args.dest, args.wheel)
 
 

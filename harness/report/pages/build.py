@@ -22,7 +22,7 @@ from harness.report.pages import charts, chooser, headline, versions
 from harness.report.pages.families import family
 from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
 from harness.report.pages.tableview import family_table
-from harness.report.pages.model import Row, latest, load_rows, pareto, what_fits
+from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
 from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE
 from harness.units import GB, gb
 
@@ -95,11 +95,15 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
-            "sections": gpu_sections(headline.gpu_tables(rows), charts_for(case, rows)) if fam.pareto else [],
+            "sections": answer_sections(case, newest_stack(rows)) if fam.pareto else [],
             "baseline": fmt_params(dict(fam.baseline)) if fam.baseline else "",
             "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
             "answers": answers_view(fam.answer, rows) if fam.answer else None}
+
+
+def answer_sections(case: str, rows: list[Row]) -> list[dict]:
+    return gpu_sections(headline.gpu_tables(rows), charts_for(case, rows))
 
 
 def gpu_sections(tables: list[dict], charts: list[dict]) -> list[dict]:
@@ -235,7 +239,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
           versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
     for case in cases:
         write(page_name(case), "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
-    write("chooser.html", "chooser.html", c=chooser.view(shown))
+    write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
     by_case = defaultdict(list)
     for r in all_rows:
         by_case[r.case].append(r)
