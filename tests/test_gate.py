@@ -25,7 +25,7 @@ H200_RUN = H200 / "bfa680ee-20261124T005204-346ecc.jsonl"
 BASELINE = REPO / "results/baseline/cpu-ceilings-host.jsonl"
 # The history the floors are learned from, frozen at the commits these tests were written
 # against: records committed later move the learned floors, and must not move the tests.
-LATER = ("96dd293e", "548ac663", "bfffa40d", "3b3a8a83")
+LATER = ("96dd293e", "548ac663", "bfffa40d", "3b3a8a83", "04b02c05", "42ab0c15")
 
 
 def frozen_history() -> Path:
