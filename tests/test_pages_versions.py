@@ -158,3 +158,15 @@ def test_the_seed_000_page_answers_once_per_gpu_from_the_committed_stacks():
     machines = [s["env"][0] for s in sections]
     assert machines and len(machines) == len(set(machines))
     assert all("numpy 2.5.2" in s["env"][1] and "cupy-cuda13x 14.2.0" in s["env"][1] for s in sections)
+
+
+def test_a_step_over_the_host_link_is_read_against_host_bound_noise_however_busy_the_gpu():
+    busy_copy = record(OLD, "aaaaaaaaaaaa", 0.010)
+    assert noise.step_class(Record.from_dict(busy_copy)) == "GPU-bound"
+    busy_copy["work"] = {"bytes": 3 * 10**9, "h2d_bytes": 2 * 10**9, "d2h_bytes": 10**9}
+    assert noise.step_class(Record.from_dict(busy_copy)) == "host-bound"
+    # so a 7% move between two stacks on one host is within that host's noise, not a version effect
+    moved = dict(copy.deepcopy(busy_copy), environment={**busy_copy["environment"], "libraries": NEW})
+    moved["timing"] = {k: v * 1.07 if k.endswith("_s") else v for k, v in busy_copy["timing"].items()}
+    (line,) = lines([busy_copy, moved])
+    assert line["verdict"] == SAME

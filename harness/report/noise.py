@@ -67,9 +67,17 @@ def same_host(a: Record, b: Record) -> bool:
     return bool(host_key(a.environment)) and host_key(a.environment) == host_key(b.environment)
 
 
+# Work a step does over the host's link: its pace is the PCIe link's and the host memory's, which
+# differ between hosts and drift on one, however busy the copy engines keep the GPU.
+LINK_WORK = ("h2d_bytes", "d2h_bytes", "migrated_bytes")
+
+
 def step_class(rec: Record) -> str:
-    """GPU-bound, host-bound or busy unknown: from the record's GPU-busy fraction where it has
-    one, else host-bound for a step that runs on the CPU (no GPU, or a ``device=cpu`` case)."""
+    """GPU-bound, host-bound or busy unknown: host-bound for a step that moves data over the
+    host's link; else from the record's GPU-busy fraction where it has one, else host-bound for a
+    step that runs on the CPU (no GPU, or a ``device=cpu`` case)."""
+    if any((rec.work or {}).get(k) for k in LINK_WORK):
+        return "host-bound"
     busy = (rec.gpu_busy or {}).get("fraction")
     if busy is not None:
         return "GPU-bound" if busy >= BUSY_BOUND else "host-bound"
