@@ -22,19 +22,22 @@ from harness.report.pages.model import VERSION_LIBS, Row, age, libraries, versio
 ABSENT = "none"  # a library one side of a pair lacks
 
 
-def verdict(ratio: float, floor: float, same_host: bool | None) -> str:
+def verdict(ratio: float, floor: float, same_host: bool | None, learned: bool = True) -> str:
     """How a step-time ratio (new over base) reads against the case's noise floor ``floor``
     (``Floor.fraction``: the least rise that is not noise) of the kind ``same_host`` asked for.
 
     The test is symmetric in log, |log ratio| > log(1 + floor), so 1.1 and 1/1.1 are equally far
-    from noise. ``same_host`` None: a record names no host, so nothing says the hosts are one."""
+    from noise. ``same_host`` None: a record names no host, so nothing says the hosts are one.
+    ``learned`` False: the floor is a stated default (no host ran the case twice under one
+    stack), so a ratio past it is a possible effect until a repeat of both runs agrees."""
     if not 0 < ratio < math.inf:
         return "no ratio"
     if abs(math.log(ratio)) <= math.log1p(floor):
         if same_host:
             return "within same-host noise"
         return f"within cross-host noise ({'hosts differ' if same_host is False else 'host not recorded'})"
-    return f"version effect: {abs(ratio - 1):.0%} {'slower' if ratio > 1 else 'faster'}"
+    moved = f"{abs(ratio - 1):.0%} {'slower' if ratio > 1 else 'faster'}"
+    return f"version effect: {moved}" if learned else f"possible version effect: {moved} (one run each: repeat to confirm)"
 
 
 def what_differs(base: dict[str, str], new: dict[str, str]) -> str:
@@ -84,10 +87,10 @@ def compare(base: Row, new: Row, floors: noise.Floors) -> dict:
     floor = floors.floor(noise.key_of(base.record), noise.pair_class(base.record, new.record), same)
     b, n = base.record.timing.median_s, new.record.timing.median_s
     ratio = n / b if b > 0 else math.nan
-    text = verdict(ratio, floor.fraction, same_host)
+    text = verdict(ratio, floor.fraction, same_host, floor.learned)
     return {"base": base, "new": new, "differs": what_differs(libraries(base.record), libraries(new.record)),
             "host": host_text(base, new), "ratio": ratio, "rate_ratio": rate_ratio(base, new), "floor": floor,
-            "verdict": text, "effect": text.startswith("version effect")}
+            "verdict": text, "effect": "version effect" in text}
 
 
 def learned(rows: list[Row]) -> noise.Floors:
