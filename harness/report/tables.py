@@ -17,7 +17,7 @@ from harness import cases
 from harness.measure.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, OK, SKIPPED
 from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound
-from harness.report.pages.model import Row, age, latest, libraries, load_rows
+from harness.report.pages.model import Row, latest, load_rows, newest_stack
 from harness.units import gb, gbs
 
 SHOWS = ("step", "rate", "eff", "peak", "loss")  # and check:KEY, any value of the record's check
@@ -208,9 +208,9 @@ def _grid(rows: list[Row], case_name: str, down: list[str], across: str, where: 
                          f"or check --where against `python3 -m harness summary`")
     grid: dict = {}
     # Where one machine ran a case under several library stacks (a stack made to compare versions,
-    # say), the cell shows its newest releases, and of those the newest record: the older stacks
-    # are read against it on the pages' versions table, not in its place.
-    for r in sorted(picked, key=lambda r: (age(libraries(r.record)), r.record.created)):
+    # say), the cell shows its newest releases: the older stacks are read against it on the pages'
+    # versions table, not in its place. Oldest first, so a cell's newest record wins.
+    for r in sorted(newest_stack(picked), key=lambda r: r.record.created):
         at = (tuple(_value(r, d) for d in down), _value(r, across))
         if at in grid:
             _one_case_per_cell(grid[at], r)

@@ -146,10 +146,11 @@ def newest_stack(rows: list[Row]) -> list[Row]:
     """Per case, parameters and machine, the row of the newest library versions (``age``): the
     answer a machine gives is its own stack's; stacks kept to compare versions are read against it
     on the versions table, not beside it."""
-    keep = {}
-    for r in sorted(rows, key=lambda r: (age(libraries(r.record)), r.record.created)):
-        keep[(r.case, json.dumps(r.record.params, sort_keys=True), r.machine)] = r
-    return [r for r in rows if keep.get((r.case, json.dumps(r.record.params, sort_keys=True), r.machine)) is r]
+    def where(r: Row) -> tuple:
+        return r.case, json.dumps(r.record.params, sort_keys=True), r.machine
+
+    keep = {where(r): r for r in sorted(rows, key=lambda r: (age(libraries(r.record)), r.record.created))}
+    return [r for r in rows if keep[where(r)] is r]
 
 
 def pareto(points: list[tuple[float, float]]) -> list[bool]:
