@@ -46,6 +46,22 @@ def test_every_probe_has_a_builder_and_gpu_probes_declare_their_memory():
         assert ceilings.DECLARED_BYTES[probe] > 0
 
 
+def test_the_duplex_probe_moves_two_bytes_in_per_byte_out_and_skips_without_a_gpu():
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    import torch
+    if torch.cuda.is_available():
+        w = ceilings.duplex(nbytes=8 * 2**20)
+        assert w.work == {"bytes": 12 * 2**20, "h2d_bytes": 8 * 2**20, "d2h_bytes": 4 * 2**20}
+        with pytest.raises(CheckFailed):  # both destinations start poisoned
+            w.check()
+        assert run(w) == {"exact": True}
+    else:
+        rec = execute("ceilings", {"probe": "duplex_pinned"})
+        assert rec.outcome == "skipped" and "GPU" in rec.reason
+
+
 def test_host_probes_run_through_the_runner(monkeypatch):
     monkeypatch.setitem(ceilings.BUILDERS, "host_copy", lambda: ceilings.host_copy(nbytes=8 * 2**20))
     rec = execute("ceilings", {"probe": "host_copy"})

@@ -64,6 +64,22 @@ def test_the_fraction_is_of_the_same_hosts_ceiling_the_same_run_first():
     assert eff.efficiency(ceiling("h2d_pinned", 50), eff.Ceilings([same_run])) is None  # its own bound
 
 
+def test_a_step_that_copies_back_is_also_read_against_the_same_hosts_duplex_ceiling():
+    stream = {"pattern": "stream", "fraction": 0.1, "budget": "card"}
+    rec = record("out_of_core", stream, {"bytes": 3 * 10**9, "h2d_bytes": 2 * 10**9, "d2h_bytes": 10**9}, 0.05)
+    duplex = record("ceilings", {"probe": "duplex_pinned"},
+                    {"bytes": 3 * 10**9, "h2d_bytes": 2 * 10**9, "d2h_bytes": 10**9}, 2 / 45)
+    got = eff.efficiency(rec, eff.Ceilings([ceiling("h2d_pinned", 50), duplex]))
+    assert abs(got.fraction - 40 / 50) < 1e-9 and abs(got.both_ways - 40 / 45) < 1e-9
+    assert got.text() == "0.80 of pinned H2D, 0.89 beside D2H"
+    other_hosts = record("ceilings", {"probe": "duplex_pinned"}, duplex.work, 2 / 45, uuid="GPU-b")
+    assert eff.efficiency(rec, eff.Ceilings([ceiling("h2d_pinned", 50), other_hosts])).both_ways is None
+    one_way = record("out_of_core", dict(stream, pattern="reduce"), {"bytes": 10**9, "h2d_bytes": 10**9,
+                                                                     "d2h_bytes": 0}, 0.025)
+    got = eff.efficiency(one_way, eff.Ceilings([ceiling("h2d_pinned", 50), duplex]))
+    assert got.both_ways is None and got.text() == "0.80 of pinned H2D"
+
+
 def test_a_hostile_record_has_no_efficiency_and_no_error():
     nothing = record("unified", FAULT, {"migrated_bytes": 0}, 0.1)
     odd = record("unified", dict(FAULT, fraction="../../x"), {"migrated_bytes": 10**9}, 0.1)

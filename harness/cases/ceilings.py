@@ -6,7 +6,10 @@ than any cache (hundreds of MiB and up), inputs are random, outputs are poisoned
 probe checks its result after the timed steps.
 
 Bandwidths count what one step must move: a device copy reads and writes each byte (2 x size);
-a transfer between host and device, or between GPUs, moves each byte once.
+a transfer between host and device, or between GPUs, moves each byte once. ``duplex_pinned``
+moves host-to-device and device-to-host at once, two bytes in for each byte out as a streamed
+``out = x + y`` does: a PCIe link is full duplex, but some hosts cannot feed both directions at
+full rate, and a pattern that writes back is bounded by what the link does both ways.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ MATMUL_TOLERANCE = {"fp32": 1e-4, "tf32": 3e-3, "fp16": 5e-3, "bf16": 3e-2}
 
 HOST_PROBES = ("host_copy", "cpu_matmul_fp32")
 # Pageable copies depend on the buffer's size: harness.cases.pageable sweeps them.
-GPU_PROBES = ("device_copy", "h2d_pinned", "d2h_pinned",
+GPU_PROBES = ("device_copy", "h2d_pinned", "d2h_pinned", "duplex_pinned",
               "matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16")
 MULTI_GPU_PROBES = ("p2p_copy",)
 PROBES = HOST_PROBES + GPU_PROBES + MULTI_GPU_PROBES
@@ -108,6 +111,33 @@ def host_link(direction: str, pinned: bool, nbytes: int = LINK_BYTES) -> Workloa
                     work={"bytes": nbytes}, warmup=2, repeat=20)
 
 
+def duplex(nbytes: int = LINK_BYTES) -> Workload:
+    """``nbytes`` host-to-device and ``nbytes / 2`` device-to-host, each on its own stream, at once."""
+    torch = need_torch_cuda(1)
+    up_src = _random_bytes(torch, nbytes, "cuda:0").cpu().pin_memory()
+    up_dst = torch.full(up_src.shape, float("nan"), device="cuda:0")
+    down_src = _random_bytes(torch, nbytes // 2, "cuda:0")
+    down_dst = torch.full(down_src.shape, float("nan"), pin_memory=True)
+    lanes = torch.cuda.Stream(), torch.cuda.Stream()
+
+    def step():
+        here = torch.cuda.current_stream()
+        for lane, (dst, src) in zip(lanes, ((up_dst, up_src), (down_dst, down_src))):
+            lane.wait_stream(here)
+            with torch.cuda.stream(lane):
+                dst.copy_(src, non_blocking=True)
+        for lane in lanes:
+            here.wait_stream(lane)
+
+    def check():
+        both = bool(torch.equal(up_dst.cpu(), up_src)) and bool(torch.equal(down_dst, down_src.cpu()))
+        return checked_equal("duplex_pinned", both)
+
+    return Workload(step=step, sync=torch_sync((0,)), gpus=(0,), check=check,
+                    work={"bytes": nbytes + nbytes // 2, "h2d_bytes": nbytes, "d2h_bytes": nbytes // 2},
+                    warmup=2, repeat=20)
+
+
 def gpu_matmul(precision: str, n: int = GPU_MATMUL_N) -> Workload:
     torch = need_torch_cuda(1)
     dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
@@ -146,6 +176,7 @@ BUILDERS = {
     "device_copy": device_copy,
     "h2d_pinned": partial(host_link, "h2d", True),
     "d2h_pinned": partial(host_link, "d2h", True),
+    "duplex_pinned": duplex,
     "matmul_fp32": partial(gpu_matmul, "fp32"),
     "matmul_tf32": partial(gpu_matmul, "tf32"),
     "matmul_fp16": partial(gpu_matmul, "fp16"),
@@ -155,7 +186,7 @@ BUILDERS = {
 assert set(BUILDERS) == set(PROBES)
 
 # Device memory each probe asks for (per GPU), quoted if it does not fit.
-DECLARED_BYTES = {"device_copy": 2 * DEVICE_COPY_BYTES, "p2p_copy": LINK_BYTES,
+DECLARED_BYTES = {"device_copy": 2 * DEVICE_COPY_BYTES, "p2p_copy": LINK_BYTES, "duplex_pinned": 2 * LINK_BYTES,
                   **{p: 2 * LINK_BYTES for p in ("h2d_pinned", "d2h_pinned")},
                   **{p: 3 * GPU_MATMUL_N**2 * 4 for p in GPU_PROBES if p.startswith("matmul")}}
 

@@ -9,6 +9,9 @@ kind's latest stands in, and the result says so (``same_host`` False).
 
 The fraction compares like with like: a host-to-device ceiling is read against the bytes that
 cross the link where the case counts them (``h2d_bytes``, ``migrated_bytes``), else its bytes.
+A step that also copies back (``d2h_bytes``) shares the link with its own write-back, so beside its
+fraction of pinned H2D it gets one of ``duplex_pinned`` (both directions at once), from the same
+host only: another host's link says nothing about this one's.
 """
 from __future__ import annotations
 
@@ -20,14 +23,17 @@ from harness.measure.outcomes import OK
 from harness.measure.record import Record
 
 CEILINGS = "ceilings"
+DUPLEX = "duplex_pinned"
 PAGEABLE = "pageable"
 # probe -> how people name it beside a rate
-PROBE_LABELS = {"h2d_pinned": "pinned H2D", "d2h_pinned": "pinned D2H", "device_copy": "device copy",
+PROBE_LABELS = {"h2d_pinned": "pinned H2D", "d2h_pinned": "pinned D2H", "duplex_pinned": "pinned H2D beside D2H",
+                "device_copy": "device copy",
                 "matmul_fp32": "fp32 matmul", "matmul_tf32": "tf32 matmul", "matmul_fp16": "fp16 matmul",
                 "matmul_bf16": "bf16 matmul", "host_copy": "host copy", "cpu_matmul_fp32": "CPU fp32 matmul",
                 "h2d_pageable": "pageable H2D", "d2h_pageable": "pageable D2H", "p2p_copy": "GPU-to-GPU copy"}
 # probe -> the work units of a bounded record read against it, the first the record counts
-UNITS = {"h2d_pinned": ("h2d_bytes", "migrated_bytes", "bytes"), "d2h_pinned": ("d2h_bytes", "bytes")}
+UNITS = {"h2d_pinned": ("h2d_bytes", "migrated_bytes", "bytes"), "d2h_pinned": ("d2h_bytes", "bytes"),
+         "duplex_pinned": ("h2d_bytes", "bytes")}
 BUSY_BOUND = 0.8  # under this fraction of GPU-busy time a step is bound by the host
 
 
@@ -38,10 +44,12 @@ class Efficiency:
     unit: str  # the record's work unit the fraction was read from
     ceiling: Record
     same_host: bool
+    both_ways: float | None = None  # the h2d rate as a fraction of duplex_pinned's, where it applies
 
     def text(self) -> str:
-        """``0.39 of pinned H2D``."""
-        return f"{self.fraction:.2f} of {PROBE_LABELS.get(self.probe, self.probe)}"
+        """``0.39 of pinned H2D``, or ``0.80 of pinned H2D, 0.95 beside D2H``."""
+        beside = "" if self.both_ways is None else f", {self.both_ways:.2f} beside D2H"
+        return f"{self.fraction:.2f} of {PROBE_LABELS.get(self.probe, self.probe)}{beside}"
 
 
 def units_for(probe: str) -> tuple[str, ...]:
@@ -117,7 +125,18 @@ def efficiency(rec: Record, ceilings: Ceilings) -> Efficiency | None:
     top, mine = rate(ceiling, _unit(ceiling, probe)), rate(rec, unit)
     if not mine or not top:
         return None
-    return Efficiency(mine / top, probe, unit, ceiling, same_host)
+    return Efficiency(mine / top, probe, unit, ceiling, same_host, _both_ways(rec, probe, unit, ceilings))
+
+
+def _both_ways(rec: Record, probe: str, unit: str, ceilings: Ceilings) -> float | None:
+    """The record's h2d rate over the same host's duplex ceiling, for a step that copies both ways."""
+    if probe != "h2d_pinned" or unit != "h2d_bytes" or not rec.work.get("d2h_bytes"):
+        return None
+    found = ceilings.find(rec, DUPLEX)
+    if found is None or not found[1]:
+        return None
+    top = rate(found[0], "h2d_bytes")
+    return rate(rec, unit) / top if top else None
 
 
 def best_pageable(records) -> dict[tuple[str, str], Record]:
