@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import set_run
 
@@ -11,6 +12,7 @@ import pytest
 
 from harness.measure.budget import budget_bytes
 from harness.units import GB
+import harness
 from harness import cases
 from harness.cases.base import Config
 from harness.workloads import fits
@@ -80,6 +82,15 @@ def test_the_real_probe_trains_in_its_own_process_and_answers_in_json():
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["fits"] is True and answer["n"] == 24 and answer["pid"] != os.getpid()
+
+
+def test_the_probes_path_leads_to_this_checkouts_harness(monkeypatch):
+    """asv starts benchmarks in a folder of its own with PYTHONPATH dropped, and an installed
+    copy may be absent or stale: the probe's first path entry must hold this very package."""
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    first, *rest = fits.probe_env()["PYTHONPATH"].split(os.pathsep)
+    assert (Path(first) / "harness" / "__init__.py").resolve() == Path(harness.__file__).resolve()
+    assert rest == ["/elsewhere"]
 
 
 def test_a_probe_grows_the_batch_or_one_sequence():

@@ -283,7 +283,7 @@ def probe_argv(config, fraction: float, over: str = "batch"):
 
 def probe_env() -> dict:
     """The probe imports ``harness`` from this checkout, wherever it was started from."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(Path(__file__).resolve().parents[2])  # harness/workloads/fits.py -> the checkout
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
