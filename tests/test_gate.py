@@ -24,15 +24,17 @@ H100_OTHER_HOST = H100 / "c65b18ac-20261123T235654-f472de.jsonl"
 H200_RUN = H200 / "bfa680ee-20261124T005204-346ecc.jsonl"
 BASELINE = REPO / "results/baseline/cpu-ceilings-host.jsonl"
 # The history the floors are learned from, frozen at the commits these tests were written
-# against: records committed later move the learned floors, and must not move the tests.
-LATER = ("96dd293e", "548ac663", "bfffa40d", "3b3a8a83", "04b02c05", "42ab0c15")
+# against (an allowlist: records committed later move the learned floors, and must not move
+# the tests, whichever commit they come from).
+FROZEN = ("5bdb56dc", "65529e88", "70b74ec2", "e71e2a63", "91cf4ff0", "18e01f70", "6a1cc2fe",
+          "203233bf", "d570cdd1", "e10b46f1", "c65b18ac", "bfa680ee", "c948a7fb")
 
 
 def frozen_history() -> Path:
     import tempfile
     root = Path(tempfile.mkdtemp(prefix="oombench-history-"))
     for f in RECORDS.glob("*/*.jsonl"):
-        if not f.name.startswith(LATER):
+        if f.name.startswith(FROZEN):
             (root / f.parent.name).mkdir(exist_ok=True)
             (root / f.parent.name / f.name).symlink_to(f)
     return root
