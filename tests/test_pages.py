@@ -263,7 +263,8 @@ def test_table_shows_the_loss_parallel_lm_records_hold(capsys):
 
 
 def test_table_names_the_check_keys_that_exist(capsys):
-    assert cli.main(["table", "fits", "--down", "technique,machine", "--across", "budget", "--show", "check:typo"]) == 2
+    assert cli.main(["table", "fits", "--down", "technique,machine", "--across", "budget", "--where", "over=batch",
+                     "--show", "check:typo"]) == 2
     err = capsys.readouterr().err
     assert "check key 'typo'" in err and "max_batch" in err
 
