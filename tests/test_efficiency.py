@@ -6,7 +6,7 @@ from pathlib import Path
 from harness import cases
 from harness.measure.record import Record
 from harness.report import efficiency as eff
-from harness.report import summary, tables
+from harness.report import noise, summary, tables
 from harness.report.pages.model import load_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,3 +136,35 @@ def test_the_pageable_ceiling_is_the_best_size_of_the_sweep():
     (best,) = eff.best_pageable(sweep).values()
     assert best.params["size_mib"] == 512
     assert eff.best_pageable([]) == {}
+
+
+FITS = {"device": "cuda", "workload": "lm", "technique": "fp32", "budget": "card", "over": "seq_len",
+        "vocab": 32000, "width": 1024, "depth": 12, "seq_len": 1024}
+
+
+def test_a_search_whose_gpu_work_ran_in_other_processes_is_never_marked_host_bound(tmp_path):
+    # Records filed before the search stopped reading a busy share hold the waiting process's.
+    search = record("fits", FITS, {}, 74.3, busy=0.002)
+    assert eff.host_bound(search) is None
+    assert noise.step_class(search) == "host-bound"  # its time is processes starting, on any host
+    search = dict_record(search, check={"max_seq_len": 65536, "probes": 4})
+    text = tables.table(load_rows(planted(tmp_path, [search])), "fits", ["technique"], "budget", ["check:max_seq_len"])
+    assert "| fp32 | ≥ 65,536 |" in text and "†" not in text  # filed before search_limit: it searched to 2**16
+
+
+def test_an_answer_below_the_search_limit_is_exact_and_one_at_it_a_lower_bound(tmp_path):
+    def answer(n, limit):
+        rec = dict_record(record("fits", FITS, {}, 1.0), check={"max_seq_len": n, "search_limit": limit})
+        rows = load_rows(planted(tmp_path / f"{n}-{limit}", [rec]))
+        return tables.table(rows, "fits", ["technique"], "budget", ["check:max_seq_len"]).splitlines()[2]
+    assert answer(65536, 2**20) == "| fp32 | 65,536 |"
+    assert answer(2**20, 2**20) == "| fp32 | ≥ 1,048,576 |"
+
+
+def test_a_failed_loss_check_says_how_far_the_curve_left_its_reference(tmp_path):
+    params = {"workload": "lm", "technique": "fp32", "micro_batch": 2}
+    failed = dict_record(record("tricks", params, {}, 1.0), outcome="failed", timing=None, reason="loss off",
+                         check={"deviation": 0.0151, "tolerance": 0.002, "reference_spread": 0.0002,
+                                "reference": "fp32 with checkpointing"})
+    text = tables.table(load_rows(planted(tmp_path, [failed])), "tricks", ["micro_batch"], "machine", ["step"])
+    assert "| 2 | failed (loss gap 0.015 from fp32 with checkpointing, 0.0022 allowed) |" in text

@@ -296,3 +296,27 @@ def test_probes_run_side_by_side_only_where_memory_holds_each_cap_and_its_contex
     assert fits.side_by_side(16 * GB, 80 * GB) == 3
     assert fits.side_by_side(40 * GB, 85 * GB) == 1
     assert fits.side_by_side(40 * GB, 3 * (40 * GB + fits.PROBE_OVERHEAD)) == 3
+
+
+def test_the_search_runs_once_per_record_and_reads_no_busy_share_of_its_own(fake_card, monkeypatch):
+    # The probes hold the GPU work: profiling this process would only run the search again.
+    searches = []
+    real = fits.largest_fitting
+    monkeypatch.setattr(fits, "largest_fitting", lambda *a, **kw: searches.append(1) or real(*a, **kw))
+    rec = execute("fits", CASE_PARAMS)
+    assert rec.outcome == "ok" and len(searches) == 1 and rec.gpu_busy == {}
+
+
+def test_one_sequence_is_searched_past_the_batch_limit_and_an_answer_at_its_own_limit_says_so(monkeypatch):
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
+
+    def fits_up_to(top):
+        monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+            lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), str(top)]))
+        return execute("fits", dict(CASE_PARAMS, over="seq_len", seq_len=2**14)).check
+    long = fits_up_to(3 * fits.LIMIT)
+    assert long["max_seq_len"] == 3 * fits.LIMIT and long["search_limit"] == fits.LIMITS["seq_len"] > 3 * fits.LIMIT
+    assert not fits_case.lower_bound(long, "max_seq_len")
+    endless = fits_up_to(10 * fits.LIMITS["seq_len"])
+    assert endless["max_seq_len"] == fits.LIMITS["seq_len"] and fits_case.lower_bound(endless, "max_seq_len")

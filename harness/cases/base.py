@@ -109,6 +109,9 @@ class Case:
     # Its build takes ``run_file``: the run's records file, beside which it keeps files of its own
     # (the what-fits probes), or None outside a ``harness run``.
     keeps_files: bool = False
+    # Its step's GPU work runs in processes of its own (the what-fits probes), and its time is
+    # mostly theirs starting: a GPU-busy share read in this process says nothing about it.
+    gpu_work_elsewhere: bool = False
     # The ceiling that bounds this case's rate, by parameters: a ``ceilings`` probe name
     # ("h2d_pinned", "device_copy", "matmul_bf16", ...), or None where no ceiling applies. The
     # report reads the rate as a fraction of that probe's rate on the same host.

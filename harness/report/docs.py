@@ -306,6 +306,10 @@ SEEDS = (
          where=("device=cuda", "batch=1"), title="Seed 001: one ever longer sequence",
          text="Memory grows with sequence length: one sequence per step at two widths, by technique.",
          bench=r"tricks\.LongSequence"),
+    Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
+         title="Seed 001: the longest sequence that fits",
+         text="The longest single sequence of the LM that trains under each budget, each probe a process of "
+              "its own; `≥` where the search stopped before memory did.", bench=r"tricks\.WhatFitsSequence"),
     Spec("chainer_mlp", "batch,budget,machine", across="pool", show="step,peak", where=("device=cuda", "budget=16GB"),
          title="Chainer past a 16 GB card", text="A dense net whose batch outgrows a 16 GB budget, on Chainer's "
          "device pool (capped: does not fit) and on the managed pool.", bench=r"chainer_pool\.MlpBeyond"),

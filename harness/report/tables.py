@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import cases
+from harness.cases import fits
 from harness.measure.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, OK, SKIPPED
 from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound
@@ -147,7 +148,10 @@ def _check_value(value) -> str:
 def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -> str:
     rec = row.record
     if what.startswith("check:"):
-        return _check_value(rec.check.get(what[len("check:"):]))
+        key = what[len("check:"):]
+        text = _check_value(rec.check.get(key))
+        # An answer where the search stopped is a lower bound: more may fit.
+        return f"≥ {text}" if rec.case == fits.CASE.name and fits.lower_bound(rec.check, key) else text
     if what == "step":
         return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(row, base, what)
     if what == "rate":
@@ -173,11 +177,21 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
-        return md(rec.outcome)
+        return md(rec.outcome) + _failed_check(rec.check)
     view = view or View()
     text = ", ".join(_show(row, s, base, view, shows) for s in shows)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
+
+
+def _failed_check(check: dict) -> str:
+    """Why a failed check failed, where it was a loss curve leaving its reference's tolerance (and
+    the spread between two runs of the reference, where measured)."""
+    check = check or {}
+    gap, allowed, spread = check.get("deviation"), check.get("tolerance"), check.get("reference_spread", 0)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (gap, allowed, spread)):
+        return ""
+    return f" (loss gap {gap:.2g} from {md(check.get('reference') or 'fp32')}, {allowed + spread:.2g} allowed)"
 
 
 def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus) -> None:

@@ -35,6 +35,9 @@ from harness.measure.store import append_line, read_lines
 # spare: probes run side by side only where each can have its cap and this much more.
 PROBE_OVERHEAD = 2 * 2**30
 LIMIT = 2**16  # no workload here trains a batch this large on one card: the search stops there
+# Where each search stops. One sequence grows memory far slower per token than a batch does per
+# sample: a card holds more tokens than a batch limit would let the search try.
+LIMITS = {"batch": LIMIT, "seq_len": 2**20}
 
 
 @dataclass
