@@ -11,7 +11,7 @@ import pytest
 
 from harness.drive import cli
 from harness.measure.outcomes import OK
-from harness.report import docs
+from harness.report import docs, specs
 from harness.report.pages.model import latest, load_rows
 from harness.report.tables import machine_label
 
@@ -56,7 +56,7 @@ def test_the_readme_holds_the_headline_between_its_markers(generated):
 
 def test_the_readme_links_every_family_doc_and_stays_short():
     readme = (REPO / "README.md").read_text()
-    for fam in docs.FAMILIES:
+    for fam in specs.FAMILIES:
         assert f"](docs/results/{fam.name}.md)" in readme
     assert len(readme.splitlines()) <= 250
     assert "../" not in readme  # nothing outside the repository
@@ -117,8 +117,8 @@ def test_outside_a_git_checkout_it_says_why(tmp_path):
 
 def test_each_family_is_a_module_of_benchmarks_and_covers_its_cases():
     modules = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem not in ("__init__", "common"))
-    assert sorted(f.name for f in docs.FAMILIES) == modules
-    for fam in docs.FAMILIES:
+    assert sorted(f.name for f in specs.FAMILIES) == modules
+    for fam in specs.FAMILIES:
         mod = importlib.import_module(f"benchmarks.{fam.name}")
         measured = {c.case for c in vars(mod).values() if isinstance(c, type) and getattr(c, "case", "")}
         assert measured == set(fam.cases), f"docs/results/{fam.name}.md covers {fam.cases}, benchmarks/ runs {measured}"
@@ -126,7 +126,7 @@ def test_each_family_is_a_module_of_benchmarks_and_covers_its_cases():
 
 
 def test_each_family_doc_says_where_its_figures_come_from(generated, rows):
-    for fam in docs.FAMILIES:
+    for fam in specs.FAMILIES:
         text = generated[f"docs/results/{fam.name}.md"]
         for r in rows:
             if r.case in fam.cases:

@@ -406,3 +406,24 @@ def test_a_way_out_under_a_budget_is_read_against_fp32_on_the_whole_card_at_the_
         base = headline.base_for(row, bases)
         assert (base.record.params["technique"], base.record.params["budget"], base.record.params["micro_batch"]) == \
             ("fp32", "card", 10), technique
+
+
+def test_the_seeds_page_holds_the_docs_seed_tables_each_cell_linked_to_the_record_it_shows(site):
+    import html
+    page = (site / "pages" / "seeds.html").read_text()
+    doc = (REPO / "docs/results/seeds.md").read_text()
+    md_rows = [[c.replace("\\|", "|") for c in line[2:-2].split(" | ")]
+               for line in doc.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    html_rows = [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)]
+                 for row in re.findall(r"<tr>(.*?)</tr>", page)]
+    assert md_rows and html_rows == md_rows
+    records = raw_records()
+    for section in re.findall(r'<section class="seed".*?</section>', page, flags=re.S):
+        case = re.search(r"python3 -m harness table (\w+)", section).group(1)
+        links = re.findall(r'data-record="(r-[0-9a-f]{10})">([^<]*)</a>', section)
+        assert links, case
+        for rid, text in links:
+            rec = records[rid]
+            assert rec["case"] == case
+            shown = "does_not_fit" if text.startswith("does not fit") else "failed" if text.startswith("failed") else "ok"
+            assert rec["outcome"] == shown, (rid, text)

@@ -267,30 +267,50 @@ def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):
     return next((r for (k, c), r in grid.items() if matches(k, c)), None)
 
 
-def render(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-           where: dict | None = None, versus: tuple = ()) -> tuple[str, list[str]]:
-    """(the markdown table, its footnotes). ``versus=((parameter, value), ...)``: step, rate and peak
-    also as a multiple of the record that differs only in holding those values (``(("technique",
-    "fp32"),)``: each trick against fp32; add ``("budget", "card")`` to read each way out under a
-    budget against fp32 on the whole card). Rates are read against ceilings from all of ``rows``."""
+@dataclass
+class Grid:
+    """A table as cells: its header, one line per label down (the label, then each cell's text and
+    the row it shows, None where nothing ran), and the footnotes its marks need. Texts are
+    markdown-safe (``md``)."""
+    head: list[str]
+    lines: list[tuple[str, list[tuple[str, Row | None]]]]
+    notes: list[str]
+
+    def markdown(self) -> str:
+        out = ["| " + " | ".join(self.head) + " |", "| --- |" + " --- |" * (len(self.head) - 1)]
+        out += [f"| {label} | " + " | ".join(text for text, _ in cells) + " |" for label, cells in self.lines]
+        return "\n".join(out)
+
+
+def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
+         where: dict | None = None, versus: tuple = ()) -> Grid:
+    """The table's cells. ``versus=((parameter, value), ...)``: step, rate and peak also as a
+    multiple of the record that differs only in holding those values (``(("technique", "fp32"),)``:
+    each trick against fp32; add ``("budget", "card")`` to read each way out under a budget against
+    fp32 on the whole card). Rates are read against ceilings from all of ``rows``."""
     case = cases.get(case_name)
     _check_request(case, down, across, shows, versus)
-    grid = _grid(rows, case_name, down, across, where or {})
-    _check_keys(grid, case_name, shows)
-    schemas = {r.record.schema for r in grid.values() if r.record.outcome == OK}
+    at = _grid(rows, case_name, down, across, where or {})
+    _check_keys(at, case_name, shows)
+    schemas = {r.record.schema for r in at.values() if r.record.outcome == OK}
     view = View(Ceilings(r.record for r in latest(rows)), mixed_schemas=len(schemas) > 1)
-    orders = [case.ordered(d, {k[i] for k, _ in grid}) for i, d in enumerate(down)]
-    keys = sorted({k for k, _ in grid}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
-    cols = case.ordered(across, {c for _, c in grid})
-    lines = [f"| {', '.join(down)} | " + " | ".join(md(f"{across} {c}") for c in cols) + " |",
-             "| --- |" + " --- |" * len(cols)]
-    for k in keys:
-        cells = [cell(grid.get((k, c)), shows, _base(grid, down, across, versus, k, c), view) for c in cols]
-        lines.append(f"| {md(', '.join(map(str, k)))} | " + " | ".join(cells) + " |")
+    orders = [case.ordered(d, {k[i] for k, _ in at}) for i, d in enumerate(down)]
+    keys = sorted({k for k, _ in at}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
+    cols = case.ordered(across, {c for _, c in at})
+    lines = [(md(", ".join(map(str, k))),
+              [(cell(at.get((k, c)), shows, _base(at, down, across, versus, k, c), view), at.get((k, c))) for c in cols])
+             for k in keys]
     notes = [NOTES[m] for m in (HOST_BOUND, OTHER_HOST, WHOLE_CASE) if m in view.used]
     if "peak" in shows and schemas == {1}:
         notes.append(ALL_WHOLE_CASE)
-    return "\n".join(lines), notes
+    return Grid([", ".join(down)] + [md(f"{across} {c}") for c in cols], lines, notes)
+
+
+def render(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
+           where: dict | None = None, versus: tuple = ()) -> tuple[str, list[str]]:
+    """(the markdown table, its footnotes): ``grid``'s cells, as markdown."""
+    made = grid(rows, case_name, down, across, shows, where, versus)
+    return made.markdown(), made.notes
 
 
 def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 
 from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
@@ -23,11 +24,12 @@ from harness.report.pages.families import family
 from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
+from harness.report.specs import SEEDS, SEEDS_INTRO
 from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE
 from harness.units import GB, gb
 
 MARK = ".oombench-pages"  # the file that says a folder holds pages this build may replace whole
-RESERVED = {"index", "provenance", "style", "chooser"}  # the build's own pages
+RESERVED = {"index", "provenance", "style", "chooser", "seeds"}  # the build's own pages
 FITS_OPEN = 12  # a "what fits" table of more parameter sets than this starts folded: a screen of it is enough
 
 
@@ -171,6 +173,28 @@ def fits_view(case: str, rows: list[Row]) -> dict:
     return {"budgets": budgets, "table": dict(table), "open": len(table) <= FITS_OPEN}
 
 
+def seeds_view(rows: list[Row]) -> list[dict]:
+    """Each seed's table as the docs print it (``harness.report.specs.SEEDS``), its cells linked to
+    their records. A table these records cannot make (two records in one cell, in a folder of local
+    runs) says why in its place, and the other seeds' tables still show."""
+    out = []
+    for spec in SEEDS:
+        try:
+            made, why = spec.grid(rows), None
+        except ValueError as e:
+            made, why = None, str(e)
+        slug = re.sub(r"[^a-z0-9]+", "-", spec.title.lower()).strip("-")[:60]
+        out.append({"id": f"seed-{len(out)}-{slug}", "title": spec.title, "text": spec.text,
+                    "command": spec.command(), "bench": spec.bench, "grid": made, "why": why})
+    return out
+
+
+def code_spans(text: str) -> Markup:
+    """A spec's text with its `backtick` spans as <code>, everything escaped."""
+    parts = str(text).split("`")
+    return Markup("").join(Markup("<code>{}</code>").format(p) if i % 2 else escape(p) for i, p in enumerate(parts))
+
+
 def machines_view(rows: list[Row], results: Path) -> list[dict]:
     out = []
     for machine in sorted({r.machine for r in rows}):
@@ -197,7 +221,8 @@ def jinja(rows: list[Row] = ()) -> Environment:
     """The templates' environment; ``rows`` hold the ceilings each rate is read against."""
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params)
+    env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params,
+                       code=code_spans, cell=lambda text: str(text).replace("\\|", "|"))  # a table cell's markdown escape
     ceilings = Ceilings(r.record for r in rows)
 
     def eff(row: Row) -> str:
@@ -240,6 +265,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     for case in cases:
         write(page_name(case), "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
     write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
+    write("seeds.html", "seeds.html", intro=SEEDS_INTRO, sections=seeds_view(all_rows))
     by_case = defaultdict(list)
     for r in all_rows:
         by_case[r.case].append(r)

@@ -1,0 +1,289 @@
+"""Which tables the docs and the pages show: each a ``harness table`` command (``Spec``) with its
+title and the text above it, grouped per family of benchmarks (``FAMILIES``), the headline, and
+one per seed's out-of-memory case (``SEEDS``). No figures: every figure is the table's, made from
+the records when a page is written."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from harness import cases
+from harness.report import tables
+from harness.report.pages.model import Row
+
+COMMAND = "python3 -m harness table"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One ``harness table`` command, and what its table shows (no figures: those are the table's)."""
+    case: str
+    down: str
+    across: str = tables.MACHINE
+    show: str = "step,rate,peak"
+    where: tuple[str, ...] = ()
+    versus: str | None = None
+    title: str = ""
+    text: str = ""
+    bench: str = ""  # the asv benchmarks that measure it (`harness run --bench`)
+    quiet: bool = False  # no section at all, rather than "no record yet", while no record matches
+
+    def args(self) -> list[str]:
+        out = [self.case, "--down", self.down]
+        if self.across != tables.MACHINE:
+            out += ["--across", self.across]
+        out += ["--show", self.show]
+        for pair in self.where:
+            out += ["--where", pair]
+        if self.versus:
+            out += ["--versus", self.versus]
+        return out
+
+    def command(self) -> str:
+        return f"{COMMAND} {' '.join(self.args())}"
+
+    def matches(self, row: Row) -> bool:
+        if row.case != self.case:
+            return False
+        for pair in self.where:
+            name, _, value = pair.partition("=")
+            have = tables.machine_label(row) if name == tables.MACHINE else row.record.params.get(name)
+            if str(have) != value:
+                return False
+        return True
+
+    def grid(self, rows: list[Row]) -> tables.Grid | None:
+        """The cells of the table the command prints from these rows; None where no record matches."""
+        if not any(self.matches(r) for r in rows):
+            return None
+        case = cases.get(self.case)
+        where = tables._where(case, list(self.where))
+        versus = tables.versus_pairs(case, self.versus)
+        return tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus)
+
+    def render(self, rows: list[Row]) -> str | None:
+        """What the command prints: the table, then its footnotes."""
+        made = self.grid(rows)
+        return None if made is None else made.markdown() + "".join(f"\n\n{n}" for n in made.notes)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # the module of benchmarks/
+    title: str
+    cases: tuple[str, ...]
+    intro: str
+    specs: tuple[Spec, ...] = field(default_factory=tuple)
+
+
+LM = ("workload=lm",)
+# Pageable copies swept over buffer sizes, where the suite declares the case: the ceiling the pages
+# show is the best size; this table keeps the sweep.
+PAGEABLE_SPECS = (
+    Spec("pageable", "direction,size_mib", show="rate", title="Pageable copies by buffer size",
+         text="Copies from and to pageable host memory at each buffer size, one column per box: the "
+              "pages take the best size as the box's pageable ceiling.", bench=r"ceilings\.", quiet=True),
+) if "pageable" in cases.names() else ()
+FAMILIES = (
+    Family(
+        "ceilings", "Ceilings: the box's physical limits", ("ceilings",) + tuple(s.case for s in PAGEABLE_SPECS),
+        "Every other figure is read against these, measured by the suite on the same box: device-memory "
+        "copy (bytes read plus written), host-to-device and device-to-host copies from pinned and from "
+        "pageable memory, GPU-to-GPU, the matrix-multiply rate in fp32, tf32, fp16 and bf16, and, on the "
+        "host side that CPU offload depends on, host memory copy and CPU fp32 matrix multiply. Buffers are "
+        "far larger than any cache; inputs are random, outputs are poisoned before the run, and every "
+        "result is checked afterwards (copies exactly, products against a float64 reference, with fp32 "
+        "held tightly enough that a silent TF32 product fails). Pageable copies go through a staging "
+        "buffer in the driver: the gap to the pinned figure is what `pin_memory=True` buys.",
+        (Spec("ceilings", "probe", show="rate", title="Every probe, every box",
+              text="The rate of each probe in datasheet units, one column per box; a probe the box cannot "
+                   "run (GPU-to-GPU with one GPU) is skipped, one never run there says `not run`.",
+              bench=r"ceilings\."),) + PAGEABLE_SPECS),
+    Family(
+        "unified", "Unified (managed) memory with CuPy, and what experts do instead",
+        ("unified", "out_of_core", "unified_seed", "beyond", "seed000"),
+        "The first way out people try is two lines of CuPy, "
+        "`cupy.cuda.set_allocator(cupy.cuda.MemoryPool(cupy.cuda.malloc_managed).malloc)`, after which "
+        "arrays larger than the GPU \"just work\", slowly. `unified` measures how slowly: `allocator` is "
+        "`device_pool` (CuPy's default), `managed_pool` (the two lines, every request through the guard) or "
+        "`async_pool` (`cudaMallocAsync`); `placement` of managed pages is `resident` (prefetched to the GPU "
+        "once: the steady state) or starts every step with the whole set on the host: `fault` (the GPU's "
+        "page faults move it), `prefetch` (an explicit `cudaMemPrefetchAsync` in the step), `host_mapped` "
+        "(advised to stay on the host and mapped: the GPU reads and writes over the host link) or "
+        "`read_mostly` (faults duplicate pages instead of moving them); `pattern` is `stream` (out = x + y), "
+        "`reduce` (sum), `matmul` (float32, compute-bound) or `gather` (random reads from a table, as an "
+        "embedding does), each with the bytes and FLOPs it must move counted and its result checked; "
+        "`fraction` is the working set as a share of the card's total memory. Oversubscription (1.5) is "
+        "declared everywhere and runs only with the opt-in (README, Safety): without it the managed cases "
+        "skip with the reason and the device pools record `does not fit`.\n\n"
+        "`out_of_core` is what experts use instead: the set stays in pinned host memory and is streamed "
+        "through two device buffers on separate copy and compute streams, so that the copy of one chunk "
+        "overlaps the compute of the one before. `unified_seed` is the scenario as users first meet it: "
+        "three `size x size` float64 `cupy.ones` under the managed pool, summed, each step from an empty pool.\n\n"
+        "Past the memory a card has, without oversubscribing a shared one: `budget` emulates a 16, 24, 40 or "
+        "80 GB card by capping CuPy's pool (`set_limit`). `beyond` takes working sets of `times` (1.5 or 3) the "
+        "budget by each `way`: `device_pool` (the capped pool: does not fit, with the bytes asked), "
+        "`out_of_core` (pinned host memory streamed through buffers that fit the budget, chunks sized from the "
+        "set), `zero_copy` (pinned host memory mapped for the GPU, read in place over the host link) and "
+        "`managed_pool` (kept under the card's free memory by the guard: the budget caps nothing there and "
+        "nothing is evicted, as each record's check says). `seed000` is seed 000 exactly: three "
+        "float64 arrays of 2**30 elements and `c = a + b`, by the same ways.",
+        tuple(Spec("unified", "allocator,placement,fraction", show="rate,peak", where=(f"pattern={p}",),
+                   title=f"`unified`, pattern `{p}`",
+                   text=f"Each allocator and placement at each working-set fraction, pattern `{p}`: the rate "
+                        "the kernel's counted work implies, and the device memory it took.",
+                   bench=r"unified\.(Allocators|Placements)") for p in ("stream", "reduce", "matmul", "gather"))
+        + (Spec("out_of_core", "pattern,fraction", show="rate,peak", title="`out_of_core`: pinned host memory, "
+                "two streams", text="Chunked streaming from pinned host memory: the rate of the kernel's work "
+                "and the device memory its two buffers took.", bench=r"unified\.OutOfCore"),
+           Spec("unified_seed", "fraction", show="step,rate,peak", title="`unified_seed`: three arrays of ones, "
+                "summed", text="The seed scenario at each fraction of the card: the step (allocation, first "
+                "touch and the sum), the rate of useful traffic, the device memory.", bench=r"unified\.Seed\."),
+           Spec("beyond", "pattern,budget,times,machine", across="way", show="rate,peak",
+                title="`beyond`: working sets past an emulated card, by each way out",
+                text="Each way at each working set past its budget: the rate of the pattern's counted work "
+                     "and the device memory it took; does-not-fit where the way has no room.",
+                bench=r"unified\.Beyond"),
+           Spec("seed000", "budget,machine", across="way", show="step,peak",
+                title="`seed000`: three float64 arrays of 2**30 elements and c = a + b",
+                text="Seconds per add and the device memory, by way, under each budget.",
+                bench=r"unified\.Seed000"))),
+    Family(
+        "chainer_pool", "Chainer with a managed memory pool, and the same GCN in PyTorch",
+        ("chainer_gcn", "chainer_mlp", "chainer_cnn", "torch_gcn"),
+        "Chainer users who met `out of memory` on models that hold a whole graph or batch on the GPU were "
+        "told to put Chainer's CuPy allocator on a managed pool. These cases measure what that costs with "
+        "Chainer 7.8.1, its last release, on today's NumPy, CuPy and Python. `chainer_gcn` is a two-layer "
+        "graph convolution network (Kipf & Welling) trained full-batch with Adam on a synthetic "
+        "planted-partition graph (`chainer.utils.CooMatrix` and `F.sparse_matmul`); `torch_gcn` is the same "
+        "model on the same graph from the same weights in PyTorch (`torch.sparse`); `chainer_mlp` and "
+        "`chainer_cnn` are a dense and a convolutional net on the same pools. `pool` is `device_pool` "
+        "(Chainer's default, CuPy's pool) or `managed_pool` (through the guard) with `device=cuda`, and "
+        "`numpy` with `device=cpu`. A step is one forward, backward and update; each check asks the loss to "
+        "have dropped, and the GCNs' also compare the trained output at sampled nodes with a float64 "
+        "reference. Chainer 7.8.1 imports on NumPy 2 and Python 3.12 only with small shims, applied only "
+        "where missing and named in each record's environment (`shims`). The peak figure is the pool's "
+        "(CuPy's pool; PyTorch's allocator) and the device's.",
+        (Spec("chainer_gcn", "features,nodes,machine", across="pool", where=("device=cuda",),
+              title="`chainer_gcn`: device pool against managed pool",
+              text="The GCN on each pool, by graph size.", bench=r"chainer_pool\.Gcn"),
+         Spec("torch_gcn", "features,nodes", where=("device=cuda",), title="`torch_gcn`: the same GCN in PyTorch",
+              text="The same model, graph and weights in PyTorch, one column per box.",
+              bench=r"chainer_pool\.TorchGcn"),
+         Spec("chainer_mlp", "batch,budget,machine", across="pool", where=("device=cuda",),
+              title="`chainer_mlp`: a dense net on each pool", text="By batch size, on the whole card and past an "
+              "emulated 16 GB card (`budget`).", bench=r"chainer_pool\.Mlp"),
+         Spec("chainer_cnn", "batch,machine", across="pool", where=("device=cuda",),
+              title="`chainer_cnn`: a convolutional net on each pool", text="By batch size.",
+              bench=r"chainer_pool\.Cnn"))),
+    Family(
+        "parallel", "Data parallel against model parallel", ("parallel_lm", "parallel_resnet50"),
+        "When the model and its batch do not fit one GPU, the way out is more GPUs, by copying the model "
+        "(data parallel) or by cutting it (model parallel). `parallel_resnet50` trains torchvision's "
+        "ResNet50 and `parallel_lm` the shared transformer LM under each `strategy`: `single` (one GPU, the "
+        "baseline), `dp` (`nn.DataParallel`), `ddp` (DistributedDataParallel, one process per GPU, NCCL), "
+        "`naive_mp` (the network cut into `gpus` consecutive stages), `pipeline` (the same stages fed "
+        "`micro_batches` micro-batches in GPipe order) and `fsdp` (FSDP2, each block its own unit). `batch` "
+        "is the global batch under every strategy, so seconds per step compare directly, and the scaling "
+        "efficiency of a strategy on k GPUs is single's seconds per step over k times its own. The cuts are "
+        "the harness's: each layer is sized from a shape-only run on PyTorch's meta device and the cuts "
+        "minimise the largest stage. A GPU count the box lacks skips with the reason.",
+        (Spec("parallel_lm", "strategy,gpus,micro_batches", show="step,rate,peak,loss", where=("device=cuda",),
+              title="`parallel_lm`: the transformer LM", text="Each strategy on each GPU count.",
+              bench=r"parallel\.Lm"),
+         Spec("parallel_resnet50", "image_size,strategy,gpus,micro_batches", show="step,rate,peak,loss",
+              where=("device=cuda",), title="`parallel_resnet50`: ResNet50",
+              text="Each strategy on each GPU count, by image size.", bench=r"parallel\.Resnet"))),
+    Family(
+        "tricks", "Everyday memory tricks, and what fits", ("tricks", "fits"),
+        "What most people do first when out of memory, each a value of `technique` over the same training "
+        "step: `fp32` (the reference, TF32 off), `tf32`, `fp16_autocast` (with a GradScaler), "
+        "`bf16_autocast`, `bf16_params` (parameters, gradients and Adam's state in bf16), `checkpoint` "
+        "(every block recomputed in backward), `pad_longest` and `seq_cap` (a batch in which one sequence is "
+        "four times longer than the rest, padded to the longest, or cut at `seq_len` first), "
+        "`cpu_embedding` (the token embedding, its gradient and its optimizer state on the CPU) and "
+        "`tied_embeddings` (input and output embedding one matrix). `workload` is `lm` (a decoder-only "
+        "transformer), `encdec` (an encoder-decoder on a copy task) or `resnet50`; one optimizer step covers "
+        "`batch` samples in `batch / micro_batch` accumulated micro-batches, with the full batch's gradient "
+        "whatever the split. Each check trains from seed 0 and records the first and last loss: read the "
+        "loss against the `fp32` record of the same parameters to see what a technique costs in training.\n\n"
+        "`fits` answers \"how large a batch fits on a 16, 24, 40 or 80 GB card with this trick\": for a "
+        "technique and a `budget` (GB = 10^9 bytes, or `card`), it searches the largest batch (`over=batch`) "
+        "or the longest single sequence (`over=seq_len`) that trains two steps with PyTorch's allocator "
+        "capped at the budget, each probe in a fresh process. Only probes decide the answer; the search "
+        "logs every probe beside the run's records (`<run>.fits-probes.ndjson`).",
+        (Spec("tricks", "technique", show="step,rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
+              title="The techniques on the LM", text="The LM at batch 16 of 1024 tokens, every technique.",
+              bench=r"tricks\.Techniques"),
+         Spec("tricks", "technique", show="step,rate,peak,loss", where=("workload=encdec",),
+              title="The techniques on the encoder-decoder", text="A copy task at batch 16 of 1024 tokens; "
+              "`tied_embeddings` is one matrix for the encoder, the decoder and the output.",
+              bench=r"tricks\.Techniques"),
+         Spec("tricks", "technique", show="step,rate,peak,loss", where=("workload=resnet50",),
+              title="The techniques on ResNet50", text="Batch 16 of 224 x 224 images; the techniques that "
+              "only apply to sequences skip.", bench=r"tricks\.Techniques"),
+         Spec("tricks", "micro_batch,machine", across="technique", show="step,rate,peak,loss",
+              where=("device=cuda", "batch=64"), title="Gradient accumulation",
+              text="The optimizer step fixed at 64 sequences of the LM, cut into micro-batches.",
+              bench=r"tricks\.Accumulation"),
+         Spec("tricks", "vocab,machine", across="technique", show="rate,peak,loss", where=("device=cuda", "batch=8"),
+              versus="technique=fp32", title="The vocabulary",
+              text="The LM at batch 8 from a small vocabulary to a large one: each figure also as a multiple "
+                   "of fp32's at that vocabulary.", bench=r"tricks\.Vocabulary"),
+         Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
+              where=("device=cuda", "batch=1"), title="One long sequence",
+              text="One sequence per step, ever longer, at two widths.", bench=r"tricks\.LongSequence"),
+         Spec("fits", "technique,machine", across="budget", show="check:max_batch", where=("over=batch",),
+              title="What fits: the largest batch", text="The largest batch of 1024-token sequences of the LM "
+              "that trains under each budget.", bench=r"tricks\.WhatFits$"),
+         Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
+              title="What fits: the longest sequence", text="The longest single sequence of the LM that "
+              "trains under each budget.", bench=r"tricks\.WhatFitsSequence"))),
+)
+# The headline: every technique on the LM, each figure against fp32 on the same card.
+HEADLINE = Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
+                versus="technique=fp32", bench=r"tricks\.Techniques")
+# An answer per seed: each out-of-memory scenario the suite grew from, priced way by way under the
+# emulated cards (``budget``), every figure from the records the families' tables read too.
+SEED_003_BASE = "technique=fp32,micro_batch=10,budget=card"
+SEEDS = (
+    Spec("seed000", "way,machine", across="budget", show="step,peak",
+         title="Seed 000: three float64 arrays of 8.6 GB on a 16 GB card",
+         text="CuPy's `out of memory to allocate 8589934592 bytes (total 17179869184 bytes)`: `a`, `b` and `c` "
+              "of 2**30 float64 each and `c = a + b`, under a 16 GB budget, by each way out: the device pool "
+              "(does not fit, with the bytes it asked), the managed pool (kept under the card's free memory: "
+              "nothing is evicted on these cards, so it runs at device speed, which a real 16 GB card would "
+              "not), out-of-core chunks from pinned host memory, and zero-copy reads of mapped pinned host "
+              "memory. Seconds per add and the peak.", bench=r"unified\.Seed000"),
+    *(Spec("tricks", "technique,micro_batch,machine", across="budget", show="step,peak,loss",
+           where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE,
+           title=f"Seed 003: ResNet50, batch 10 of {w[-4:]} x {w[-4:]} images, under each card",
+           text="The model-parallel example that ran out of memory on a 16 GB card, on one GPU under each "
+                "budget, by every single-GPU way out (accumulation as `fp32` at a smaller `micro_batch`); "
+                "step, peak and loss also as a multiple of fp32 on the whole card. A way out whose loss "
+                "curve leaves fp32's tolerance is marked failed, with both curves in its record: "
+                "accumulation over small micro-batches does, because BatchNorm normalises each "
+                "micro-batch by its own statistics, so the network trains differently from the whole batch.",
+           bench=r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation)") for w in ("resnet50_1024", "resnet50_2048")),
+    replace(HEADLINE, title="Seed 002: the NLP tricks on one LM",
+            text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
+                 "`drop_references` (the previous step's logits and loss released before the next forward) "
+                 "against `keep_references` (the everyday loop that keeps them alive) among them."),
+    Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
+         where=("device=cuda", "batch=1"), title="Seed 001: one ever longer sequence",
+         text="Memory grows with sequence length: one sequence per step at two widths, by technique.",
+         bench=r"tricks\.LongSequence"),
+    Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
+         title="Seed 001: the longest sequence that fits",
+         text="The longest single sequence of the LM that trains under each budget, each probe a process of "
+              "its own; `≥` where the search stopped before memory did.", bench=r"tricks\.WhatFitsSequence"),
+    Spec("chainer_mlp", "batch,budget,machine", across="pool", show="step,peak", where=("device=cuda", "budget=16GB"),
+         title="Chainer past a 16 GB card", text="A dense net whose batch outgrows a 16 GB budget, on Chainer's "
+         "device pool (capped: does not fit) and on the managed pool.", bench=r"chainer_pool\.MlpBeyond"),
+)
+SEEDS_INTRO = ("Each scenario the suite was built from, as the person who hit `CUDA out of memory` met it, with "
+               "every way out measured under an emulated card: `budget` caps the library's own allocator "
+               "(torch's memory fraction, a CuPy pool's limit) at 16, 24, 40 or 80 GB (10^9 bytes) on a larger "
+               "card, so the case behaves as on the smaller one without asking a shared GPU for more than it "
+               "has. What the cap leaves out (the CUDA context, library workspaces outside the pool) is in the "
+               "device column of each peak. A case over its budget is `does not fit`, with the bytes it asked "
+               "for.")
