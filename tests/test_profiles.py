@@ -1,37 +1,17 @@
 """Profiles select benchmarks the way asv does: each expression against ``module.Class.method``
 followed by the parameter set as Python literals."""
-import importlib
-import inspect
-import itertools
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-from harness.drive import profiles
+from harness.drive import profiles, todo
 
-REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("ceilings", "unified", "chainer_pool", "parallel", "tricks")
 
 
 def asv_names() -> list[str]:
     """Every (benchmark, parameter set) as asv names it for --bench matching."""
-    sys.path.insert(0, str(REPO))
-    try:
-        mods = [importlib.import_module(f"benchmarks.{family}") for family in FAMILIES]
-    finally:
-        sys.path.remove(str(REPO))
-    names = []
-    for mod in mods:
-        for cname, cls in vars(mod).items():
-            if not inspect.isclass(cls) or cname.startswith("_") or cls.__module__ != mod.__name__:
-                continue
-            for method in (m for m in dir(cls) if m.startswith("track_")):
-                base = f"{mod.__name__.split('.')[1]}.{cname}.{method}"
-                combos = itertools.product(*cls.params) if getattr(cls, "params", []) else [None]
-                names += [base if c is None else f"{base}({', '.join(map(repr, c))})" for c in combos]
-    return names
+    return [n for b in todo.benches() for n in b.names()]
 
 
 def selected(profile: str) -> set[str]:

@@ -44,6 +44,7 @@ NEEDS = {
     "machine": (BASE, ""),
     "summary": (BASE, ""),
     "table": (BASE, ""),
+    "todo": (BASE, ""),
     "gate": ((*BASE, "scipy"), "gate"),
     # pip download for another box: pip is all it needs.
     "wheelhouse": (("pip",), ""),

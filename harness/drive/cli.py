@@ -7,6 +7,7 @@ machine   how asv will name and describe this box
 case      measure one case in this process and print its record (for debugging a case)
 summary   print the records filed under results/records
 table     a markdown table of filed records (one parameter down, one across)
+todo      what a profile still lacks on each machine, and the --bench expression that runs it
 gate      compare two sets of records; exit 1 when a case got slower or bigger
 pages     build asv's site and the project's comparison pages from results/
 docs      regenerate docs/results/<family>.md, docs/headline.* and the README's headline from results/
@@ -143,6 +144,12 @@ def _table(args) -> int:
                 args.versus)
 
 
+def _todo(args) -> int:
+    bootstrap.ensure("todo")
+    from harness.drive import todo
+    return todo.main(args.profile, args.machine, args.results)
+
+
 def _gate(args) -> int:
     bootstrap.ensure("gate")
     from harness.report.gate import gate
@@ -261,6 +268,13 @@ def parser() -> argparse.ArgumentParser:
                          "comma-separated (technique=fp32; technique=fp32,budget=card)")
     tb.add_argument("--results", default=None, help="results folder (default: results/)")
     tb.set_defaults(func=_table)
+    td = sub.add_parser("todo", help="what a profile still lacks on each machine, and the --bench that runs it")
+    td.add_argument("--profile", choices=tuple(profiles.PROFILES), default="budget",
+                    help="the profile to check (default: budget)")
+    td.add_argument("--machine", action="append", metavar="NAME",
+                    help="a machine folder of results/records (repeat for several; default: every one there)")
+    td.add_argument("--results", default=None, help="results folder (default: results/)")
+    td.set_defaults(func=_todo)
     g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")
 
     def _fraction(text: str) -> float:

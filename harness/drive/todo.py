@@ -1,0 +1,146 @@
+"""``python3 -m harness todo``: what a profile still lacks on each machine, and the ``--bench``
+expression that measures just that.
+
+A GPU lent in slices of minutes measures a profile over several runs, some cut short. Each of
+the profile's benchmarks (asv's names, matched as ``--bench`` matches them) is done on a machine
+when a record of its case and parameters is filed there, from any run and of any outcome (a
+skip or a does-not-fit is an answer too); the rest are listed, with one expression per class of
+benchmarks that runs them.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import itertools
+import json
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import cases
+from harness.drive import profiles
+from harness.measure.store import COMMITTED, REPO
+from harness.report.pages.model import load_rows
+
+
+@dataclass(frozen=True)
+class Bench:
+    family: str  # the module of benchmarks/
+    cls: str
+    methods: tuple[str, ...]  # its track_* methods: asv's benchmarks, one per figure
+    args: str  # the parameter set as asv writes it: "('fp32', '16GB')", or "" for none
+    case: str
+    params: str  # the case's full parameters, as JSON with sorted keys: what a record holds
+
+    def names(self) -> list[str]:
+        """As ``--bench`` sees them: ``family.Class.method(args)``."""
+        return [f"{self.family}.{self.cls}.{m}{self.args}" for m in self.methods]
+
+
+def families(repo: Path = REPO) -> list[str]:
+    return sorted(p.stem for p in (repo / "benchmarks").glob("*.py") if p.stem not in ("__init__", "common"))
+
+
+def benches(repo: Path = REPO) -> list[Bench]:
+    """Every (benchmark class, parameter set) of benchmarks/ with the case and parameters it measures."""
+    sys.path.insert(0, str(repo))
+    try:
+        mods = [importlib.import_module(f"benchmarks.{f}") for f in families(repo)]
+    finally:
+        sys.path.remove(str(repo))
+    out = []
+    for mod in mods:
+        family = mod.__name__.split(".")[-1]
+        for name, cls in vars(mod).items():
+            if not inspect.isclass(cls) or name.startswith("_") or cls.__module__ != mod.__name__:
+                continue
+            if not getattr(cls, "case", ""):
+                continue
+            methods = tuple(m for m in dir(cls) if m.startswith("track_"))
+            combos = itertools.product(*cls.params) if getattr(cls, "params", []) else [()]
+            for combo in combos:
+                chosen = {**cls.fixed, **dict(zip(getattr(cls, "param_names", []), combo))}
+                params = dict(cases.get(cls.case).config(chosen).params)
+                args = f"({', '.join(map(repr, combo))})" if combo else ""
+                out.append(Bench(family, name, methods, args, cls.case, json.dumps(params, sort_keys=True)))
+    return out
+
+
+def selected(profile: str, all_benches: list[Bench]) -> list[Bench]:
+    """The benches a profile's expressions select, as asv selects them (any of their methods)."""
+    exprs = profiles.benchmarks(profile)
+    return [b for b in all_benches if not exprs or any(re.search(e, n) for e in exprs for n in b.names())]
+
+
+def filed(results: Path) -> dict[str, set[tuple[str, str]]]:
+    """machine folder -> the (case, parameters) it holds a record of."""
+    out: dict[str, set] = {}
+    for row in load_rows(results):
+        machine = Path(row.source).parts[-2]
+        out.setdefault(machine, set()).add((row.case, json.dumps(dict(row.record.params), sort_keys=True)))
+    return out
+
+
+def missing(profile: str, machine: str, results: Path = COMMITTED, all_benches: list[Bench] | None = None) -> list[Bench]:
+    held = filed(results).get(machine, set())
+    return [b for b in selected(profile, all_benches or benches()) if (b.case, b.params) not in held]
+
+
+def _literal(args: str) -> str:
+    """A parameter set as a --bench pattern: brackets and dots escaped; quotes matched by ``.``, so
+    that the shell quotes the whole expression plainly."""
+    return re.sub(r"([().\\[\]*+?|^$])", r"\\\1", args).replace("'", ".")
+
+
+def expression(todo: list[Bench]) -> str:
+    """One ``--bench`` expression selecting ``todo``: per class, its parameter sets."""
+    by_class: dict[tuple[str, str], list[str]] = {}
+    for b in todo:
+        by_class.setdefault((b.family, b.cls), []).append(b.args)
+    parts = []
+    for (family, cls), args in by_class.items():
+        sets = [_literal(a) for a in args if a]
+        parts.append(rf"^{family}\.{cls}\.\w+" + (f"({'|'.join(sets)})$" if sets else "$"))
+    return "|".join(parts)
+
+
+def report(profile: str, machines: list[str], results: Path) -> str:
+    """Per machine: how much of the profile is filed, and per class of benchmarks what is not, with
+    the ``--bench`` expression that runs it."""
+    all_benches = benches()
+    wanted = selected(profile, all_benches)
+    lines = []
+    for machine in machines:
+        todo = missing(profile, machine, results, all_benches)
+        lines.append(f"{machine}: {len(wanted) - len(todo)} of {len(wanted)} parameter sets of profile "
+                     f"{profile} filed, {len(todo)} to go")
+        by_class: dict[str, list[Bench]] = {}
+        for b in todo:
+            by_class.setdefault(f"{b.family}.{b.cls}", []).append(b)
+        for name, group in by_class.items():
+            lines.append(f"  {name}: {len(group)} to go: {', '.join(b.args or '()' for b in group)}")
+            lines.append(f"    python3 -m harness run --file --bench {shlex.quote(expression(group))}")
+    return "\n".join(lines)
+
+
+def this_machine() -> str:
+    from harness.measure.environment import snapshot
+    from harness.measure.machine import machine_name
+    env = snapshot()
+    return machine_name(env.devices, env.cpu)
+
+
+def main(profile: str, machines: list[str] | None, results: str | None) -> int:
+    """Every machine with records by default. A name given must be one of those or this box's
+    own (a box that filed nothing yet has everything to go); any other is a typo, refused."""
+    folder = Path(results) if results else COMMITTED
+    known = sorted(filed(folder))
+    unknown = [m for m in machines or () if m not in known]
+    if unknown and unknown != [this_machine()]:
+        print(f"oombench todo: no records of {', '.join(unknown)} under {folder / 'records'}; machines "
+              f"there: {', '.join(known) or 'none'}, and this box is {this_machine()}", file=sys.stderr)
+        return 2
+    print(report(profile, machines or known, folder))
+    return 0

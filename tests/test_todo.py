@@ -1,0 +1,74 @@
+"""What a profile still lacks: a benchmark is done on a machine once a record of its case and
+parameters is filed there (any outcome, any run), and the printed --bench runs exactly the rest."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.drive import cli, todo
+
+REPO = Path(__file__).resolve().parents[1]
+FITS_RECORD = REPO / "results/records/nvidia-h200-x1/1f1ac8ea-20261124T195405-8d7e30.jsonl"
+BENCHES = todo.benches()
+
+
+def bench(cls: str, args: str) -> todo.Bench:
+    return next(b for b in BENCHES if b.cls == cls and b.args == args)
+
+
+def plant(results: Path, machine: str, benches_and_outcomes) -> Path:
+    """A results folder whose machine holds one record per (bench, outcome), made from a real record."""
+    template = json.loads(FITS_RECORD.read_text().splitlines()[0])
+    folder = results / "records" / machine
+    folder.mkdir(parents=True)
+    lines = [json.dumps(dict(template, case=b.case, params=json.loads(b.params), outcome=outcome))
+             for b, outcome in benches_and_outcomes]
+    (folder / "0123abcd-20261124T000000-aaaaaa.jsonl").write_text("\n".join(lines) + "\n")
+    return results
+
+
+def test_a_filed_record_of_any_outcome_takes_its_bench_off_that_machines_list_only(tmp_path):
+    done, skipped = bench("WhatFitsSequence", "('fp32', '16GB')"), bench("WhatFitsSequence", "('fp32', '24GB')")
+    results = plant(tmp_path / "results", "box", [(done, "ok"), (skipped, "skipped")])
+    plant(tmp_path / "results", "other", [])
+    left = todo.missing("budget", "box", results, BENCHES)
+    assert done not in left and skipped not in left
+    assert bench("WhatFitsSequence", "('fp32', '40GB')") in left
+    assert len(left) == len(todo.selected("budget", BENCHES)) - 2
+    assert done in todo.missing("budget", "other", results, BENCHES)
+
+
+def test_the_printed_expression_selects_exactly_what_is_left_of_each_class():
+    left = todo.missing("budget", "nvidia-h100-80gb-hbm3-x1", REPO / "results", BENCHES)
+    assert left
+    for group in ({b.cls for b in left}):
+        mine = [b for b in left if b.cls == group]
+        expr = todo.expression(mine)
+        hit = {b for b in BENCHES if any(re.search(expr, n) for n in b.names())}
+        assert hit == set(mine), group
+    everything = todo.expression(left)
+    assert {b for b in BENCHES if any(re.search(everything, n) for n in b.names())} == set(left)
+
+
+def test_a_profile_selects_as_asv_does():
+    budget = todo.selected("budget", BENCHES)
+    assert bench("WhatFitsSequence", "('checkpoint', 'card')") in budget
+    assert bench("Techniques", "('lm', 'fp32')") not in budget  # the standard profile's, not budget's
+    assert len(todo.selected("full", BENCHES)) == len(BENCHES)
+
+
+def test_a_machine_without_records_that_is_not_this_box_is_refused_naming_those_there(capsys):
+    assert cli.main(["todo", "--machine", "nvidia-h100-typo"]) == 2
+    err = capsys.readouterr().err
+    assert "no records of nvidia-h100-typo" in err and "nvidia-h200-x1" in err
+
+
+@pytest.mark.parametrize("profile", ["budget", "standard"])
+def test_the_report_counts_what_is_filed_and_lists_the_rest_with_its_command(profile, capsys):
+    assert cli.main(["todo", "--profile", profile, "--machine", "nvidia-h200-x1"]) == 0
+    out = capsys.readouterr().out
+    wanted = len(todo.selected(profile, BENCHES))
+    left = todo.missing(profile, "nvidia-h200-x1", REPO / "results", BENCHES)
+    assert out.startswith(f"nvidia-h200-x1: {wanted - len(left)} of {wanted} parameter sets of profile {profile} filed")
+    assert out.count("python3 -m harness run --file --bench ") == len({b.cls for b in left})
