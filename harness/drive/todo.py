@@ -43,28 +43,31 @@ def families(repo: Path = REPO) -> list[str]:
     return sorted(p.stem for p in (repo / "benchmarks").glob("*.py") if p.stem not in ("__init__", "common"))
 
 
-def benches(repo: Path = REPO) -> list[Bench]:
-    """Every (benchmark class, parameter set) of benchmarks/ with the case and parameters it measures."""
+def classes(repo: Path = REPO):
+    """(family, class name, class) of every benchmark class of benchmarks/ that measures a case."""
     sys.path.insert(0, str(repo))
     try:
         mods = [importlib.import_module(f"benchmarks.{f}") for f in families(repo)]
     finally:
         sys.path.remove(str(repo))
-    out = []
     for mod in mods:
-        family = mod.__name__.split(".")[-1]
         for name, cls in vars(mod).items():
-            if not inspect.isclass(cls) or name.startswith("_") or cls.__module__ != mod.__name__:
-                continue
-            if not getattr(cls, "case", ""):
-                continue
-            methods = tuple(m for m in dir(cls) if m.startswith("track_"))
-            combos = itertools.product(*cls.params) if getattr(cls, "params", []) else [()]
-            for combo in combos:
-                chosen = {**cls.fixed, **dict(zip(getattr(cls, "param_names", []), combo))}
-                params = dict(cases.get(cls.case).config(chosen).params)
-                args = f"({', '.join(map(repr, combo))})" if combo else ""
-                out.append(Bench(family, name, methods, args, cls.case, json.dumps(params, sort_keys=True)))
+            if inspect.isclass(cls) and not name.startswith("_") and cls.__module__ == mod.__name__ \
+                    and getattr(cls, "case", ""):
+                yield mod.__name__.split(".")[-1], name, cls
+
+
+def benches(repo: Path = REPO) -> list[Bench]:
+    """Every (benchmark class, parameter set) of benchmarks/ with the case and parameters it measures."""
+    out = []
+    for family, name, cls in classes(repo):
+        methods = tuple(m for m in dir(cls) if m.startswith("track_"))
+        combos = itertools.product(*cls.params) if getattr(cls, "params", []) else [()]
+        for combo in combos:
+            chosen = {**cls.fixed, **dict(zip(getattr(cls, "param_names", []), combo))}
+            params = dict(cases.get(cls.case).config(chosen).params)
+            args = f"({', '.join(map(repr, combo))})" if combo else ""
+            out.append(Bench(family, name, methods, args, cls.case, json.dumps(params, sort_keys=True)))
     return out
 
 
