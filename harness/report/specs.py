@@ -5,10 +5,13 @@ the records when a page is written."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from harness import cases
 from harness.report import tables
-from harness.report.pages.model import Row
+
+if TYPE_CHECKING:  # a type only: the rows come from the reader that asks for a table
+    from harness.report.pages.model import Row
 
 COMMAND = "python3 -m harness table"
 
