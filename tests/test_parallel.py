@@ -153,8 +153,12 @@ def test_a_failing_worker_leaves_no_process_behind(tmp_path, worker, timeout_s, 
 
 def _workers_left() -> list:
     # multiprocessing's resource tracker is one per parent, shared by every launch, and holds no GPU.
-    return [c for c in psutil.Process().children(recursive=True)
-            if "resource_tracker" not in " ".join(c.cmdline())]
+    def left(c) -> bool:
+        try:
+            return "resource_tracker" not in " ".join(c.cmdline())
+        except psutil.NoSuchProcess:  # it exited while looked at: not left
+            return False
+    return [c for c in psutil.Process().children(recursive=True) if left(c)]
 
 
 def test_workers_run_with_nvlink_multicast_off(monkeypatch):
