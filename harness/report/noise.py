@@ -74,8 +74,9 @@ LINK_WORK = ("h2d_bytes", "d2h_bytes", "migrated_bytes")
 
 def step_class(rec: Record) -> str:
     """GPU-bound, host-bound or busy unknown: host-bound for a step that moves data over the
-    host's link or runs its GPU work in other processes (a what-fits search); else from the record's GPU-busy fraction where it has one, else host-bound for a
-    step that runs on the CPU (no GPU, or a ``device=cpu`` case)."""
+    host's link or runs its GPU work in other processes (a what-fits search); else from the
+    record's GPU-busy fraction where it has one, else host-bound for a step that runs on the CPU
+    (no GPU, or a ``device=cpu`` case)."""
     if any((rec.work or {}).get(k) for k in LINK_WORK):
         return "host-bound"
     if rec.case in cases.names() and cases.get(rec.case).gpu_work_elsewhere:
