@@ -198,6 +198,10 @@ def test_the_fits_page_tables_the_size_each_search_found_per_budget(site):
     for rid, value in shown:
         check = raw[rid]["check"]
         assert int(value) == next(v for k, v in check.items() if k.startswith("max_"))
+    # an answer where the search stopped is marked a lower bound, and only such an answer
+    marked = set(re.findall(r'≥</span> <a href="[^"]+" data-record="(r-[0-9a-f]+)" data-kind="answer"', page))
+    at_limit = {rid for rid, _ in shown if raw[rid]["check"].get("max_seq_len") == 2**16}
+    assert at_limit and marked == at_limit
     budgets = re.search(r'id="answers-table">\s*<tr>(.*?)</tr>', page, re.S).group(1)
     assert re.findall(r"<th>(\w+)</th>", budgets)[2:] == ["16GB", "24GB", "40GB", "80GB", "card"]  # as declared
 
