@@ -317,6 +317,6 @@ def test_one_sequence_is_searched_past_the_batch_limit_and_an_answer_at_its_own_
         return execute("fits", dict(CASE_PARAMS, over="seq_len", seq_len=2**14)).check
     long = fits_up_to(3 * fits.LIMIT)
     assert long["max_seq_len"] == 3 * fits.LIMIT and long["search_limit"] == fits.LIMITS["seq_len"] > 3 * fits.LIMIT
-    assert not fits_case.lower_bound(long, "max_seq_len")
+    assert not fits_case.lower_bound("fits", long, "max_seq_len")
     endless = fits_up_to(10 * fits.LIMITS["seq_len"])
-    assert endless["max_seq_len"] == fits.LIMITS["seq_len"] and fits_case.lower_bound(endless, "max_seq_len")
+    assert endless["max_seq_len"] == fits.LIMITS["seq_len"] and fits_case.lower_bound("fits", endless, "max_seq_len")

@@ -26,6 +26,12 @@ def get(name: str) -> Case:
     return importlib.import_module(f"{__name__}.{MODULES[name]}").CASE
 
 
+def gpu_work_elsewhere(name: str) -> bool:
+    """Whether case ``name`` runs its step's GPU work in processes of its own (``Case.gpu_work_elsewhere``);
+    False for a name no case has (a hostile or retired record)."""
+    return name in MODULES and get(name).gpu_work_elsewhere
+
+
 def upgraded(record):
     """``record`` with the parameters its case added since it was filed at the values it ran at
     (``Case.earlier``: a record filed before ``budget`` existed ran on the whole card), so that

@@ -28,6 +28,7 @@ from harness.cases.tricks import CASE as TRICKS
 from harness.cases.tricks import PARAMS as TRICK_PARAMS
 from harness.workloads.tricks import applies
 
+NAME = "fits"
 PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
           "technique": TRICK_PARAMS["technique"], "budget": BUDGETS, "over": fits.OVER,
           **{k: TRICK_PARAMS[k] for k in ("vocab", "width", "depth", "seq_len")}}
@@ -49,12 +50,13 @@ def _probe_log(run_file) -> fits.ProbeLog:
     return fits.ProbeLog(RecordStore.probe_log(run_file) if run_file else None)
 
 
-def lower_bound(check: dict, key: str) -> bool:
-    """Whether the answer ``check[key]`` (``max_batch``, ``max_seq_len``) is where the search
-    stopped, so that more may fit. Records filed before the check held ``search_limit`` searched
-    up to ``fits.LIMIT`` along either axis."""
-    value = check.get(key)
-    return key.startswith("max_") and value is not None and value == check.get("search_limit", fits.LIMIT)
+def lower_bound(case: str, check: dict, key: str | None) -> bool:
+    """Whether a record's answer ``check[key]`` (``max_batch``, ``max_seq_len``) is where a what-fits
+    search stopped, so that more may fit; False for any other case or key. Records filed before
+    the check held ``search_limit`` searched up to ``fits.LIMIT`` along either axis."""
+    if case != NAME or not key or not key.startswith("max_") or check.get(key) is None:
+        return False
+    return check[key] == check.get("search_limit", fits.LIMIT)
 
 
 def probe_config(search: dict) -> Config:
@@ -107,5 +109,5 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     return Workload(step=step, check=check, work={}, warmup=0, repeat=1)
 
 
-CASE = Case(name="fits", params=PARAMS, build=build, doc=__doc__, keeps_files=True, gpu_work_elsewhere=True,
+CASE = Case(name=NAME, params=PARAMS, build=build, doc=__doc__, keeps_files=True, gpu_work_elsewhere=True,
             allocator=lambda **_: "torch")

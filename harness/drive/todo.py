@@ -86,9 +86,13 @@ def filed(results: Path) -> dict[str, set[tuple[str, str]]]:
     return out
 
 
+def left(wanted: list[Bench], held: set[tuple[str, str]]) -> list[Bench]:
+    """Of ``wanted``, the benches no (case, parameters) in ``held`` answers."""
+    return [b for b in wanted if (b.case, b.params) not in held]
+
+
 def missing(profile: str, machine: str, results: Path = COMMITTED, all_benches: list[Bench] | None = None) -> list[Bench]:
-    held = filed(results).get(machine, set())
-    return [b for b in selected(profile, all_benches or benches()) if (b.case, b.params) not in held]
+    return left(selected(profile, all_benches or benches()), filed(results).get(machine, set()))
 
 
 def _literal(args: str) -> str:
@@ -109,14 +113,13 @@ def expression(todo: list[Bench]) -> str:
     return "|".join(parts)
 
 
-def report(profile: str, machines: list[str], results: Path) -> str:
-    """Per machine: how much of the profile is filed, and per class of benchmarks what is not, with
-    the ``--bench`` expression that runs it."""
-    all_benches = benches()
-    wanted = selected(profile, all_benches)
+def report(profile: str, machines: list[str], held: dict[str, set[tuple[str, str]]]) -> str:
+    """Per machine: how much of the profile is filed (``held``, as ``filed`` reads it), and per
+    class of benchmarks what is not, with the ``--bench`` expression that runs it."""
+    wanted = selected(profile, benches())
     lines = []
     for machine in machines:
-        todo = missing(profile, machine, results, all_benches)
+        todo = left(wanted, held.get(machine, set()))
         lines.append(f"{machine}: {len(wanted) - len(todo)} of {len(wanted)} parameter sets of profile "
                      f"{profile} filed, {len(todo)} to go")
         by_class: dict[str, list[Bench]] = {}
@@ -139,11 +142,14 @@ def main(profile: str, machines: list[str] | None, results: str | None) -> int:
     """Every machine with records by default. A name given must be one of those or this box's
     own (a box that filed nothing yet has everything to go); any other is a typo, refused."""
     folder = Path(results) if results else COMMITTED
-    known = sorted(filed(folder))
+    held = filed(folder)
+    known = sorted(held)
     unknown = [m for m in machines or () if m not in known]
-    if unknown and unknown != [this_machine()]:
-        print(f"oombench todo: no records of {', '.join(unknown)} under {folder / 'records'}; machines "
-              f"there: {', '.join(known) or 'none'}, and this box is {this_machine()}", file=sys.stderr)
-        return 2
-    print(report(profile, machines or known, folder))
+    if unknown:
+        here = this_machine()
+        if unknown != [here]:
+            print(f"oombench todo: no records of {', '.join(unknown)} under {folder / 'records'}; machines "
+                  f"there: {', '.join(known) or 'none'}, and this box is {here}", file=sys.stderr)
+            return 2
+    print(report(profile, machines or known, held))
     return 0

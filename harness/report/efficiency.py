@@ -72,7 +72,7 @@ def host_bound(rec: Record) -> float | None:
     """The GPU-busy fraction where it is under ``BUSY_BOUND`` (the step waited on the host), else
     None; None too for a case whose GPU work runs in other processes (its older records hold a
     share read in the process that only waited)."""
-    if rec.case in cases.names() and cases.get(rec.case).gpu_work_elsewhere:
+    if cases.gpu_work_elsewhere(rec.case):
         return None
     busy = (rec.gpu_busy or {}).get("fraction")
     if isinstance(busy, (int, float)) and not isinstance(busy, bool) and 0 <= busy < BUSY_BOUND:

@@ -79,7 +79,7 @@ def step_class(rec: Record) -> str:
     (no GPU, or a ``device=cpu`` case)."""
     if any((rec.work or {}).get(k) for k in LINK_WORK):
         return "host-bound"
-    if rec.case in cases.names() and cases.get(rec.case).gpu_work_elsewhere:
+    if cases.gpu_work_elsewhere(rec.case):
         return "host-bound"  # its time is its probes' processes starting and loading
     busy = (rec.gpu_busy or {}).get("fraction")
     if busy is not None:

@@ -151,7 +151,7 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
         key = what[len("check:"):]
         text = _check_value(rec.check.get(key))
         # An answer where the search stopped is a lower bound: more may fit.
-        return f"≥ {text}" if rec.case == fits.CASE.name and fits.lower_bound(rec.check, key) else text
+        return f"≥ {text}" if fits.lower_bound(rec.case, rec.check, key) else text
     if what == "step":
         return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(row, base, what)
     if what == "rate":
