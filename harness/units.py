@@ -40,9 +40,11 @@ def _unit(n: float, digits: int) -> tuple[int, str, int]:
 
 
 def rate(value_per_s: float, unit: str) -> str:
-    """A rate of ``unit`` per second in its datasheet unit, e.g. rate(2.5e12, "flops") -> "2.5 TFLOP/s"."""
+    """A rate of ``unit`` per second in its datasheet unit, e.g. rate(2.5e12, "flops") -> "2.5 TFLOP/s";
+    below one of the unit, three significant digits (23.5 samples/s -> "0.0235 k samples/s", not 0.0)."""
     scale, label = RATE_UNITS[unit]
-    return f"{value_per_s / scale:,.1f} {label}"
+    value = value_per_s / scale
+    return f"{value:,.1f} {label}" if abs(value) >= 1 else f"{value:.3g} {label}"
 
 
 def seconds(s: float) -> str:

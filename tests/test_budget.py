@@ -85,3 +85,39 @@ def test_every_outcome_of_a_budgeted_case_records_its_budget(monkeypatch):
                               "enforced": "cupy.cuda.MemoryPool.set_limit"}
     assert execute(case, {"budget": "16GB", "asked": 24 * GB}, devices=devices).requested_bytes == 24 * GB
     assert execute(case, {"budget": "16GB", "asked": GB}, devices=fake_devices(count=0)).budget == {}
+
+
+def test_a_torch_case_runs_capped_and_its_check_reference_on_the_whole_card(monkeypatch):
+    """The tricks case caps torch's allocator at its budget for its steps; the check's fp32
+    reference is not what it measures, and trains with the cap lifted (so that a 16GB case of
+    fp32 that does not fit there is still held against fp32 on the whole batch)."""
+    import contextlib
+
+    from harness.cases import tricks
+    from harness.measure import devices, workingset
+    set_to = []
+    monkeypatch.setattr(budget, "enforce_torch", lambda b, device=0: set_to.append(b.limit_bytes))
+    monkeypatch.setattr(devices, "discover", lambda: fake_devices(total=CARD))
+    monkeypatch.setattr(workingset, "card_total", lambda devs: CARD)
+    with contextlib.ExitStack() as stack:
+        uncap = tricks._capped(stack, "cuda", "16GB")
+        assert set_to == [16 * GB]
+        uncap()
+        assert set_to == [16 * GB, CARD]
+    assert set_to == [16 * GB, CARD, CARD]  # and the whole card again when the case closes
+    with contextlib.ExitStack() as stack:
+        tricks._capped(stack, "cuda", "card")()  # the whole card: nothing to cap or lift
+    assert set_to == [16 * GB, CARD, CARD]
+
+
+def test_the_tricks_check_lifts_the_cap_before_its_reference_trains(monkeypatch):
+    from harness.cases import tricks
+    from harness.drive.runner import execute
+    calls = []
+    monkeypatch.setattr(tricks, "_capped", lambda stack, device, budget: lambda: calls.append("cap lifted"))
+    monkeypatch.setattr(tricks, "checked_against_reference",
+                        lambda *a, **k: calls.append("reference trained") or {"reference": "fp32"})
+    rec = execute("tricks", dict(device="cpu", workload="lm", technique="checkpoint", budget="card", batch=2,
+                                 micro_batch=2, vocab=128, width=32, depth=2, seq_len=16))
+    assert rec.outcome == "ok", rec.reason
+    assert calls == ["cap lifted", "reference trained"] and rec.check["reference_budget"] == "card"

@@ -320,3 +320,55 @@ def test_one_sequence_is_searched_past_the_batch_limit_and_an_answer_at_its_own_
     assert not fits_case.lower_bound("fits", long, "max_seq_len")
     endless = fits_up_to(10 * fits.LIMITS["seq_len"])
     assert endless["max_seq_len"] == fits.LIMITS["seq_len"] and fits_case.lower_bound("fits", endless, "max_seq_len")
+
+
+# A probe that fits while n is at most the first argument, and takes n / 1000 s: past the second
+# argument it sleeps far longer than the tests' time limit.
+SLOW_PROBE = ("import json, os, sys, time; n, top, slow = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]); "
+              "time.sleep(30 if n >= slow else 0); print(json.dumps({'fits': n <= top, 'pid': os.getpid()}))")
+
+
+@pytest.mark.parametrize("slow", [3, 40, 200, 1000])
+def test_a_probe_too_slow_to_wait_for_ends_the_search_at_what_fit_before_it(slow):
+    def probe(n):
+        if n >= slow:
+            raise fits.TooSlow(n, 1.0)
+        return n <= 300
+    search = fits.largest_fitting(probe, limit=4096)
+    if slow > 512:  # memory ran out first (at 512): the search never reached a slow size
+        assert search.too_slow is None and search.largest == 300
+        return
+    fitted = [n for n, ok in search.probed if ok]
+    assert search.too_slow == search.probed[-1][0] >= slow  # the slow probe was the last
+    assert search.largest == max(fitted) < slow
+
+
+def test_the_prober_kills_a_probe_past_its_time_and_logs_it_as_neither_fitting_nor_not(tmp_path):
+    log = fits.ProbeLog(tmp_path / "probes.ndjson")
+    key = {"case": "x"}
+    prober = fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), "100", "8"],
+                                   timeout_s=2, on_result=lambda result: log.add(key, 10, result))
+    search = fits.largest_fitting(prober, limit=4096)
+    assert (search.largest, search.too_slow) == (4, 8)
+    assert [(e["n"], e["fits"], e.get("too_slow")) for e in log.entries(key)] == \
+        [(1, True, None), (2, True, None), (4, True, None), (8, None, True)]
+    assert log.bounds(key, 10) == (4, None)  # too slow is not "does not fit", under any cap
+    assert log.too_slow(key) == 8
+
+
+def test_a_what_fits_answer_stopped_by_a_slow_probe_is_a_lower_bound_and_the_next_budget_skips_it(
+        fake_card, records_dir, monkeypatch):
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits, "PROBE_TIMEOUT_S", 2)
+    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+        lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), "100", "8"]))
+    run = set_run(monkeypatch, records_dir, run_id="run1")
+    first = execute("fits", CASE_PARAMS, run=run)
+    assert first.outcome == "ok", first.reason
+    assert (first.check["max_batch"], first.check["too_slow_at"], first.check["probe_timeout_s"]) == (4, 8, 2)
+    assert fits_case.lower_bound("fits", first.check, "max_batch")
+    second = execute("fits", dict(CASE_PARAMS, budget="24GB"), run=run)
+    # The known slow size bounds the next search: it probes up to 7, never 8 again.
+    assert second.check["max_batch"] == 7 and second.check["too_slow_at"] == 8
+    assert fits_case.lower_bound("fits", second.check, "max_batch")
+    assert max(second.check["probe_seconds"]) < 2

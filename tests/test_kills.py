@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.measure.store import load_file
+from harness.measure.store import BEGUN_SUFFIX, load_file, read_lines
 
 REPO = Path(__file__).resolve().parents[1]
 GONE_WITHIN_S = 5
@@ -96,6 +96,45 @@ def test_a_killed_run_leaves_nothing_measuring_and_resumes_without_gaps_or_dupli
     records, problems = records_of(tmp_path)
     assert problems == [] and {r.run_id for r in records} == {run_id}
     assert sorted(r.params["probe"] for r in records) == ["cpu_matmul_fp32", "host_copy"]
+
+
+def test_a_case_killed_while_measuring_is_filed_failed_and_not_measured_again(tmp_path):
+    """SIGKILL to the process measuring a case (as the kernel's out-of-memory killer sends it): the
+    run goes on, files that case as failed (its process died), and asv's next figure of the same
+    benchmark does not run it again."""
+    proc = harness_run(tmp_path)
+    victim = _stopped_while_measuring(tmp_path)
+    os.kill(victim["pid"], signal.SIGKILL)
+    out = proc.communicate(timeout=180)[0]
+    records, problems = records_of(tmp_path)
+    assert problems == [], out
+    killed = [r for r in records if r.params == victim["params"]]
+    assert [(r.outcome, r.check) for r in killed] == [("failed", {"ended": "died"})], out
+    assert f"pid {victim['pid']}" in killed[0].reason and "failed" in out
+    assert [r.outcome for r in records if r.params != victim["params"]] == ["ok"], out
+    log = next((tmp_path / "res" / "records").rglob("*" + BEGUN_SUFFIX))
+    assert [e["params"] for _, e in read_lines(log)[0]].count(victim["params"]) == 1, out
+
+
+def _stopped_while_measuring(tmp_path, timeout_s=60) -> dict:
+    """The begun entry of a case whose process is stopped (SIGSTOP) before it filed a record."""
+    deadline, tried = time.monotonic() + timeout_s, set()
+    while time.monotonic() < deadline:
+        for log in (tmp_path / "res" / "records").rglob("*" + BEGUN_SUFFIX):
+            for _, entry in read_lines(log)[0]:
+                if entry["pid"] in tried:
+                    continue
+                tried.add(entry["pid"])
+                try:
+                    os.kill(entry["pid"], signal.SIGSTOP)
+                except ProcessLookupError:
+                    continue
+                records = load_file(log.with_name(log.name.replace(BEGUN_SUFFIX, ".jsonl"))).records
+                if not any(r.params == entry["params"] for r in records):
+                    return entry
+                os.kill(entry["pid"], signal.SIGCONT)  # it had finished: catch the next one
+        time.sleep(0.005)
+    pytest.fail("no case was caught while measuring")
 
 
 # ---- a what-fits search -----------------------------------------------------------------------

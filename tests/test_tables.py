@@ -201,3 +201,20 @@ def test_a_box_that_skipped_every_record_of_a_table_takes_no_column_but_a_skip_b
     gpu_only = tables.render(load_rows(root), "tricks", ["technique"], "machine", ["rate"],
                             {"device": "cuda"})[0].splitlines()
     assert gpu_only[0] == "| technique | machine H100 80GB HBM3 |"  # the CPU box skipped all of them
+
+
+H100_ACCUMULATION_1024 = RECORDS / "nvidia-h100-80gb-hbm3-x1/3b3a8a83-20261124T131709-83bdf1.jsonl"
+H100_ACCUMULATION_2048 = RECORDS / "nvidia-h100-80gb-hbm3-x1/3562a3a9-20261124T211613-e2b22e.jsonl"
+
+
+def test_a_loss_not_held_against_the_whole_batch_is_marked_and_says_why(tmp_path):
+    """Under 16GB at 2048 x 2048 no whole-batch fp32 reference fit beside the case (the check then
+    had the case's own micro-batches, or nothing): its loss is marked; one held against fp32 with
+    checkpointing on the whole batch is not."""
+    root = results_with(tmp_path, H100_ACCUMULATION_1024, H100_ACCUMULATION_2048)
+    text, notes = tables.render(load_rows(root), "tricks", ["workload", "micro_batch"], "budget", ["loss"],
+                                where={"technique": "fp32", "batch": 10})
+    cells = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line for line in text.splitlines()}
+    assert cells[("resnet50_2048", "1")].endswith("° |") and cells[("resnet50_2048", "2")].endswith("° |")
+    assert "°" not in cells[("resnet50_1024", "5")]
+    assert tables.NOTES[tables.PART_CHECKED] in notes

@@ -51,6 +51,7 @@ def test_rates_keep_their_datasheet_units():
     assert rate(25e9, "h2d_bytes") == "25.0 GB/s host-to-device"
     assert rate(12_345, "tokens") == "12.3 k tokens/s"
     assert rate(2e6, "edges") == "2.0 M edges/s"
+    assert rate(23.5, "samples") == "0.0235 k samples/s"  # never 0.0
     with pytest.raises(KeyError):
         rate(1.0, "steps")
 

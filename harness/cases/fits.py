@@ -12,7 +12,8 @@ span a factor of four, a guess on the line through their peaks, a gallop from it
 one fresh process per probe); its time says what the search cost, nothing about training. The answer is
 in the check: ``max_batch``, the probes it took, the budget in bytes, the peak the largest
 fitting probe allocated, ``search_limit`` (an answer there is a lower bound: the search stops
-at it), and ``budget_bytes_per_sample`` (budget / max_batch) or
+at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``, where the search
+stopped: its answer too is a lower bound, more may fit in memory), and ``budget_bytes_per_sample`` (budget / max_batch) or
 ``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
 worse there. When even the smallest size does not fit, the case does not fit.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from harness.workloads import fits
 from harness.measure.budget import BUDGETS, budget_bytes
-from harness.measure.outcomes import DoesNotFit, Skip
+from harness.measure.outcomes import CheckFailed, DoesNotFit, Skip
 from harness.measure.store import RecordStore
 from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
@@ -52,11 +53,12 @@ def _probe_log(run_file) -> fits.ProbeLog:
 
 def lower_bound(case: str, check: dict, key: str | None) -> bool:
     """Whether a record's answer ``check[key]`` (``max_batch``, ``max_seq_len``) is where a what-fits
-    search stopped, so that more may fit; False for any other case or key. Records filed before
+    search stopped (at its limit, or before a probe too slow to wait for), so that more may fit;
+    False for any other case or key. Records filed before
     the check held ``search_limit`` searched up to ``fits.LIMIT`` along either axis."""
     if case != NAME or not key or not key.startswith("max_") or check.get(key) is None:
         return False
-    return check[key] == check.get("search_limit", fits.LIMIT)
+    return check.get("too_slow_at") is not None or check[key] == check.get("search_limit", fits.LIMIT)
 
 
 def probe_config(search: dict) -> Config:
@@ -81,17 +83,23 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
                   depth=depth, seq_len=seq_len)
     log, key = _probe_log(run_file), dict(params, over=over)
     prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap / total, over), env=fits.probe_env(),
-                                   on_result=lambda result: log.add(key, cap, result))
+                                   timeout_s=fits.PROBE_TIMEOUT_S, on_result=lambda result: log.add(key, cap, result))
     start, limit = (1 if over == "batch" else seq_len), fits.LIMITS[over]
     found = {}
     width = fits.side_by_side(cap, free)
 
     def step():
-        found["known"] = log.bounds(key, cap)
-        found["search"] = fits.largest_fitting(prober, start=start, limit=limit, known=found["known"],
+        found["known"], slow = log.bounds(key, cap), log.too_slow(key)
+        found["search"] = fits.largest_fitting(prober, start=start, limit=limit if slow is None else min(limit, slow - 1),
+                                               known=found["known"],
                                                estimate=lambda: fits.linear_estimate(log.points(key), cap),
                                                probe_many=prober.many if width > 1 else None)
-        if found["search"].largest == 0:
+        search = found["search"]
+        found["too_slow_at"] = search.too_slow or (slow if slow is not None and search.largest == slow - 1 else None)
+        if search.largest == 0 and search.too_slow:
+            raise CheckFailed(f"no answer: the first probe, at {over} {start}, ran past {prober.timeout_s:g} s",
+                              {"too_slow_at": search.too_slow, "probe_timeout_s": prober.timeout_s})
+        if search.largest == 0:
             raise DoesNotFit(f"does not fit: {over} {start} of {workload} with {technique} under {budget}", cap)
 
     def check():
@@ -100,6 +108,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         per = "budget_bytes_per_sample" if over == "batch" else "budget_bytes_per_token"
         return {f"max_{over}": n, "probes": found["search"].probes, "budget_bytes": cap, "card_bytes": total,
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n, "search_limit": limit,
+                "too_slow_at": found["too_slow_at"], "probe_timeout_s": prober.timeout_s,
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
                 "probe_seconds": [r["seconds"] for r in prober.results]}

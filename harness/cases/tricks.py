@@ -24,7 +24,8 @@ Parameters:
 - ``budget``: the card emulated (``harness.measure.budget``): 16GB, 24GB, 40GB, 80GB, or ``card``
   (the whole card). On CUDA torch's caching allocator is capped at it before anything is
   allocated; out of memory under it is does-not-fit. The fp32 references of the check train
-  under the same cap, after the case, falling back as below; the check names the one used. On
+  after the case with the cap lifted (the whole card: ``reference_budget``), falling back as
+  below where even that does not fit; the check names the one used. On
   the CPU nothing caps an allocator: only ``card`` runs there;
 - ``batch``, ``micro_batch``: the optimizer step covers ``batch`` samples in
   ``batch / micro_batch`` accumulated micro-batches (gradient accumulation when smaller);
@@ -69,7 +70,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
     from harness.workloads.models import parameter_count
     from harness.workloads.training import float32_matmul
     with contextlib.ExitStack() as stack:
-        _capped(stack, device, budget)  # before anything is allocated
+        uncap = _capped(stack, device, budget)  # before anything is allocated
         stack.enter_context(float32_matmul(technique == "tf32"))
         trainer, work = make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len)
         stack.callback(trainer.close)
@@ -83,9 +84,12 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
 
     def check():
         learned = losses_checked(trainer.losses)
+        # The reference is what the case is checked against, not what it measures: it trains on
+        # the whole card, so that a budget too small for fp32 on the whole batch still has one.
+        uncap()
         compared = checked_against_reference(technique, trainer.losses, trainer.skipped, **shape)
         return {**learned, **compared, "parameters": params, "parameters_on_device": on_device,
-                "accumulation_steps": batch // micro_batch, "reference_budget": budget}
+                "accumulation_steps": batch // micro_batch, "reference_budget": "card"}
 
     gpus = (0,) if device == "cuda" else ()
     return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
@@ -94,20 +98,23 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
 
 def _capped(stack, device, budget):
     """Caps torch's CUDA allocator at ``budget`` for the case's life (the whole card again on
-    close); Skip, naming the fix, for an emulated card on the CPU, where nothing caps."""
+    close); Skip, naming the fix, for an emulated card on the CPU, where nothing caps. Returns
+    what lifts the cap early (nothing to lift on the whole card)."""
     if device != "cuda":
         if budget != "card":
             raise Skip(f"budget {budget} emulates a smaller card in torch's CUDA allocator, and nothing caps "
                        f"memory on the CPU: run it with device=cuda on a GPU box, or with budget=card here")
-        return
+        return lambda: None
     if budget == "card":
-        return  # the whole card: nothing to cap, as before budgets existed
+        return lambda: None  # the whole card: nothing to cap, as before budgets existed
     from dataclasses import replace
     from harness.measure.devices import discover
     from harness.measure.workingset import card_total
     capped = budgets.of(budget, card_total(discover()), "torch")
     budgets.enforce_torch(capped)
-    stack.callback(budgets.enforce_torch, replace(capped, limit_bytes=capped.card_bytes))
+    whole_card = replace(capped, limit_bytes=capped.card_bytes)
+    stack.callback(budgets.enforce_torch, whole_card)
+    return lambda: budgets.enforce_torch(whole_card)
 
 
 CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch",

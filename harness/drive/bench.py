@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from harness import cases
+from harness.drive import begun
 from harness.drive.runner import execute
 from harness.measure.devices import discover
 from harness.measure.environment import snapshot
@@ -44,7 +45,14 @@ def measure(case_name: str, fallback_results: Path = LOCAL, **params) -> Record:
     rec = _earlier(ctx, case_name, params) if ctx.run_id else None
     if rec is None:
         _before_deadline(ctx)
-        rec = execute(cases.get(case_name), params, devices=devices, run=ctx)
+        _not_died_before(ctx, case_name, params)
+        if ctx.run_id:
+            begun.begin(ctx, case_name, params)
+        try:
+            rec = execute(cases.get(case_name), params, devices=devices, run=ctx)
+        except Exception as e:
+            RecordStore.append(ctx.path, begun.raised(ctx, case_name, params, e, snapshot(devices)))
+            raise
         RecordStore.append(ctx.path, rec)
     return for_asv(rec)
 
@@ -65,6 +73,14 @@ def _before_deadline(ctx: RunContext) -> None:
     if ctx.deadline is not None and time.time() > ctx.deadline:
         raise NotImplementedError(f"not started: the run's deadline had passed; `python3 -m harness run --resume "
                                   f"{ctx.run_id}` measures it")
+
+
+def _not_died_before(ctx: RunContext, case: str, params: dict) -> None:
+    """A case whose process died earlier in this run is not run again for the benchmark's next
+    figure: it would most likely die the same way, after as long."""
+    entry = begun.died(ctx, case, params) if ctx.run_id else None
+    if entry is not None:
+        raise RuntimeError(f"not measured again: {begun.reason(entry)}")
 
 
 def _earlier(ctx: RunContext, case: str, params: dict) -> Record | None:

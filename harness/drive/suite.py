@@ -21,7 +21,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.drive import profiles
+from harness.drive import begun, profiles
 from harness.drive.asv_output import fold
 from harness.drive.asvconf import local_config
 from harness.drive.bench import RUN_ENV
@@ -209,6 +209,8 @@ def _measure(ctx: RunContext, bench, quick, allow_oversubscription, publish, pyt
     if quick:
         args.append("--quick")
     rc = asv_run(*args, env=asv_environment(ctx, allow_oversubscription))
+    for rec in begun.file_lost(ctx, snapshot()):
+        print(f"oombench: {rec.case} {rec.params}: failed, {rec.reason}", flush=True)
     report(r for r in load_file(ctx.path).warn().records if r.run_id == ctx.run_id)
     if publish:
         from harness.drive.asv_site import publish as publish_site

@@ -7,6 +7,7 @@ for a local run)::
     <machine>/<commit[:8]>-<run id>.jsonl           one run's records, one JSON object a line
     <machine>/<commit[:8]>-<run id>.fits-probes.ndjson   the what-fits probes of that run
     <machine>/<commit[:8]>-<run id>.run.json        who runs it (pid, start, command)
+    <machine>/<commit[:8]>-<run id>.begun.ndjson    each case as its measuring process begins it
     <machine>/asv-direct.jsonl                       records of a plain ``asv run``
 
 Records are appended one line at a time, flushed and synced, so a run that fails or is killed
@@ -30,6 +31,7 @@ COMMITTED = REPO / "results"
 LOCAL = REPO / ".asv" / "results"
 PROBES_SUFFIX = ".fits-probes.ndjson"
 STATE_SUFFIX = ".run.json"
+BEGUN_SUFFIX = ".begun.ndjson"
 
 
 class StoreError(ValueError):
@@ -172,6 +174,11 @@ class RecordStore:
     def probe_log(run_file: Path) -> Path:
         """The what-fits probes of a run, beside its records (not *.jsonl: probes are not records)."""
         return run_file.with_name(run_file.stem + PROBES_SUFFIX)
+
+    @staticmethod
+    def begun_log(run_file: Path) -> Path:
+        """The cases of a run as their processes began them (``harness.drive.begun``)."""
+        return run_file.with_name(run_file.stem + BEGUN_SUFFIX)
 
     @staticmethod
     def run_state(run_file: Path) -> Path:

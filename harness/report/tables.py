@@ -20,10 +20,11 @@ from harness.measure.outcomes import DOES_NOT_FIT, OK, SKIPPED
 from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound
 from harness.report.pages.model import Row, latest, load_rows, newest_stack
 from harness.units import gb, gbs
+from harness.workloads.tricks import held_to_whole_batch
 
 SHOWS = ("step", "rate", "eff", "peak", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
-HOST_BOUND, OTHER_HOST, WHOLE_CASE = "†", "§", "‡"
+HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED = "†", "§", "‡", "°"
 NOTES = {
     HOST_BOUND: f"{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps (the "
                 "share follows the mark), so the figure measures the host as much as the GPU.",
@@ -31,6 +32,9 @@ NOTES = {
                 "measured none.",
     WHOLE_CASE: f"{WHOLE_CASE} peak of the whole case (build, warm-up, steps and check): a record written before "
                 "peaks covered the timed steps alone (schema 1).",
+    PART_CHECKED: f"{PART_CHECKED} loss not held against fp32 on the whole batch: no such reference fit beside "
+                  "the case, so what training in micro-batches changes (BatchNorm's statistics per "
+                  "micro-batch) went unchecked.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                   "written before peaks covered the timed steps alone (schema 1).")
@@ -163,7 +167,8 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
         return _peak(rec, view) + _ratio(row, base, what)
     if what == "loss":
         value = loss(rec.check)
-        return "-" if value is None else f"{value:.3f}"
+        unchecked = rec.case == "tricks" and "reference" in rec.check and not held_to_whole_batch(rec.check)
+        return "-" if value is None else f"{value:.3f}" + (view.mark(PART_CHECKED) if unchecked else "")
     raise ValueError(f"unknown figure {what!r}: choose from {', '.join(SHOWS)} or check:KEY")
 
 
@@ -177,17 +182,21 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
-        return md(rec.outcome) + _failed_check(rec.check)
+        return md(rec.outcome) + _why_failed(rec.check)
     view = view or View()
     text = ", ".join(_show(row, s, base, view, shows) for s in shows)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
 
 
-def _failed_check(check: dict) -> str:
-    """Why a failed check failed, where it was a loss curve leaving its reference's tolerance (and
-    the spread between two runs of the reference, where measured)."""
+def _why_failed(check: dict) -> str:
+    """Why a case failed: its process died or raised, or its loss curve left its reference's
+    tolerance (and the spread between two runs of the reference, where measured)."""
     check = check or {}
+    if check.get("ended") == "died":
+        return " (its process died: killed or crashed)"
+    if check.get("ended") == "raised":
+        return f" ({md(check.get('error'))})"
     gap, allowed, spread = check.get("deviation"), check.get("tolerance"), check.get("reference_spread", 0)
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (gap, allowed, spread)):
         return ""
@@ -300,7 +309,7 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
     lines = [(md(", ".join(map(str, k))),
               [(cell(at.get((k, c)), shows, _base(at, down, across, versus, k, c), view), at.get((k, c))) for c in cols])
              for k in keys]
-    notes = [NOTES[m] for m in (HOST_BOUND, OTHER_HOST, WHOLE_CASE) if m in view.used]
+    notes = [NOTES[m] for m in (HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED) if m in view.used]
     if "peak" in shows and schemas == {1}:
         notes.append(ALL_WHOLE_CASE)
     return Grid([", ".join(down)] + [md(f"{across} {c}") for c in cols], lines, notes)

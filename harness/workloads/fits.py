@@ -40,10 +40,25 @@ LIMIT = 2**16  # no workload here trains a batch this large on one card: the sea
 LIMITS = {"batch": LIMIT, "seq_len": 2**20}
 
 
+# A probe whose two steps run longer than this is a size no one trains at: the search stops there,
+# and its answer is a lower bound (more may fit in memory). A long sequence's attention grows as its
+# square: without a bound, one probe near 2**20 tokens would take hours.
+PROBE_TIMEOUT_S = 240
+
+
+class TooSlow(Exception):
+    """A probe at ``n`` ran past its time limit, fitting or not."""
+
+    def __init__(self, n: int, seconds: float):
+        super().__init__(f"the probe at n={n} ran past {seconds:g} s")
+        self.n, self.seconds = n, seconds
+
+
 @dataclass
 class Search:
     largest: int  # 0 when even ``start`` does not fit
     probed: list = field(default_factory=list)  # (n, fits) in the order probed
+    too_slow: int | None = None  # the size whose probe ran past its time limit, where the search stopped
 
     @property
     def probes(self) -> int:
@@ -62,16 +77,34 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     is bracketed, and bisects. A good guess costs about five probes in all, a bad one a few more;
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
     memory allows several probes side by side, answers a cold start's first three sizes and the
-    guess and its neighbours at once."""
+    guess and its neighbours at once. A probe that raises ``TooSlow`` ends the search at the
+    largest size that fit before it, with ``too_slow`` set."""
     search = Search(largest=0)
+    try:
+        return _search(search, probe, start, limit, estimate, known, probe_many)
+    except TooSlow as e:
+        fitted = [n for n, ok in search.probed if ok] + ([known[0]] if known[0] is not None else [])
+        search.largest, search.too_slow = max([n for n in fitted if n >= start], default=0), e.n
+        return search
+
+
+def _search(search: Search, probe, start, limit, estimate, known, probe_many) -> Search:
 
     def fits(n):
-        ok = bool(probe(n))
+        try:
+            ok = bool(probe(n))
+        except TooSlow:
+            search.probed.append((n, None))
+            raise
         search.probed.append((n, ok))
         return ok
 
     def fits_many(sizes):
-        answers = [bool(ok) for ok in probe_many(sizes)]
+        try:
+            answers = [bool(ok) for ok in probe_many(sizes)]
+        except TooSlow as e:
+            search.probed.append((e.n, None))
+            raise
         search.probed.extend(zip(sizes, answers))
         return answers
 
@@ -190,7 +223,7 @@ class SubprocessProber:
     lock of the GPU they use (CUDA device 0 here) is held, so no other run's search or launch
     measures on that card at the same time."""
 
-    def __init__(self, argv_of, timeout_s: float = 600, env: dict | None = None, on_result=None):
+    def __init__(self, argv_of, timeout_s: float = PROBE_TIMEOUT_S, env: dict | None = None, on_result=None):
         self.argv_of, self.timeout_s, self.env, self.on_result = argv_of, timeout_s, env, on_result
         self.results: list[dict] = []
 
@@ -204,16 +237,28 @@ class SubprocessProber:
     def _probe(self, n: int) -> bool:
         began = time.perf_counter()
         env = dict(os.environ if self.env is None else self.env, **{PARENT_ENV: str(os.getpid())})
-        done = subprocess.run(self.argv_of(n), capture_output=True, text=True, timeout=self.timeout_s, env=env)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode != 0 or not lines:
-            raise RuntimeError(f"probe at n={n} failed (exit {done.returncode}), fix the probe before "
-                               f"reading its result: {done.stderr.strip()[-2000:]}")
+        with subprocess.Popen(self.argv_of(n), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) as proc:
+            try:
+                out, err = proc.communicate(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                self._answered({"fits": None, "too_slow": True, "pid": proc.pid, "n": n,
+                                "seconds": round(time.perf_counter() - began, 2)})
+                raise TooSlow(n, self.timeout_s) from None
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"probe at n={n} failed (exit {proc.returncode}), fix the probe before "
+                               f"reading its result: {err.strip()[-2000:]}")
         result = dict(json.loads(lines[-1]), n=n, seconds=round(time.perf_counter() - began, 2))
+        self._answered(result)
+        return bool(result["fits"])
+
+    def _answered(self, result: dict) -> None:
         self.results.append(result)
         if self.on_result:
             self.on_result(result)
-        return bool(result["fits"])
 
     def many(self, sizes) -> list[bool]:
         """One process per size, all at once: the caller has checked that memory holds them."""
@@ -254,8 +299,13 @@ class ProbeLog:
         """(largest size known to fit under ``cap``, smallest known not to), either None."""
         entries = self.entries(key)
         fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
-        fail = [e["n"] for e in entries if not e["fits"] and e["cap"] >= cap]
+        fail = [e["n"] for e in entries if e["fits"] is False and e["cap"] >= cap]
         return max(fit, default=None), min(fail, default=None)
+
+    def too_slow(self, key: dict) -> int | None:
+        """The smallest size whose probe ran past its time limit, under any cap (time does not
+        depend on the cap); None where none did."""
+        return min((e["n"] for e in self.entries(key) if e.get("too_slow")), default=None)
 
     def points(self, key: dict) -> list[tuple]:
         """(size, reserved bytes) of every probe that fit: the estimate's line."""

@@ -194,6 +194,17 @@ def losses_checked(losses) -> dict:
     return {**learned(losses), "seed": SEED}
 
 
+# The references that train the whole batch at once, as (label, technique): the same sums as fp32.
+WHOLE_BATCH = (("fp32", "fp32"), ("fp32 with checkpointing", "checkpoint"))
+
+
+def held_to_whole_batch(check: dict) -> bool:
+    """Whether a check held the loss curve against fp32 on the whole batch (or was that
+    reference itself); False where only the case's own micro-batches, or nothing, could run as
+    the reference, so that what accumulation changes went unchecked."""
+    return check.get("reference") in ("itself", *(label for label, _ in WHOLE_BATCH))
+
+
 def references(technique: str, batch: int, micro_batch: int):
     """The fp32 runs to hold ``technique`` against, best first, as (label, technique, micro-batch):
     fp32 on the whole batch; the same with activations recomputed (the same sums, less memory)
@@ -201,7 +212,7 @@ def references(technique: str, batch: int, micro_batch: int):
     accumulation itself goes unchecked). None for fp32 on the whole batch: it is the reference."""
     if technique == "fp32" and micro_batch == batch:
         return []
-    runs = [("fp32", "fp32", batch), ("fp32 with checkpointing", "checkpoint", batch)]
+    runs = [(label, ref, batch) for label, ref in WHOLE_BATCH]
     if micro_batch != batch:
         runs.append((f"fp32 in micro-batches of {micro_batch}", "fp32", micro_batch))
     return runs
@@ -225,7 +236,7 @@ def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[flo
                 raise
             tried.append(label)
         _free_cuda()  # out of the except block: the error's frames, which hold the failed trainer, are gone
-    return None, f"no fp32 reference fits beside the case ({'; '.join(tried)} ran out of memory)"
+    return None, f"no fp32 reference fits on the card beside the case ({'; '.join(tried)} ran out of memory)"
 
 
 def _trained(steps: int, **shape) -> list[float]:

@@ -1,0 +1,83 @@
+"""Cases whose measuring process died: each is begun in the run's begun log before it is
+measured, so that one which ends without a record (SIGKILL from the kernel's out-of-memory
+killer, a crash in native code) is known, not silently missing.
+
+Within one ``harness run``, a case that died is not measured again by the benchmark's next
+figure (asv gives each tracked figure a process of its own, and the next one would find no
+record and run the case again, dying again). When asv is done, each such case is filed as a
+``failed`` record saying what happened; so is a case whose measuring raised. A run that was stopped files none: ``--resume`` measures
+those cases again.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from harness.measure.outcomes import FAILED
+from harness.measure.record import Record
+from harness.measure.store import RecordStore, RunContext, append_line, load_file, read_lines
+from harness.units import gb
+
+
+def begin(ctx: RunContext, case: str, params: dict) -> None:
+    """Notes that this process begins measuring ``case`` at ``params`` for the run."""
+    append_line(RecordStore.begun_log(ctx.path), {"case": case, "params": params, "pid": os.getpid(),
+                                                  "harness_pid": ctx.parent_pid, "began": time.time()})
+
+
+def died(ctx: RunContext, case: str, params: dict) -> dict | None:
+    """The begun entry of ``case`` at ``params`` left by an earlier process of this same harness
+    run that ended without a record; None where there is none."""
+    return next((e for e in _lost(ctx) if e["case"] == case and e["params"] == params), None)
+
+
+def reason(entry: dict, host_bytes: int | None = None) -> str:
+    host = f" ({gb(host_bytes, 0)} here)" if host_bytes else ""
+    return (f"its process (pid {entry['pid']}) ended while measuring, without a record: killed (by asv at the "
+            f"benchmark's timeout, or by the kernel's out-of-memory killer when host memory runs out{host}) or "
+            f"crashed in native code; asv's output of the run says which")
+
+
+def raised(ctx: RunContext, case: str, params: dict, error: BaseException, environment) -> Record:
+    """The ``failed`` record of a case whose measuring raised (not out of memory, which is
+    does-not-fit): filed before the error reaches asv, which shows its traceback."""
+    return Record(case=case, params=params, outcome=FAILED, reason=f"{type(error).__name__}: {error}"[:2000],
+                  check={"ended": "raised", "error": type(error).__name__}, environment=environment,
+                  run_id=ctx.run_id, commit=ctx.commit)
+
+
+def file_lost(ctx: RunContext, environment) -> list[Record]:
+    """A ``failed`` record, in the run's file, for each case begun in this harness run whose
+    process ended without one."""
+    import psutil
+    host = psutil.virtual_memory().total
+    filed = [Record(case=e["case"], params=e["params"], outcome=FAILED, reason=reason(e, host),
+                    check={"ended": "died"}, environment=environment, run_id=ctx.run_id, commit=ctx.commit) for e in _lost(ctx)]
+    for rec in filed:
+        RecordStore.append(ctx.path, rec)
+    return filed
+
+
+def _lost(ctx: RunContext) -> list[dict]:
+    """Begun entries of this harness process's run without a record of the run, one per case,
+    whose process is gone."""
+    log = RecordStore.begun_log(ctx.path)
+    if not ctx.run_id or not log.exists():
+        return []
+    recorded = [(r.case, r.params) for r in load_file(ctx.path).records if r.run_id == ctx.run_id] \
+        if ctx.path.exists() else []
+    lost = {}
+    for _, entry in read_lines(log)[0]:
+        key = (entry["case"], repr(sorted(entry["params"].items())))
+        if (entry.get("harness_pid") == ctx.parent_pid and (entry["case"], entry["params"]) not in recorded
+                and not _alive(entry["pid"])):
+            lost.setdefault(key, entry)
+    return list(lost.values())
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
