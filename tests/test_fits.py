@@ -372,3 +372,27 @@ def test_a_what_fits_answer_stopped_by_a_slow_probe_is_a_lower_bound_and_the_nex
     assert second.check["max_batch"] == 7 and second.check["too_slow_at"] == 8
     assert fits_case.lower_bound("fits", second.check, "max_batch")
     assert max(second.check["probe_seconds"]) < 2
+
+
+# A probe that fits while n is at most the first argument, and past the second is killed by
+# SIGKILL, as the kernel's out-of-memory killer ends a probe whose host memory ran out.
+HOST_PROBE = ("import json, os, signal, sys; n, top, host = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]); "
+              "n > host and os.kill(os.getpid(), signal.SIGKILL); "
+              "print(json.dumps({'fits': n <= top, 'pid': os.getpid()}))")
+
+
+def test_a_probe_killed_when_host_memory_ran_out_does_not_fit_under_any_cap(fake_card, records_dir, monkeypatch):
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+        lambda n: [sys.executable, "-S", "-c", HOST_PROBE, str(n), "100", "12"]))
+    run = set_run(monkeypatch, records_dir, run_id="run1")
+    first = execute("fits", CASE_PARAMS, run=run)
+    assert first.outcome == "ok", first.reason
+    assert first.check["max_batch"] == 12 and first.check["host_killed_at"] == 13
+    assert not fits_case.lower_bound("fits", first.check, "max_batch")  # exact, for this host
+    second = execute("fits", dict(CASE_PARAMS, budget="24GB"), run=run)
+    # the kill holds under the larger cap too: host memory does not grow with the budget
+    assert second.check["known_not_fit"] == 13 and second.check["max_batch"] == 12
+    (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")
+    killed = [json.loads(line) for line in log.read_text().splitlines() if json.loads(line).get("killed")]
+    assert killed and all(e["fits"] is False and "host's memory ran out" in e["reason"] for e in killed)

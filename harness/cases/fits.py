@@ -13,7 +13,9 @@ one fresh process per probe); its time says what the search cost, nothing about 
 in the check: ``max_batch``, the probes it took, the budget in bytes, the peak the largest
 fitting probe allocated, ``search_limit`` (an answer there is a lower bound: the search stops
 at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``, where the search
-stopped: its answer too is a lower bound, more may fit in memory), and ``budget_bytes_per_sample`` (budget / max_batch) or
+stopped: its answer too is a lower bound, more may fit in memory), ``host_killed_at`` (the
+smallest size whose probe the kernel killed when host memory ran out: there the host, not the
+budget, set the answer), and ``budget_bytes_per_sample`` (budget / max_batch) or
 ``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
 worse there. When even the smallest size does not fit, the case does not fit.
 """
@@ -109,6 +111,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         return {f"max_{over}": n, "probes": found["search"].probes, "budget_bytes": cap, "card_bytes": total,
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n, "search_limit": limit,
                 "too_slow_at": found["too_slow_at"], "probe_timeout_s": prober.timeout_s,
+                "host_killed_at": min((r["n"] for r in prober.results if r.get("killed")), default=None),
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
                 "probe_seconds": [r["seconds"] for r in prober.results]}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -44,6 +45,9 @@ LIMITS = {"batch": LIMIT, "seq_len": 2**20}
 # and its answer is a lower bound (more may fit in memory). A long sequence's attention grows as its
 # square: without a bound, one probe near 2**20 tokens would take hours.
 PROBE_TIMEOUT_S = 240
+
+
+HOST_KILLED = "killed by SIGKILL: the host's memory ran out (the kernel's out-of-memory killer)"
 
 
 class TooSlow(Exception):
@@ -215,7 +219,9 @@ def linear_estimate(points, cap: float):
 class SubprocessProber:
     """``probe(n)`` runs ``argv_of(n)`` in a new process, which prints one JSON line with at
     least ``fits`` and ``pid``. A probe that crashes (not an out-of-memory, which the probe
-    reports as ``fits: false``) raises, so a broken probe is never read as "does not fit".
+    reports as ``fits: false``) raises, so a broken probe is never read as "does not fit"; one
+    killed by SIGKILL ran the host out of memory (the kernel's out-of-memory killer), and does
+    not fit. One that runs past ``timeout_s`` is killed, and raises ``TooSlow``.
     ``on_result(result)`` hears each answer as it comes (``ProbeLog.add``).
 
     Each probe is told this process's pid (``OOMBENCH_PARENT_PID``) and binds itself to it
@@ -247,6 +253,12 @@ class SubprocessProber:
                 self._answered({"fits": None, "too_slow": True, "pid": proc.pid, "n": n,
                                 "seconds": round(time.perf_counter() - began, 2)})
                 raise TooSlow(n, self.timeout_s) from None
+        if proc.returncode == -signal.SIGKILL:
+            # The kernel's out-of-memory killer: what the probe holds on the host (activations kept
+            # on the CPU, offloaded state) outgrew the host's memory. No larger size fits, under any cap.
+            self._answered({"fits": False, "killed": "SIGKILL", "pid": proc.pid, "n": n,
+                            "seconds": round(time.perf_counter() - began, 2), "reason": HOST_KILLED})
+            return False
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or not lines:
             raise RuntimeError(f"probe at n={n} failed (exit {proc.returncode}), fix the probe before "
@@ -299,7 +311,7 @@ class ProbeLog:
         """(largest size known to fit under ``cap``, smallest known not to), either None."""
         entries = self.entries(key)
         fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
-        fail = [e["n"] for e in entries if e["fits"] is False and e["cap"] >= cap]
+        fail = [e["n"] for e in entries if e["fits"] is False and (e["cap"] >= cap or e.get("killed"))]
         return max(fit, default=None), min(fail, default=None)
 
     def too_slow(self, key: dict) -> int | None:
