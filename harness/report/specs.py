@@ -265,7 +265,9 @@ SEEDS = (
                 "step, peak and loss also as a multiple of fp32 on the whole card. A way out whose loss "
                 "curve leaves fp32's tolerance is marked failed, with both curves in its record: "
                 "accumulation over small micro-batches does, because BatchNorm normalises each "
-                "micro-batch by its own statistics, so the network trains differently from the whole batch.",
+                "micro-batch by its own statistics, so the network trains differently from the whole batch. "
+                "The fp32 reference trains on the whole card after the case; a case whose process died "
+                "(host memory ran out) is failed with that reason.",
            bench=r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation)") for w in ("resnet50_1024", "resnet50_2048")),
     replace(HEADLINE, title="Seed 002: the NLP tricks on one LM",
             text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
@@ -278,7 +280,9 @@ SEEDS = (
     Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
          title="Seed 001: the longest sequence that fits",
          text="The longest single sequence of the LM that trains under each budget, each probe a process of "
-              "its own; `≥` where the search stopped before memory did.", bench=r"tricks\.WhatFitsSequence"),
+              "its own; `≥` where the search stopped before memory did: at its limit, or before a probe "
+              "whose two steps ran longer than the search waits (attention grows as the square of the "
+              "length).", bench=r"tricks\.WhatFitsSequence"),
     Spec("chainer_mlp", "batch,budget,machine", across="pool", show="step,peak", where=("device=cuda", "budget=16GB"),
          title="Chainer past a 16 GB card", text="A dense net whose batch outgrows a 16 GB budget, on Chainer's "
          "device pool (capped: does not fit) and on the managed pool.", bench=r"chainer_pool\.MlpBeyond"),
