@@ -132,7 +132,7 @@ def test_measure_files_every_record_and_measures_once_per_run(records_dir, built
     measure("fake", n=1)
     assert built == [1, 2, 1]
     path = records_dir / "test-machine"
-    files = sorted(p.name for p in path.iterdir())
+    files = sorted(p.name for p in path.glob("*.jsonl"))
     assert files == ["abcdef01-run-1.jsonl", "abcdef01-run-2.jsonl"]
     assert [r.params["n"] for r in load_file(path / files[0]).records] == [1, 2]
 
@@ -146,7 +146,7 @@ def test_past_the_deadline_a_case_is_not_started_but_one_already_measured_still_
     with pytest.raises(NotImplementedError, match="deadline had passed; `python3 -m harness run --resume run-1`"):
         measure("fake", n=2)  # asv shows this as skipped, with the reason
     assert built == [1]
-    (path,) = (records_dir / "test-machine").iterdir()
+    (path,) = (records_dir / "test-machine").glob("*.jsonl")
     assert [r.params["n"] for r in load_file(path).records] == [1]  # nothing says n=2 ran
 
 
