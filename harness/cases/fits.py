@@ -91,13 +91,13 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     width = fits.side_by_side(cap, free)
 
     def step():
+        # A size known too slow (under any budget) bounds the search: it is not waited for again.
         found["known"], slow = log.bounds(key, cap), log.too_slow(key)
-        found["search"] = fits.largest_fitting(prober, start=start, limit=limit if slow is None else min(limit, slow - 1),
-                                               known=found["known"],
-                                               estimate=lambda: fits.linear_estimate(log.points(key), cap),
-                                               probe_many=prober.many if width > 1 else None)
-        search = found["search"]
-        found["too_slow_at"] = search.too_slow or (slow if slow is not None and search.largest == slow - 1 else None)
+        below_slow = limit if slow is None else min(limit, slow - 1)
+        search = found["search"] = fits.largest_fitting(
+            prober, start=start, limit=below_slow, known=found["known"], probe_many=prober.many if width > 1 else None,
+            estimate=lambda: fits.linear_estimate(log.points(key), cap))
+        found["too_slow_at"] = search.too_slow or (slow if slow is not None and search.largest == below_slow else None)
         if search.largest == 0 and search.too_slow:
             raise CheckFailed(f"no answer: the first probe, at {over} {start}, ran past {prober.timeout_s:g} s",
                               {"too_slow_at": search.too_slow, "probe_timeout_s": prober.timeout_s})

@@ -5,8 +5,8 @@ killer, a crash in native code) is known, not silently missing.
 Within one ``harness run``, a case that died is not measured again by the benchmark's next
 figure (asv gives each tracked figure a process of its own, and the next one would find no
 record and run the case again, dying again). When asv is done, each such case is filed as a
-``failed`` record saying what happened; so is a case whose measuring raised. A run that was stopped files none: ``--resume`` measures
-those cases again.
+``failed`` record saying what happened; so is a case whose measuring raised. A run that was
+stopped files none: ``--resume`` measures those cases again.
 """
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ def file_lost(ctx: RunContext, environment) -> list[Record]:
     process ended without one."""
     import psutil
     host = psutil.virtual_memory().total
-    filed = [Record(case=e["case"], params=e["params"], outcome=FAILED, reason=reason(e, host),
-                    check={"ended": "died"}, environment=environment, run_id=ctx.run_id, commit=ctx.commit) for e in _lost(ctx)]
+    filed = [Record(case=e["case"], params=e["params"], outcome=FAILED, reason=reason(e, host), check={"ended": "died"},
+                    environment=environment, run_id=ctx.run_id, commit=ctx.commit) for e in _lost(ctx)]
     for rec in filed:
         RecordStore.append(ctx.path, rec)
     return filed
