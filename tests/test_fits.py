@@ -396,3 +396,28 @@ def test_a_probe_killed_when_host_memory_ran_out_does_not_fit_under_any_cap(fake
     (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")
     killed = [json.loads(line) for line in log.read_text().splitlines() if json.loads(line).get("killed")]
     assert killed and all(e["fits"] is False and "host's memory ran out" in e["reason"] for e in killed)
+
+
+@pytest.mark.parametrize("boundary", [1024, 1100, 8999, 12600])
+def test_one_sequence_is_searched_in_steps_of_128_tokens_and_answers_to_them(boundary):
+    """A token-exact answer costs seven probes more; the guess from the first peaks (12672 tokens,
+    the line through 1024, 2048 and 4096 on the H100 under 16GB) overshoots a sequence's boundary."""
+    asked = []
+
+    def probe(n):
+        asked.append(n)
+        return n <= boundary
+    search = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128, estimate=lambda: 12672,
+                                  known=(1024, None))
+    assert search.largest == boundary // 128 * 128
+    assert all(n % 128 == 0 for n in asked) and [n for n, _ in search.probed] == asked and 1024 not in asked
+    assert search.probes <= 12
+
+
+def test_a_sequence_too_slow_to_wait_for_is_named_in_tokens():
+    def probe(n):
+        if n > 6000:
+            raise fits.TooSlow(n, 1.0)
+        return True
+    slow = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128)
+    assert (slow.largest, slow.too_slow) == (4096, 8192)  # doubling 1024, 2048, 4096, then 8192 ran too long

@@ -324,8 +324,8 @@ def stack_age(rec: dict) -> tuple:
 
 
 def expected_answer(workload: str, budget: str) -> tuple[dict, set]:
-    """(way, GPU) -> the ok record of the newest libraries, newest of those, its median step under
-    ``budget``; and the ways that only ever did not fit under it (on every GPU that ran them there)."""
+    """(way, GPU) -> the median step under ``budget`` of the record of the newest libraries, newest
+    of those, where that record is ok; and the ways that only ever did not fit under it (on every GPU that ran them there)."""
     wl = next(w for w in chooser.WORKLOADS if w.key == workload)
     newest, outcomes = {}, {}
     for rid, rec in raw_records().items():
@@ -336,9 +336,10 @@ def expected_answer(workload: str, budget: str) -> tuple[dict, set]:
         outcomes.setdefault(way, set()).add(rec["outcome"])
         key = (way, gpus[0]["name"])
         order = (stack_age(rec), rec["created"])
-        if rec["outcome"] == "ok" and (key not in newest or order > newest[key][1]):
-            newest[key] = (rec["timing"]["median_s"], order)
-    return {k: v[0] for k, v in newest.items()}, {w for w, o in outcomes.items() if o == {"does_not_fit"}}
+        if key not in newest or order > newest[key][1]:  # a newer failure replaces an older ok
+            newest[key] = (rec["timing"]["median_s"] if rec["outcome"] == "ok" else None, order)
+    return ({k: v[0] for k, v in newest.items() if v[0] is not None},
+            {w for w, o in outcomes.items() if o == {"does_not_fit"}})
 
 
 def check_answer(offered: list[tuple[str, str]], workload: str, budget: str) -> None:

@@ -17,7 +17,8 @@ stopped: its answer too is a lower bound, more may fit in memory), ``host_killed
 smallest size whose probe the kernel killed when host memory ran out: there the host, not the
 budget, set the answer), and ``budget_bytes_per_sample`` (budget / max_batch) or
 ``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
-worse there. When even the smallest size does not fit, the case does not fit.
+worse there. One sequence is searched in steps of ``search_unit`` (128) tokens, a batch sample
+by sample. When even the smallest size does not fit, the case does not fit.
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         below_slow = limit if slow is None else min(limit, slow - 1)
         search = found["search"] = fits.largest_fitting(
             prober, start=start, limit=below_slow, known=found["known"], probe_many=prober.many if width > 1 else None,
-            estimate=lambda: fits.linear_estimate(log.points(key), cap))
+            estimate=lambda: fits.linear_estimate(log.points(key), cap), unit=fits.UNITS[over])
         found["too_slow_at"] = search.too_slow or (slow if slow is not None and search.largest == below_slow else None)
         if search.largest == 0 and search.too_slow:
             raise CheckFailed(f"no answer: the first probe, at {over} {start}, ran past {prober.timeout_s:g} s",
@@ -110,6 +111,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         per = "budget_bytes_per_sample" if over == "batch" else "budget_bytes_per_token"
         return {f"max_{over}": n, "probes": found["search"].probes, "budget_bytes": cap, "card_bytes": total,
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n, "search_limit": limit,
+                "search_unit": fits.UNITS[over],
                 "too_slow_at": found["too_slow_at"], "probe_timeout_s": prober.timeout_s,
                 "host_killed_at": min((r["n"] for r in prober.results if r.get("killed")), default=None),
                 "probe_pids": len({r["pid"] for r in prober.results}),

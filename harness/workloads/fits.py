@@ -39,6 +39,9 @@ LIMIT = 2**16  # no workload here trains a batch this large on one card: the sea
 # Where each search stops. One sequence grows memory far slower per token than a batch does per
 # sample: a card holds more tokens than a batch limit would let the search try.
 LIMITS = {"batch": LIMIT, "seq_len": 2**20}
+# What a search steps by: one sample of a batch; 128 tokens of one sequence (an answer to the
+# token would cost seven more probes, and attention kernels tile by blocks of 64 or 128).
+UNITS = {"batch": 1, "seq_len": 128}
 
 
 # A probe whose two steps run longer than this is a size no one trains at: the search stops there,
@@ -70,7 +73,7 @@ class Search:
 
 
 def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None),
-                    probe_many=None) -> Search:
+                    probe_many=None, unit: int = 1) -> Search:
     """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
 
     ``known`` is (a size known to fit, a size known not to), either None, from probes already
@@ -82,7 +85,12 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
     memory allows several probes side by side, answers a cold start's first three sizes and the
     guess and its neighbours at once. A probe that raises ``TooSlow`` ends the search at the
-    largest size that fit before it, with ``too_slow`` set."""
+    largest size that fit before it, with ``too_slow`` set.
+
+    ``unit``: the search probes multiples of it only, and its answer is exact to it (every size,
+    ``known`` and the estimate included, stays in the caller's units)."""
+    if unit > 1:
+        return _in_units(unit, probe, start, limit, estimate, known, probe_many)
     search = Search(largest=0)
     try:
         return _search(search, probe, start, limit, estimate, known, probe_many)
@@ -90,6 +98,28 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
         fitted = [n for n, ok in search.probed if ok] + ([known[0]] if known[0] is not None else [])
         search.largest, search.too_slow = max([n for n in fitted if n >= start], default=0), e.n
         return search
+
+
+def _in_units(unit: int, probe, start, limit, estimate, known, probe_many) -> Search:
+    """``largest_fitting`` over k = n / ``unit``: fit rounds down, does-not-fit up."""
+    def scaled(f):
+        def call(k):
+            try:
+                return f(k * unit) if isinstance(k, int) else f([m * unit for m in k])
+            except TooSlow as e:
+                raise TooSlow(-(-e.n // unit), e.seconds) from None
+        return call
+
+    def guess():
+        n = estimate()
+        return None if n is None else n // unit
+
+    low, high = known
+    found = largest_fitting(scaled(probe), start=-(-start // unit), limit=limit // unit,
+                            estimate=guess if estimate else None, probe_many=scaled(probe_many) if probe_many else None,
+                            known=(None if low is None else low // unit, None if high is None else -(-high // unit)))
+    return Search(largest=found.largest * unit, probed=[(k * unit, ok) for k, ok in found.probed],
+                  too_slow=None if found.too_slow is None else found.too_slow * unit)
 
 
 def _search(search: Search, probe, start, limit, estimate, known, probe_many) -> Search:
@@ -178,8 +208,14 @@ def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=
     return low, high
 
 
+# A gallop goes on while its step is under 1/8 of the bracket it narrows; past that, bisecting
+# the bracket costs fewer probes than galloping on (a guess far off, as the line through a long
+# sequence's first peaks can be: memory grows faster than it there).
+GALLOP_SPAN = 8
+
+
 def _up(fits, low: int, high, top: int, step: int):
-    while low < top:
+    while low < top and (high is None or GALLOP_SPAN * step < high - low):
         n = min(low + step, top)
         if not fits(n):
             return low, n
@@ -188,7 +224,7 @@ def _up(fits, low: int, high, top: int, step: int):
 
 
 def _down(fits, low: int, high: int, step: int):
-    while high - step > low:
+    while high - step > low and GALLOP_SPAN * step < high - low:
         n = high - step
         if fits(n):
             return n, high
