@@ -48,8 +48,6 @@ UNITS = {"batch": 1, "seq_len": 128}
 # and its answer is a lower bound (more may fit in memory). A long sequence's attention grows as its
 # square: without a bound, one probe near 2**20 tokens would take hours.
 PROBE_TIMEOUT_S = 240
-
-
 HOST_KILLED = "killed by SIGKILL: the host's memory ran out (the kernel's out-of-memory killer)"
 
 
@@ -123,7 +121,6 @@ def _in_units(unit: int, probe, start, limit, estimate, known, probe_many) -> Se
 
 
 def _search(search: Search, probe, start, limit, estimate, known, probe_many) -> Search:
-
     def fits(n):
         try:
             ok = bool(probe(n))
@@ -278,6 +275,23 @@ class SubprocessProber:
 
     def _probe(self, n: int) -> bool:
         began = time.perf_counter()
+        code, pid, out, err = self._run(n, began)
+        if code == -signal.SIGKILL:
+            # The kernel's out-of-memory killer: what the probe holds on the host (activations kept
+            # on the CPU, offloaded state) outgrew the host's memory. No larger size fits, under any cap.
+            self._answered({"fits": False, "killed": "SIGKILL", "pid": pid, "n": n,
+                            "seconds": round(time.perf_counter() - began, 2), "reason": HOST_KILLED})
+            return False
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if code != 0 or not lines:
+            raise RuntimeError(f"probe at n={n} failed (exit {code}), fix the probe before "
+                               f"reading its result: {err.strip()[-2000:]}")
+        result = dict(json.loads(lines[-1]), n=n, seconds=round(time.perf_counter() - began, 2))
+        self._answered(result)
+        return bool(result["fits"])
+
+    def _run(self, n: int, began: float) -> tuple[int, int, str, str]:
+        """(exit status, pid, stdout, stderr) of the probe at ``n``; killed past ``timeout_s``: TooSlow."""
         env = dict(os.environ if self.env is None else self.env, **{PARENT_ENV: str(os.getpid())})
         with subprocess.Popen(self.argv_of(n), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env) as proc:
@@ -289,19 +303,7 @@ class SubprocessProber:
                 self._answered({"fits": None, "too_slow": True, "pid": proc.pid, "n": n,
                                 "seconds": round(time.perf_counter() - began, 2)})
                 raise TooSlow(n, self.timeout_s) from None
-        if proc.returncode == -signal.SIGKILL:
-            # The kernel's out-of-memory killer: what the probe holds on the host (activations kept
-            # on the CPU, offloaded state) outgrew the host's memory. No larger size fits, under any cap.
-            self._answered({"fits": False, "killed": "SIGKILL", "pid": proc.pid, "n": n,
-                            "seconds": round(time.perf_counter() - began, 2), "reason": HOST_KILLED})
-            return False
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            raise RuntimeError(f"probe at n={n} failed (exit {proc.returncode}), fix the probe before "
-                               f"reading its result: {err.strip()[-2000:]}")
-        result = dict(json.loads(lines[-1]), n=n, seconds=round(time.perf_counter() - began, 2))
-        self._answered(result)
-        return bool(result["fits"])
+        return proc.returncode, proc.pid, out, err
 
     def _answered(self, result: dict) -> None:
         self.results.append(result)
