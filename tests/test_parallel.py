@@ -2,6 +2,7 @@
 strategy reaches the single-device loss; the stage splitter balances; too few GPUs is a skip;
 a crashing or hanging worker leaves no process behind."""
 import itertools
+from dataclasses import replace
 import os
 import time
 
@@ -168,7 +169,6 @@ def test_workers_run_with_nvlink_multicast_off(monkeypatch):
 
 
 def test_scaling_efficiency_is_the_baseline_time_over_k_times_the_strategys():
-    from dataclasses import replace
 
     from harness.report.scaling import scaling_efficiency
     from harness.measure.timing import Timing
@@ -187,3 +187,21 @@ def test_a_worker_out_of_memory_is_does_not_fit_and_a_worker_skip_is_a_skip():
     with pytest.raises(Skip, match="needs something this box lacks"):
         launch(launch_workers.skips_on_rank_0, 2, timeout_s=30)
     assert _workers_left() == []
+
+
+def test_a_rank_reports_its_gpus_level_over_the_timed_steps_and_not_set_up_or_before():
+    """The parent sees the whole launch as set-up; each rank's own reading of its GPU over its
+    timed steps is the record's device peak (the parent's reading before the launch is the base)."""
+    import torch
+
+    from harness.workloads import distributed
+    from harness.workloads.parallel_job import Job
+    job = Job(model="lm", strategy="ddp", device="cuda", gpus=2, batch=2, micro_batches=1, warmup=1, repeat=1)
+    levels = {"device.used.gpu1": 7 * 2**30, "setup.device.used.gpu1": 9 * 2**30,
+              "device.used_before.gpu1": 2**30, "device.used.gpu0": 1}
+    fake = type("Cuda", (), {"max_memory_allocated": staticmethod(lambda d: 5),
+                             "max_memory_reserved": staticmethod(lambda d: 6)})
+    memory = distributed._memory(type("Torch", (), {"cuda": fake}), job, "cuda:1", 1, levels)
+    assert memory == {"allocator.torch.max_allocated.cuda:1": 5, "allocator.torch.max_reserved.cuda:1": 6,
+                      "device.used.gpu1": 7 * 2**30}
+    assert "device.used.gpu1" not in distributed._memory(torch, replace(job, device="cpu"), "cpu", 1, levels)

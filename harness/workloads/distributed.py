@@ -5,7 +5,8 @@ sharded over ranks, gathered layer by layer when used). NCCL on GPUs, gloo on th
 
 The runner times ``step()`` in its own process, which here only waits. So each rank times its
 own steps with the harness's ``time_steps`` (collectives keep the ranks in step) and reports its
-timing, its own peak memory and the global loss; rank 0's timing stands for the step.
+timing, its own peak memory over them (its allocator's and its GPU's) and the global loss; rank
+0's timing stands for the step.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import resource
 
 from harness.workloads import parallel_job
+from harness.measure.memory import PeakMemory
 from harness.measure.timing import time_steps
 
 
@@ -26,13 +28,18 @@ def worker(rank: int, world: int, job: parallel_job.Job) -> dict:
                             device_id=torch.device(device) if job.device == "cuda" else None)
     trainer = _trainer(torch, job, device, rank, world)
     sync = (lambda: torch.cuda.synchronize(device)) if job.device == "cuda" else (lambda: None)
-    # The allocator's peak covers the timed steps alone, as in the runner's own cases.
-    begin = (lambda: torch.cuda.reset_peak_memory_stats(device)) if job.device == "cuda" else (lambda: None)
-    timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat, begin=begin)
+    # The peaks cover the timed steps alone, as in the runner's own cases: the allocator's, and the
+    # device's (NVML: the context and NCCL's buffers included), which the parent cannot see apart
+    # from the build, the whole launch being its set-up.
+    peak = PeakMemory(gpus=[rank] if job.device == "cuda" else [])
+    with peak:
+        timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat, begin=peak.steps_begin)
+        peak.steps_end()
     losses = trainer["losses"]()
     dist.all_reduce(losses)  # mean of equal shards' means: the global batch's loss
     first, last = (float(v) / world for v in losses)
-    result = {"timing": timing.to_dict(), "loss_first": first, "loss": last, "memory": _memory(torch, job, device, rank)}
+    result = {"timing": timing.to_dict(), "loss_first": first, "loss": last,
+              "memory": _memory(torch, job, device, rank, peak.bytes)}
     # Only on success: after an error a peer may be stuck in a collective and the destroy with
     # it; the launcher kills every rank instead.
     dist.destroy_process_group()
@@ -94,8 +101,13 @@ def _is_block(layer, model) -> bool:
     return own and bool(list(layer.children())) and any(True for _ in layer.parameters())
 
 
-def _memory(torch, job, device, rank) -> dict:
+def _memory(torch, job, device, rank, steps: dict) -> dict:
+    """The rank's peaks over its timed steps; ``steps``: its ``PeakMemory.bytes``, of which only
+    the device level of its own GPU is taken (what was in use before is the parent's reading, taken
+    before any rank started)."""
     if job.device == "cuda":
+        used = f"device.used.gpu{rank}"
         return {f"allocator.torch.max_allocated.cuda:{rank}": int(torch.cuda.max_memory_allocated(device)),
-                f"allocator.torch.max_reserved.cuda:{rank}": int(torch.cuda.max_memory_reserved(device))}
+                f"allocator.torch.max_reserved.cuda:{rank}": int(torch.cuda.max_memory_reserved(device)),
+                **({used: steps[used]} if used in steps else {})}
     return {f"host.max_rss.rank{rank}": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
