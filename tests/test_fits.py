@@ -421,3 +421,17 @@ def test_a_sequence_too_slow_to_wait_for_is_named_in_tokens():
         return True
     slow = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128)
     assert (slow.largest, slow.too_slow) == (4096, 8192)  # doubling 1024, 2048, 4096, then 8192 ran too long
+
+
+def test_a_size_known_too_slow_bounds_the_search_and_an_answer_below_it_keeps_it():
+    asked = []
+
+    def probe(n):
+        asked.append(n)
+        return n <= 100
+    search = fits.largest_fitting(probe, limit=4096, slow=8)
+    assert (search.largest, search.too_slow) == (7, 8) and max(asked) == 7
+    roomy = fits.largest_fitting(lambda n: n <= 5, limit=4096, slow=8)
+    assert (roomy.largest, roomy.too_slow) == (5, None)  # memory, not time, set this answer
+    tokens = fits.largest_fitting(lambda n: n <= 10**6, start=1024, limit=2**20, unit=128, slow=8192)
+    assert (tokens.largest, tokens.too_slow) == (8064, 8192)

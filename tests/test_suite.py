@@ -195,17 +195,9 @@ def test_benchmarks_file_records_in_this_checkout_wherever_the_harness_is_instal
 
 
 def benchmark_classes():
-    import importlib
-    import inspect
-    sys.path.insert(0, str(REPO))
-    try:
-        for path in sorted((REPO / "benchmarks").glob("*.py")):
-            module = importlib.import_module(f"benchmarks.{path.stem}")
-            for name, cls in inspect.getmembers(module, inspect.isclass):
-                if not name.startswith("_") and getattr(cls, "case", "") and cls.__module__ == module.__name__:
-                    yield f"{path.stem}.{name}", cls
-    finally:
-        sys.path.remove(str(REPO))
+    from harness.drive.todo import classes
+    for family, name, cls in classes():
+        yield f"{family}.{name}", cls
 
 
 def test_every_benchmark_names_each_parameter_of_its_case_once_with_allowed_values():

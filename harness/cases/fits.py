@@ -92,13 +92,11 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     width = fits.side_by_side(cap, free)
 
     def step():
-        # A size known too slow (under any budget) bounds the search: it is not waited for again.
-        found["known"], slow = log.bounds(key, cap), log.too_slow(key)
-        below_slow = limit if slow is None else min(limit, slow - 1)
+        found["known"] = log.bounds(key, cap)
         search = found["search"] = fits.largest_fitting(
-            prober, start=start, limit=below_slow, known=found["known"], probe_many=prober.many if width > 1 else None,
-            estimate=lambda: fits.linear_estimate(log.points(key), cap), unit=fits.UNITS[over])
-        found["too_slow_at"] = search.too_slow or (slow if slow is not None and search.largest == below_slow else None)
+            prober, start=start, limit=limit, known=found["known"], probe_many=prober.many if width > 1 else None,
+            estimate=lambda: fits.linear_estimate(log.points(key), cap), unit=fits.UNITS[over],
+            slow=log.too_slow(key))  # known under any budget: time does not depend on it
         if search.largest == 0 and search.too_slow:
             raise CheckFailed(f"no answer: the first probe, at {over} {start}, ran past {prober.timeout_s:g} s",
                               {"too_slow_at": search.too_slow, "probe_timeout_s": prober.timeout_s})
@@ -112,7 +110,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         return {f"max_{over}": n, "probes": found["search"].probes, "budget_bytes": cap, "card_bytes": total,
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n, "search_limit": limit,
                 "search_unit": fits.UNITS[over],
-                "too_slow_at": found["too_slow_at"], "probe_timeout_s": prober.timeout_s,
+                "too_slow_at": found["search"].too_slow, "probe_timeout_s": prober.timeout_s,
                 "host_killed_at": min((r["n"] for r in prober.results if r.get("killed")), default=None),
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],

@@ -309,7 +309,7 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
     lines = [(md(", ".join(map(str, k))),
               [(cell(at.get((k, c)), shows, _base(at, down, across, versus, k, c), view), at.get((k, c))) for c in cols])
              for k in keys]
-    notes = [NOTES[m] for m in (HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED) if m in view.used]
+    notes = [text for mark, text in NOTES.items() if mark in view.used]
     if "peak" in shows and schemas == {1}:
         notes.append(ALL_WHOLE_CASE)
     return Grid([", ".join(down)] + [md(f"{across} {c}") for c in cols], lines, notes)

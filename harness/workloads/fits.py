@@ -71,7 +71,7 @@ class Search:
 
 
 def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None),
-                    probe_many=None, unit: int = 1) -> Search:
+                    probe_many=None, unit: int = 1, slow: int | None = None) -> Search:
     """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
 
     ``known`` is (a size known to fit, a size known not to), either None, from probes already
@@ -83,22 +83,29 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
     memory allows several probes side by side, answers a cold start's first three sizes and the
     guess and its neighbours at once. A probe that raises ``TooSlow`` ends the search at the
-    largest size that fit before it, with ``too_slow`` set.
+    largest size that fit before it, with ``too_slow`` set. ``slow``, a size known too slow from
+    probes already run (``ProbeLog.too_slow``), bounds the search below it and is never waited for
+    again; an answer just below it keeps it as ``too_slow``.
 
     ``unit``: the search probes multiples of it only, and its answer is exact to it (every size,
-    ``known`` and the estimate included, stays in the caller's units)."""
+    ``known``, ``slow`` and the estimate included, stays in the caller's units)."""
     if unit > 1:
-        return _in_units(unit, probe, start, limit, estimate, known, probe_many)
+        return _in_units(unit, probe, start, limit, estimate, known, probe_many, slow)
+    if slow is not None:
+        limit = min(limit, slow - 1)
     search = Search(largest=0)
     try:
-        return _search(search, probe, start, limit, estimate, known, probe_many)
+        _search(search, probe, start, limit, estimate, known, probe_many)
     except TooSlow as e:
         fitted = [n for n, ok in search.probed if ok] + ([known[0]] if known[0] is not None else [])
         search.largest, search.too_slow = max([n for n in fitted if n >= start], default=0), e.n
         return search
+    if slow is not None and search.largest == limit:
+        search.too_slow = slow
+    return search
 
 
-def _in_units(unit: int, probe, start, limit, estimate, known, probe_many) -> Search:
+def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow) -> Search:
     """``largest_fitting`` over k = n / ``unit``: fit rounds down, does-not-fit up."""
     def scaled(f):
         def call(k):
@@ -115,7 +122,8 @@ def _in_units(unit: int, probe, start, limit, estimate, known, probe_many) -> Se
     low, high = known
     found = largest_fitting(scaled(probe), start=-(-start // unit), limit=limit // unit,
                             estimate=guess if estimate else None, probe_many=scaled(probe_many) if probe_many else None,
-                            known=(None if low is None else low // unit, None if high is None else -(-high // unit)))
+                            known=(None if low is None else low // unit, None if high is None else -(-high // unit)),
+                            slow=None if slow is None else -(-slow // unit))
     return Search(largest=found.largest * unit, probed=[(k * unit, ok) for k, ok in found.probed],
                   too_slow=None if found.too_slow is None else found.too_slow * unit)
 
