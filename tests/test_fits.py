@@ -393,6 +393,7 @@ def test_a_probe_killed_when_host_memory_ran_out_does_not_fit_under_any_cap(fake
     second = execute("fits", dict(CASE_PARAMS, budget="24GB"), run=run)
     # the kill holds under the larger cap too: host memory does not grow with the budget
     assert second.check["known_not_fit"] == 13 and second.check["max_batch"] == 12
+    assert second.check["host_killed_at"] == 13  # its answer too was set by the host, known from the first
     (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")
     killed = [json.loads(line) for line in log.read_text().splitlines() if json.loads(line).get("killed")]
     assert killed and all(e["fits"] is False and "host's memory ran out" in e["reason"] for e in killed)

@@ -111,7 +111,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n, "search_limit": limit,
                 "search_unit": fits.UNITS[over],
                 "too_slow_at": found["search"].too_slow, "probe_timeout_s": prober.timeout_s,
-                "host_killed_at": min((r["n"] for r in prober.results if r.get("killed")), default=None),
+                "host_killed_at": log.host_killed(key),
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
                 "probe_seconds": [r["seconds"] for r in prober.results]}

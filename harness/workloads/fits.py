@@ -363,7 +363,15 @@ class ProbeLog:
     def too_slow(self, key: dict) -> int | None:
         """The smallest size whose probe ran past its time limit, under any cap (time does not
         depend on the cap); None where none did."""
-        return min((e["n"] for e in self.entries(key) if e.get("too_slow")), default=None)
+        return self._smallest(key, "too_slow")
+
+    def host_killed(self, key: dict) -> int | None:
+        """The smallest size whose probe ran the host out of memory, under any cap (the host's
+        memory does not depend on it); None where none did."""
+        return self._smallest(key, "killed")
+
+    def _smallest(self, key: dict, mark: str) -> int | None:
+        return min((e["n"] for e in self.entries(key) if e.get(mark)), default=None)
 
     def points(self, key: dict) -> list[tuple]:
         """(size, reserved bytes) of every probe that fit: the estimate's line."""
