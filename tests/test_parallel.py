@@ -169,14 +169,13 @@ def test_workers_run_with_nvlink_multicast_off(monkeypatch):
 
 
 def test_scaling_efficiency_is_the_baseline_time_over_k_times_the_strategys():
-
     from harness.report.scaling import scaling_efficiency
     from harness.measure.timing import Timing
     base, ddp = run_lm("single"), run_lm("ddp", 2)
     base = replace(base, timing=Timing(1.0, 1.0, 1.0, 1.0, 1.0, 3, 1))
     ddp = replace(ddp, timing=Timing(0.625, 0.6, 0.7, 0.6, 0.7, 3, 1))
-    other = replace(ddp, params={**ddp.params, "width": 64})  # another workload: no baseline
-    assert [(r.params["strategy"], e) for r, e in scaling_efficiency([base, ddp, other])] == [("ddp", 0.8)]
+    assert scaling_efficiency(base, ddp) == 0.8
+    assert scaling_efficiency(base, replace(ddp, outcome="does_not_fit", timing=None)) is None
 
 
 def test_a_worker_out_of_memory_is_does_not_fit_and_a_worker_skip_is_a_skip():

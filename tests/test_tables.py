@@ -18,6 +18,8 @@ H200_FITS = RECORDS / "nvidia-h200-x1/203233bf-20261123T164450-f5f3ac.jsonl"
 H100_ACCUMULATION = RECORDS / "nvidia-h100-80gb-hbm3-x1/d570cdd1-20261123T172337-7ef404.jsonl"
 H200_ACCUMULATION = RECORDS / "nvidia-h200-x1/e10b46f1-20261123T180632-c58770.jsonl"
 H200_X2 = RECORDS / "nvidia-h200-x2/65529e88-20261122T204332-af3624.jsonl"
+X2_RESNET = [RECORDS / "nvidia-h200-x2" / f for f in (  # data parallel; single, naive_mp and pipeline
+    "547959eb-20261124T223655-eca108.jsonl", "547959eb-20261124T224154-16faa6.jsonl")]
 # One H100 host, three stacks at one commit: the box's own (CuPy 14.2, NumPy 2.5.2) and CuPy 14.2
 # with NumPy 2.0.2 measured after it.
 H100_OWN_STACK = RECORDS / "nvidia-h100-80gb-hbm3-x1/04b02c05-20261124T152215-bca6a6.jsonl"
@@ -127,6 +129,19 @@ def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
     assert tables.machine_label(row) == "H200 x2"
 
 
+def test_scaling_reads_each_strategy_against_single_on_the_same_box(tmp_path):
+    rows = load_rows(results_with(tmp_path, *X2_RESNET))
+    lines = tables.render(rows, "parallel_resnet50", ["strategy", "gpus", "micro_batches"], "image_size",
+                          ["scaling"], versus=(("strategy", "single"), ("gpus", "1"), ("micro_batches", "1")))[0]
+    by = {line.split(" |")[0][2:]: line.split(" | ")[1:] for line in lines.splitlines()[2:]}
+    step = {(r.record.params["strategy"], r.record.params["gpus"], r.record.params["micro_batches"],
+             r.record.params["image_size"]): r.record.timing.median_s for r in rows}
+    for strategy, gpus, micro in (("ddp", 2, 1), ("naive_mp", 2, 1), ("pipeline", 2, 5), ("dp", 1, 1)):
+        want = step["single", 1, 1, 2048] / (gpus * step[strategy, gpus, micro, 2048])
+        assert by[f"{strategy}, {gpus}, {micro}"][-1].startswith(f"{want:.2f} of linear")
+    assert by["single, 1, 1"][-1].rstrip(" |") == "-"  # the baseline is not read against itself
+
+
 @pytest.mark.parametrize("argv, message", [
     (["table", "trick", "--down", "technique"], "unknown case 'trick'; known cases: beyond, ceilings"),
     (["table", "fits", "--down", "techniq"], "fits has no parameter 'techniq': choose from device, workload"),
@@ -137,6 +152,7 @@ def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
     (["table", "fits", "--down", "technique", "--where", "workload=encdec"], "no records of fits match"),
     (["table", "fits", "--down", "technique", "--versus", "budget=12GB"], "budget='12GB' is not one of: 16GB"),
     (["table", "fits", "--down", "technique", "--versus", "workload=lm"], "needs workload down or across"),
+    (["table", "fits", "--down", "technique", "--show", "scaling"], "name that run with --versus"),
 ])
 def test_bad_input_exits_2_with_one_line_naming_the_fix(tmp_path, capsys, argv, message):
     root = results_with(tmp_path, H200_FITS)

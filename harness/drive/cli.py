@@ -261,7 +261,8 @@ def parser() -> argparse.ArgumentParser:
     tb.add_argument("--down", required=True, help="parameters down the side, comma-separated (or machine)")
     tb.add_argument("--across", default="machine", help="the parameter across the top (default: machine)")
     tb.add_argument("--show", default="step,rate,peak",
-                    help="figures per cell, comma-separated: step, rate, peak, loss, check:KEY")
+                    help="figures per cell, comma-separated: step, rate, eff, peak, scaling (with --versus: the "
+                         "one-GPU run), loss, check:KEY")
     tb.add_argument("--where", action="append", default=[], metavar="NAME=VALUE", help="only these records")
     tb.add_argument("--versus", metavar="NAME=VALUE",
                     help="step, rate and peak also as a multiple of the record holding these values, "

@@ -79,6 +79,11 @@ class Family:
 
 
 LM = ("workload=lm",)
+ONE_GPU = "strategy=single,gpus=1,micro_batches=1"
+PARALLEL_SHOW = "step,peak,scaling,loss"
+PARALLEL_TEXT = ("Step and peak also as a multiple of `single` on the same machine; the peak is the largest "
+                 "GPU's. `of linear` is the scaling efficiency: single's step over the GPU count times the "
+                 "strategy's, 1.00 where k GPUs cut the step k times.")
 # Pageable copies swept over buffer sizes, where the suite declares the case: the ceiling the pages
 # show is the best size; this table keeps the sweep.
 PAGEABLE_SPECS = (
@@ -190,12 +195,13 @@ FAMILIES = (
         "efficiency of a strategy on k GPUs is single's seconds per step over k times its own. The cuts are "
         "the harness's: each layer is sized from a shape-only run on PyTorch's meta device and the cuts "
         "minimise the largest stage. A GPU count the box lacks skips with the reason.",
-        (Spec("parallel_lm", "strategy,gpus,micro_batches", show="step,rate,peak,loss", where=("device=cuda",),
-              title="`parallel_lm`: the transformer LM", text="Each strategy on each GPU count.",
-              bench=r"parallel\.Lm"),
-         Spec("parallel_resnet50", "image_size,strategy,gpus,micro_batches", show="step,rate,peak,loss",
-              where=("device=cuda",), title="`parallel_resnet50`: ResNet50",
-              text="Each strategy on each GPU count, by image size.", bench=r"parallel\.Resnet"))),
+        (Spec("parallel_lm", "strategy,gpus,micro_batches", show=PARALLEL_SHOW, where=("device=cuda",),
+              versus=ONE_GPU, title="`parallel_lm`: the transformer LM", text=f"Each strategy on each GPU count. "
+              f"{PARALLEL_TEXT}", bench=r"parallel\.Lm"),
+         Spec("parallel_resnet50", "image_size,strategy,gpus,micro_batches", show=PARALLEL_SHOW,
+              where=("device=cuda",), versus=ONE_GPU, title="`parallel_resnet50`: ResNet50",
+              text=f"Each strategy on each GPU count, by image size. {PARALLEL_TEXT}",
+              bench=r"parallel\.Resnet"))),
     Family(
         "tricks", "Everyday memory tricks, and what fits", ("tricks", "fits"),
         "What most people do first when out of memory, each a value of `technique` over the same training "

@@ -19,10 +19,11 @@ from harness.measure.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, OK, SKIPPED
 from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound
 from harness.report.pages.model import Row, latest, load_rows, newest_stack
+from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs
 from harness.workloads.tricks import held_to_whole_batch
 
-SHOWS = ("step", "rate", "eff", "peak", "loss")  # and check:KEY, any value of the record's check
+SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
 HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED = "†", "§", "‡", "°"
 NOTES = {
@@ -165,6 +166,9 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
         return _eff(row, view)
     if what == "peak":
         return _peak(rec, view) + _ratio(row, base, what)
+    if what == "scaling":
+        eff = None if base is None or base is row else scaling_efficiency(base.record, rec)
+        return "-" if eff is None else f"{eff:.2f} of linear"
     if what == "loss":
         value = loss(rec.check)
         unchecked = rec.case == "tricks" and "reference" in rec.check and not held_to_whole_batch(rec.check)
@@ -211,6 +215,9 @@ def _check_request(case: cases.Case, down: list[str], across: str, shows: list[s
     for s in shows:
         if s not in SHOWS and not s.startswith("check:"):
             raise ValueError(f"unknown figure {s!r}: choose from {', '.join(SHOWS)} or check:KEY")
+    if "scaling" in shows and not versus:
+        raise ValueError("--show scaling reads each strategy against the one-GPU run of its workload: name that "
+                         "run with --versus (--versus strategy=single,gpus=1,micro_batches=1)")
 
 
 def _check_keys(grid: dict, case_name: str, shows: list[str]) -> None:
