@@ -325,20 +325,26 @@ def stack_age(rec: dict) -> tuple:
 
 def expected_answer(workload: str, budget: str) -> tuple[dict, set]:
     """(way, GPU) -> the median step under ``budget`` of the record of the newest libraries, newest
-    of those, where that record is ok; and the ways that only ever did not fit under it (on every GPU that ran them there)."""
+    of those, where that record is ok and no newest record of the way on that GPU failed its check
+    (under any budget); and the ways that only ever did not fit under it (on every GPU that ran them there)."""
     wl = next(w for w in chooser.WORKLOADS if w.key == workload)
     newest, outcomes = {}, {}
     for rid, rec in raw_records().items():
         p, gpus = rec["params"], rec["environment"]["devices"]["gpus"]
-        if rec["case"] != wl.case or p.get("budget") != budget or not gpus or any(p.get(k) != v for k, v in wl.match.items()):
+        if rec["case"] != wl.case or not gpus or any(p.get(k) != v for k, v in wl.match.items()):
             continue
         way = json.dumps({k: v for k, v in p.items() if k not in wl.match and k != "budget"}, sort_keys=True)
-        outcomes.setdefault(way, set()).add(rec["outcome"])
-        key = (way, gpus[0]["name"])
+        if p.get("budget") == budget:
+            outcomes.setdefault(way, set()).add(rec["outcome"])
+        key = (way, gpus[0]["name"], p.get("budget"))
         order = (stack_age(rec), rec["created"])
         if key not in newest or order > newest[key][1]:  # a newer failure replaces an older ok
-            newest[key] = (rec["timing"]["median_s"] if rec["outcome"] == "ok" else None, order)
-    return ({k: v[0] for k, v in newest.items() if v[0] is not None},
+            newest[key] = (rec["timing"]["median_s"] if rec["outcome"] == "ok" else None, order, rec["outcome"])
+    # A way whose newest record failed its check under any budget gives wrong answers on that GPU:
+    # it is offered under none.
+    wrong = {(way, gpu) for (way, gpu, _), (step, _, outcome) in newest.items() if outcome == "failed"}
+    return ({(way, gpu): v[0] for (way, gpu, b), v in newest.items() if b == budget and v[0] is not None
+             and (way, gpu) not in wrong},
             {w for w, o in outcomes.items() if o == {"does_not_fit"}})
 
 

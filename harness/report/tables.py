@@ -195,7 +195,7 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
 
 def _why_failed(check: dict) -> str:
     """Why a case failed: its process died or raised, or its loss curve left its reference's
-    tolerance (and the spread between two runs of the reference, where measured)."""
+    tolerance (and the widest gap among runs of the reference, where measured)."""
     check = check or {}
     if check.get("ended") == "died":
         return " (its process died: killed or crashed)"

@@ -115,7 +115,7 @@ def gpu_sections(tables: list[dict], charts: list[dict]) -> list[dict]:
     for ch in charts:
         by_env[ch["env"]].append(ch)
     sections = [{**t, "charts": by_env.pop(t["env"], [])} for t in tables]
-    return sections + [{"env": env, "lines": [], "charts": chs} for env, chs in by_env.items()]
+    return sections + [{"env": env, "lines": [], "budget_lines": [], "charts": chs} for env, chs in by_env.items()]
 
 
 def answers_view(column: str, rows: list[Row]) -> dict:

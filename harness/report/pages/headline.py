@@ -69,4 +69,12 @@ def gpu_tables(rows: list[Row]) -> list[dict]:
             tables[env].append({"workload": workload, **line(r, base_for(r, bases))})  # a baseline reads 1.00x
     # GPUs first: a CPU box's figures are the footnote, not the answer.
     order = sorted(tables.items(), key=lambda kv: (not any(r.gpu_memory for r in (l["row"] for l in kv[1])), kv[0]))
-    return [{"env": env, "lines": lines} for env, lines in order]
+    return [{"env": env, **split_by_budget(lines)} for env, lines in order]
+
+
+def split_by_budget(lines: list[dict]) -> dict:
+    """``lines`` on the GPU as it is, and ``budget_lines`` under an emulated smaller card: those
+    repeat most techniques once per budget, so they sit folded beneath (the seeds' tables read them
+    budget by budget)."""
+    emulated = [l for l in lines if l["row"].record.params.get("budget", "card") != "card"]
+    return {"lines": [l for l in lines if l not in emulated], "budget_lines": emulated}
