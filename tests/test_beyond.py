@@ -2,7 +2,6 @@
 what each refuses, how big each set is, does-not-fit with the bytes, the guard, the skips."""
 import gc
 import sys
-import types
 from types import SimpleNamespace
 
 import numpy as np

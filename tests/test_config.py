@@ -143,7 +143,7 @@ def test_execute_takes_a_config_as_it_is_and_makes_a_dict_into_one_once(config_c
 
 def test_the_builders_take_the_configs_word_and_skip_only_combinations():
     from harness.measure.outcomes import Skip
-    from harness.workloads import chainer_backend, fits, tricks as trick_steps
+    from harness.workloads import chainer_backend, tricks as trick_steps
     # No second check of the declared values: the config is the one place that refuses them, so
     # a builder handed a value outside them (which no config lets through) does not check again.
     assert trick_steps.applies("gpt", "fp8") is None and trick_steps.applies("lm", "seq_cap") is None

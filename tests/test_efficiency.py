@@ -1,6 +1,7 @@
 """Efficiency: a rate as a fraction of the ceiling that bounds it, from the same host (same run
 first), another host of the kind only when marked; the host-bound mark; pageable copies' best size."""
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from harness import cases
@@ -92,6 +93,16 @@ def test_host_bound_is_under_80_percent_busy():
     assert eff.host_bound(record("unified", FAULT, {"bytes": 1}, 0.1, busy=0.43)) == 0.43
     assert eff.host_bound(record("unified", FAULT, {"bytes": 1}, 0.1, busy=0.95)) is None
     assert eff.host_bound(record("unified", FAULT, {"bytes": 1}, 0.1)) is None  # older records say nothing
+
+
+def test_a_step_over_several_gpus_read_on_the_first_alone_is_not_called_host_bound():
+    mp = {"strategy": "naive_mp", "gpus": 2, "image_size": 1024}
+    first_only = replace(record("parallel_resnet50", mp, {"samples": 10}, 0.1),
+                         gpu_busy={"fraction": 0.43, "source": "nvml"})
+    each = replace(first_only, gpu_busy={"fraction": 0.6, "source": "nvml", "gpus": [0.3, 0.3]})
+    assert eff.host_bound(first_only) is None and eff.host_bound(each) == 0.6
+    one = replace(first_only, params=dict(mp, strategy="single", gpus=1))
+    assert eff.host_bound(one) == 0.43  # one GPU: its share is the step's
 
 
 def planted(tmp_path, recs) -> Path:

@@ -1,6 +1,5 @@
 import json
 
-from harness.measure.devices import Devices
 from harness.measure.environment import Environment, snapshot
 from harness.measure.record import Record
 from harness.measure.store import RecordStore, load_file

@@ -67,7 +67,6 @@ def test_messages_write_bytes_through_units():
     from harness.measure.safety import ManagedGuard, OversubscriptionRefused
     from harness.measure.workingset import need_host
     from harness.report.gate import bytes_text
-    from harness.workloads import fits
 
     with pytest.raises(OversubscriptionRefused, match=r"allocation of 60\.0 GB refused.*cap of 90\.0 GB"):
         ManagedGuard(free_bytes=100 * 10**9, fraction=0.9, allow_oversubscription=False,

@@ -8,8 +8,9 @@ a few extra steps after the timed ones (so profiling never touches the timing or
   each step's window, per step, over the median step time of the unprofiled timing (the
   profiler's own overhead lengthens the profiled steps on the host, never the GPU's work).
 - ``nvml``: NVML's utilisation samples (the share of each sample period in which a kernel ran)
-  over those steps, where the profiler saw no GPU activity or is not available. Coarser: the
-  driver samples every 1/6 s to 1 s.
+  over those steps, where the profiler saw no GPU activity or is not available, per GPU (kept as
+  ``gpus``) and summed over a step's GPUs (``across_gpus``). Coarser: the driver samples every
+  1/6 s to 1 s.
 """
 from __future__ import annotations
 
@@ -69,27 +70,41 @@ def _prepared(workload):
         workload.sync()
 
 
-def _nvml(workload, ordinal: int) -> float | None:
+def _nvml(workload) -> list[float] | None:
+    """Each of the workload's GPUs' mean utilisation over steps run for at least NVML_MIN_S."""
     import pynvml as nvml
 
     from harness.measure.devices import cuda_gpu
-    gpu = cuda_gpu(ordinal)  # the card CUDA device ``ordinal`` is, CUDA_VISIBLE_DEVICES honoured
-    if gpu is None:
+    gpus = [cuda_gpu(o) for o in workload.gpus]  # the cards CUDA devices are, CUDA_VISIBLE_DEVICES honoured
+    if any(g is None for g in gpus):
         return None
     nvml.nvmlInit()
     try:
-        handle = nvml.nvmlDeviceGetHandleByUUID(gpu.uuid)
+        handles = [nvml.nvmlDeviceGetHandleByUUID(g.uuid) for g in gpus]
         since = int(time.time() * 1e6)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < NVML_MIN_S:
             _prepared(workload)
             workload.step()
             workload.sync()
-        _, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, since)
-        values = [s.sampleValue.uiVal for s in samples if s.timeStamp >= since]
-        return sum(values) / len(values) / 100 if values else None
+        shares = []
+        for handle in handles:
+            _, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, since)
+            values = [s.sampleValue.uiVal for s in samples if s.timeStamp >= since]
+            if not values:
+                return None
+            shares.append(sum(values) / len(values) / 100)
+        return shares
     finally:
         nvml.nvmlShutdown()
+
+
+def across_gpus(shares: list[float]) -> float:
+    """The share of the step in which some GPU was busy, at most: the GPUs' shares summed, capped
+    at 1. NVML samples each GPU at its own instants, so their union cannot be read; the sum bounds
+    it from above. A step read as host-bound under it surely waited on the host, and a model-
+    parallel step, whose GPUs take turns by design, is not mistaken for one."""
+    return min(1.0, sum(shares))
 
 
 def gpu_busy(workload, step_s: float) -> dict:
@@ -98,12 +113,14 @@ def gpu_busy(workload, step_s: float) -> dict:
     if not workload.gpus or workload.timing is not None:
         return {}
     reasons = []
-    for source, read in (("cupti", lambda: _profiled(workload, STEPS, step_s)), ("nvml", lambda: _nvml(workload, workload.gpus[0]))):
+    for source, read in (("cupti", lambda: _profiled(workload, STEPS, step_s)), ("nvml", lambda: _nvml(workload))):
         try:
             value = read()
         except Exception as e:  # a profiler or NVML that cannot answer here: the other may
             reasons.append(f"{source}: {type(e).__name__}: {e}"[:200])
             continue
+        if isinstance(value, list):  # NVML: one share per GPU
+            return {"fraction": round(across_gpus(value), 4), "source": source, "gpus": [round(v, 4) for v in value]}
         if value is not None:
             return {"fraction": round(value, 4), "source": source}
         reasons.append(f"{source}: saw no GPU activity")

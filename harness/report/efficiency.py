@@ -68,11 +68,20 @@ def bound_of(rec: Record) -> str | None:
         return None
 
 
+def _first_gpu_only(rec: Record) -> bool:
+    """A step over several GPUs whose NVML share was read on the first alone (records before the
+    share covered each GPU): its idle time may be the other GPUs' turn, not the host."""
+    busy, gpus = rec.gpu_busy or {}, rec.params.get("gpus", 1)
+    return isinstance(gpus, int) and gpus > 1 and busy.get("source") == "nvml" and "gpus" not in busy
+
+
 def host_bound(rec: Record) -> float | None:
     """The GPU-busy fraction where it is under ``BUSY_BOUND`` (the step waited on the host), else
     None; None too for a case whose GPU work runs in other processes (its older records hold a
     share read in the process that only waited)."""
     if cases.gpu_work_elsewhere(rec.case):
+        return None
+    if _first_gpu_only(rec):
         return None
     busy = (rec.gpu_busy or {}).get("fraction")
     if isinstance(busy, (int, float)) and not isinstance(busy, bool) and 0 <= busy < BUSY_BOUND:

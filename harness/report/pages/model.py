@@ -6,7 +6,6 @@ declarative table in ``families``.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
