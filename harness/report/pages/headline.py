@@ -76,5 +76,6 @@ def split_by_budget(lines: list[dict]) -> dict:
     """``lines`` on the GPU as it is, and ``budget_lines`` under an emulated smaller card: those
     repeat most techniques once per budget, so they sit folded beneath (the seeds' tables read them
     budget by budget)."""
-    emulated = [l for l in lines if l["row"].record.params.get("budget", "card") != "card"]
-    return {"lines": [l for l in lines if l not in emulated], "budget_lines": emulated}
+    on_card = [l["row"].record.params.get("budget", "card") == "card" for l in lines]
+    return {"lines": [l for l, whole in zip(lines, on_card) if whole],
+            "budget_lines": [l for l, whole in zip(lines, on_card) if not whole]}
