@@ -289,8 +289,24 @@ def test_a_curve_over_its_tolerance_is_allowed_the_widest_gap_among_the_referenc
     runs = iter([ref, bumped(ref, 0.003), bumped(ref, -0.003)])
     monkeypatch.setattr(trick_steps, "reference_losses", lambda steps, technique, **shape: ("fp32", next(runs)))
     out = trick_steps.checked_against_reference("checkpoint", bumped(ref, 0.007), [False] * 12, **TINY)
-    assert out["reference_spread"] == pytest.approx(0.006) and out["deviation"] == pytest.approx(0.007)
+    assert out["reference_spread"] == pytest.approx(0.006)
+    assert out["deviation"] == pytest.approx(0.004)  # from the nearest run, ref + 0.003
     assert out["reference_runs"] == trick_steps.REFERENCE_RUNS == 3
+
+
+def test_a_curve_is_held_to_the_nearest_reference_run_and_fails_where_it_is_far_from_every_one(monkeypatch):
+    ref = memorising()
+    tolerance = trick_steps.TOLERANCE["checkpoint"]
+
+    def checked(share):
+        runs = iter([ref, bumped(ref, tolerance / 2), bumped(ref, tolerance)])  # spread: the tolerance
+        monkeypatch.setattr(trick_steps, "reference_losses", lambda steps, technique, **shape: ("fp32", next(runs)))
+        return trick_steps.checked_against_reference("checkpoint", bumped(ref, share * tolerance), [False] * 12,
+                                                     **TINY)
+    # 2.75 tolerances above the first run, 1.75 above the third: one fp32 could have drawn
+    assert checked(2.75)["deviation"] == pytest.approx(1.75 * tolerance)
+    with pytest.raises(CheckFailed, match="the widest gap among 3 fp32 runs"):
+        checked(-2.25)  # below every run by more than the tolerance and the spread
 
 
 def test_a_curve_within_its_tolerance_costs_no_further_reference_run(monkeypatch):

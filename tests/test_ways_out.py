@@ -157,3 +157,21 @@ def test_cpu_offload_shards_every_block_with_the_policy_in_a_group_it_tears_down
     finally:
         trainer.close()
     assert not dist.is_initialized()
+
+
+def test_save_on_cpu_past_the_hosts_share_is_does_not_fit_with_the_bytes_it_held(monkeypatch):
+    from harness.measure.workingset import HOST_MEMORY_ENV
+    tiny_torchvision(monkeypatch)
+    monkeypatch.setenv(HOST_MEMORY_ENV, "0.00002")  # 20 kB available: the share is 10 kB
+    rec = execute("tricks", dict(RESNET, technique="save_on_cpu"))
+    assert rec.outcome == "does_not_fit", rec.reason
+    assert "activations kept on the host" in rec.reason and "more memory" in rec.reason
+    assert rec.requested_bytes > 10_000
+    monkeypatch.setenv(HOST_MEMORY_ENV, "100")
+    assert execute("tricks", dict(RESNET, technique="save_on_cpu")).outcome == "ok"
+
+
+def test_a_pinned_activation_takes_the_power_of_two_block_the_host_allocator_gives_it():
+    from harness.workloads.offload import host_block
+    assert [host_block(n, True) for n in (0, 1, 4096, 4097, 3 * 2**30)] == [0, 1, 4096, 8192, 4 * 2**30]
+    assert host_block(4097, False) == 4097

@@ -38,9 +38,10 @@ loss is not finite or the last is not below the first. Then the same model, data
 again in fp32 on the whole batch (``harness.workloads.tricks.references``), and every step's
 loss is held within the technique's tolerance of the reference's after as many applied updates
 (a step the fp16 GradScaler skipped applied none), the gap taken as a share of the first loss
-(``harness.workloads.tricks.TOLERANCE``). Over it, the reference trains twice more and the widest
-gap among its three runs (the GPU's nondeterministic sums) is allowed on top. Both curves, the gap,
-the tolerance, that spread, the runs it was read from and the reference are recorded.
+(``harness.workloads.tricks.TOLERANCE``). Over it, the reference trains twice more: the curve is
+then held to the nearest of its three runs, and the widest gap among them (the GPU's
+nondeterministic sums) is allowed on top. Both curves (the technique's and that nearest run's),
+the gap, the tolerance, that spread, the runs it was read from and the reference are recorded.
 """
 from __future__ import annotations
 

@@ -1,5 +1,13 @@
-"""Parameters, gradients and optimizer state on the CPU, for a model trained on one device:
-FSDP2's ``fully_shard`` with ``CPUOffloadPolicy`` over a world of one process.
+"""What a model trained on one device keeps in host memory instead: its activations
+(``activations_on_host``: torch's ``save_on_cpu``, bounded), or its parameters, gradients and
+optimizer state (FSDP2's ``fully_shard`` with ``CPUOffloadPolicy`` over a world of one process).
+
+Activations kept on the host are pinned on CUDA, through torch's caching host allocator, which
+rounds every block up to a power of two: a forward of large activations can pin far more than
+it saves, and pinned memory cannot be swapped out, so running out of it ends in the kernel's
+out-of-memory killer, not an exception. ``activations_on_host`` counts what one forward has
+pinned and stops it as does-not-fit before it passes the host's share
+(``harness.measure.workingset.need_host``'s cap).
 
 With one rank nothing is sharded: what FSDP2 buys here is its offload. The sharded parameters
 (the whole of them), their gradients and so the optimizer's state live in host memory; each
@@ -16,6 +24,38 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+
+from harness.measure.outcomes import DoesNotFit
+from harness.units import gb
+
+
+def host_block(nbytes: int, pinned: bool) -> int:
+    """The host memory a saved tensor of ``nbytes`` takes: the next power of two where pinned
+    (the caching host allocator's block), itself where not."""
+    return 1 << max(nbytes - 1, 0).bit_length() if pinned and nbytes else nbytes
+
+
+def activations_on_host(torch, pinned: bool, limit_bytes: int, available_bytes: int):
+    """A context class like ``torch.autograd.graph.save_on_cpu(pin_memory=pinned)`` (its
+    subclass: it packs and unpacks as torch does) that raises DoesNotFit, with the bytes held so
+    far, before what one forward keeps on the host passes ``limit_bytes``."""
+
+    class Bounded(torch.autograd.graph.save_on_cpu):
+        def __init__(self):
+            super().__init__(pin_memory=pinned)
+            pack, held = self.pack_hook, [0]
+
+            def counted(tensor):
+                held[0] += host_block(tensor.numel() * tensor.element_size(), pinned)
+                if held[0] > limit_bytes:
+                    raise DoesNotFit(
+                        f"does not fit: the activations kept on the host pass {gb(held[0])} of "
+                        f"{'pinned ' if pinned else ''}host memory in one forward, over the {gb(limit_bytes)} "
+                        f"allowed of the {gb(available_bytes)} this host has available: run it on a host with "
+                        "more memory", held[0])
+                return pack(tensor)
+            self.pack_hook = counted
+    return Bounded
 
 
 @contextlib.contextmanager
