@@ -1,6 +1,7 @@
 """The asv wiring: the suite is discovered as declared, asv check is clean, and the run hands
 asv what it needs."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -291,3 +292,18 @@ def test_the_run_context_names_the_harness_so_benchmarks_can_watch_it(monkeypatc
     bench._watch_harness(ctx)
     bench._watch_harness(RunContext(RecordStore(Path("/r")), "m"))  # a plain asv run: nothing to watch
     assert watched == [4242]
+
+
+def test_a_chosen_subset_brings_the_ceilings_along_on_a_host_that_has_none(tmp_path, capsys):
+    """Rates are read against their own host's ceilings: a --bench run on a new host measures
+    them too, once; the profile's own runs and a subset that names them need nothing added."""
+    from test_efficiency import ceiling, planted
+    known = ceiling("h2d_pinned", 50.0, uuid="GPU-known")
+    store = RecordStore.of_results(planted(tmp_path, [known]))
+    new_host = ceiling("h2d_pinned", 50.0, uuid="GPU-new").environment
+    assert suite.with_ceilings(store, new_host, r"^tricks\.") == [r"^tricks\.", suite.CEILINGS_BENCH]
+    assert "has no ceilings on file" in capsys.readouterr().out
+    assert suite.with_ceilings(store, known.environment, r"^tricks\.") == [r"^tricks\."]
+    assert suite.with_ceilings(store, new_host, r"ceilings\.Device") == [r"ceilings\.Device"]
+    assert suite.with_ceilings(store, new_host, None) == []
+    assert re.search(suite.CEILINGS_BENCH, suite.CEILING_PROBE_NAME)

@@ -27,8 +27,8 @@ from harness.drive.asvconf import local_config
 from harness.drive.bench import RUN_ENV
 from harness.measure import lifeline, locks
 from harness.measure.environment import snapshot
-from harness.measure.machine import machine_info, register_with_asv
-from harness.measure.outcomes import SKIPPED
+from harness.measure.machine import host_key, machine_info, register_with_asv
+from harness.measure.outcomes import OK, SKIPPED
 from harness.measure.safety import MULTICAST_OFF, OPT_IN_ENV
 from harness.measure.store import LOCAL, REPO, RecordStore, RunContext, StoreError, load_file
 from harness.report.summary import table
@@ -134,6 +134,27 @@ def report(records) -> None:
         print(f"oombench: {len(records) - len(shown)} case(s) skipped here, each reason once above", flush=True)
 
 
+# Run beside a chosen subset on a host with no ceilings of its own: every rate is read against
+# its own host's link and peaks (harness.report.efficiency), and one of another host differs.
+CEILINGS_BENCH = r"^ceilings\."
+CEILING_PROBE_NAME = "ceilings.Device.track_seconds_per_step"
+
+
+def with_ceilings(store: RecordStore, env, bench: str | None) -> list[str]:
+    """asv's --bench regexes for ``bench``: the profile's where it is None (it has the ceilings);
+    ``bench``, and the ceilings where it does not match them and this host has none on file."""
+    if bench is None or re.search(bench, CEILING_PROBE_NAME):
+        return [bench] if bench else []
+    me = host_key(env)
+    known = any(r.case == "ceilings" and r.outcome == OK and host_key(r.environment) == me
+                for r in store.load().records)
+    if not me or known:
+        return [bench]
+    print(f"oombench: this host ({me}) has no ceilings on file: they join the run, so that its rates are read "
+          "against its own", flush=True)
+    return [bench, CEILINGS_BENCH]
+
+
 def refuse_live(store: RecordStore, resume: str) -> None:
     """``--resume`` of a run whose process still runs would measure its cases twice at once."""
     live = store.live_run(resume)
@@ -170,7 +191,8 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
 
 def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, resume, deadline_s, results,
                 profile) -> int:
-    info = machine_info(snapshot())
+    env = snapshot()
+    info = machine_info(env)
     register_with_asv(info)
     print(f"oombench: machine {info['machine']}: {info['gpu']}; cpu {info['cpu']}", flush=True)
     commit = head_commit()
@@ -194,7 +216,8 @@ def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, r
     ctx.path.touch()
     store.claim(ctx.path)
     try:
-        return _measure(ctx, bench, quick, allow_oversubscription, publish, pythons, results, profile)
+        regexes = with_ceilings(store, env, bench) or profiles.benchmarks(profile)
+        return _measure(ctx, regexes, quick, allow_oversubscription, publish, pythons, results)
     except Interrupted:
         report(r for r in load_file(ctx.path).warn().records if r.run_id == run_id)
         print(f"oombench: run {run_id} was stopped; what it measured is kept: python3 -m harness run --resume "
@@ -202,10 +225,10 @@ def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, r
         raise
 
 
-def _measure(ctx: RunContext, bench, quick, allow_oversubscription, publish, pythons, results, profile) -> int:
+def _measure(ctx: RunContext, regexes, quick, allow_oversubscription, publish, pythons, results) -> int:
     args = ["run", "--config", str(local_config(REPO, results)), "--machine", ctx.machine,
             *environments(pythons), "--set-commit-hash", ctx.commit, "--show-stderr",
-            *[a for regex in ([bench] if bench else profiles.benchmarks(profile)) for a in ("--bench", regex)]]
+            *[a for regex in regexes for a in ("--bench", regex)]]
     if quick:
         args.append("--quick")
     rc = asv_run(*args, env=asv_environment(ctx, allow_oversubscription))
