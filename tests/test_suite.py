@@ -294,16 +294,22 @@ def test_the_run_context_names_the_harness_so_benchmarks_can_watch_it(monkeypatc
     assert watched == [4242]
 
 
-def test_a_chosen_subset_brings_the_ceilings_along_on_a_host_that_has_none(tmp_path, capsys):
-    """Rates are read against their own host's ceilings: a --bench run on a new host measures
-    them too, once; the profile's own runs and a subset that names them need nothing added."""
-    from test_efficiency import ceiling, planted
+def test_a_chosen_subset_brings_the_device_ceilings_along_on_a_gpu_host_that_has_none(tmp_path, capsys):
+    """Rates are read against their own host's ceilings: a --bench run on a new GPU host measures
+    them too, once; the profile's own runs, a subset that names them and a host without GPUs
+    need nothing added."""
+    from dataclasses import replace
+    from test_efficiency import ceiling, planted, record
     known = ceiling("h2d_pinned", 50.0, uuid="GPU-known")
-    store = RecordStore.of_results(planted(tmp_path, [known]))
+    host_only = record("ceilings", {"probe": "host_copy"}, {"bytes": 10**9}, 0.1, uuid="GPU-host-only")
+    store = RecordStore.of_results(planted(tmp_path, [known, host_only]))
     new_host = ceiling("h2d_pinned", 50.0, uuid="GPU-new").environment
     assert suite.with_ceilings(store, new_host, r"^tricks\.") == [r"^tricks\.", suite.CEILINGS_BENCH]
-    assert "has no ceilings on file" in capsys.readouterr().out
+    assert "has no device ceilings on file" in capsys.readouterr().out
+    assert suite.with_ceilings(store, host_only.environment, "x") == ["x", suite.CEILINGS_BENCH]
     assert suite.with_ceilings(store, known.environment, r"^tricks\.") == [r"^tricks\."]
     assert suite.with_ceilings(store, new_host, r"ceilings\.Device") == [r"ceilings\.Device"]
     assert suite.with_ceilings(store, new_host, None) == []
+    no_gpu = replace(new_host, devices=replace(new_host.devices, gpus=[]))
+    assert suite.with_ceilings(store, no_gpu, r"ceilings\.Host") == [r"ceilings\.Host"]
     assert re.search(suite.CEILINGS_BENCH, suite.CEILING_PROBE_NAME)

@@ -21,6 +21,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness.cases.ceilings import GPU_PROBES
 from harness.drive import begun, profiles
 from harness.drive.asv_output import fold
 from harness.drive.asvconf import local_config
@@ -134,24 +135,25 @@ def report(records) -> None:
         print(f"oombench: {len(records) - len(shown)} case(s) skipped here, each reason once above", flush=True)
 
 
-# Run beside a chosen subset on a host with no ceilings of its own: every rate is read against
-# its own host's link and peaks (harness.report.efficiency), and one of another host differs.
-CEILINGS_BENCH = r"^ceilings\."
+# Run beside a chosen subset on a GPU host with no device ceilings of its own: every rate is read
+# against its own host's link and peaks (harness.report.efficiency), and another host's differ.
+CEILINGS_BENCH = r"^ceilings\.Device\."
 CEILING_PROBE_NAME = "ceilings.Device.track_seconds_per_step"
 
 
 def with_ceilings(store: RecordStore, env, bench: str | None) -> list[str]:
-    """asv's --bench regexes for ``bench``: the profile's where it is None (it has the ceilings);
-    ``bench``, and the ceilings where it does not match them and this host has none on file."""
+    """asv's --bench regexes for ``bench``: none where it is None (the profile's have the
+    ceilings); ``bench``, and the device ceilings where it does not match them and this host has
+    GPUs but no device ceiling on file."""
     if bench is None or re.search(bench, CEILING_PROBE_NAME):
         return [bench] if bench else []
     me = host_key(env)
-    known = any(r.case == "ceilings" and r.outcome == OK and host_key(r.environment) == me
-                for r in store.load().records)
-    if not me or known:
+    known = any(r.case == "ceilings" and r.outcome == OK and r.params.get("probe") in GPU_PROBES
+                and host_key(r.environment) == me for r in store.load().records)
+    if not env.devices.gpus or not me or known:
         return [bench]
-    print(f"oombench: this host ({me}) has no ceilings on file: they join the run, so that its rates are read "
-          "against its own", flush=True)
+    print(f"oombench: this host ({me}) has no device ceilings on file: they join the run, so that its rates "
+          "are read against its own", flush=True)
     return [bench, CEILINGS_BENCH]
 
 
