@@ -272,8 +272,9 @@ SEEDS = (
                 "curve leaves fp32's tolerance is marked failed, with both curves in its record: "
                 "accumulation over small micro-batches does, because BatchNorm normalises each "
                 "micro-batch by its own statistics, so the network trains differently from the whole batch. "
-                "The fp32 reference trains on the whole card after the case; a case whose process died "
-                "(host memory ran out) is failed with that reason.",
+                "The fp32 reference trains on the whole card after the case. Activations kept on the CPU "
+                "that would pass half the host's available memory in one forward do not fit; a case whose "
+                "process died (killed or crashed) is failed with that reason.",
            bench=r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation)") for w in ("resnet50_1024", "resnet50_2048")),
     replace(HEADLINE, title="Seed 002: the NLP tricks on one LM",
             text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
