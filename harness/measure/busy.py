@@ -113,15 +113,27 @@ def gpu_busy(workload, step_s: float) -> dict:
     if not workload.gpus or workload.timing is not None:
         return {}
     reasons = []
-    for source, read in (("cupti", lambda: _profiled(workload, STEPS, step_s)), ("nvml", lambda: _nvml(workload))):
+    readers = (("cupti", lambda: _cupti_reading(workload, step_s)), ("nvml", lambda: _nvml_reading(workload)))
+    for source, read in readers:
         try:
-            value = read()
+            reading = read()
         except Exception as e:  # a profiler or NVML that cannot answer here: the other may
             reasons.append(f"{source}: {type(e).__name__}: {e}"[:200])
             continue
-        if isinstance(value, list):  # NVML: one share per GPU
-            return {"fraction": round(across_gpus(value), 4), "source": source, "gpus": [round(v, 4) for v in value]}
-        if value is not None:
-            return {"fraction": round(value, 4), "source": source}
+        if reading is not None:
+            return {**reading, "source": source}
         reasons.append(f"{source}: saw no GPU activity")
     return {"source": "none", "reason": "; ".join(reasons)}
+
+
+def _cupti_reading(workload, step_s: float) -> dict | None:
+    fraction = _profiled(workload, STEPS, step_s)
+    return None if fraction is None else {"fraction": round(fraction, 4)}
+
+
+def _nvml_reading(workload) -> dict | None:
+    """The shares summed (``across_gpus``), each GPU's kept beside."""
+    shares = _nvml(workload)
+    if shares is None:
+        return None
+    return {"fraction": round(across_gpus(shares), 4), "gpus": [round(v, 4) for v in shares]}
