@@ -91,3 +91,28 @@ def test_the_begun_log_is_not_read_as_records(ctx):
     begun_by(ctx, os.getpid(), harness_pid=ctx.parent_pid)
     assert not RecordStore.begun_log(ctx.path).name.endswith(".jsonl")
     assert ctx.store.files() == []
+
+
+def test_a_case_the_oom_killer_ended_is_filed_as_host_memory_running_out(ctx, tmp_path, monkeypatch):
+    events = tmp_path / "memory.events"
+    monkeypatch.setattr(begun, "OOM_EVENTS", (str(tmp_path / "absent"), str(events)))
+    events.write_text("low 0\nhigh 0\nmax 5\noom 2\noom_kill 2\n")  # cgroup v2's layout
+    assert begun.oom_kills() == 2
+    ctx.path.parent.mkdir(parents=True)
+    append_line(RecordStore.begun_log(ctx.path), {"case": CASE, "params": PARAMS, "pid": dead_pid(),
+                                                  "harness_pid": ctx.parent_pid, "began": 0, "oom_kills": 2})
+    events.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")  # v1's layout, one kill later
+    filed = begun.file_lost(ctx, snapshot())
+    assert [r.check for r in filed] == [{"ended": "oom_killed"}]
+    assert "out-of-memory killer" in filed[0].reason and "host with more memory" in filed[0].reason
+    assert cell_of(filed[0]) == "failed (host memory ran out: the kernel's out-of-memory killer ended it)"
+
+
+def test_a_death_without_a_new_oom_kill_or_a_count_to_read_says_only_that_it_died(tmp_path, monkeypatch):
+    entry = {"pid": 7, "oom_kills": 4}
+    assert not begun.oom_killed(entry, 4) and begun.oom_killed(entry, 5)
+    assert not begun.oom_killed({"pid": 7}, 5) and not begun.oom_killed(entry, None)
+    assert "killed or crashed" not in begun.reason(entry, kills_now=5)
+    assert "crashed in native code" in begun.reason(entry, kills_now=4)
+    monkeypatch.setattr(begun, "OOM_EVENTS", (str(tmp_path / "absent"),))
+    assert begun.oom_kills() is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from harness.measure.outcomes import FAILED
 from harness.measure.record import Record
@@ -19,10 +20,36 @@ from harness.measure.store import RecordStore, RunContext, append_line, load_fil
 from harness.units import gb
 
 
+# Where the kernel counts the processes its out-of-memory killer ended in this cgroup: v2, then v1.
+OOM_EVENTS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+
+
+def oom_kills(paths=None) -> int | None:
+    """The cgroup's count of out-of-memory kills; None where no cgroup file says."""
+    for path in paths or OOM_EVENTS:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            continue
+        for key, _, value in (line.partition(" ") for line in lines):
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
 def begin(ctx: RunContext, case: str, params: dict) -> None:
-    """Notes that this process begins measuring ``case`` at ``params`` for the run."""
+    """Notes that this process begins measuring ``case`` at ``params`` for the run, with the
+    cgroup's out-of-memory kills so far (the killer's work, if the process dies, is told by it)."""
     append_line(RecordStore.begun_log(ctx.path), {"case": case, "params": params, "pid": os.getpid(),
-                                                  "harness_pid": ctx.parent_pid, "began": time.time()})
+                                                  "harness_pid": ctx.parent_pid, "began": time.time(),
+                                                  "oom_kills": oom_kills()})
+
+
+def oom_killed(entry: dict, kills_now: int | None) -> bool:
+    """Whether the out-of-memory killer ended a process of this cgroup since ``entry`` began:
+    cases are measured one at a time, so the one that died without a record."""
+    before = entry.get("oom_kills")
+    return isinstance(before, int) and isinstance(kills_now, int) and kills_now > before
 
 
 def died(ctx: RunContext, case: str, params: dict) -> dict | None:
@@ -31,8 +58,11 @@ def died(ctx: RunContext, case: str, params: dict) -> dict | None:
     return next((e for e in _lost(ctx) if e["case"] == case and e["params"] == params), None)
 
 
-def reason(entry: dict, host_bytes: int | None = None) -> str:
+def reason(entry: dict, host_bytes: int | None = None, kills_now: int | None = None) -> str:
     host = f" ({gb(host_bytes, 0)} here)" if host_bytes else ""
+    if oom_killed(entry, kills_now):
+        return (f"its process (pid {entry['pid']}) was ended while measuring by the kernel's out-of-memory killer: "
+                f"host memory ran out{host}; run it on a host with more memory")
     return (f"its process (pid {entry['pid']}) ended while measuring, without a record: killed (by asv at the "
             f"benchmark's timeout, or by the kernel's out-of-memory killer when host memory runs out{host}) or "
             f"crashed in native code; asv's output of the run says which")
@@ -50,8 +80,9 @@ def file_lost(ctx: RunContext, environment) -> list[Record]:
     """A ``failed`` record, in the run's file, for each case begun in this harness run whose
     process ended without one."""
     import psutil
-    host = psutil.virtual_memory().total
-    filed = [Record(case=e["case"], params=e["params"], outcome=FAILED, reason=reason(e, host), check={"ended": "died"},
+    host, kills = psutil.virtual_memory().total, oom_kills()
+    filed = [Record(case=e["case"], params=e["params"], outcome=FAILED, reason=reason(e, host, kills),
+                    check={"ended": "oom_killed" if oom_killed(e, kills) else "died"},
                     environment=environment, run_id=ctx.run_id, commit=ctx.commit) for e in _lost(ctx)]
     for rec in filed:
         RecordStore.append(ctx.path, rec)

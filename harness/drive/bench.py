@@ -80,7 +80,7 @@ def _not_died_before(ctx: RunContext, case: str, params: dict) -> None:
     figure: it would most likely die the same way, after as long."""
     entry = begun.died(ctx, case, params) if ctx.run_id else None
     if entry is not None:
-        raise RuntimeError(f"not measured again: {begun.reason(entry)}")
+        raise RuntimeError(f"not measured again: {begun.reason(entry, kills_now=begun.oom_kills())}")
 
 
 def _earlier(ctx: RunContext, case: str, params: dict) -> Record | None:

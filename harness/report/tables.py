@@ -199,6 +199,8 @@ def _why_failed(check: dict) -> str:
     check = check or {}
     if check.get("ended") == "died":
         return " (its process died: killed or crashed)"
+    if check.get("ended") == "oom_killed":
+        return " (host memory ran out: the kernel's out-of-memory killer ended it)"
     if check.get("ended") == "raised":
         return f" ({md(check.get('error'))})"
     gap, allowed, spread = check.get("deviation"), check.get("tolerance"), check.get("reference_spread", 0)
