@@ -29,9 +29,10 @@ from harness.drive.bench import RUN_ENV
 from harness.measure import lifeline, locks
 from harness.measure.environment import snapshot
 from harness.measure.machine import host_key, machine_info, register_with_asv
-from harness.measure.outcomes import OK, SKIPPED
+from harness.measure.outcomes import SKIPPED
 from harness.measure.safety import MULTICAST_OFF, OPT_IN_ENV
 from harness.measure.store import LOCAL, REPO, RecordStore, RunContext, StoreError, load_file
+from harness.report.efficiency import Ceilings
 from harness.report.summary import table
 
 
@@ -148,8 +149,8 @@ def with_ceilings(store: RecordStore, env, bench: str | None) -> list[str]:
     if bench is None or re.search(bench, CEILING_PROBE_NAME):
         return [bench] if bench else []
     me = host_key(env)
-    known = any(r.case == "ceilings" and r.outcome == OK and r.params.get("probe") in GPU_PROBES
-                and host_key(r.environment) == me for r in store.load().records)
+    on_file = Ceilings(store.load().records).by_probe  # the ceilings the reports can read rates against
+    known = any(host_key(c.environment) == me for probe in GPU_PROBES for c in on_file.get(probe, []))
     if not env.devices.gpus or not me or known:
         return [bench]
     print(f"oombench: this host ({me}) has no device ceilings on file: they join the run, so that its rates "
