@@ -51,6 +51,7 @@ def test_torch_cpu_out_of_memory_becomes_does_not_fit():
         torch.empty(2**60, dtype=torch.uint8)
     rec = execute(make_case(build), {"n": 1})
     assert rec.outcome == DOES_NOT_FIT and rec.requested_bytes == 2**60
+    assert rec.check == {"short_of": "device"}  # the memory of the device the case runs on
 
 
 def test_out_of_memory_during_the_steps_is_caught_too_and_falls_back_to_the_declared_size():

@@ -24,6 +24,10 @@ X2_RESNET = [RECORDS / "nvidia-h200-x2" / f for f in (  # data parallel; single,
 # with NumPy 2.0.2 measured after it.
 H100_OWN_STACK = RECORDS / "nvidia-h100-80gb-hbm3-x1/04b02c05-20261124T152215-bca6a6.jsonl"
 H100_NUMPY_20 = RECORDS / "nvidia-h100-80gb-hbm3-x1/04b02c05-20261124T153549-05cb47.jsonl"
+# ResNet50 at 2048²: activations on the CPU past the host's share at 24/40/80GB, written before a
+# record kept which memory ran short (its reason says); fp32 over 24GB on the card, from another run.
+H100_SEED003_HOST = RECORDS / "nvidia-h100-80gb-hbm3-x1/80ceb4a4-20261125T013736-7458f0.jsonl"
+H100_SEED003_DEVICE = RECORDS / "nvidia-h100-80gb-hbm3-x1/1a42ca54-20261125T000408-6c698a.jsonl"
 
 
 def results_with(tmp_path, *files) -> Path:
@@ -234,3 +238,21 @@ def test_a_loss_not_held_against_the_whole_batch_is_marked_and_says_why(tmp_path
     assert cells[("resnet50_2048", "1")].endswith("° |") and cells[("resnet50_2048", "2")].endswith("° |")
     assert "°" not in cells[("resnet50_1024", "5")]
     assert tables.NOTES[tables.PART_CHECKED] in notes
+
+
+def test_a_case_short_of_host_memory_says_so_and_one_short_of_the_cards_names_the_failed_request(tmp_path):
+    root = results_with(tmp_path, H100_SEED003_HOST, H100_SEED003_DEVICE)
+    def row(technique):
+        lines = tables.render(load_rows(root), "tricks", ["technique"], "budget", ["step"],
+                              {"workload": "resnet50_2048", "batch": "10"})[0].splitlines()
+        return next(line for line in lines if line.startswith(f"| {technique} |"))
+    assert row("save_on_cpu") == "| save_on_cpu |" + " does not fit in host memory (67.11 GB asked) |" * 3
+    assert row("fp32").startswith("| fp32 | does not fit (a 2.68 GB request failed) |")
+    # a record that keeps the memory it ran short of is read by it, whatever its reason says
+    host_file = root / "records" / H100_SEED003_HOST.parent.name / H100_SEED003_HOST.name
+    recs = [json.loads(line) for line in host_file.read_text().splitlines()]
+    for rec in recs:
+        if rec["outcome"] == "does_not_fit":
+            rec["check"] = {"short_of": "device"}
+    host_file.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert "does not fit (a 67.11 GB request failed)" in row("save_on_cpu")

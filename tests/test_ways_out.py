@@ -167,6 +167,7 @@ def test_save_on_cpu_past_the_hosts_share_is_does_not_fit_with_the_bytes_it_held
     assert rec.outcome == "does_not_fit", rec.reason
     assert "activations kept on the host" in rec.reason and "more memory" in rec.reason
     assert rec.requested_bytes > 10_000
+    assert rec.check == {"short_of": "host"} and rec.short_of() == "host"  # the host's memory, not the card's
     monkeypatch.setenv(HOST_MEMORY_ENV, "100")
     assert execute("tricks", dict(RESNET, technique="save_on_cpu")).outcome == "ok"
 

@@ -57,7 +57,7 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
             raise
         dnf = as_does_not_fit(e, case.declared_bytes(**params))
         return Record(outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
-                      memory=peak.bytes, environment=snapshot(devices), **common)
+                      check={"short_of": dnf.memory}, memory=peak.bytes, environment=snapshot(devices), **common)
     return Record(outcome=OK, timing=timing, work=workload.work, memory={**peak.bytes, **workload.memory}, check=check,
                   gpu_busy=busy, environment=snapshot(devices), **common)
 

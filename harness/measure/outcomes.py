@@ -23,10 +23,17 @@ class Skip(Exception):
     """The case cannot run here; the message says why and how to fix it."""
 
 
+DEVICE, HOST = "device", "host"  # the memory a case ran short of
+
+
 class DoesNotFit(Exception):
-    def __init__(self, message: str, requested_bytes: int | None = None):
+    """The case asked for more memory than it has. ``requested_bytes``: what it asked for, where
+    known; ``memory``: which memory ran short: ``DEVICE``, that of the device the case runs on (the
+    host's for a CPU case), or ``HOST`` for a GPU case's way out that keeps its data on the host."""
+
+    def __init__(self, message: str, requested_bytes: int | None = None, memory: str = DEVICE):
         super().__init__(message)
-        self.requested_bytes = requested_bytes
+        self.requested_bytes, self.memory = requested_bytes, memory
 
 
 class CheckFailed(Exception):

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from harness.measure.budget import Budget
 from harness.measure.environment import Environment
-from harness.measure.outcomes import OK, OUTCOMES
+from harness.measure.outcomes import DEVICE, DOES_NOT_FIT, HOST, OK, OUTCOMES
 from harness.measure.timing import Timing
 
 SCHEMA = 2
@@ -48,6 +48,16 @@ class Record:
     @property
     def ok(self) -> bool:
         return self.outcome == OK
+
+    def short_of(self) -> str | None:
+        """Which memory a does-not-fit case ran short of (``outcomes.DEVICE`` or ``HOST``), None for
+        any other outcome. Records written before it was kept say so only in their reason, which
+        for the host's names it ("... of pinned host memory ...")."""
+        if self.outcome != DOES_NOT_FIT:
+            return None
+        if "short_of" in self.check:
+            return self.check["short_of"]
+        return HOST if "host memory" in (self.reason or "") else DEVICE
 
     def rate(self, unit: str) -> float | None:
         """Work per second at the median step time, e.g. rate("bytes") in bytes/s."""

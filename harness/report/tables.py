@@ -16,7 +16,7 @@ from pathlib import Path
 from harness import cases
 from harness.cases import fits
 from harness.measure.machine import machine_label as label_of
-from harness.measure.outcomes import DOES_NOT_FIT, OK, SKIPPED
+from harness.measure.outcomes import DOES_NOT_FIT, HOST, OK, SKIPPED
 from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound
 from harness.report.pages.model import Row, latest, load_rows, newest_stack
 from harness.report.scaling import scaling_efficiency
@@ -181,8 +181,7 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
         return "not run"
     rec = row.record
     if rec.outcome == DOES_NOT_FIT:
-        asked = f" (a {gb(rec.requested_bytes, 2)} request failed)" if isinstance(rec.requested_bytes, int) else ""
-        return "does not fit" + asked
+        return _does_not_fit(rec)
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
@@ -191,6 +190,14 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
     text = ", ".join(_show(row, s, base, view, shows) for s in shows)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
+
+
+def _does_not_fit(rec) -> str:
+    """Which memory ran short, and the bytes the case asked of it where known."""
+    known = isinstance(rec.requested_bytes, int)
+    if rec.short_of() == HOST:
+        return "does not fit in host memory" + (f" ({gb(rec.requested_bytes, 2)} asked)" if known else "")
+    return "does not fit" + (f" (a {gb(rec.requested_bytes, 2)} request failed)" if known else "")
 
 
 def _why_failed(check: dict) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 
-from harness.measure.outcomes import DoesNotFit
+from harness.measure.outcomes import HOST, DoesNotFit
 from harness.units import gb
 
 
@@ -52,7 +52,7 @@ def activations_on_host(torch, pinned: bool, limit_bytes: int, available_bytes: 
                         f"does not fit: the activations kept on the host pass {gb(held[0])} of "
                         f"{'pinned ' if pinned else ''}host memory in one forward, over the {gb(limit_bytes)} "
                         f"allowed of the {gb(available_bytes)} this host has available: run it on a host with "
-                        "more memory", held[0])
+                        "more memory", held[0], HOST)
                 return pack(tensor)
             self.pack_hook = counted
     return Bounded
