@@ -1,5 +1,6 @@
-"""What a profile still lacks: a benchmark is done on a machine once a record of its case and
-parameters is filed there (any outcome, any run), and the printed --bench runs exactly the rest."""
+"""What a profile still lacks: a benchmark is done on a machine once the newest record of its case
+and parameters filed there (any run) is an answer (any outcome but a process that died or code that
+raised), and the printed --bench runs exactly the rest."""
 import json
 import re
 from pathlib import Path
@@ -17,14 +18,16 @@ def bench(cls: str, args: str) -> todo.Bench:
     return next(b for b in BENCHES if b.cls == cls and b.args == args)
 
 
-def plant(results: Path, machine: str, benches_and_outcomes) -> Path:
-    """A results folder whose machine holds one record per (bench, outcome), made from a real record."""
+def plant(results: Path, machine: str, benches_and_outcomes, name: str = "0123abcd-20261124T000000-aaaaaa",
+          created: float | None = None) -> Path:
+    """A results folder whose machine holds one record per (bench, outcome[, check]), made from a real record."""
     template = json.loads(FITS_RECORD.read_text().splitlines()[0])
     folder = results / "records" / machine
-    folder.mkdir(parents=True)
-    lines = [json.dumps(dict(template, case=b.case, params=json.loads(b.params), outcome=outcome))
-             for b, outcome in benches_and_outcomes]
-    (folder / "0123abcd-20261124T000000-aaaaaa.jsonl").write_text("\n".join(lines) + "\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(dict(template, case=b.case, params=json.loads(b.params), outcome=outcome, check=check[0] if check
+                             else template["check"], created=created or template["created"]))
+             for b, outcome, *check in benches_and_outcomes]
+    (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
     return results
 
 
@@ -37,6 +40,25 @@ def test_a_filed_record_of_any_outcome_takes_its_bench_off_that_machines_list_on
     assert bench("WhatFitsSequence", "('fp32', '40GB')") in left
     assert len(left) == len(todo.selected("budget", BENCHES)) - 2
     assert done in todo.missing("budget", "other", results, BENCHES)
+
+
+def test_a_case_whose_newest_record_died_or_raised_is_left_and_a_later_answer_takes_it_off(tmp_path):
+    died, raised, killed, failed, again = (bench("WhatFitsSequence", f"('fp32', '{b}')")
+                                           for b in ("16GB", "24GB", "40GB", "80GB", "card"))
+    results = plant(tmp_path / "results", "box", [
+        (died, "failed", {"ended": "died"}), (raised, "failed", {"ended": "raised", "error": "KeyError"}),
+        (killed, "failed", {"ended": "oom_killed"}),  # host memory ran out: an answer
+        (failed, "failed", {"deviation": 0.5, "tolerance": 0.002}),  # a failed check: an answer
+        (again, "failed", {"ended": "died"})])
+    left = todo.missing("budget", "box", results, BENCHES)
+    assert died in left and raised in left and again in left
+    assert killed not in left and failed not in left
+    later = json.loads(FITS_RECORD.read_text().splitlines()[0])["created"] + 60
+    plant(results, "box", [(again, "ok"), (died, "failed", {"ended": "died"})], "0123abcd-20261124T010000-bbbbbb", later)
+    left = todo.missing("budget", "box", results, BENCHES)
+    assert again not in left and died in left
+    plant(results, "box", [(again, "failed", {"ended": "died"})], "0123abcd-20261124T020000-cccccc", later + 60)
+    assert again in todo.missing("budget", "box", results, BENCHES)  # the newest record is the one that counts
 
 
 def test_the_printed_expression_selects_exactly_what_is_left_of_each_class():

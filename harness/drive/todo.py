@@ -3,9 +3,9 @@ expression that measures just that.
 
 A GPU lent in slices of minutes measures a profile over several runs, some cut short. Each of
 the profile's benchmarks (asv's names, matched as ``--bench`` matches them) is done on a machine
-when a record of its case and parameters is filed there, from any run and of any outcome (a
-skip or a does-not-fit is an answer too); the rest are listed, with one expression per class of
-benchmarks that runs them.
+when the newest record of its case and parameters filed there, from any run, is an answer: of any
+outcome (a skip, a does-not-fit or a failed check is an answer too) but a process that died or code
+that raised. The rest are listed, with one expression per class of benchmarks that runs them.
 """
 from __future__ import annotations
 
@@ -77,12 +77,20 @@ def selected(profile: str, all_benches: list[Bench]) -> list[Bench]:
     return [b for b in all_benches if not exprs or any(re.search(e, n) for e in exprs for n in b.names())]
 
 
+# A case whose process ended without a measurement (killed or crashed) or whose code raised has
+# no answer yet: running it again may give one. One the out-of-memory killer ended has: host memory.
+NOT_ANSWERS = ("died", "raised")
+
+
 def filed(results: Path) -> dict[str, set[tuple[str, str]]]:
-    """machine folder -> the (case, parameters) it holds a record of."""
+    """machine folder -> the (case, parameters) whose newest record there is an answer."""
+    newest: dict[tuple[str, str, str], object] = {}
+    for row in sorted(load_rows(results), key=lambda r: r.record.created):
+        newest[Path(row.source).parts[-2], row.case, json.dumps(dict(row.record.params), sort_keys=True)] = row.record
     out: dict[str, set] = {}
-    for row in load_rows(results):
-        machine = Path(row.source).parts[-2]
-        out.setdefault(machine, set()).add((row.case, json.dumps(dict(row.record.params), sort_keys=True)))
+    for (machine, case, params), rec in newest.items():
+        if rec.check.get("ended") not in NOT_ANSWERS:
+            out.setdefault(machine, set()).add((case, params))
     return out
 
 
