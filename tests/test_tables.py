@@ -28,6 +28,9 @@ H100_NUMPY_20 = RECORDS / "nvidia-h100-80gb-hbm3-x1/04b02c05-20261124T153549-05c
 # record kept which memory ran short (its reason says); fp32 over 24GB on the card, from another run.
 H100_SEED003_HOST = RECORDS / "nvidia-h100-80gb-hbm3-x1/80ceb4a4-20261125T013736-7458f0.jsonl"
 H100_SEED003_DEVICE = RECORDS / "nvidia-h100-80gb-hbm3-x1/1a42ca54-20261125T000408-6c698a.jsonl"
+# One sequence per step at widths 1024 and 2048, all trained at Adam's 1e-3 before the rate fell with width.
+H100_LONG_1024 = RECORDS / "nvidia-h100-80gb-hbm3-x1/c49a7c17-20261124T191944-561a26.jsonl"
+H100_LONG_2048 = RECORDS / "nvidia-h100-80gb-hbm3-x1/80ceb4a4-20261125T014609-dbc1ce.jsonl"
 
 
 def results_with(tmp_path, *files) -> Path:
@@ -256,3 +259,23 @@ def test_a_case_short_of_host_memory_says_so_and_one_short_of_the_cards_names_th
             rec["check"] = {"short_of": "device"}
     host_file.write_text("".join(json.dumps(r) + "\n" for r in recs))
     assert "does not fit (a 67.11 GB request failed)" in row("save_on_cpu")
+
+
+def test_a_loss_trained_at_another_rate_than_todays_code_gives_its_model_is_marked_and_its_step_is_not(tmp_path):
+    root = results_with(tmp_path, H100_LONG_1024, H100_LONG_2048)
+    def table():
+        return tables.table(load_rows(root), "tricks", ["width", "seq_len"], "technique", ["step", "loss"],
+                            {"workload": "lm", "batch": "1"}).splitlines()
+    lines = table()
+    row = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line for line in lines if line.startswith("| ")}
+    assert "◊" not in row["1024", "2048"] and "◊" not in row["1024", "4096"]  # 1024 still trains at 1e-3
+    assert row["2048", "4096"].count("◊") == 3  # fp32, bf16 and checkpoint: each loss, not each step
+    assert "ms◊" not in row["2048", "4096"] and "failed (loss gap 0.16 from fp32, 0.03 allowed)◊" in row["2048", "2048"]
+    assert lines[-1].startswith("◊ trained at another Adam rate")
+    # a record that says it trained at today's rate for its width carries no mark
+    path = root / "records" / H100_LONG_2048.parent.name / H100_LONG_2048.name
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    for rec in recs:
+        rec["check"]["lr"] = 5e-4 if rec["params"]["width"] == 2048 else 1e-3
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert not any("◊" in line for line in table())

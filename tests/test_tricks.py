@@ -275,6 +275,7 @@ def test_a_failed_check_keeps_both_curves_in_its_record(monkeypatch):
     assert rec.outcome == "failed"
     assert len(rec.check["losses"]) == len(rec.check["reference_losses"]) == 12
     assert rec.check["deviation"] > rec.check["tolerance"]
+    assert rec.check["lr"] == trick_steps.adam_rate("lm", TINY["width"])  # the rate its curve came from
 
 
 def bumped(curve, share, step=3):
@@ -322,3 +323,18 @@ def test_where_two_reference_runs_agree_a_curve_over_its_tolerance_fails(monkeyp
     monkeypatch.setattr(trick_steps, "reference_losses", lambda steps, technique, **shape: ("fp32", list(ref)))
     with pytest.raises(CheckFailed, match=r"\+ 0, the widest gap among 3 fp32 runs"):
         trick_steps.checked_against_reference("checkpoint", bumped(ref, 0.003), [False] * 12, **TINY)
+
+
+def test_a_wider_lm_trains_at_an_adam_rate_scaled_down_with_its_width_and_a_resnet_keeps_its_own(monkeypatch):
+    from harness.workloads.training import LR
+    rates = {}
+    for width in (64, 1024, 2048):
+        trainer, _ = trick_steps.make_trainer(device="cpu", workload="lm", technique="fp32", batch=1, micro_batch=1, vocab=64,
+                                  width=width, depth=1, seq_len=8)
+        rates[width] = trainer.optimizer.param_groups[0]["lr"]
+        trainer.close()
+    assert rates == {64: LR, 1024: LR, 2048: LR / 2}
+    tiny_torchvision(monkeypatch)
+    trainer, _ = trick_steps.make_trainer(device="cpu", workload="resnet50", technique="fp32", batch=2, micro_batch=2, vocab=64,
+                              width=2048, depth=1, seq_len=8)
+    assert trainer.optimizer.param_groups[0]["lr"] == LR  # width is the LM's: an image model ignores it

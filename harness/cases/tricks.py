@@ -49,7 +49,7 @@ import contextlib
 
 from harness.cases.base import Case
 from harness.measure import budget as budgets
-from harness.measure.outcomes import Skip
+from harness.measure.outcomes import CheckFailed, Skip
 from harness.measure.requirements import need_torch
 from harness.measure.timing import torch_sync
 from harness.measure.workload import Workload
@@ -83,13 +83,19 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
     shape = dict(device=device, workload=workload, batch=batch, micro_batch=micro_batch, vocab=vocab, width=width,
                  depth=depth, seq_len=seq_len)
 
+    rate = trainer.optimizer.param_groups[0]["lr"]
+
     def check():
-        learned = losses_checked(trainer.losses)
-        # The reference is what the case is checked against, not what it measures: it trains on
-        # the whole card, so that a budget too small for fp32 on the whole batch still has one.
-        uncap()
-        compared = checked_against_reference(technique, trainer.losses, trainer.skipped, **shape)
-        return {**learned, **compared, "parameters": params, "parameters_on_device": on_device,
+        try:
+            learned = losses_checked(trainer.losses)
+            # The reference is what the case is checked against, not what it measures: it trains on
+            # the whole card, so that a budget too small for fp32 on the whole batch still has one.
+            uncap()
+            compared = checked_against_reference(technique, trainer.losses, trainer.skipped, **shape)
+        except CheckFailed as e:
+            e.details["lr"] = rate  # a failed record's check is what was compared: the rate too
+            raise
+        return {**learned, **compared, "lr": rate, "parameters": params, "parameters_on_device": on_device,
                 "accumulation_steps": batch // micro_batch, "reference_budget": "card"}
 
     gpus = (0,) if device == "cuda" else ()

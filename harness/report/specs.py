@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness import cases
 from harness.report import tables
+from harness.workloads.training import LR, LR_WIDTH
 
 if TYPE_CHECKING:  # a type only: the rows come from the reader that asks for a table
     from harness.report.pages.model import Row
@@ -213,7 +214,9 @@ FAMILIES = (
         "`tied_embeddings` (input and output embedding one matrix). `workload` is `lm` (a decoder-only "
         "transformer), `encdec` (an encoder-decoder on a copy task) or `resnet50`; one optimizer step covers "
         "`batch` samples in `batch / micro_batch` accumulated micro-batches, with the full batch's gradient "
-        "whatever the split. Each check trains from seed 0 and records the first and last loss: read the "
+        f"whatever the split. Adam trains at {LR:g}, and a transformer wider than {LR_WIDTH} at {LR:g} x "
+        f"{LR_WIDTH} / width (Adam moves each weight by about its rate, so a wider layer's output moves more). "
+        "Each check trains from seed 0 and records the first and last loss: read the "
         "loss against the `fp32` record of the same parameters to see what a technique costs in training.\n\n"
         "`fits` answers \"how large a batch fits on a 16, 24, 40 or 80 GB card with this trick\": for a "
         "technique and a `budget` (GB = 10^9 bytes, or `card`), it searches the largest batch (`over=batch`) "

@@ -21,11 +21,11 @@ from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bou
 from harness.report.pages.model import Row, latest, load_rows, newest_stack
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs
-from harness.workloads.tricks import held_to_whole_batch
+from harness.workloads.tricks import adam_rate, held_to_whole_batch, trained_at
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
-HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED = "†", "§", "‡", "°"
+HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE = "†", "§", "‡", "°", "◊"
 NOTES = {
     HOST_BOUND: f"{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps (the "
                 "share follows the mark), so the figure measures the host as much as the GPU.",
@@ -36,6 +36,8 @@ NOTES = {
     PART_CHECKED: f"{PART_CHECKED} loss not held against fp32 on the whole batch: no such reference fit beside "
                   "the case, so what training in micro-batches changes (BatchNorm's statistics per "
                   "micro-batch) went unchecked.",
+    OTHER_RATE: f"{OTHER_RATE} trained at another Adam rate than today's code gives this model (the rate now "
+                "falls with an LM's width past 1024): its loss and loss check are not today's; its step and peak are.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                   "written before peaks covered the timed steps alone (schema 1).")
@@ -172,24 +174,33 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
     if what == "loss":
         value = loss(rec.check)
         unchecked = rec.case == "tricks" and "reference" in rec.check and not held_to_whole_batch(rec.check)
-        return "-" if value is None else f"{value:.3f}" + (view.mark(PART_CHECKED) if unchecked else "")
+        return "-" if value is None else f"{value:.3f}" + (view.mark(PART_CHECKED) if unchecked else "") + \
+            _other_rate(rec, view)
     raise ValueError(f"unknown figure {what!r}: choose from {', '.join(SHOWS)} or check:KEY")
 
 
 def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View | None = None) -> str:
     if row is None:
         return "not run"
-    rec = row.record
+    rec, view = row.record, view or View()
     if rec.outcome == DOES_NOT_FIT:
         return _does_not_fit(rec)
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
-        return md(rec.outcome) + _why_failed(rec.check)
-    view = view or View()
+        return md(rec.outcome) + _why_failed(rec.check) + (_other_rate(rec, view) if "deviation" in rec.check else "")
     text = ", ".join(_show(row, s, base, view, shows) for s in shows)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
+
+
+def _other_rate(rec, view: View) -> str:
+    """The mark of a tricks record whose loss came from another Adam rate than today's code trains
+    its model at: its loss, and the verdict of its loss check, no longer say what today's would."""
+    if rec.case != "tricks" or not {"workload", "width"} <= set(rec.params):
+        return ""
+    today = adam_rate(rec.params["workload"], rec.params["width"])
+    return view.mark(OTHER_RATE) if trained_at(rec.check) != today else ""
 
 
 def _does_not_fit(rec) -> str:

@@ -27,7 +27,17 @@ import contextlib
 from dataclasses import dataclass
 
 PRECISIONS = ("fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params")
-LR = 1e-3
+LR, LR_WIDTH = 1e-3, 1024  # Adam's rate, as chosen for transformers up to LR_WIDTH wide (and for ResNet50)
+
+
+def learning_rate(width: int) -> float:
+    """Adam's rate for a transformer ``width`` wide: ``LR`` up to ``LR_WIDTH``, and ``LR`` x
+    ``LR_WIDTH`` / ``width`` above it. Adam moves every weight by about its rate whatever the
+    layer's fan-in, so a layer's output moves in proportion to its width (why muP scales Adam's
+    rate for hidden layers as 1 / width): at the rate chosen for 1024 a wider model's loss jumps
+    from step to step, and any rounding (bf16's, say) sends two runs of it far apart. Narrower
+    models keep the rate they were measured with."""
+    return LR * min(1.0, LR_WIDTH / width)
 
 
 def split(tensors, micro_batch: int) -> list[tuple]:

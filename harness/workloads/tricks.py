@@ -149,11 +149,26 @@ def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, 
         micro = split(inputs + (t.to(device),), micro_batch)
         loss_sum = image_loss_sum if workload in RESNETS else token_loss_sum
         trainer = Trainer(model, [(m[:-1], m[-1]) for m in micro], loss_sum, prec, torch.device(device).type,
+                          lr=adam_rate(workload, width),
                           forward=forward, saving=_saving(torch, technique, device),
                           keep_references=technique == "keep_references")
         trainer.on_close.append(held.pop_all().close)  # what the placement holds, until the trainer closes
     work = {"samples": batch} if workload in RESNETS else {"tokens": trainer.count}
     return trainer, work
+
+
+def adam_rate(workload: str, width: int) -> float:
+    """The rate ``make_trainer``'s Adam trains ``workload`` at: the transformers' falls with their
+    width (``training.learning_rate``); ResNet50 has no width and keeps ``LR``."""
+    from harness.workloads.training import LR, learning_rate
+    return LR if workload in RESNETS else learning_rate(width)
+
+
+def trained_at(check: dict) -> float:
+    """The Adam rate a case's check says it trained at; ``LR`` for a record written before the
+    check kept it (every model trained at ``LR`` then)."""
+    from harness.workloads.training import LR
+    return check.get("lr", LR)
 
 
 def _placed(torch, model, inputs, technique, device, prec, held):
