@@ -21,6 +21,7 @@ from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bou
 from harness.report.pages.model import Row, latest, load_rows, newest_stack
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs
+from harness.workloads.training import LR_WIDTH
 from harness.workloads.tricks import adam_rate, held_to_whole_batch, trained_at
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
@@ -37,7 +38,7 @@ NOTES = {
                   "the case, so what training in micro-batches changes (BatchNorm's statistics per "
                   "micro-batch) went unchecked.",
     OTHER_RATE: f"{OTHER_RATE} trained at another Adam rate than today's code gives this model (the rate now "
-                "falls with an LM's width past 1024): its loss and loss check are not today's; its step and peak are.",
+                f"falls with an LM's width past {LR_WIDTH}): its loss and loss check are not today's; its step and peak are.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                   "written before peaks covered the timed steps alone (schema 1).")
