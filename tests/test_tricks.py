@@ -338,3 +338,13 @@ def test_a_wider_lm_trains_at_an_adam_rate_scaled_down_with_its_width_and_a_resn
     trainer, _ = trick_steps.make_trainer(device="cpu", workload="resnet50", technique="fp32", batch=2, micro_batch=2, vocab=64,
                               width=2048, depth=1, seq_len=8)
     assert trainer.optimizer.param_groups[0]["lr"] == LR  # width is the LM's: an image model ignores it
+
+
+def test_only_a_record_that_trained_at_another_rate_than_todays_is_outdated():
+    wide, narrow = {"workload": "lm", "width": 2048}, {"workload": "lm", "width": 1024}
+    assert trick_steps.other_rate(wide, {"loss_last": 5.0})  # kept no rate: trained at 1e-3, as all did then
+    assert not trick_steps.other_rate(wide, {"loss_last": 5.0, "lr": 5e-4})
+    assert not trick_steps.other_rate(narrow, {"loss_last": 5.0})
+    assert not trick_steps.other_rate(wide, {"ended": "died"})  # nothing trained: nothing to be outdated
+    assert not trick_steps.other_rate({"workload": "resnet50_2048", "width": 2048}, {"loss_last": 1.0})
+    assert tricks.CASE.outdated(execute("tricks", dict(TINY, technique="fp32"))) is False  # today's own record

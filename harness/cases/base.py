@@ -122,6 +122,10 @@ class Case:
     # Parameters added after records of the case were filed, each with the value those records ran
     # at (``budget``: "card", the whole card): the report reads an older record as run at it.
     earlier: Mapping = field(default_factory=dict)
+    # Whether a record of the case measured with code that no longer trains or checks as today's
+    # does (``tricks``: losses from another Adam rate): ``harness todo`` lists its parameters
+    # again, and the report marks the figures it no longer vouches for.
+    outdated: Callable[..., bool] = lambda record: False
 
     def upgrade(self, params: Mapping) -> dict:
         """``params`` of a record, with the parameters added since it was filed at ``earlier``'s values."""

@@ -54,7 +54,7 @@ from harness.measure.requirements import need_torch
 from harness.measure.timing import torch_sync
 from harness.measure.workload import Workload
 from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference, losses_checked,
-                                      make_trainer)
+                                      make_trainer, other_rate)
 
 # Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
 BATCHES = tuple(sorted({2**k for k in range(0, 11)} | {5, 10}))
@@ -125,4 +125,4 @@ def _capped(stack, device, budget):
 
 
 CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch",
-            earlier={"budget": "card"})
+            earlier={"budget": "card"}, outdated=lambda record: other_rate(record.params, record.check))

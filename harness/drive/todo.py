@@ -4,8 +4,8 @@ expression that measures just that.
 A GPU lent in slices of minutes measures a profile over several runs, some cut short. Each of
 the profile's benchmarks (asv's names, matched as ``--bench`` matches them) is done on a machine
 when the newest record of its case and parameters filed there, from any run, is an answer: of any
-outcome (a skip, a does-not-fit or a failed check is an answer too) but a process that died or code
-that raised. The rest are listed, with one expression per class of benchmarks that runs them.
+outcome (a skip, a does-not-fit or a failed check is an answer too) but a process that died, code
+that raised, or a record its case calls outdated (``Case.outdated``). The rest are listed, with one expression per class of benchmarks that runs them.
 """
 from __future__ import annotations
 
@@ -83,13 +83,14 @@ NOT_ANSWERS = ("died", "raised")
 
 
 def filed(results: Path) -> dict[str, set[tuple[str, str]]]:
-    """machine folder -> the (case, parameters) whose newest record there is an answer."""
+    """machine folder -> the (case, parameters) whose newest record there is an answer today."""
     newest: dict[tuple[str, str, str], object] = {}
     for row in sorted(load_rows(results), key=lambda r: r.record.created):
         newest[Path(row.source).parts[-2], row.case, json.dumps(dict(row.record.params), sort_keys=True)] = row.record
     out: dict[str, set] = {}
     for (machine, case, params), rec in newest.items():
-        if rec.check.get("ended") not in NOT_ANSWERS:
+        outdated = case in cases.MODULES and cases.get(case).outdated(rec)
+        if rec.check.get("ended") not in NOT_ANSWERS and not outdated:
             out.setdefault(machine, set()).add((case, params))
     return out
 

@@ -22,7 +22,7 @@ from harness.report.pages.model import Row, latest, load_rows, newest_stack
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs
 from harness.workloads.training import LR_WIDTH
-from harness.workloads.tricks import adam_rate, held_to_whole_batch, trained_at
+from harness.workloads.tricks import held_to_whole_batch
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
@@ -189,19 +189,16 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
-        return md(rec.outcome) + _why_failed(rec.check) + (_other_rate(rec, view) if "deviation" in rec.check else "")
+        return md(rec.outcome) + _why_failed(rec.check) + _other_rate(rec, view)
     text = ", ".join(_show(row, s, base, view, shows) for s in shows)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
 
 
 def _other_rate(rec, view: View) -> str:
-    """The mark of a tricks record whose loss came from another Adam rate than today's code trains
-    its model at: its loss, and the verdict of its loss check, no longer say what today's would."""
-    if rec.case != "tricks" or not {"workload", "width"} <= set(rec.params):
-        return ""
-    today = adam_rate(rec.params["workload"], rec.params["width"])
-    return view.mark(OTHER_RATE) if trained_at(rec.check) != today else ""
+    """The mark of a record its case calls outdated (a tricks loss from another Adam rate than
+    today's code trains its model at): its loss, and its loss check's verdict, are not today's."""
+    return view.mark(OTHER_RATE) if rec.case in cases.MODULES and cases.get(rec.case).outdated(rec) else ""
 
 
 def _does_not_fit(rec) -> str:

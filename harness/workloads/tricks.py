@@ -171,6 +171,15 @@ def trained_at(check: dict) -> float:
     return check.get("lr", LR)
 
 
+def other_rate(params, check: dict) -> bool:
+    """Whether a record's losses came from another Adam rate than today's code trains its model
+    at: its loss, and its loss check's verdict, no longer say what today's would."""
+    trained = {"loss_last", "losses", "deviation", "lr"} & set(check)  # not a case that died or raised
+    if not {"workload", "width"} <= set(params) or not trained:
+        return False
+    return trained_at(check) != adam_rate(params["workload"], params["width"])
+
+
 def _placed(torch, model, inputs, technique, device, prec, held):
     """(forward, inputs): the model and its inputs where and how ``technique`` puts them; what
     must outlive this (the process group of ``cpu_offload``) is entered on ``held``."""
