@@ -5,7 +5,8 @@ A GPU lent in slices of minutes measures a profile over several runs, some cut s
 the profile's benchmarks (asv's names, matched as ``--bench`` matches them) is done on a machine
 when the newest record of its case and parameters filed there, from any run, is an answer: of any
 outcome (a skip, a does-not-fit or a failed check is an answer too) but a process that died, code
-that raised, or a record its case calls outdated (``Case.outdated``). The rest are listed, with one expression per class of benchmarks that runs them.
+that raised, or a record its case calls outdated (``Case.outdated``). The rest are listed, with
+one expression per class of benchmarks that runs them.
 """
 from __future__ import annotations
 

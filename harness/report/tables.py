@@ -38,7 +38,8 @@ NOTES = {
                   "the case, so what training in micro-batches changes (BatchNorm's statistics per "
                   "micro-batch) went unchecked.",
     OTHER_RATE: f"{OTHER_RATE} trained at another Adam rate than today's code gives this model (the rate now "
-                f"falls with an LM's width past {LR_WIDTH}): its loss and loss check are not today's; its step and peak are.",
+                f"falls with an LM's width past {LR_WIDTH}): its loss and loss check are not today's; its step "
+                "and peak are.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                   "written before peaks covered the timed steps alone (schema 1).")
