@@ -347,4 +347,6 @@ def test_only_a_record_that_trained_at_another_rate_than_todays_is_outdated():
     assert not trick_steps.other_rate(narrow, {"loss_last": 5.0})
     assert not trick_steps.other_rate(wide, {"ended": "died"})  # nothing trained: nothing to be outdated
     assert not trick_steps.other_rate({"workload": "resnet50_2048", "width": 2048}, {"loss_last": 1.0})
+    for odd in ("2048", 0, True, None):  # what a hand-edited or foreign record may hold: no mark, no crash
+        assert not trick_steps.other_rate({"workload": "lm", "width": odd}, {"loss_last": 5.0})
     assert tricks.CASE.outdated(execute("tricks", dict(TINY, technique="fp32"))) is False  # today's own record

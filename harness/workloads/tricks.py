@@ -175,9 +175,10 @@ def other_rate(params, check: dict) -> bool:
     """Whether a record's losses came from another Adam rate than today's code trains its model
     at: its loss, and its loss check's verdict, no longer say what today's would."""
     trained = {"loss_last", "losses", "deviation", "lr"} & set(check)  # not a case that died or raised
-    if not {"workload", "width"} <= set(params) or not trained:
-        return False
-    return trained_at(check) != adam_rate(params["workload"], params["width"])
+    width = params.get("width")
+    if not trained or type(width) is not int or width < 1 or "workload" not in params:
+        return False  # a record no trainer of today's could have written: nothing to compare
+    return trained_at(check) != adam_rate(params["workload"], width)
 
 
 def _placed(torch, model, inputs, technique, device, prec, held):
