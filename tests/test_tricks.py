@@ -350,3 +350,27 @@ def test_only_a_record_that_trained_at_another_rate_than_todays_is_outdated():
     for odd in ("2048", 0, True, None):  # what a hand-edited or foreign record may hold: no mark, no crash
         assert not trick_steps.other_rate({"workload": "lm", "width": odd}, {"loss_last": 5.0})
     assert tricks.CASE.outdated(execute("tricks", dict(TINY, technique="fp32"))) is False  # today's own record
+
+
+def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_reference(monkeypatch, tmp_path):
+    from conftest import set_run
+    from harness.measure.store import RecordStore
+    run = set_run(monkeypatch, tmp_path / "records", run_id="run1")
+    trained = []
+    real = trick_steps._trained
+    monkeypatch.setattr(trick_steps, "_trained", lambda steps, **shape: trained.append(shape) or real(steps, **shape))
+    fp32 = execute("tricks", dict(TINY, technique="fp32"), run=run)
+    assert fp32.ok and len(fp32.check["losses"]) == 12 and not trained  # fp32 is its own reference
+    RecordStore.append(run.path, fp32)
+    rec = execute("tricks", dict(TINY, technique="checkpoint"), run=run)
+    assert rec.ok and not trained  # no reference trained: fp32's record of this run stood for the first
+    assert rec.check["reference"] == "fp32" and rec.check["reference_first_run"] == "this run's fp32 record"
+    assert rec.check["reference_losses"] == fp32.check["losses"]
+    # another shape has no fp32 record in the run: its reference trains, as before
+    other = execute("tricks", dict(TINY, technique="checkpoint", seq_len=128), run=run)
+    assert other.ok and len(trained) == 1 and "reference_first_run" not in other.check
+    # a curve over its tolerance: two more runs train, the record's curve counts as the third
+    monkeypatch.setattr(tricks, "make_trainer", dropping_every_other_update(trick_steps.make_trainer))
+    failed = execute("tricks", dict(TINY, technique="checkpoint"), run=run)
+    assert failed.outcome == "failed" and len(trained) == 1 + trick_steps.REFERENCE_RUNS - 1
+    assert failed.check["reference_runs"] == trick_steps.REFERENCE_RUNS

@@ -35,7 +35,8 @@ The harness times one optimizer step (all micro-batches). ``work`` is the target
 counts (padding excluded, so capped and padded batches compare on useful tokens) or samples.
 The check trains from seed 0 for the fixed number of timed and warm-up steps; it fails when a
 loss is not finite or the last is not below the first. Then the same model, data and seed train
-again in fp32 on the whole batch (``harness.workloads.tricks.references``), and every step's
+again in fp32 on the whole batch (``harness.workloads.tricks.references``; where this run already
+filed fp32's record at the same shape, its curve stands for that run), and every step's
 loss is held within the technique's tolerance of the reference's after as many applied updates
 (a step the fp16 GradScaler skipped applied none), the gap taken as a share of the first loss
 (``harness.workloads.tricks.TOLERANCE``). Over it, the reference trains twice more: the curve is
@@ -46,16 +47,20 @@ the gap, the tolerance, that spread, the runs it was read from and the reference
 from __future__ import annotations
 
 import contextlib
+import sys
+from pathlib import Path
 
 from harness.cases.base import Case
 from harness.measure import budget as budgets
 from harness.measure.outcomes import CheckFailed, Skip
 from harness.measure.requirements import need_torch
+from harness.measure.store import load_file
 from harness.measure.timing import torch_sync
 from harness.measure.workload import Workload
 from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference, losses_checked,
                                       make_trainer, other_rate)
 
+CASE_NAME = "tricks"
 # Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
 BATCHES = tuple(sorted({2**k for k in range(0, 11)} | {5, 10}))
 PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "budget": budgets.BUDGETS,
@@ -66,7 +71,8 @@ PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "bu
           "seq_len": (16, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768)}
 
 
-def build(device, workload, technique, budget, batch, micro_batch, vocab, width, depth, seq_len) -> Workload:
+def build(device, workload, technique, budget, batch, micro_batch, vocab, width, depth, seq_len,
+          run_file=None) -> Workload:
     torch = need_torch(device)
     from harness.workloads.models import parameter_count
     from harness.workloads.training import float32_matmul
@@ -91,16 +97,34 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
             # The reference is what the case is checked against, not what it measures: it trains on
             # the whole card, so that a budget too small for fp32 on the whole batch still has one.
             uncap()
-            compared = checked_against_reference(technique, trainer.losses, trainer.skipped, **shape)
+            fp32 = fp32_curve(run_file, shape, len(trainer.losses))
+            compared = checked_against_reference(technique, trainer.losses, trainer.skipped, fp32, **shape)
+            if fp32 is not None and compared.get("reference_losses") is not None:
+                compared["reference_first_run"] = "this run's fp32 record"
         except CheckFailed as e:
             e.details["lr"] = rate  # a failed record's check is what was compared: the rate too
             raise
-        return {**learned, **compared, "lr": rate, "parameters": params, "parameters_on_device": on_device,
+        return {"losses": [float(v) for v in trainer.losses], **learned, **compared, "lr": rate,
+                "parameters": params, "parameters_on_device": on_device,
                 "accumulation_steps": batch // micro_batch, "reference_budget": "card"}
 
     gpus = (0,) if device == "cuda" else ()
     return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
                     warmup=2, repeat=10, close=setting.close)
+
+
+def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:
+    """The loss curve of fp32 on the whole batch at ``shape`` over ``steps`` steps, from an ok
+    record this run filed in this interpreter (any budget: the cap changes no sum); None where
+    there is none. A check holds a technique against it before training a reference of its own."""
+    if run_file is None or not Path(run_file).exists():
+        return None
+    want = dict(shape, technique="fp32", micro_batch=shape["batch"])
+    for rec in load_file(Path(run_file)).records:
+        if (rec.case == CASE_NAME and rec.ok and rec.environment.executable in ("", sys.executable)
+                and {k: rec.params.get(k) for k in want} == want and len(rec.check.get("losses", ())) == steps):
+            return rec.check["losses"]
+    return None
 
 
 def _capped(stack, device, budget):
@@ -124,5 +148,6 @@ def _capped(stack, device, budget):
     return lambda: budgets.enforce_torch(whole_card)
 
 
-CASE = Case(name="tricks", params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch",
-            earlier={"budget": "card"}, outdated=lambda record: other_rate(record.params, record.check))
+CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch",
+            earlier={"budget": "card"}, keeps_files=True,
+            outdated=lambda record: other_rate(record.params, record.check))
