@@ -32,6 +32,12 @@ def gpu_work_elsewhere(name: str) -> bool:
     return name in MODULES and get(name).gpu_work_elsewhere
 
 
+def outdated(record) -> bool:
+    """Whether ``record``'s case calls it measured by code that no longer trains or checks as
+    today's does (``Case.outdated``); False for a name no case has (a hostile or retired record)."""
+    return record.case in MODULES and get(record.case).outdated(record)
+
+
 def upgraded(record):
     """``record`` with the parameters its case added since it was filed at the values it ran at
     (``Case.earlier``: a record filed before ``budget`` existed ran on the whole card), so that

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from harness import cases
 from harness.drive import profiles
-from harness.measure.store import COMMITTED, REPO
+from harness.measure.store import COMMITTED, REPO, latest
 from harness.report.pages.model import load_rows
 
 
@@ -85,13 +85,12 @@ NOT_ANSWERS = ("died", "raised")
 
 def filed(results: Path) -> dict[str, set[tuple[str, str]]]:
     """machine folder -> the (case, parameters) whose newest record there is an answer today."""
-    newest: dict[tuple[str, str, str], object] = {}
-    for row in sorted(load_rows(results), key=lambda r: r.record.created):
-        newest[Path(row.source).parts[-2], row.case, json.dumps(dict(row.record.params), sort_keys=True)] = row.record
+    newest = latest(load_rows(results), record=lambda row: row.record,
+                    key=lambda row: (Path(row.source).parts[-2], row.case,
+                                     json.dumps(dict(row.record.params), sort_keys=True)))
     out: dict[str, set] = {}
-    for (machine, case, params), rec in newest.items():
-        outdated = case in cases.MODULES and cases.get(case).outdated(rec)
-        if rec.check.get("ended") not in NOT_ANSWERS and not outdated:
+    for (machine, case, params), row in newest.items():
+        if row.record.check.get("ended") not in NOT_ANSWERS and not cases.outdated(row.record):
             out.setdefault(machine, set()).add((case, params))
     return out
 

@@ -199,7 +199,7 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
 def _other_rate(rec, view: View) -> str:
     """The mark of a record its case calls outdated (a tricks loss from another Adam rate than
     today's code trains its model at): its loss, and its loss check's verdict, are not today's."""
-    return view.mark(OTHER_RATE) if rec.case in cases.MODULES and cases.get(rec.case).outdated(rec) else ""
+    return view.mark(OTHER_RATE) if cases.outdated(rec) else ""
 
 
 def _does_not_fit(rec) -> str:
