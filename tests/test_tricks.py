@@ -374,3 +374,25 @@ def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_re
     failed = execute("tricks", dict(TINY, technique="checkpoint"), run=run)
     assert failed.outcome == "failed" and len(trained) == 1 + trick_steps.REFERENCE_RUNS - 1
     assert failed.check["reference_runs"] == trick_steps.REFERENCE_RUNS
+
+
+def test_fp32s_curve_comes_only_from_an_ok_fp32_record_of_this_interpreter_at_the_same_shape(tmp_path):
+    """One run may cover several environments: another interpreter's fp32 (another torch) is no
+    reference for this one's technique; nor is a failed fp32, another shape or another length."""
+    from dataclasses import replace
+    from harness.measure.environment import snapshot
+    from harness.measure.record import Record, Timing
+    from harness.measure.store import RecordStore, load_file
+    path = tmp_path / "run.jsonl"
+    shape = {k: v for k, v in TINY.items() if k not in ("technique", "micro_batch")}
+    params = dict(TINY, technique="fp32", micro_batch=TINY["batch"])
+    mine = Record(case="tricks", params=params, outcome="ok", environment=snapshot(), check={"losses": [3.0, 2.0]},
+                  timing=Timing(1.0, 1.0, 1.0, 1.0, 1.0, 3, 1))
+    assert tricks.fp32_curve(None, shape, 2) is None and tricks.fp32_curve(path, shape, 2) is None
+    for other in (replace(mine, environment=replace(snapshot(), executable="/elsewhere/python")),
+                  replace(mine, outcome="failed"), replace(mine, params=dict(params, seq_len=999)),
+                  replace(mine, check={"losses": [1.0, 1.0, 1.0]})):
+        RecordStore.append(path, other)
+    assert len(load_file(path).records) == 4 and tricks.fp32_curve(path, shape, 2) is None
+    RecordStore.append(path, mine)
+    assert tricks.fp32_curve(path, shape, 2) == [3.0, 2.0]

@@ -47,14 +47,12 @@ the gap, the tolerance, that spread, the runs it was read from and the reference
 from __future__ import annotations
 
 import contextlib
-import sys
-from pathlib import Path
 
 from harness.cases.base import Case
 from harness.measure import budget as budgets
 from harness.measure.outcomes import CheckFailed, Skip
 from harness.measure.requirements import need_torch
-from harness.measure.store import load_file
+from harness.measure.store import this_interpreters
 from harness.measure.timing import torch_sync
 from harness.measure.workload import Workload
 from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference, losses_checked,
@@ -117,12 +115,10 @@ def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:
     """The loss curve of fp32 on the whole batch at ``shape`` over ``steps`` steps, from an ok
     record this run filed in this interpreter (any budget: the cap changes no sum); None where
     there is none. A check holds a technique against it before training a reference of its own."""
-    if run_file is None or not Path(run_file).exists():
-        return None
     want = dict(shape, technique="fp32", micro_batch=shape["batch"])
-    for rec in load_file(Path(run_file)).records:
-        if (rec.case == CASE_NAME and rec.ok and rec.environment.executable in ("", sys.executable)
-                and {k: rec.params.get(k) for k in want} == want and len(rec.check.get("losses", ())) == steps):
+    for rec in this_interpreters(run_file):
+        if (rec.case == CASE_NAME and rec.ok and {k: rec.params.get(k) for k in want} == want
+                and len(rec.check.get("losses", ())) == steps):
             return rec.check["losses"]
     return None
 

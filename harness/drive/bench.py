@@ -23,7 +23,7 @@ from harness.measure.lifeline import die_with_parent, watch
 from harness.measure.machine import machine_name
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, SKIPPED
 from harness.measure.record import Record
-from harness.measure.store import LOCAL, RecordStore, RunContext, load_file
+from harness.measure.store import LOCAL, RecordStore, RunContext, this_interpreters
 
 RUN_ENV = "OOMBENCH_RUN"
 SKIP_MARK = "oombench: "
@@ -84,11 +84,8 @@ def _not_died_before(ctx: RunContext, case: str, params: dict) -> None:
 
 
 def _earlier(ctx: RunContext, case: str, params: dict) -> Record | None:
-    # One run may cover several environments (``run --python A --python B``): only this
-    # interpreter's own record stands for it.
-    for rec in load_file(ctx.path).records if ctx.path.exists() else []:
-        if (rec.run_id == ctx.run_id and rec.case == case and rec.params == params
-                and rec.environment.executable in ("", sys.executable)):
+    for rec in this_interpreters(ctx.path):
+        if rec.run_id == ctx.run_id and rec.case == case and rec.params == params:
             return rec
     return None
 

@@ -127,6 +127,15 @@ def load_file(path: Path) -> Loaded:
     return out
 
 
+def this_interpreters(path: Path | None) -> list[Record]:
+    """The records of one run file filed by this interpreter (or by one that did not say): one run
+    may cover several environments (``run --python A --python B``), and only a record of this
+    interpreter's own stands for it. None or a file not yet written: none."""
+    if path is None or not Path(path).exists():
+        return []
+    return [rec for rec in load_file(Path(path)).records if rec.environment.executable in ("", sys.executable)]
+
+
 def load_paths(paths: Iterable[Path]) -> Loaded:
     out = Loaded()
     for p in paths:
