@@ -31,6 +31,10 @@ H100_SEED003_DEVICE = RECORDS / "nvidia-h100-80gb-hbm3-x1/1a42ca54-20261125T0004
 # One sequence per step at widths 1024 and 2048, all trained at Adam's 1e-3 before the rate fell with width.
 H100_LONG_1024 = RECORDS / "nvidia-h100-80gb-hbm3-x1/c49a7c17-20261124T191944-561a26.jsonl"
 H100_LONG_2048 = RECORDS / "nvidia-h100-80gb-hbm3-x1/80ceb4a4-20261125T014609-dbc1ce.jsonl"
+# ResNet50 at 2048², accumulation over micro-batches of 2 under 40GB: its loss check failed after
+# its steps (BatchNorm), written before a failed record kept its timing; and one whose process died.
+H200_MICRO2_FAILED = RECORDS / "nvidia-h200-x1/8001cb6b-20261125T043847-06b84a.jsonl"
+H100_SEED003_DIED = RECORDS / "nvidia-h100-80gb-hbm3-x1/1a42ca54-20261125T001045-5b4edc.jsonl"
 
 
 def results_with(tmp_path, *files) -> Path:
@@ -279,3 +283,23 @@ def test_a_loss_trained_at_another_rate_than_todays_code_gives_its_model_is_mark
         rec["check"]["lr"] = 5e-4 if rec["params"]["width"] == 2048 else 1e-3
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     assert not any("◊" in line for line in table())
+
+
+def test_a_way_out_that_failed_its_loss_check_after_its_steps_still_shows_what_its_steps_cost(tmp_path):
+    root = results_with(tmp_path, H200_MICRO2_FAILED, H100_SEED003_DIED)
+    def cells(show):
+        lines = tables.render(load_rows(root), "tricks", ["technique", "micro_batch"], "budget", show,
+                              {"workload": "resnet50_2048", "batch": "10"})[0].splitlines()
+        rows = [line.strip("| ").split(" | ") for line in lines[2:]]
+        return {tuple(row[0].split(", ")): row[1:] for row in rows}  # columns: budget 24GB, 40GB
+    verdict = "failed (loss gap 0.014 from fp32, 0.0048 allowed)"
+    # no timing was kept then: the peak of its steps, and no step
+    assert cells(["step", "peak"])["fp32", "2"][1] == verdict + ": 16.3 / 17.7 GB"
+    assert cells(["step"])["fp32", "2"][1] == verdict  # asked only for the step it has not
+    assert cells(["step", "peak"])["save_on_cpu", "10"][0] == "failed (its process died: killed or crashed)"
+    # a record that kept its timing shows its step too
+    path = root / "records" / H200_MICRO2_FAILED.parent.name / H200_MICRO2_FAILED.name
+    rec = json.loads(path.read_text())
+    rec["timing"] = {"median_s": 0.5, "q25_s": 0.5, "q75_s": 0.5, "min_s": 0.5, "max_s": 0.5, "steps": 10, "warmup": 2}
+    path.write_text(json.dumps(rec) + "\n")
+    assert cells(["step", "peak", "loss"])["fp32", "2"][1] == verdict + ": 500.0 ms, 16.3 / 17.7 GB"

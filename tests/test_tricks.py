@@ -354,7 +354,7 @@ def test_only_a_record_that_trained_at_another_rate_than_todays_is_outdated():
 
 def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_reference(monkeypatch, tmp_path):
     from conftest import set_run
-    from harness.measure.store import RecordStore
+    from harness.measure.store import RecordStore, load_file
     run = set_run(monkeypatch, tmp_path / "records", run_id="run1")
     trained = []
     real = trick_steps._trained
@@ -374,6 +374,10 @@ def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_re
     failed = execute("tricks", dict(TINY, technique="checkpoint"), run=run)
     assert failed.outcome == "failed" and len(trained) == 1 + trick_steps.REFERENCE_RUNS - 1
     assert failed.check["reference_runs"] == trick_steps.REFERENCE_RUNS
+    # its steps ran and were timed before the check: the failed record keeps what they cost, and files
+    assert failed.timing is not None and failed.timing.steps == 10 and failed.work == fp32.work
+    RecordStore.append(run.path, failed)
+    assert load_file(run.path).records[-1].timing == failed.timing
 
 
 def test_fp32s_curve_comes_only_from_an_ok_fp32_record_of_this_interpreter_at_the_same_shape(tmp_path):

@@ -35,6 +35,7 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
     # A case that keeps files of its own (the what-fits probes) keeps them beside the run's records.
     extra = {"run_file": run.path if run and run.run_id else None} if case.keeps_files else {}
     peak = PeakMemory(gpus=range(devices.count))
+    timing, work = None, {}
     try:
         with peak:
             workload = case.build(**params, **extra)
@@ -43,6 +44,7 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
                                                        warmup=workload.warmup, repeat=workload.repeat,
                                                        begin=peak.steps_begin)
                 peak.steps_end()
+                work = workload.work
                 check = workload.check()
                 busy = gpu_busy(workload, timing.median_s)
             finally:
@@ -50,8 +52,10 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
     except Skip as e:
         return Record(outcome=SKIPPED, reason=str(e), environment=snapshot(devices), **common)
     except CheckFailed as e:
-        return Record(outcome=FAILED, reason=str(e), memory=peak.bytes, check=e.details, environment=snapshot(devices),
-                      **common)
+        # Steps that ran, and were timed, before their check failed keep what they cost beside the
+        # verdict: a way out that trains another curve still has a price a reader may weigh.
+        return Record(outcome=FAILED, reason=str(e), timing=timing, work=work, memory=peak.bytes, check=e.details,
+                      environment=snapshot(devices), **common)
     except Exception as e:
         if not is_out_of_memory(e):
             raise

@@ -190,10 +190,19 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
-        return md(rec.outcome) + _why_failed(rec.check) + _other_rate(rec, view)
+        return md(rec.outcome) + _why_failed(rec.check) + _other_rate(rec, view) + _cost_of_failed(row, shows, base, view)
     text = ", ".join(_show(row, s, base, view, shows) for s in shows)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
+
+
+def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) -> str:
+    """What the steps of a case whose check failed after them cost, of the step and peak asked:
+    it ran, and trained another curve, and a reader may still weigh its price. Only what was
+    measured: no step where none was timed, no peak where its steps never ran (it died or raised)."""
+    measured = {"step": row.record.timing is not None, "peak": bool(allocated_peak(row.record) or row.record.device_bytes())}
+    costs = [_show(row, s, base, view, shows) for s in shows if measured.get(s)]
+    return ": " + ", ".join(costs) if costs else ""
 
 
 def _other_rate(rec, view: View) -> str:
