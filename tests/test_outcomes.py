@@ -79,6 +79,13 @@ def test_a_wrong_answer_is_a_failure_not_a_figure():
     assert rec.outcome == FAILED and rec.timing is None
     with pytest.raises(RuntimeError, match="tolerance"):
         for_asv(rec)
+    # steps that did their work and trained another curve keep their time as a price; still no figure for asv
+    def another_curve():
+        raise CheckFailed("loss gap 0.1 over 0.01", {"deviation": 0.1, "tolerance": 0.01}, priced=True)
+    rec = execute(make_case(lambda n: quick(check=another_curve)), {"n": 1})
+    assert rec.outcome == FAILED and rec.timing is not None and rec.check["deviation"] == 0.1
+    with pytest.raises(RuntimeError, match="loss gap"):
+        for_asv(rec)
 
 
 def test_missing_gpu_is_a_skip_with_its_reason(no_gpu):

@@ -303,3 +303,7 @@ def test_a_way_out_that_failed_its_loss_check_after_its_steps_still_shows_what_i
     rec["timing"] = {"median_s": 0.5, "q25_s": 0.5, "q75_s": 0.5, "min_s": 0.5, "max_s": 0.5, "steps": 10, "warmup": 2}
     path.write_text(json.dumps(rec) + "\n")
     assert cells(["step", "peak", "loss"])["fp32", "2"][1] == verdict + ": 500.0 ms, 16.3 / 17.7 GB"
+    # a wrong answer (no loss curve held to a reference) is a failure and shows no cost at all
+    rec["check"] = {"error": "relative error 1 over tolerance 1e-4"}
+    path.write_text(json.dumps(rec) + "\n")
+    assert cells(["step", "peak"])["fp32", "2"][1] == "failed"

@@ -52,10 +52,11 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
     except Skip as e:
         return Record(outcome=SKIPPED, reason=str(e), environment=snapshot(devices), **common)
     except CheckFailed as e:
-        # Steps that ran, and were timed, before their check failed keep what they cost beside the
-        # verdict: a way out that trains another curve still has a price a reader may weigh.
-        return Record(outcome=FAILED, reason=str(e), timing=timing, work=work, memory=peak.bytes, check=e.details,
-                      environment=snapshot(devices), **common)
+        # Steps that did their work and trained another curve keep what they cost beside the verdict:
+        # a reader may still weigh that price. A wrong answer keeps no time (of work perhaps not done).
+        priced = dict(timing=timing, work=work) if e.priced else {}
+        return Record(outcome=FAILED, reason=str(e), memory=peak.bytes, check=e.details, environment=snapshot(devices),
+                      **priced, **common)
     except Exception as e:
         if not is_out_of_memory(e):
             raise

@@ -38,11 +38,15 @@ class DoesNotFit(Exception):
 
 class CheckFailed(Exception):
     """The case's result disagrees with its reference. ``details``: what was compared (say, both
-    loss curves), kept in the failed record's ``check`` so that the failure can be read back."""
+    loss curves), kept in the failed record's ``check`` so that the failure can be read back.
+    ``priced``: the steps did all their work and only trained another curve than the reference's
+    (accumulation under BatchNorm, say), so their time is a price and the record keeps it; a wrong
+    answer (a kernel's, a garbage loss) is not priced: its time may be of work never done."""
 
-    def __init__(self, message: str, details: dict | None = None):
+    def __init__(self, message: str, details: dict | None = None, priced: bool = False):
         super().__init__(message)
         self.details = details or {}
+        self.priced = priced
 
 
 _UNITS = {"b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50, "eib": 2**60,

@@ -197,9 +197,11 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
 
 
 def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) -> str:
-    """What the steps of a case whose check failed after them cost, of the step and peak asked:
-    it ran, and trained another curve, and a reader may still weigh its price. Only what was
-    measured: no step where none was timed, no peak where its steps never ran (it died or raised)."""
+    """What the steps of a case whose loss curve left its reference's cost, of the step and peak
+    asked: they did their work and trained another curve, a price a reader may still weigh. Only
+    what was measured (no step where none was kept); nothing for a wrong answer, a death or an error."""
+    if _loss_gap(row.record.check) is None:
+        return ""
     measured = {"step": row.record.timing is not None, "peak": bool(allocated_peak(row.record) or row.record.device_bytes())}
     costs = [_show(row, s, base, view, shows) for s in shows if measured.get(s)]
     return ": " + ", ".join(costs) if costs else ""
@@ -229,10 +231,21 @@ def _why_failed(check: dict) -> str:
         return " (host memory ran out: the kernel's out-of-memory killer ended it)"
     if check.get("ended") == "raised":
         return f" ({md(check.get('error'))})"
-    gap, allowed, spread = check.get("deviation"), check.get("tolerance"), check.get("reference_spread", 0)
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (gap, allowed, spread)):
+    verdict = _loss_gap(check)
+    if verdict is None:
         return ""
-    return f" (loss gap {gap:.2g} from {md(check.get('reference') or 'fp32')}, {allowed + spread:.2g} allowed)"
+    gap, allowed = verdict
+    return f" (loss gap {gap:.2g} from {md(check.get('reference') or 'fp32')}, {allowed:.2g} allowed)"
+
+
+def _loss_gap(check: dict | None) -> tuple[float, float] | None:
+    """(the gap, what was allowed) of a loss curve held to its reference's; None for any other check."""
+    check = check or {}
+    gap, allowed, spread = check.get("deviation"), check.get("tolerance"), check.get("reference_spread", 0)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (gap, allowed, spread))
+    if check.get("ended") or not numbers:
+        return None
+    return gap, allowed + spread
 
 
 def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus) -> None:

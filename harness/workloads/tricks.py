@@ -333,7 +333,7 @@ def against_reference(technique: str, losses, reference: str, ref_losses, skippe
         raise CheckFailed(f"{technique}: loss {v:.5g} at step {worst + 1} against {ref_losses[i]:.5g} for {reference} "
                           f"after as many updates, a gap of {gap:.3g} of the first loss ({abs(ref_losses[0]):.4g}), "
                           f"over the {tolerance:g} allowed + {spread:.3g}, the widest gap among {runs} {reference} "
-                          "runs", compared)
+                          "runs", compared, priced=True)
     return compared
 
 
