@@ -63,7 +63,7 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
         dnf = as_does_not_fit(e, case.declared_bytes(**params))
         return Record(outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
                       check={"short_of": dnf.memory}, memory=peak.bytes, environment=snapshot(devices), **common)
-    return Record(outcome=OK, timing=timing, work=workload.work, memory={**peak.bytes, **workload.memory}, check=check,
+    return Record(outcome=OK, timing=timing, work=work, memory={**peak.bytes, **workload.memory}, check=check,
                   gpu_busy=busy, environment=snapshot(devices), **common)
 
 

@@ -8,6 +8,7 @@ import itertools
 
 from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
 from harness.measure.requirements import need_torch
+from harness.workloads.training import LR, learning_rate
 
 DEVICES = ("cpu", "cuda")
 # resnet50 on 224 x 224 images, or on the 1024 x 1024 and 2048 x 2048 of the model-parallel
@@ -160,14 +161,12 @@ def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, 
 def adam_rate(workload: str, width: int) -> float:
     """The rate ``make_trainer``'s Adam trains ``workload`` at: the transformers' falls with their
     width (``training.learning_rate``); ResNet50 has no width and keeps ``LR``."""
-    from harness.workloads.training import LR, learning_rate
     return LR if workload in RESNETS else learning_rate(width)
 
 
 def trained_at(check: dict) -> float:
     """The Adam rate a case's check says it trained at; ``LR`` for a record written before the
     check kept it (every model trained at ``LR`` then)."""
-    from harness.workloads.training import LR
     return check.get("lr", LR)
 
 
