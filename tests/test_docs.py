@@ -32,13 +32,19 @@ def committed(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def rows(committed):
-    return latest(load_rows(committed))
+def every(committed):
+    """Every committed record, superseded ones included, as ``harness docs`` reads them."""
+    return load_rows(committed)
 
 
 @pytest.fixture(scope="module")
-def generated(rows) -> dict:
-    return docs.generate(rows)
+def rows(every):
+    return latest(every)
+
+
+@pytest.fixture(scope="module")
+def generated(every) -> dict:
+    return docs.generate(every)
 
 
 def test_every_committed_doc_is_what_the_committed_records_give(generated):

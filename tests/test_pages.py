@@ -221,6 +221,26 @@ def small_results(tmp_path) -> Path:
     return tmp_path / "results"
 
 
+def test_a_rate_on_the_pages_is_read_against_its_own_hosts_ceiling_though_a_later_host_measured_one(tmp_path):
+    """Two H100 hosts of one session: the first measured its ceilings and then working sets past
+    24GB; the second measured its own ceilings later."""
+    h100 = RESULTS / "records" / "nvidia-h100-80gb-hbm3-x1"
+    a_ceilings, a_beyond, b_ceilings = (h100 / f"b2b2626b-20261125T{run}.jsonl"
+                                        for run in ("063343-6bf09b", "064838-6ddbf7", "065217-891639"))
+    def beyond_page(name, *files):
+        dest = tmp_path / name / "results" / "records" / h100.name
+        dest.mkdir(parents=True)
+        for f in files:
+            shutil.copy(f, dest / f.name)
+        (tmp_path / name / "pages").mkdir()
+        build.write_pages(dest.parents[1], tmp_path / name / "pages")
+        return (tmp_path / name / "pages" / build.page_name("beyond")).read_text()
+    marked = "another host&#39;s ceiling"  # as the page escapes it
+    own = beyond_page("both", a_ceilings, a_beyond, b_ceilings)
+    assert "(0.99 of pinned H2D)" in own and marked not in own
+    assert marked in beyond_page("other", a_beyond, b_ceilings)
+
+
 def test_names_become_collision_free_slugs_inside_the_folder():
     assert build.page_name("unified") == "unified.html"
     hostile = ["../../x", "a/b", "javascript:alert(1)", "index", "A", "a", "x" * 300]

@@ -35,6 +35,11 @@ H100_LONG_2048 = RECORDS / "nvidia-h100-80gb-hbm3-x1/80ceb4a4-20261125T014609-db
 # its steps (BatchNorm), written before a failed record kept its timing; and one whose process died.
 H200_MICRO2_FAILED = RECORDS / "nvidia-h200-x1/8001cb6b-20261125T043847-06b84a.jsonl"
 H100_SEED003_DIED = RECORDS / "nvidia-h100-80gb-hbm3-x1/1a42ca54-20261125T001045-5b4edc.jsonl"
+# Two H100 hosts of one session: the first measured its ceilings, then working sets past 24GB; the
+# second measured its own ceilings later, beside a what-fits search.
+H100_HOST_A_CEILINGS = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T063343-6bf09b.jsonl"
+H100_HOST_A_BEYOND = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T064838-6ddbf7.jsonl"
+H100_HOST_B_CEILINGS = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T065217-891639.jsonl"
 
 
 def results_with(tmp_path, *files) -> Path:
@@ -307,3 +312,14 @@ def test_a_way_out_that_failed_its_loss_check_after_its_steps_still_shows_what_i
     rec["check"] = {"error": "relative error 1 over tolerance 1e-4"}
     path.write_text(json.dumps(rec) + "\n")
     assert cells(["step", "peak"])["fp32", "2"][1] == "failed"
+
+
+def test_a_rate_is_read_against_its_own_hosts_ceiling_though_a_later_host_of_the_kind_measured_one(tmp_path):
+    def out_of_core(*files):
+        text = tables.render(load_rows(results_with(tmp_path / "-".join(f.stem for f in files), *files)), "beyond",
+                             ["pattern", "budget"], "way", ["rate"], {"times": "1.5"})[0]
+        return next(line for line in text.splitlines() if line.startswith("| reduce, 24GB |")).split(" | ")[-1]
+    own = out_of_core(H100_HOST_A_CEILINGS, H100_HOST_A_BEYOND, H100_HOST_B_CEILINGS)
+    assert "§" not in own
+    assert own == out_of_core(H100_HOST_A_CEILINGS, H100_HOST_A_BEYOND)  # the later host changes nothing
+    assert "§" in out_of_core(H100_HOST_A_BEYOND, H100_HOST_B_CEILINGS)  # only another host's: marked

@@ -180,7 +180,7 @@ def table_section(spec: Spec, rows: list[Row]) -> str:
 
 
 def family_doc(fam: Family, rows: list[Row]) -> str:
-    mine = [r for r in rows if r.case in fam.cases]
+    mine = [r for r in latest(rows) if r.case in fam.cases]
     parts = [f"# {fam.title}", GENERATED, fam.intro,
              f"Measured by `python3 -m harness run --bench '^{fam.name}\\.'` (asv's classes in "
              f"`benchmarks/{fam.name}.py`; `--file` files the results into results/ for committing); cases "
@@ -343,8 +343,9 @@ def _label(ax, points: dict) -> None:
 # -- the files -----------------------------------------------------------------------------------
 
 def generate(rows: list[Row]) -> dict[str, str]:
-    """Relative path -> text of every markdown file the docs are (the SVG is ``headline_svg``)."""
-    rows = latest(rows)
+    """Relative path -> text of every markdown file the docs are (the SVG is ``headline_svg``).
+    Tables take every record, as ``harness table`` does: each cell shows the latest, and its rate
+    is read against its own host's ceiling, which a later host's may have superseded."""
     out = {f"docs/results/{f.name}.md": family_doc(f, rows) for f in FAMILIES}
     out["docs/results/seeds.md"] = seeds_doc(rows)
     out["docs/headline.md"] = headline_md(rows)
@@ -398,7 +399,7 @@ def profile_times_md(path: Path) -> str:
 
 def write(repo: Path, out: Path, results: Path) -> list[Path]:
     """Every docs file from ``results`` into ``out`` (the README: ``repo``'s, refreshed, into ``out``)."""
-    rows = latest(load_rows(results))
+    rows = load_rows(results)
     written = []
     files = generate(rows)
     files["docs/headline.svg"] = headline_svg(rows)

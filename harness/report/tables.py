@@ -350,7 +350,7 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
     at = _grid(rows, case_name, down, across, where or {})
     _check_keys(at, case_name, shows)
     schemas = {r.record.schema for r in at.values() if r.record.outcome == OK}
-    view = View(Ceilings(r.record for r in latest(rows)), mixed_schemas=len(schemas) > 1)
+    view = View(Ceilings(r.record for r in rows), mixed_schemas=len(schemas) > 1)
     orders = [case.ordered(d, {k[i] for k, _ in at}) for i, d in enumerate(down)]
     keys = sorted({k for k, _ in at}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
     cols = case.ordered(across, {c for _, c in at})

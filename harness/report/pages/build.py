@@ -252,7 +252,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
                          "--results with the folder that holds records/")
     shown = latest(all_rows)
     cases = sorted({r.case for r in shown})
-    env = jinja(shown)
+    env = jinja(all_rows)  # each rate's ceiling is its own host's, though a later host measured one
     shutil.copy(Path(__file__).parent / "templates" / "style.css", inside(into, "style.css"))
     common = {"cases": cases, "pages": {c: page_name(c) for c in cases}, "asv_site": "../html/index.html",
               "local": local_label(results)}
