@@ -186,7 +186,7 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
         return "not run"
     rec, view = row.record, view or View()
     if rec.outcome == DOES_NOT_FIT:
-        return _does_not_fit(rec)
+        return does_not_fit(rec)
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
@@ -213,7 +213,7 @@ def _other_rate(rec, view: View) -> str:
     return view.mark(OTHER_RATE) if cases.outdated(rec) else ""
 
 
-def _does_not_fit(rec) -> str:
+def does_not_fit(rec) -> str:
     """Which memory ran short, and the bytes the case asked of it where known."""
     known = isinstance(rec.requested_bytes, int)
     if rec.short_of() == HOST:

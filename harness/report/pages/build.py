@@ -25,7 +25,7 @@ from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
 from harness.report.specs import SEEDS, SEEDS_INTRO
-from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE
+from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE, does_not_fit
 from harness.units import GB, gb
 
 MARK = ".oombench-pages"  # the file that says a folder holds pages this build may replace whole
@@ -226,7 +226,8 @@ def jinja(rows: list[Row] = ()) -> Environment:
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params,
-                       code=code_spans, cell=lambda text: str(text).replace("\\|", "|"))  # a table cell's markdown escape
+                       code=code_spans, cell=lambda text: str(text).replace("\\|", "|"),  # a table cell's markdown escape
+                       does_not_fit=does_not_fit)  # worded as the tables word it
     ceilings = Ceilings(r.record for r in rows)
 
     def eff(row: Row) -> str:
