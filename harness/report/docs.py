@@ -180,7 +180,7 @@ def table_section(spec: Spec, rows: list[Row]) -> str:
 
 
 def family_doc(fam: Family, rows: list[Row]) -> str:
-    mine = [r for r in latest(rows) if r.case in fam.cases]
+    mine = latest([r for r in rows if r.case in fam.cases])  # latest keys on the case: the same rows, sorted per family
     parts = [f"# {fam.title}", GENERATED, fam.intro,
              f"Measured by `python3 -m harness run --bench '^{fam.name}\\.'` (asv's classes in "
              f"`benchmarks/{fam.name}.py`; `--file` files the results into results/ for committing); cases "
