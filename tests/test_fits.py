@@ -252,6 +252,52 @@ def test_the_next_budget_of_a_run_starts_from_the_last_ones_answer(fake_card, re
     assert second.check["probes"] < first.check["probes"] and second.check["probes"] == len(second.check["probe_seconds"])
 
 
+@pytest.mark.parametrize("boundary", [0, 1, 5, 37, 1000])
+@pytest.mark.parametrize("hint", [(37, 38), (5, 6), (1000, 1001), (4, 9), (None, 38), (37, None), (600, 2000), (0, 1)])
+@pytest.mark.parametrize("unit", [1, 128])
+def test_a_hint_from_another_run_is_probed_first_and_never_costs_the_exact_answer(boundary, hint, unit):
+    hint = tuple(None if h is None else h * unit for h in hint)
+    search = fits.largest_fitting(lambda n: n <= boundary * unit, hint=hint, limit=5000 * unit, unit=unit,
+                                  estimate=lambda: None)
+    assert search.largest == boundary * unit
+    assert len({n for n, _ in search.probed}) == search.probes  # no size probed twice
+    if hint == (boundary * unit, (boundary + 1) * unit) and boundary:
+        assert search.probed == [(boundary * unit, True), ((boundary + 1) * unit, False)]  # two probes, no start
+
+
+def test_earlier_runs_hint_the_bracket_they_found_and_none_where_they_disagree(tmp_path):
+    key = {"technique": "fp32"}
+    for name, fit, fail in (("a", 9, 10), ("b", 8, 11)):
+        log = fits.ProbeLog(tmp_path / f"{name}.ndjson")
+        log.add(key, 16, {"n": fit, "fits": True, "peak_allocated": 14})
+        log.add(key, 16, {"n": fail, "fits": False})
+    earlier = fits.EarlierRuns([tmp_path / "a.ndjson", tmp_path / "b.ndjson"])
+    assert earlier.bracket(key, 16) == (9, 10) and earlier.runs(key) == 2 and earlier.runs({"technique": "x"}) == 0
+    assert earlier.bracket(key, 24) == (9, None)  # a failure under less says nothing about more
+    fits.ProbeLog(tmp_path / "c.ndjson").add(key, 16, {"n": 12, "fits": True, "peak_allocated": 15})
+    assert fits.EarlierRuns(sorted(tmp_path.glob("*.ndjson"))).bracket(key, 16) == (None, None)  # 12 fit, 10 did not
+    assert earlier.points(key) == [(9, 14), (8, 14)]
+
+
+@pytest.mark.parametrize("was,now", [(5, 5), (5, 9), (9, 2), (0, 5)])
+def test_a_case_searched_in_an_earlier_run_is_searched_again_from_its_answer_and_stays_exact(
+        fake_card, records_dir, monkeypatch, was, now):
+    def boundary(b):
+        monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+            lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), str(b)]))
+
+    boundary(was)
+    first = execute("fits", CASE_PARAMS, run=set_run(monkeypatch, records_dir, run_id="run1"))
+    boundary(now)  # the code or its libraries changed between the runs, or nothing did
+    second = execute("fits", CASE_PARAMS, run=set_run(monkeypatch, records_dir, run_id="run2"))
+    assert (first.check["max_batch"] if first.outcome == "ok" else 0) == was
+    assert second.outcome == "ok" and second.check["max_batch"] == now  # only this run's probes decide
+    assert second.check["earlier_runs"] == 1 and second.check["known_fit"] is None  # a hint, not a bound
+    if was == now:
+        assert second.check["earlier_bracket"] == [5, 6]
+        assert second.check["probes"] == 2 < first.check["probes"]  # the answer and one more
+
+
 # A probe whose memory is a line, 1 GB + n x 0.1 GB, against the cap it was given; it takes half a
 # second, and says when it ran.
 LINE_PROBE = ("import json, os, sys, time; began = time.time(); n = int(sys.argv[1]); "

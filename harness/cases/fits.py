@@ -9,9 +9,11 @@ with the reason.
 
 The one timed "step" is the whole search (``harness.workloads.fits``: doubling until the sizes that fit
 span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
-one fresh process per probe); its time says what the search cost, nothing about training. The answer is
-in the check: ``max_batch``, the probes it took, the budget in bytes, the peak the largest
-fitting probe allocated, ``search_limit`` (an answer there is a lower bound: the search stops
+one fresh process per probe; where this machine's earlier runs searched the case, the sizes they
+found either side of the answer are probed first and their peaks join the line, and
+``earlier_runs`` and ``earlier_bracket`` say so); its time says what the search cost, nothing
+about training. The answer is in the check: ``max_batch``, the probes it took, the budget in
+bytes, the peak the largest fitting probe allocated, ``search_limit`` (an answer there is a lower bound: the search stops
 at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``, where the search
 stopped: its answer too is a lower bound, more may fit in memory), ``host_killed_at`` (the
 smallest size whose probe the kernel killed when host memory ran out: there the host, not the
@@ -85,6 +87,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
     log, key = _probe_log(run_file), dict(params, over=over)
+    earlier = fits.EarlierRuns(RecordStore.earlier_probe_logs(run_file) if run_file else ())
     prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap / total, over), env=fits.probe_env(),
                                    timeout_s=fits.PROBE_TIMEOUT_S, on_result=lambda result: log.add(key, cap, result))
     start, limit = (1 if over == "batch" else seq_len), fits.LIMITS[over]
@@ -95,7 +98,8 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         found["known"] = log.bounds(key, cap)
         search = found["search"] = fits.largest_fitting(
             prober, start=start, limit=limit, known=found["known"], probe_many=prober.many if width > 1 else None,
-            estimate=lambda: fits.linear_estimate(log.points(key), cap), unit=fits.UNITS[over],
+            estimate=lambda: fits.linear_estimate(log.points(key) + earlier.points(key), cap), unit=fits.UNITS[over],
+            hint=earlier.bracket(key, cap),
             slow=log.too_slow(key))  # known under any budget: time does not depend on it
         if search.largest == 0 and search.too_slow:
             raise CheckFailed(f"no answer: the first probe, at {over} {start}, ran past {prober.timeout_s:g} s",
@@ -114,6 +118,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
                 "host_killed_at": log.host_killed(key),
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
+                "earlier_runs": earlier.runs(key), "earlier_bracket": list(earlier.bracket(key, cap)),
                 "probe_seconds": [r["seconds"] for r in prober.results]}
 
     # No gpus: the probes hold the GPU work in processes of their own, so there is nothing here for

@@ -185,6 +185,12 @@ class RecordStore:
         return run_file.with_name(run_file.stem + PROBES_SUFFIX)
 
     @staticmethod
+    def earlier_probe_logs(run_file: Path) -> list[Path]:
+        """The what-fits probes of the other runs filed on ``run_file``'s machine."""
+        this = RecordStore.probe_log(run_file)
+        return sorted(p for p in run_file.parent.glob("*" + PROBES_SUFFIX) if p != this)
+
+    @staticmethod
     def begun_log(run_file: Path) -> Path:
         """The cases of a run as their processes began them (``harness.drive.begun``)."""
         return run_file.with_name(run_file.stem + BEGUN_SUFFIX)

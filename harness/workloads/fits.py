@@ -5,7 +5,10 @@ between the last fit and the first failure), so tests can hand it a fake memory 
 assumes fitting is monotone in ``n``: if n does not fit, nothing larger does. A probe costs a
 process start, a model build and two steps (seconds on a GPU), so where the probes report their
 peak memory an estimate from the first few jumps close to the answer and only the last few
-sizes around it are probed.
+sizes around it are probed. Where this machine's earlier runs searched the same case, the sizes
+they found either side of the answer are probed first and their peaks join the estimate's line
+(``EarlierRuns``): a search measured before costs two probes if nothing changed, and is exact
+either way, because only this run's probes bound it.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
 harness.cases.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
@@ -71,11 +74,14 @@ class Search:
 
 
 def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None),
-                    probe_many=None, unit: int = 1, slow: int | None = None) -> Search:
+                    probe_many=None, unit: int = 1, slow: int | None = None, hint: tuple = (None, None)) -> Search:
     """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
 
     ``known`` is (a size known to fit, a size known not to), either None, from probes already
-    run (``ProbeLog.bounds``): the search starts from them and never probes them again.
+    run (``ProbeLog.bounds``): the search starts from them and never probes them again. ``hint``
+    is the same pair as another run found it (``EarlierRuns.bracket``): both are probed first,
+    where they lie inside what is known, so an answer that has not moved costs two probes; one
+    that has moved costs a few more, never its exactness.
 
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
@@ -88,14 +94,14 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     again; an answer just below it keeps it as ``too_slow``.
 
     ``unit``: the search probes multiples of it only, and its answer is exact to it (every size,
-    ``known``, ``slow`` and the estimate included, stays in the caller's units)."""
+    ``known``, ``hint``, ``slow`` and the estimate included, stays in the caller's units)."""
     if unit > 1:
-        return _in_units(unit, probe, start, limit, estimate, known, probe_many, slow)
+        return _in_units(unit, probe, start, limit, estimate, known, probe_many, slow, hint)
     if slow is not None:
         limit = min(limit, slow - 1)
     search = Search(largest=0)
     try:
-        _search(search, probe, start, limit, estimate, known, probe_many)
+        _search(search, probe, start, limit, estimate, known, probe_many, hint)
     except TooSlow as e:
         fitted = [n for n, ok in search.probed if ok] + ([known[0]] if known[0] is not None else [])
         search.largest, search.too_slow = max([n for n in fitted if n >= start], default=0), e.n
@@ -105,7 +111,7 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     return search
 
 
-def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow) -> Search:
+def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow, hint) -> Search:
     """``largest_fitting`` over k = n / ``unit``: fit rounds down, does-not-fit up."""
     def scaled(f):
         def call(k):
@@ -119,16 +125,18 @@ def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow)
         n = estimate()
         return None if n is None else n // unit
 
-    low, high = known
+    def bracket(pair):
+        low, high = pair
+        return None if low is None else low // unit, None if high is None else -(-high // unit)
+
     found = largest_fitting(scaled(probe), start=-(-start // unit), limit=limit // unit,
                             estimate=guess if estimate else None, probe_many=scaled(probe_many) if probe_many else None,
-                            known=(None if low is None else low // unit, None if high is None else -(-high // unit)),
-                            slow=None if slow is None else -(-slow // unit))
+                            known=bracket(known), hint=bracket(hint), slow=None if slow is None else -(-slow // unit))
     return Search(largest=found.largest * unit, probed=[(k * unit, ok) for k, ok in found.probed],
                   too_slow=None if found.too_slow is None else found.too_slow * unit)
 
 
-def _search(search: Search, probe, start, limit, estimate, known, probe_many) -> Search:
+def _search(search: Search, probe, start, limit, estimate, known, probe_many, hint=(None, None)) -> Search:
     def fits(n):
         try:
             ok = bool(probe(n))
@@ -150,6 +158,7 @@ def _search(search: Search, probe, start, limit, estimate, known, probe_many) ->
     low, high = known
     if high is not None and high <= start:
         return search
+    low, high = _try(fits, hint[0], low, high, limit, above=max(low or 0, start - 1))
     if (low is None or low < start) and probe_many:
         low, high = _cold_start(fits_many, start, high, limit)
         if low is None:
@@ -159,6 +168,7 @@ def _search(search: Search, probe, start, limit, estimate, known, probe_many) ->
             return search
         low = start
     # low fits; high (once known) does not
+    low, high = _try(fits, hint[1], low, high, limit, above=low)
     guess = estimate() if estimate else None
     while high is None and low < limit and guess is None:  # doubling until a guess can be made
         n = min(2 * low, limit)
@@ -177,6 +187,14 @@ def _search(search: Search, probe, start, limit, estimate, known, probe_many) ->
         low, high = (mid, high) if fits(mid) else (low, mid)
     search.largest = low
     return search
+
+
+def _try(fits, n, low, high, limit: int, above: int):
+    """(low, high) after probing ``n`` where it lies above ``above`` and below ``high`` and the
+    limit; as they were where it does not (or is None)."""
+    if n is None or n <= above or n > limit or (high is not None and n >= high):
+        return low, high
+    return (n, high) if fits(n) else (low, n)
 
 
 def _cold_start(fits_many, start: int, high, limit: int):
@@ -330,8 +348,8 @@ class ProbeLog:
     the next budget starts from what is known. The allocator makes the same requests whatever
     its cap, and only where it says no moves: a size that fit under a smaller cap fits under a
     larger one, and one that did not fit under a larger cap fits under no smaller one. Kept per
-    run (one commit, one machine): another run's probes say nothing about this one. Without a
-    path it lives in memory, for one search."""
+    run (one commit, one machine): another run's probes bound nothing in this one (they only aim
+    its guesses: ``EarlierRuns``). Without a path it lives in memory, for one search."""
 
     def __init__(self, path=None):
         self.path = Path(path) if path else None
@@ -377,6 +395,35 @@ class ProbeLog:
         """(size, reserved bytes) of every probe that fit: the estimate's line."""
         return [(e["n"], e.get("peak_reserved") or e["peak_allocated"]) for e in self.entries(key)
                 if e["fits"] and e.get("peak_allocated")]
+
+
+class EarlierRuns:
+    """The probe logs of this machine's other runs, read once: hints for a search (the sizes it
+    probes first, ``largest_fitting``'s ``hint``; the peaks its estimate's line runs through),
+    never bounds. Their probes may have run other code or other library versions, which can move
+    the answer; a hint that is off costs probes, not exactness."""
+
+    def __init__(self, paths=()):
+        self.logs = []
+        for path in paths:
+            log = ProbeLog()
+            log.kept = [obj for _, obj in read_lines(Path(path))[0]]
+            self.logs.append(log)
+
+    def points(self, key: dict) -> list[tuple]:
+        return [point for log in self.logs for point in log.points(key)]
+
+    def bracket(self, key: dict, cap: int) -> tuple:
+        """(largest size any earlier run saw fit under ``cap``, smallest any saw fail), either None;
+        neither where they disagree (one version fit more than another did)."""
+        bounds = [log.bounds(key, cap) for log in self.logs]
+        low = max((low for low, _ in bounds if low is not None), default=None)
+        high = min((high for _, high in bounds if high is not None), default=None)
+        return (None, None) if low is not None and high is not None and low >= high else (low, high)
+
+    def runs(self, key: dict) -> int:
+        """How many earlier runs probed this case."""
+        return sum(1 for log in self.logs if log.entries(key))
 
 
 OVER = ("batch", "seq_len")  # what a search grows: the batch, or the length of one sequence
