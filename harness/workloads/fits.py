@@ -355,6 +355,13 @@ class ProbeLog:
         self.path = Path(path) if path else None
         self.kept: list[dict] = []
 
+    @classmethod
+    def snapshot(cls, path) -> "ProbeLog":
+        """The log at ``path`` as it is now, read once and kept in memory."""
+        log = cls()
+        log.kept = [obj for _, obj in read_lines(Path(path))[0]]
+        return log
+
     def add(self, key: dict, cap: int, result: dict) -> None:
         entry = {"key": key, "cap": cap, **result}
         if self.path is None:
@@ -404,11 +411,7 @@ class EarlierRuns:
     the answer; a hint that is off costs probes, not exactness."""
 
     def __init__(self, paths=()):
-        self.logs = []
-        for path in paths:
-            log = ProbeLog()
-            log.kept = [obj for _, obj in read_lines(Path(path))[0]]
-            self.logs.append(log)
+        self.logs = [ProbeLog.snapshot(path) for path in paths]
 
     def points(self, key: dict) -> list[tuple]:
         return [point for log in self.logs for point in log.points(key)]
