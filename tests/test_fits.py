@@ -402,6 +402,24 @@ def test_the_prober_kills_a_probe_past_its_time_and_logs_it_as_neither_fitting_n
     assert log.too_slow(key) == 8
 
 
+def test_only_an_answer_at_a_search_limit_lower_than_todays_is_outdated():
+    from types import SimpleNamespace
+    from harness.cases import fits as fits_case
+
+    def rec(over, check):  # what the rule reads of a record
+        return SimpleNamespace(case="fits", params=dict(CASE_PARAMS, over=over), check=check)
+
+    old = fits.LIMIT  # what a sequence was searched up to before LIMITS
+    assert fits_case.stopped_short(rec("seq_len", {"max_seq_len": old}))
+    assert not fits_case.stopped_short(rec("seq_len", {"max_seq_len": old, "search_limit": fits.LIMITS["seq_len"]}))
+    assert not fits_case.stopped_short(rec("seq_len", {"max_seq_len": old - 128}))  # exact
+    assert not fits_case.stopped_short(rec("seq_len", {"max_seq_len": old, "too_slow_at": old + 128}))
+    assert not fits_case.stopped_short(rec("batch", {"max_batch": old}))  # today's limit for a batch
+    assert not fits_case.stopped_short(rec("seq_len", {"max_seq_len": fits.LIMITS["seq_len"],
+                                                       "search_limit": fits.LIMITS["seq_len"]}))
+    assert not fits_case.stopped_short(rec("seq_len", {}))  # no answer (does not fit, skipped)
+
+
 def test_a_what_fits_answer_stopped_by_a_slow_probe_is_a_lower_bound_and_the_next_budget_skips_it(
         fake_card, records_dir, monkeypatch):
     from harness.cases import fits as fits_case

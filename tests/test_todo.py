@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.drive import cli, todo
+from harness.workloads.fits import LIMITS
 
 REPO = Path(__file__).resolve().parents[1]
 FITS_RECORD = REPO / "results/records/nvidia-h200-x1/1f1ac8ea-20261124T195405-8d7e30.jsonl"
@@ -22,6 +23,8 @@ def plant(results: Path, machine: str, benches_and_outcomes, name: str = "0123ab
           created: float | None = None) -> Path:
     """A results folder whose machine holds one record per (bench, outcome[, check]), made from a real record."""
     template = json.loads(FITS_RECORD.read_text().splitlines()[0])
+    # as today's search files it (it stopped at an older limit, which would make it still to do)
+    template["check"] = dict(template["check"], search_limit=LIMITS["seq_len"])
     folder = results / "records" / machine
     folder.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(dict(template, case=b.case, params=json.loads(b.params), outcome=outcome, check=check[0] if check
@@ -59,6 +62,17 @@ def test_a_case_whose_newest_record_died_or_raised_is_left_and_a_later_answer_ta
     assert again not in left and died in left
     plant(results, "box", [(again, "failed", {"ended": "died"})], "0123abcd-20261124T020000-cccccc", later + 60)
     assert again in todo.missing("budget", "box", results, BENCHES)  # the newest record is the one that counts
+
+
+def test_a_what_fits_answer_that_stopped_at_a_limit_lower_than_todays_is_still_to_do(tmp_path):
+    # the H200's card held 2**16 tokens, where a sequence's search then stopped; today's goes further
+    folder = tmp_path / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    (folder / FITS_RECORD.name).write_text(FITS_RECORD.read_text())
+    exact = bench("WhatFitsSequence", "('fp32', '16GB')")
+    plant(tmp_path / "results", "box", [(exact, "ok", {"max_seq_len": 9856})])  # under the old limit
+    left = todo.missing("budget", "box", tmp_path / "results", BENCHES)
+    assert bench("WhatFitsSequence", "('fp32', 'card')") in left and exact not in left
 
 
 def test_the_printed_expression_selects_exactly_what_is_left_of_each_class():

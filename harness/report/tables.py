@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness import cases
 from harness.cases import fits
+from harness.cases.tricks import CASE_NAME as TRICKS
 from harness.measure.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, HOST, OK, SKIPPED
 from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound
@@ -208,9 +209,10 @@ def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) ->
 
 
 def _other_rate(rec, view: View) -> str:
-    """The mark of a record its case calls outdated (a tricks loss from another Adam rate than
-    today's code trains its model at): its loss, and its loss check's verdict, are not today's."""
-    return view.mark(OTHER_RATE) if cases.outdated(rec) else ""
+    """The mark of a tricks record its case calls outdated (a loss from another Adam rate than
+    today's code trains its model at): its loss, and its loss check's verdict, are not today's.
+    An outdated what-fits answer needs none: it reads as the lower bound it is (≥)."""
+    return view.mark(OTHER_RATE) if rec.case == TRICKS and cases.outdated(rec) else ""
 
 
 def does_not_fit(rec) -> str:
