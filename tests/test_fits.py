@@ -204,6 +204,15 @@ def test_the_linear_estimate_waits_for_a_span_of_four_and_reads_the_line_near_th
     assert fits.linear_estimate([(1, 10), (2, 10), (4, 10)], cap=100) is None  # no growth: no line to read
 
 
+def test_with_sizes_measured_either_side_of_the_cap_the_estimate_reads_the_line_between_them():
+    # a larger budget's peaks (another run's, or this one's) past the cap: the answer lies between
+    squared = [(n, n * n) for n in (1, 2, 4, 8, 16, 32)]
+    assert fits.linear_estimate(squared, cap=100) == 9  # 8 (64) and 16 (256): 8 + 36 x 8 / 192
+    assert fits.linear_estimate([(n, m) for n, m in squared if m <= 100], cap=100) == 11  # past 8 it overshoots 10
+    assert fits.linear_estimate([(1, 10), (2, 20), (3, 200)], cap=100) == 2  # 2 and 3 bracket it, a span of four or not
+    assert fits.linear_estimate([(1, 10), (2, 20), (4, 40), (3, 500)], cap=100) == 10  # a point out of order is passed by
+
+
 # Peak reserved bytes of the fp32 LM (width 1024, 12 layers, 1024 tokens) on the H200, from the
 # probe log of 203233b, and the largest batch each budget's search found there.
 H200_RESERVED = {1: 4.57e9, 2: 5.69e9, 8: 13.11e9, 9: 14.64e9, 14: 22.26e9, 15: 23.79e9, 16: 23.21e9,
@@ -272,11 +281,35 @@ def test_earlier_runs_hint_the_bracket_they_found_and_none_where_they_disagree(t
         log.add(key, 16, {"n": fit, "fits": True, "peak_allocated": 14})
         log.add(key, 16, {"n": fail, "fits": False})
     earlier = fits.EarlierRuns([tmp_path / "a.ndjson", tmp_path / "b.ndjson"])
-    assert earlier.bracket(key, 16) == (9, 10) and earlier.runs(key) == 2 and earlier.runs({"technique": "x"}) == 0
+    assert earlier.bracket(key, 16) == (9, 10) and earlier.runs(key) == [2, 0] and earlier.runs({"technique": "x"}) == [0, 0]
     assert earlier.bracket(key, 24) == (9, None)  # a failure under less says nothing about more
     fits.ProbeLog(tmp_path / "c.ndjson").add(key, 16, {"n": 12, "fits": True, "peak_allocated": 15})
     assert fits.EarlierRuns(sorted(tmp_path.glob("*.ndjson"))).bracket(key, 16) == (None, None)  # 12 fit, 10 did not
     assert earlier.points(key) == [(9, 14), (8, 14)]
+
+
+def test_another_machines_bracket_serves_only_where_this_ones_runs_found_none(tmp_path):
+    key = {"technique": "fp32"}
+    for name, cap, fit, fail in (("here", 16, 9, 10), ("there", 16, 8, 9), ("there", 24, 14, 15)):
+        log = fits.ProbeLog(tmp_path / f"{name}.ndjson")
+        log.add(key, cap, {"n": fit, "fits": True, "peak_allocated": fit})
+        log.add(key, cap, {"n": fail, "fits": False})
+    earlier = fits.EarlierRuns([tmp_path / "here.ndjson"], [tmp_path / "there.ndjson"])
+    assert earlier.bracket(key, 16) == (9, 10)  # this machine's, though another card's disagrees
+    assert earlier.bracket(key, 24) == (14, 15)  # this machine knows only 9 fit under less
+    assert earlier.bracket(key, 40) == (14, None)
+    assert earlier.runs(key) == [1, 1] and len(earlier.points(key)) == 3
+
+
+def test_the_earlier_probe_logs_are_this_machines_other_runs_and_every_other_machines(tmp_path):
+    from harness.measure.store import RecordStore
+    store = RecordStore(tmp_path)
+    run = store.run_file("box", "0123abcd", "r2")
+    names = [store.probe_log(store.run_file(m, "0123abcd", r)) for m, r in (("box", "r1"), ("box", "r2"), ("other", "r9"))]
+    for path in names:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    assert RecordStore.earlier_probe_logs(run) == ([names[0]], [names[2]])
 
 
 @pytest.mark.parametrize("was,now", [(5, 5), (5, 9), (9, 2), (0, 5)])
@@ -292,7 +325,7 @@ def test_a_case_searched_in_an_earlier_run_is_searched_again_from_its_answer_and
     second = execute("fits", CASE_PARAMS, run=set_run(monkeypatch, records_dir, run_id="run2"))
     assert (first.check["max_batch"] if first.outcome == "ok" else 0) == was
     assert second.outcome == "ok" and second.check["max_batch"] == now  # only this run's probes decide
-    assert second.check["earlier_runs"] == 1 and second.check["known_fit"] is None  # a hint, not a bound
+    assert second.check["earlier_runs"] == [1, 0] and second.check["known_fit"] is None  # a hint, not a bound
     if was == now:
         assert second.check["earlier_bracket"] == [5, 6]
         assert second.check["probes"] == 2 < first.check["probes"]  # the answer and one more

@@ -9,9 +9,10 @@ with the reason.
 
 The one timed "step" is the whole search (``harness.workloads.fits``: doubling until the sizes that fit
 span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
-one fresh process per probe; where this machine's earlier runs searched the case, the sizes they
-found either side of the answer are probed first and their peaks join the line, and
-``earlier_runs`` and ``earlier_bracket`` say so); its time says what the search cost, nothing
+one fresh process per probe; where earlier runs searched the case, on this machine or, failing
+that, another (a budget caps the same bytes on every card), the sizes they found either side of
+the answer are probed first and their peaks join the line, and ``earlier_runs`` ([here,
+elsewhere]) and ``earlier_bracket`` say so); its time says what the search cost, nothing
 about training. The answer is in the check: ``max_batch``, the probes it took, the budget in
 bytes, the peak the largest fitting probe allocated, ``search_limit`` (an answer there is a lower bound: the search stops
 at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``, where the search
@@ -97,7 +98,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
     log, key = _probe_log(run_file), dict(params, over=over)
-    earlier = fits.EarlierRuns(RecordStore.earlier_probe_logs(run_file) if run_file else ())
+    earlier = fits.EarlierRuns(*RecordStore.earlier_probe_logs(run_file)) if run_file else fits.EarlierRuns()
     prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap / total, over), env=fits.probe_env(),
                                    timeout_s=fits.PROBE_TIMEOUT_S, on_result=lambda result: log.add(key, cap, result))
     start, limit = (1 if over == "batch" else seq_len), fits.LIMITS[over]

@@ -185,10 +185,13 @@ class RecordStore:
         return run_file.with_name(run_file.stem + PROBES_SUFFIX)
 
     @staticmethod
-    def earlier_probe_logs(run_file: Path) -> list[Path]:
-        """The what-fits probes of the other runs filed on ``run_file``'s machine."""
-        this = RecordStore.probe_log(run_file)
-        return sorted(p for p in run_file.parent.glob("*" + PROBES_SUFFIX) if p != this)
+    def earlier_probe_logs(run_file: Path) -> tuple[list[Path], list[Path]]:
+        """The what-fits probes of the other runs filed beside ``run_file``: (on its machine, on
+        the other machines)."""
+        this, machine = RecordStore.probe_log(run_file), run_file.parent
+        every = sorted(machine.parent.glob("*/*" + PROBES_SUFFIX))
+        return ([p for p in every if p.parent == machine and p != this],
+                [p for p in every if p.parent != machine])
 
     @staticmethod
     def begun_log(run_file: Path) -> Path:

@@ -222,8 +222,9 @@ FAMILIES = (
         "technique and a `budget` (GB = 10^9 bytes, or `card`), it searches the largest batch (`over=batch`) "
         "or the longest single sequence (`over=seq_len`) that trains two steps with PyTorch's allocator "
         "capped at the budget, each probe in a fresh process. Only this run's probes decide the answer; the "
-        "search logs every probe beside the run's records (`<run>.fits-probes.ndjson`), and a later run on "
-        "the same machine probes first the sizes those logs found either side of the answer.",
+        "search logs every probe beside the run's records (`<run>.fits-probes.ndjson`), and a later run "
+        "probes first the sizes those logs found either side of the answer (its own machine's logs, or "
+        "another's under the same budget).",
         (Spec("tricks", "technique", show="step,rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
               title="The techniques on the LM", text="The LM at batch 16 of 1024 tokens, every technique.",
               bench=r"tricks\.Techniques"),

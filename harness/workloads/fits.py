@@ -5,10 +5,11 @@ between the last fit and the first failure), so tests can hand it a fake memory 
 assumes fitting is monotone in ``n``: if n does not fit, nothing larger does. A probe costs a
 process start, a model build and two steps (seconds on a GPU), so where the probes report their
 peak memory an estimate from the first few jumps close to the answer and only the last few
-sizes around it are probed. Where this machine's earlier runs searched the same case, the sizes
-they found either side of the answer are probed first and their peaks join the estimate's line
-(``EarlierRuns``): a search measured before costs two probes if nothing changed, and is exact
-either way, because only this run's probes bound it.
+sizes around it are probed. Where earlier runs searched the same case (this machine's first,
+else another's: a budget caps the same bytes on every card), the sizes they found either side of
+the answer are probed first and their peaks join the estimate's line (``EarlierRuns``): a search
+measured before costs two probes if nothing changed, and is exact either way, because only this
+run's probes bound it.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
 harness.cases.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
@@ -256,15 +257,24 @@ def _down(fits, low: int, high: int, step: int):
 
 
 def linear_estimate(points, cap: float):
-    """The largest n whose memory stays under ``cap``, from (n, bytes) measured at sizes that fit:
-    on the line through the largest and the largest at most 3/4 of its size. None until the
-    sizes span a factor of four (1, 2, 4 from a cold start). Nearest the boundary because the
-    reserved bytes grow a little faster than linearly (1.2 GB a sequence at batch 9 of the fp32
-    LM on the H200, 1.4 at 27); a quarter of the size apart because reserved bytes move in
-    allocator segments, and two neighbours can even come out in the wrong order."""
+    """The largest n whose memory stays under ``cap``, from (n, bytes) measured at sizes that fit
+    (under this cap or a larger one). Where sizes measured either side of the cap are known, on
+    the line between the nearest two: the answer lies between them. Else on the line through the
+    largest and the largest at most 3/4 of its size, None until the sizes span a factor of four
+    (1, 2, 4 from a cold start): nearest the boundary because the reserved bytes grow a little
+    faster than linearly (1.2 GB a sequence at batch 9 of the fp32 LM on the H200, 1.4 at 27); a
+    quarter of the size apart because reserved bytes move in allocator segments, and two
+    neighbours can even come out in the wrong order."""
     highest = {}
     for n, peak in points:  # two probes at one size (two budgets) give one point
         highest[n] = max(peak, highest.get(n, peak))
+    under = [n for n, peak in highest.items() if peak <= cap]
+    over = [n for n, peak in highest.items() if peak > cap and (not under or n > max(under))]
+    if under and over:
+        n0, n1 = max(under), min(over)
+        return int(n0 + (cap - highest[n0]) * (n1 - n0) // (highest[n1] - highest[n0]))
+    if under:
+        highest = {n: highest[n] for n in under}
     if not highest or max(highest) < 4 * min(highest):
         return None
     n1 = max(highest)
@@ -405,28 +415,42 @@ class ProbeLog:
 
 
 class EarlierRuns:
-    """The probe logs of this machine's other runs, read once: hints for a search (the sizes it
-    probes first, ``largest_fitting``'s ``hint``; the peaks its estimate's line runs through),
-    never bounds. Their probes may have run other code or other library versions, which can move
-    the answer; a hint that is off costs probes, not exactness."""
+    """The probe logs of other runs, read once: this machine's (``here``) and other machines'
+    (``elsewhere``). Hints for a search (the sizes it probes first, ``largest_fitting``'s
+    ``hint``; the peaks its estimate's line runs through), never bounds. A budget caps the
+    allocator's bytes whatever the card, so another card's probes under the same cap answer
+    nearly alike; but their probes may have run other code, other library versions or other
+    kernels, which can move the answer: a hint that is off costs probes, not exactness."""
 
-    def __init__(self, paths=()):
-        self.logs = [ProbeLog.snapshot(path) for path in paths]
+    def __init__(self, here=(), elsewhere=()):
+        self.here = [ProbeLog.snapshot(path) for path in here]
+        self.elsewhere = [ProbeLog.snapshot(path) for path in elsewhere]
 
     def points(self, key: dict) -> list[tuple]:
-        return [point for log in self.logs for point in log.points(key)]
+        return [point for log in self.here + self.elsewhere for point in log.points(key)]
 
     def bracket(self, key: dict, cap: int) -> tuple:
-        """(largest size any earlier run saw fit under ``cap``, smallest any saw fail), either None;
-        neither where they disagree (one version fit more than another did)."""
-        bounds = [log.bounds(key, cap) for log in self.logs]
-        low = max((low for low, _ in bounds if low is not None), default=None)
-        high = min((high for _, high in bounds if high is not None), default=None)
-        return (None, None) if low is not None and high is not None and low >= high else (low, high)
+        """(largest size an earlier run saw fit under ``cap``, smallest one saw fail), either None:
+        this machine's runs' where they found both, else other machines' where they did, else
+        what all of them found."""
+        for logs in (self.here, self.elsewhere):
+            low, high = _agreed(logs, key, cap)
+            if low is not None and high is not None:
+                return low, high
+        return _agreed(self.here + self.elsewhere, key, cap)
 
-    def runs(self, key: dict) -> int:
-        """How many earlier runs probed this case."""
-        return sum(1 for log in self.logs if log.entries(key))
+    def runs(self, key: dict) -> list[int]:
+        """How many earlier runs probed this case: [on this machine, on others]."""
+        return [sum(1 for log in logs if log.entries(key)) for logs in (self.here, self.elsewhere)]
+
+
+def _agreed(logs, key: dict, cap: int) -> tuple:
+    """The largest fit and smallest failure under ``cap`` across ``logs``; neither where they
+    disagree (one version fit more than another did)."""
+    bounds = [log.bounds(key, cap) for log in logs]
+    low = max((low for low, _ in bounds if low is not None), default=None)
+    high = min((high for _, high in bounds if high is not None), default=None)
+    return (None, None) if low is not None and high is not None and low >= high else (low, high)
 
 
 OVER = ("batch", "seq_len")  # what a search grows: the batch, or the length of one sequence
