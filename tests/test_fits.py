@@ -15,7 +15,7 @@ from harness.units import GB
 import harness
 from harness import cases
 from harness.cases.base import Config
-from harness.workloads import fits
+from harness.workloads import fits, probe_log
 from harness.measure.outcomes import Skip
 from harness.drive.runner import execute
 
@@ -228,7 +228,7 @@ def test_on_measured_peaks_the_estimate_lands_on_the_answer(cap):
 
 
 def test_the_probe_log_carries_a_fit_up_to_larger_caps_and_a_failure_down_to_smaller_ones(tmp_path):
-    log, key = fits.ProbeLog(tmp_path / "p.ndjson"), {"technique": "fp32"}
+    log, key = probe_log.ProbeLog(tmp_path / "p.ndjson"), {"technique": "fp32"}
     log.add(key, 16, {"n": 9, "fits": True, "peak_allocated": 14})
     log.add(key, 16, {"n": 10, "fits": False})
     log.add(key, 24, {"n": 14, "fits": True, "peak_allocated": 22})
@@ -238,7 +238,7 @@ def test_the_probe_log_carries_a_fit_up_to_larger_caps_and_a_failure_down_to_sma
     assert log.bounds(key, 20) == (9, 15)  # 14 fit only under more; 10 failed only under less
     assert log.bounds(key, 40) == (14, None)
     assert log.bounds(key, 8) == (None, 10)
-    assert fits.ProbeLog(tmp_path / "p.ndjson").points(key) == [(9, 14), (14, 22)]  # read back from the file
+    assert probe_log.ProbeLog(tmp_path / "p.ndjson").points(key) == [(9, 14), (14, 22)]  # read back from the file
 
 
 @pytest.mark.parametrize("fit_at,fail_at", [(5, None), (5, 6), (None, 6), (None, 1)])
@@ -277,24 +277,24 @@ def test_a_hint_from_another_run_is_probed_first_and_never_costs_the_exact_answe
 def test_earlier_runs_hint_the_bracket_they_found_and_none_where_they_disagree(tmp_path):
     key = {"technique": "fp32"}
     for name, fit, fail in (("a", 9, 10), ("b", 8, 11)):
-        log = fits.ProbeLog(tmp_path / f"{name}.ndjson")
+        log = probe_log.ProbeLog(tmp_path / f"{name}.ndjson")
         log.add(key, 16, {"n": fit, "fits": True, "peak_allocated": 14})
         log.add(key, 16, {"n": fail, "fits": False})
-    earlier = fits.EarlierRuns([tmp_path / "a.ndjson", tmp_path / "b.ndjson"])
+    earlier = probe_log.EarlierRuns([tmp_path / "a.ndjson", tmp_path / "b.ndjson"])
     assert earlier.bracket(key, 16) == (9, 10) and earlier.runs(key) == [2, 0] and earlier.runs({"technique": "x"}) == [0, 0]
     assert earlier.bracket(key, 24) == (9, None)  # a failure under less says nothing about more
-    fits.ProbeLog(tmp_path / "c.ndjson").add(key, 16, {"n": 12, "fits": True, "peak_allocated": 15})
-    assert fits.EarlierRuns(sorted(tmp_path.glob("*.ndjson"))).bracket(key, 16) == (None, None)  # 12 fit, 10 did not
+    probe_log.ProbeLog(tmp_path / "c.ndjson").add(key, 16, {"n": 12, "fits": True, "peak_allocated": 15})
+    assert probe_log.EarlierRuns(sorted(tmp_path.glob("*.ndjson"))).bracket(key, 16) == (None, None)  # 12 fit, 10 did not
     assert earlier.points(key) == [(9, 14), (8, 14)]
 
 
 def test_another_machines_bracket_serves_only_where_this_ones_runs_found_none(tmp_path):
     key = {"technique": "fp32"}
     for name, cap, fit, fail in (("here", 16, 9, 10), ("there", 16, 8, 9), ("there", 24, 14, 15)):
-        log = fits.ProbeLog(tmp_path / f"{name}.ndjson")
+        log = probe_log.ProbeLog(tmp_path / f"{name}.ndjson")
         log.add(key, cap, {"n": fit, "fits": True, "peak_allocated": fit})
         log.add(key, cap, {"n": fail, "fits": False})
-    earlier = fits.EarlierRuns([tmp_path / "here.ndjson"], [tmp_path / "there.ndjson"])
+    earlier = probe_log.EarlierRuns([tmp_path / "here.ndjson"], [tmp_path / "there.ndjson"])
     assert earlier.bracket(key, 16) == (9, 10)  # this machine's, though another card's disagrees
     assert earlier.bracket(key, 24) == (14, 15)  # this machine knows only 9 fit under less
     assert earlier.bracket(key, 40) == (14, None)
@@ -423,7 +423,7 @@ def test_a_probe_too_slow_to_wait_for_ends_the_search_at_what_fit_before_it(slow
 
 
 def test_the_prober_kills_a_probe_past_its_time_and_logs_it_as_neither_fitting_nor_not(tmp_path):
-    log = fits.ProbeLog(tmp_path / "probes.ndjson")
+    log = probe_log.ProbeLog(tmp_path / "probes.ndjson")
     key = {"case": "x"}
     prober = fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), "100", "8"],
                                    timeout_s=2, on_result=lambda result: log.add(key, 10, result))

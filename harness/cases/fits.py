@@ -25,7 +25,7 @@ by sample. When even the smallest size does not fit, the case does not fit.
 """
 from __future__ import annotations
 
-from harness.workloads import fits
+from harness.workloads import fits, probe_log
 from harness.measure.budget import BUDGETS, budget_bytes
 from harness.measure.outcomes import CheckFailed, DoesNotFit, Skip
 from harness.measure.store import RecordStore
@@ -51,10 +51,10 @@ def _card(devices) -> tuple[int, int]:
     return gpu.memory_total, gpu.memory_free
 
 
-def _probe_log(run_file) -> fits.ProbeLog:
+def _probe_log(run_file) -> probe_log.ProbeLog:
     """Beside the run's records. Outside a ``harness run`` each search has a log of its own, in
     memory, and knows nothing earlier."""
-    return fits.ProbeLog(RecordStore.probe_log(run_file) if run_file else None)
+    return probe_log.ProbeLog(RecordStore.probe_log(run_file) if run_file else None)
 
 
 def lower_bound(case: str, check: dict, key: str | None) -> bool:
@@ -98,7 +98,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
     log, key = _probe_log(run_file), dict(params, over=over)
-    earlier = fits.EarlierRuns(*RecordStore.earlier_probe_logs(run_file)) if run_file else fits.EarlierRuns()
+    earlier = probe_log.EarlierRuns(*RecordStore.earlier_probe_logs(run_file)) if run_file else probe_log.EarlierRuns()
     prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap / total, over), env=fits.probe_env(),
                                    timeout_s=fits.PROBE_TIMEOUT_S, on_result=lambda result: log.add(key, cap, result))
     start, limit = (1 if over == "batch" else seq_len), fits.LIMITS[over]

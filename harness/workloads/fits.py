@@ -7,7 +7,7 @@ process start, a model build and two steps (seconds on a GPU), so where the prob
 peak memory an estimate from the first few jumps close to the answer and only the last few
 sizes around it are probed. Where earlier runs searched the same case (this machine's first,
 else another's: a budget caps the same bytes on every card), the sizes they found either side of
-the answer are probed first and their peaks join the estimate's line (``EarlierRuns``): a search
+the answer are probed first and their peaks join the estimate's line (``probe_log.EarlierRuns``): a search
 measured before costs two probes if nothing changed, and is exact either way, because only this
 run's probes bound it.
 
@@ -34,7 +34,6 @@ from pathlib import Path
 
 from harness.measure import locks
 from harness.measure.lifeline import PARENT_ENV
-from harness.measure.store import append_line, read_lines
 
 # What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
 # spare: probes run side by side only where each can have its cap and this much more.
@@ -79,8 +78,8 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
 
     ``known`` is (a size known to fit, a size known not to), either None, from probes already
-    run (``ProbeLog.bounds``): the search starts from them and never probes them again. ``hint``
-    is the same pair as another run found it (``EarlierRuns.bracket``): both are probed first,
+    run (``probe_log.ProbeLog.bounds``): the search starts from them and never probes them again. ``hint``
+    is the same pair as another run found it (``probe_log.EarlierRuns.bracket``): both are probed first,
     where they lie inside what is known, so an answer that has not moved costs two probes; one
     that has moved costs a few more, never its exactness.
 
@@ -91,7 +90,7 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     memory allows several probes side by side, answers a cold start's first three sizes and the
     guess and its neighbours at once. A probe that raises ``TooSlow`` ends the search at the
     largest size that fit before it, with ``too_slow`` set. ``slow``, a size known too slow from
-    probes already run (``ProbeLog.too_slow``), bounds the search below it and is never waited for
+    probes already run (``probe_log.ProbeLog.too_slow``), bounds the search below it and is never waited for
     again; an answer just below it keeps it as ``too_slow``.
 
     ``unit``: the search probes multiples of it only, and its answer is exact to it (every size,
@@ -291,7 +290,7 @@ class SubprocessProber:
     reports as ``fits: false``) raises, so a broken probe is never read as "does not fit"; one
     killed by SIGKILL ran the host out of memory (the kernel's out-of-memory killer), and does
     not fit. One that runs past ``timeout_s`` is killed, and raises ``TooSlow``.
-    ``on_result(result)`` hears each answer as it comes (``ProbeLog.add``).
+    ``on_result(result)`` hears each answer as it comes (``probe_log.ProbeLog.add``).
 
     Each probe is told this process's pid (``OOMBENCH_PARENT_PID``) and binds itself to it
     (``harness.measure.lifeline.bind``): no probe outlives the search. While probes run, the
@@ -351,106 +350,6 @@ class SubprocessProber:
         from concurrent.futures import ThreadPoolExecutor
         with self._gpu_held(), ThreadPoolExecutor(len(sizes)) as pool:
             return list(pool.map(self._probe, sizes))
-
-
-class ProbeLog:
-    """Every probe of one run, appended as it answers, so that the search of the same case under
-    the next budget starts from what is known. The allocator makes the same requests whatever
-    its cap, and only where it says no moves: a size that fit under a smaller cap fits under a
-    larger one, and one that did not fit under a larger cap fits under no smaller one. Kept per
-    run (one commit, one machine): another run's probes bound nothing in this one (they only aim
-    its guesses: ``EarlierRuns``). Without a path it lives in memory, for one search."""
-
-    def __init__(self, path=None):
-        self.path = Path(path) if path else None
-        self.kept: list[dict] = []
-
-    @classmethod
-    def snapshot(cls, path) -> "ProbeLog":
-        """The log at ``path`` as it is now, read once and kept in memory."""
-        log = cls()
-        log.kept = [obj for _, obj in read_lines(Path(path))[0]]
-        return log
-
-    def add(self, key: dict, cap: int, result: dict) -> None:
-        entry = {"key": key, "cap": cap, **result}
-        if self.path is None:
-            self.kept.append(entry)
-            return
-        append_line(self.path, entry)
-
-    def entries(self, key: dict) -> list[dict]:
-        if self.path is None:
-            lines = self.kept
-        elif self.path.exists():
-            lines = [obj for _, obj in read_lines(self.path)[0]]
-        else:
-            lines = []
-        return [e for e in lines if e["key"] == key]
-
-    def bounds(self, key: dict, cap: int) -> tuple:
-        """(largest size known to fit under ``cap``, smallest known not to), either None."""
-        entries = self.entries(key)
-        fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
-        fail = [e["n"] for e in entries if e["fits"] is False and (e["cap"] >= cap or e.get("killed"))]
-        return max(fit, default=None), min(fail, default=None)
-
-    def too_slow(self, key: dict) -> int | None:
-        """The smallest size whose probe ran past its time limit, under any cap (time does not
-        depend on the cap); None where none did."""
-        return self._smallest(key, "too_slow")
-
-    def host_killed(self, key: dict) -> int | None:
-        """The smallest size whose probe ran the host out of memory, under any cap (the host's
-        memory does not depend on it); None where none did."""
-        return self._smallest(key, "killed")
-
-    def _smallest(self, key: dict, mark: str) -> int | None:
-        return min((e["n"] for e in self.entries(key) if e.get(mark)), default=None)
-
-    def points(self, key: dict) -> list[tuple]:
-        """(size, reserved bytes) of every probe that fit: the estimate's line."""
-        return [(e["n"], e.get("peak_reserved") or e["peak_allocated"]) for e in self.entries(key)
-                if e["fits"] and e.get("peak_allocated")]
-
-
-class EarlierRuns:
-    """The probe logs of other runs, read once: this machine's (``here``) and other machines'
-    (``elsewhere``). Hints for a search (the sizes it probes first, ``largest_fitting``'s
-    ``hint``; the peaks its estimate's line runs through), never bounds. A budget caps the
-    allocator's bytes whatever the card, so another card's probes under the same cap answer
-    nearly alike; but their probes may have run other code, other library versions or other
-    kernels, which can move the answer: a hint that is off costs probes, not exactness."""
-
-    def __init__(self, here=(), elsewhere=()):
-        self.here = [ProbeLog.snapshot(path) for path in here]
-        self.elsewhere = [ProbeLog.snapshot(path) for path in elsewhere]
-
-    def points(self, key: dict) -> list[tuple]:
-        return [point for log in self.here + self.elsewhere for point in log.points(key)]
-
-    def bracket(self, key: dict, cap: int) -> tuple:
-        """(largest size an earlier run saw fit under ``cap``, smallest one saw fail), either None:
-        this machine's runs' where they found both, else other machines' where they did, else
-        what all of them found."""
-        for logs in (self.here, self.elsewhere):
-            low, high = _agreed(logs, key, cap)
-            if low is not None and high is not None:
-                return low, high
-        return _agreed(self.here + self.elsewhere, key, cap)
-
-    def runs(self, key: dict) -> list[int]:
-        """How many earlier runs probed this case: [on this machine, on others]."""
-        return [sum(1 for log in logs if log.entries(key)) for logs in (self.here, self.elsewhere)]
-
-
-def _agreed(logs, key: dict, cap: int) -> tuple:
-    """The largest fit and smallest failure under ``cap`` across ``logs``; neither where they
-    disagree (one version fit more than another did)."""
-    bounds = [log.bounds(key, cap) for log in logs]
-    low = max((low for low, _ in bounds if low is not None), default=None)
-    high = min((high for _, high in bounds if high is not None), default=None)
-    return (None, None) if low is not None and high is not None and low >= high else (low, high)
 
 
 OVER = ("batch", "seq_len")  # what a search grows: the batch, or the length of one sequence

@@ -1,0 +1,108 @@
+"""What earlier probes of a what-fits search found: ``ProbeLog``, every probe of one run, whose
+answers bound the searches after it in that run; ``EarlierRuns``, the logs of other runs, which
+only aim a search's guesses (``harness.workloads.fits``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.measure.store import append_line, read_lines
+
+
+class ProbeLog:
+    """Every probe of one run, appended as it answers, so that the search of the same case under
+    the next budget starts from what is known. The allocator makes the same requests whatever
+    its cap, and only where it says no moves: a size that fit under a smaller cap fits under a
+    larger one, and one that did not fit under a larger cap fits under no smaller one. Kept per
+    run (one commit, one machine): another run's probes bound nothing in this one (they only aim
+    its guesses: ``EarlierRuns``). Without a path it lives in memory, for one search."""
+
+    def __init__(self, path=None):
+        self.path = Path(path) if path else None
+        self.kept: list[dict] = []
+
+    @classmethod
+    def snapshot(cls, path) -> "ProbeLog":
+        """The log at ``path`` as it is now, read once and kept in memory."""
+        log = cls()
+        log.kept = [obj for _, obj in read_lines(Path(path))[0]]
+        return log
+
+    def add(self, key: dict, cap: int, result: dict) -> None:
+        entry = {"key": key, "cap": cap, **result}
+        if self.path is None:
+            self.kept.append(entry)
+            return
+        append_line(self.path, entry)
+
+    def entries(self, key: dict) -> list[dict]:
+        if self.path is None:
+            lines = self.kept
+        elif self.path.exists():
+            lines = [obj for _, obj in read_lines(self.path)[0]]
+        else:
+            lines = []
+        return [e for e in lines if e["key"] == key]
+
+    def bounds(self, key: dict, cap: int) -> tuple:
+        """(largest size known to fit under ``cap``, smallest known not to), either None."""
+        entries = self.entries(key)
+        fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
+        fail = [e["n"] for e in entries if e["fits"] is False and (e["cap"] >= cap or e.get("killed"))]
+        return max(fit, default=None), min(fail, default=None)
+
+    def too_slow(self, key: dict) -> int | None:
+        """The smallest size whose probe ran past its time limit, under any cap (time does not
+        depend on the cap); None where none did."""
+        return self._smallest(key, "too_slow")
+
+    def host_killed(self, key: dict) -> int | None:
+        """The smallest size whose probe ran the host out of memory, under any cap (the host's
+        memory does not depend on it); None where none did."""
+        return self._smallest(key, "killed")
+
+    def _smallest(self, key: dict, mark: str) -> int | None:
+        return min((e["n"] for e in self.entries(key) if e.get(mark)), default=None)
+
+    def points(self, key: dict) -> list[tuple]:
+        """(size, reserved bytes) of every probe that fit: the estimate's line."""
+        return [(e["n"], e.get("peak_reserved") or e["peak_allocated"]) for e in self.entries(key)
+                if e["fits"] and e.get("peak_allocated")]
+
+
+class EarlierRuns:
+    """The probe logs of other runs, read once: this machine's (``here``) and other machines'
+    (``elsewhere``). Hints for a search (the sizes it probes first, ``largest_fitting``'s
+    ``hint``; the peaks its estimate's line runs through), never bounds. A budget caps the
+    allocator's bytes whatever the card, so another card's probes under the same cap answer
+    nearly alike; but their probes may have run other code, other library versions or other
+    kernels, which can move the answer: a hint that is off costs probes, not exactness."""
+
+    def __init__(self, here=(), elsewhere=()):
+        self.here = [ProbeLog.snapshot(path) for path in here]
+        self.elsewhere = [ProbeLog.snapshot(path) for path in elsewhere]
+
+    def points(self, key: dict) -> list[tuple]:
+        return [point for log in self.here + self.elsewhere for point in log.points(key)]
+
+    def bracket(self, key: dict, cap: int) -> tuple:
+        """(largest size an earlier run saw fit under ``cap``, smallest one saw fail), either None:
+        this machine's runs' where they found both, else other machines' where they did, else
+        what all of them found."""
+        for logs in (self.here, self.elsewhere):
+            low, high = _agreed(logs, key, cap)
+            if low is not None and high is not None:
+                return low, high
+        return _agreed(self.here + self.elsewhere, key, cap)
+
+    def runs(self, key: dict) -> list[int]:
+        """How many earlier runs probed this case: [on this machine, on others]."""
+        return [sum(1 for log in logs if log.entries(key)) for logs in (self.here, self.elsewhere)]
+
+
+def _agreed(logs, key: dict, cap: int) -> tuple:
+    """The largest fit and smallest failure under ``cap`` across ``logs``; neither where they
+    disagree (one version fit more than another did)."""
+    bounds = [log.bounds(key, cap) for log in logs]
+    low = max((low for low, _ in bounds if low is not None), default=None)
+    high = min((high for _, high in bounds if high is not None), default=None)
+    return (None, None) if low is not None and high is not None and low >= high else (low, high)
