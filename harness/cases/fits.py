@@ -14,8 +14,8 @@ that, another (a budget caps the same bytes on every card), the sizes they found
 the answer are probed first and their peaks join the line, and ``earlier_runs`` ([here,
 elsewhere]) and ``earlier_bracket`` say so); its time says what the search cost, nothing
 about training. The answer is in the check: ``max_batch``, the probes it took, the budget in
-bytes, the peak the largest fitting probe allocated, ``search_limit`` (an answer there is a lower bound: the search stops
-at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``, where the search
+bytes, the peak the largest fitting probe allocated, ``search_limit`` (an answer there is a lower
+bound: the search stops at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``, where the search
 stopped: its answer too is a lower bound, more may fit in memory), ``host_killed_at`` (the
 smallest size whose probe the kernel killed when host memory ran out: there the host, not the
 budget, set the answer), and ``budget_bytes_per_sample`` (budget / max_batch) or
@@ -71,10 +71,9 @@ def stopped_short(record) -> bool:
     """Whether a record's search stopped at a limit lower than today's for its axis (a sequence
     searched up to the batch's ``LIMIT`` before ``LIMITS`` let it go further): its answer is a
     lower bound that today's search would raise, so ``harness todo`` lists it again."""
-    over = record.params.get("over", "batch")
-    answer, limit = record.check.get(f"max_{over}"), record.check.get("search_limit", fits.LIMIT)
-    return (answer is not None and answer == limit < fits.LIMITS.get(over, fits.LIMIT)
-            and record.check.get("too_slow_at") is None)
+    over, check = record.params.get("over", "batch"), record.check
+    return (lower_bound(NAME, check, f"max_{over}") and check.get("too_slow_at") is None
+            and check.get("search_limit", fits.LIMIT) < fits.LIMITS.get(over, fits.LIMIT))
 
 
 def probe_config(search: dict) -> Config:

@@ -24,7 +24,7 @@ class ProbeLog:
     def snapshot(cls, path) -> "ProbeLog":
         """The log at ``path`` as it is now, read once and kept in memory."""
         log = cls()
-        log.kept = [obj for _, obj in read_lines(Path(path))[0]]
+        log.kept = _read(Path(path))
         return log
 
     def add(self, key: dict, cap: int, result: dict) -> None:
@@ -37,10 +37,8 @@ class ProbeLog:
     def entries(self, key: dict) -> list[dict]:
         if self.path is None:
             lines = self.kept
-        elif self.path.exists():
-            lines = [obj for _, obj in read_lines(self.path)[0]]
         else:
-            lines = []
+            lines = _read(self.path)
         return [e for e in lines if e["key"] == key]
 
     def bounds(self, key: dict, cap: int) -> tuple:
@@ -67,6 +65,11 @@ class ProbeLog:
         """(size, reserved bytes) of every probe that fit: the estimate's line."""
         return [(e["n"], e.get("peak_reserved") or e["peak_allocated"]) for e in self.entries(key)
                 if e["fits"] and e.get("peak_allocated")]
+
+
+def _read(path: Path) -> list[dict]:
+    """The entries of a log file, none where it is not there yet (a line cut short is skipped)."""
+    return [obj for _, obj in read_lines(path)[0]] if path.exists() else []
 
 
 class EarlierRuns:
