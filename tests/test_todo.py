@@ -125,3 +125,22 @@ def test_a_record_its_case_calls_outdated_is_still_to_do(tmp_path):
         rec["check"]["lr"] = 5e-4 if rec["params"]["width"] == 2048 else 1e-3  # today's rates
     (folder / source.name).write_text("".join(json.dumps(r) + "\n" for r in recs))
     assert wide not in todo.missing("budget", "box", tmp_path / "results", BENCHES)
+
+
+def test_a_loss_check_failure_filed_without_its_steps_time_is_still_to_do(tmp_path):
+    # accumulation in micro-batches of 2 at 40GB failed its loss check (BatchNorm) before a failed
+    # check kept its steps' time: today's run would price it, so the set is measured again
+    source = REPO / "results/records/nvidia-h200-x1/8001cb6b-20261125T043847-06b84a.jsonl"
+    folder = tmp_path / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    (folder / source.name).write_text(source.read_text())
+    failed = bench("Seed003Accumulation", "('resnet50_2048', 2, '40GB')")
+    assert failed in todo.missing("budget", "box", tmp_path / "results", BENCHES)
+    rec = json.loads(source.read_text())
+    assert rec["outcome"] == "failed" and rec["timing"] is None
+    rec["timing"] = {"median_s": 1.2, "q25_s": 1.2, "q75_s": 1.2, "min_s": 1.2, "max_s": 1.2, "steps": 10, "warmup": 2}
+    (folder / source.name).write_text(json.dumps(rec) + "\n")
+    assert failed not in todo.missing("budget", "box", tmp_path / "results", BENCHES)
+    rec["timing"], rec["check"] = None, {"ended": "raised"}  # no verdict: another rule lists it
+    (folder / source.name).write_text(json.dumps(rec) + "\n")
+    assert failed in todo.missing("budget", "box", tmp_path / "results", BENCHES)

@@ -1,6 +1,7 @@
 """The everyday memory tricks on the CPU, with tiny models: accumulation gives the full batch's
 gradient, tied embeddings are one storage, the cap bounds the batch, and every technique trains."""
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -378,6 +379,8 @@ def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_re
     assert failed.timing is not None and failed.timing.steps == 10 and failed.work == fp32.work
     RecordStore.append(run.path, failed)
     assert load_file(run.path).records[-1].timing == failed.timing
+    assert not tricks.CASE.outdated(failed)  # today's failure carries its price: nothing to measure again
+    assert tricks.CASE.outdated(replace(failed, timing=None))  # one filed before failures kept it is
 
 
 def test_fp32s_curve_comes_only_from_an_ok_fp32_record_of_this_interpreter_at_the_same_shape(tmp_path):

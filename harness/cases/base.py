@@ -123,8 +123,8 @@ class Case:
     # at (``budget``: "card", the whole card): the report reads an older record as run at it.
     earlier: Mapping = field(default_factory=dict)
     # Whether a record of the case measured with code that no longer trains or checks as today's
-    # does (``tricks``: losses from another Adam rate): ``harness todo`` lists its parameters
-    # again, and the report marks the figures it no longer vouches for.
+    # does (``tricks``: losses from another Adam rate, or a failed check without its steps' time):
+    # ``harness todo`` lists its parameters again.
     outdated: Callable[..., bool] = lambda record: False
 
     def upgrade(self, params: Mapping) -> dict:

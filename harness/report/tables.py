@@ -23,7 +23,7 @@ from harness.report.pages.model import Row, latest, load_rows, newest_stack
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs
 from harness.workloads.training import LR_WIDTH
-from harness.workloads.tricks import held_to_whole_batch
+from harness.workloads.tricks import held_to_whole_batch, other_rate
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
@@ -209,10 +209,9 @@ def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) ->
 
 
 def _other_rate(rec, view: View) -> str:
-    """The mark of a tricks record its case calls outdated (a loss from another Adam rate than
-    today's code trains its model at): its loss, and its loss check's verdict, are not today's.
-    An outdated what-fits answer needs none: it reads as the lower bound it is (≥)."""
-    return view.mark(OTHER_RATE) if rec.case == TRICKS and cases.outdated(rec) else ""
+    """The mark of a tricks record trained at another Adam rate than today's code trains its model
+    at: its loss, and its loss check's verdict, are not today's (its step and peak are)."""
+    return view.mark(OTHER_RATE) if rec.case == TRICKS and other_rate(rec.params, rec.check) else ""
 
 
 def does_not_fit(rec) -> str:
