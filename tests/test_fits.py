@@ -356,6 +356,22 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
     assert rec.timing.median_s < 4 * 0.5 + 2  # two rounds of half a second, not six
 
 
+def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monkeypatch, records_dir):
+    # the same roomy card as above: only the technique differs. save_on_cpu's probes would each
+    # take the host's share its guard allows, so side by side they would run the host out
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
+    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), repr(fraction)]))
+    run = set_run(monkeypatch, records_dir, run_id="run1")
+    rec = execute("fits", dict(CASE_PARAMS, technique="save_on_cpu"), run=run)
+    assert rec.outcome == "ok", rec.reason
+    assert rec.check["max_batch"] == 150 and rec.check["side_by_side"] == 1
+    (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")
+    ran = sorted((e["began"], e["ended"]) for e in map(json.loads, log.read_text().splitlines()))
+    assert len(ran) == rec.check["probes"] and all(end <= nxt for (_, end), (nxt, _) in zip(ran, ran[1:]))
+
+
 @pytest.mark.parametrize("boundary", [0, 1, 2, 3, 4, 5, 37])
 @pytest.mark.parametrize("high", [None, 3, 50])
 def test_side_by_side_a_cold_start_asks_for_three_sizes_at_once_and_keeps_the_exact_answer(boundary, high):

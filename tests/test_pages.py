@@ -206,10 +206,25 @@ def test_the_fits_page_tables_the_size_each_search_found_per_budget(site):
         assert int(value) == next(v for k, v in check.items() if k.startswith("max_"))
     # an answer where the search stopped is marked a lower bound, and only such an answer
     marked = set(re.findall(r'≥</span> <a href="[^"]+" data-record="(r-[0-9a-f]+)" data-kind="answer"', page))
-    at_limit = {rid for rid, _ in shown if raw[rid]["check"].get("max_seq_len") == 2**16}
-    assert at_limit and marked == at_limit
+    assert marked == {rid for rid, _ in shown if raw[rid]["check"].get("max_seq_len") == 2**16}
     budgets = re.search(r'id="answers-table">\s*<tr>(.*?)</tr>', page, re.S).group(1)
     assert re.findall(r"<th>(\w+)</th>", budgets)[2:] == ["16GB", "24GB", "40GB", "80GB", "card"]  # as declared
+
+
+def test_the_fits_page_marks_an_answer_at_an_older_search_limit_a_lower_bound_and_no_exact_one(tmp_path):
+    # the H200's card searches stopped at the old limit of 2**16 tokens; the H100's found exact answers
+    lower = RESULTS / "records/nvidia-h200-x1/1f1ac8ea-20261124T195405-8d7e30.jsonl"
+    exact = RESULTS / "records/nvidia-h100-80gb-hbm3-x1/1dedbd7b-20261125T094200-0b5610.jsonl"
+    for path in (lower, exact):
+        dest = tmp_path / "results" / "records" / path.parent.name
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, dest / path.name)
+    (tmp_path / "pages").mkdir()
+    build.write_pages(tmp_path / "results", tmp_path / "pages")
+    page = (tmp_path / "pages" / "fits.html").read_text()
+    answers = re.findall(r'(≥</span> )?<a href="[^"]+" data-record="r-[0-9a-f]+" data-kind="answer">(\d+)<', page)
+    assert sorted(int(v) for mark, v in answers if mark) == [2**16, 2**16]  # fp32 and bf16 at the H200's card
+    assert {51328, 55552, 74240, 76544} <= {int(v) for mark, v in answers if not mark}
 
 
 # -- safe pages ----------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
 from harness.cases.tricks import CASE as TRICKS
 from harness.cases.tricks import PARAMS as TRICK_PARAMS
-from harness.workloads.tricks import applies
+from harness.workloads.tricks import GROWS_ON_HOST, applies
 
 NAME = "fits"
 PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
@@ -102,7 +102,9 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
                                    timeout_s=fits.PROBE_TIMEOUT_S, on_result=lambda result: log.add(key, cap, result))
     start, limit = (1 if over == "batch" else seq_len), fits.LIMITS[over]
     found = {}
-    width = fits.side_by_side(cap, free)
+    # Probes of a technique that grows in host memory run one at a time: side by side, each would
+    # take the host's share its guard allows, and together they would run the host out.
+    width = 1 if technique in GROWS_ON_HOST else fits.side_by_side(cap, free)
 
     def step():
         found["known"] = log.bounds(key, cap)

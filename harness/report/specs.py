@@ -286,6 +286,12 @@ SEEDS = (
             text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
                  "`drop_references` (the previous step's logits and loss released before the next forward) "
                  "against `keep_references` (the everyday loop that keeps them alive) among them."),
+    Spec("fits", "technique,machine", across="budget", show="check:max_batch", where=("over=batch",),
+         title="Seed 002: the largest batch that fits",
+         text="The largest batch of the LM's 1024-token sequences that trains under each budget, by each way "
+              "out: the precisions, checkpointing, activations kept on the CPU (`save_on_cpu`), parameters, "
+              "gradients and optimizer state offloaded (`cpu_offload`), and `drop_references` against "
+              "`keep_references`. Each probe is a process of its own.", bench=r"tricks\.WhatFits$"),
     Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
          where=("device=cuda", "batch=1"), title="Seed 001: one ever longer sequence",
          text="Memory grows with sequence length: one sequence per step at two widths, by technique.",

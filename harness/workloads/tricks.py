@@ -24,6 +24,9 @@ TECHNIQUES = PRECISION_TECHNIQUES + ("checkpoint", "pad_longest", "seq_cap", "cp
 # step's logits (batch x seq x vocab floats) alive through the next forward.
 LM_ONLY = ("pad_longest", "seq_cap", "cpu_embedding", "drop_references", "keep_references")
 IMAGE_ONLY = ("channels_last",)  # a memory format of 4-d image tensors
+# What these keep in host memory grows with the batch and the sequence: each process may take the
+# host's share its guard allows (``_saving``), so no two of them should run on one host at once.
+GROWS_ON_HOST = ("save_on_cpu",)
 TOKEN_MODELS = ("lm", "encdec")
 CLASSES = 1000
 SEED = 0
