@@ -512,6 +512,52 @@ def test_a_probe_killed_when_host_memory_ran_out_does_not_fit_under_any_cap(fake
     assert killed and all(e["fits"] is False and "host's memory ran out" in e["reason"] for e in killed)
 
 
+def test_the_probe_names_the_memory_that_ran_short(monkeypatch):
+    from harness.measure.outcomes import HOST, DoesNotFit
+    from harness.workloads import fits_probe, tricks as trick_steps
+    params = dict(device="cpu", workload="lm", technique="save_on_cpu", budget="card", batch=1, micro_batch=1,
+                  vocab=128, width=32, depth=2, seq_len=16)
+    def failing(error):
+        def make_trainer(**_):
+            raise error
+        return make_trainer
+    monkeypatch.setattr(trick_steps, "make_trainer", failing(DoesNotFit("does not fit: kept on the host", 9, HOST)))
+    host = fits_probe.probe(params, 4, 1.0)
+    monkeypatch.setattr(trick_steps, "make_trainer", failing(MemoryError()))  # no message: named by its type
+    device = fits_probe.probe(params, 4, 1.0)
+    assert (host["fits"], host["short_of"], host["reason"]) == (False, "host", "does not fit: kept on the host")
+    assert (device["fits"], device["short_of"], device["reason"]) == (False, "device", "MemoryError")
+
+
+# A probe that fits while n is at most the first argument, and past the second runs short of host
+# memory, as ``save_on_cpu``'s guard stops a forward that would keep too much on the host.
+HOST_SHORT_PROBE = ("import json, os, sys; n, top, host = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]); "
+                    "print(json.dumps({'fits': n <= min(top, host), 'pid': os.getpid(), "
+                    "'short_of': 'host' if n > host else 'device'}))")
+
+
+def test_an_answer_the_hosts_memory_set_says_so_and_bounds_the_next_budget_of_the_run(fake_card, records_dir,
+                                                                                       monkeypatch):
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+        lambda n: [sys.executable, "-S", "-c", HOST_SHORT_PROBE, str(n), str(int(fraction * 24 * 2**30 / GB)), "12"]))
+    run = set_run(monkeypatch, records_dir, run_id="run1")
+    first = execute("fits", CASE_PARAMS, run=run)  # 16GB: the device allows 16, the host 12
+    assert first.check["max_batch"] == 12 and first.check["host_short_at"] == 13
+    assert first.check["host_killed_at"] is None  # stopped by a guard, not killed
+    assert fits_case.host_bound("fits", first.check, "max_batch")
+    assert not fits_case.lower_bound("fits", first.check, "max_batch")  # exact, for this host
+    second = execute("fits", dict(CASE_PARAMS, budget="24GB"), run=run)
+    # the host holds no more under a larger cap: the run knows the answer without a probe
+    assert (second.check["known_fit"], second.check["known_not_fit"]) == (12, 13)
+    assert second.check["max_batch"] == 12 and second.check["probes"] == 0
+    assert fits_case.host_bound("fits", second.check, "max_batch")
+    # a host that fell short only past a size the device refused did not set the answer
+    assert not fits_case.host_bound("fits", dict(first.check, host_short_at=14), "max_batch")
+    assert not fits_case.host_bound("fits", dict(first.check, host_short_at=None), "max_batch")
+    assert not fits_case.host_bound("tricks", first.check, "max_batch")
+
+
 @pytest.mark.parametrize("boundary", [1024, 1100, 8999, 12600])
 def test_one_sequence_is_searched_in_steps_of_128_tokens_and_answers_to_them(boundary):
     """A token-exact answer costs seven probes more; the guess from the first peaks (12672 tokens,

@@ -219,12 +219,20 @@ def test_the_fits_page_marks_an_answer_at_an_older_search_limit_a_lower_bound_an
         dest = tmp_path / "results" / "records" / path.parent.name
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, dest / path.name)
+    # and save_on_cpu at 24GB on an H200, whose next batch the host's memory could not hold
+    host = RESULTS / "records/nvidia-h200-x1/cddf8cc1-20261125T120830-fd5868.jsonl"
+    recs = [json.loads(line) for line in host.read_text().splitlines()]
+    for rec in recs:
+        rec["check"]["host_short_at"] = 33 if rec["params"]["technique"] == "save_on_cpu" else None
+    (tmp_path / "results/records/nvidia-h200-x1" / host.name).write_text("".join(json.dumps(r) + "\n" for r in recs))
     (tmp_path / "pages").mkdir()
     build.write_pages(tmp_path / "results", tmp_path / "pages")
     page = (tmp_path / "pages" / "fits.html").read_text()
     answers = re.findall(r'(≥</span> )?<a href="[^"]+" data-record="r-[0-9a-f]+" data-kind="answer">(\d+)<', page)
     assert sorted(int(v) for mark, v in answers if mark) == [2**16, 2**16]  # fp32 and bf16 at the H200's card
     assert {51328, 55552, 74240, 76544} <= {int(v) for mark, v in answers if not mark}
+    host_set = re.findall(r'data-kind="answer">(\d+)</a><span class="host-set"', page)
+    assert host_set == ["32"]  # the host's memory set it; cpu_offload's 16 the device did
 
 
 # -- safe pages ----------------------------------------------------------------------------------

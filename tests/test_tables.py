@@ -327,3 +327,25 @@ def test_a_rate_is_read_against_its_own_hosts_ceiling_though_a_later_host_of_the
     assert "§" not in own
     assert own == out_of_core(H100_HOST_A_CEILINGS, H100_HOST_A_BEYOND)  # the later host changes nothing
     assert "§" in out_of_core(H100_HOST_A_BEYOND, H100_HOST_B_CEILINGS)  # only another host's: marked
+
+
+def test_an_answer_the_hosts_memory_set_is_marked_and_explained_and_no_other_is(tmp_path):
+    # save_on_cpu at 24GB on an H200: batch 33 kept more on the host than its guard allows
+    source = RECORDS / "nvidia-h200-x1/cddf8cc1-20261125T120830-fd5868.jsonl"
+    root = results_with(tmp_path, source)
+    path = root / "records" / source.parent.name / source.name
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    def rows():
+        lines = tables.table(load_rows(root), "fits", ["technique", "machine"], "budget",
+                             ["check:max_batch"]).splitlines()
+        return {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ")}, lines
+    before, lines = rows()
+    assert not any(line.startswith("⌂") for line in lines)
+    assert "⌂" not in before["save_on_cpu, H200"]  # filed before the check said what ran short
+    for rec in recs:
+        rec["check"]["host_short_at"] = 33 if rec["params"]["technique"] == "save_on_cpu" else 40
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    after, lines = rows()
+    assert "| 32⌂ |" in after["save_on_cpu, H200"]
+    assert "⌂" not in after["cpu_offload, H200"]  # 16 fit; the device refused 17 long before the host
+    assert lines[-1].startswith("⌂ the host's memory, not the budget, set this answer")

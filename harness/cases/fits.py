@@ -17,8 +17,10 @@ about training. The answer is in the check: ``max_batch``, the probes it took, t
 bytes, the peak the largest fitting probe allocated, ``search_limit`` (an answer there is a lower
 bound: the search stops at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``, where the search
 stopped: its answer too is a lower bound, more may fit in memory), ``host_killed_at`` (the
-smallest size whose probe the kernel killed when host memory ran out: there the host, not the
-budget, set the answer), and ``budget_bytes_per_sample`` (budget / max_batch) or
+smallest size whose probe the kernel killed when host memory ran out), ``host_short_at`` (the
+smallest size the host's memory could not hold: killed, or stopped by the guard of a way out that
+keeps data on the host; where it is the size after the answer, the host, not the budget, set the
+answer: ``host_bound``), and ``budget_bytes_per_sample`` (budget / max_batch) or
 ``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
 worse there. One sequence is searched in steps of ``search_unit`` (128) tokens, a batch sample
 by sample. When even the smallest size does not fit, the case does not fit.
@@ -65,6 +67,15 @@ def lower_bound(case: str, check: dict, key: str | None) -> bool:
     if case != NAME or not key or not key.startswith("max_") or check.get(key) is None:
         return False
     return check.get("too_slow_at") is not None or check[key] == check.get("search_limit", fits.LIMIT)
+
+
+def host_bound(case: str, check: dict, key: str | None) -> bool:
+    """Whether the host's memory, not the budget, set a record's answer ``check[key]``: the size
+    after it is one the host could not hold. A host with more memory may fit more."""
+    if case != NAME or not key or not key.startswith("max_") or check.get(key) is None:
+        return False
+    short = check.get("host_short_at")
+    return short is not None and short <= check[key] + check.get("search_unit", 1)
 
 
 def stopped_short(record) -> bool:
@@ -127,7 +138,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n, "search_limit": limit,
                 "search_unit": fits.UNITS[over],
                 "too_slow_at": found["search"].too_slow, "probe_timeout_s": prober.timeout_s,
-                "host_killed_at": log.host_killed(key),
+                "host_killed_at": log.host_killed(key), "host_short_at": log.host_short(key),
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
                 "earlier_runs": earlier.runs(key), "earlier_bracket": list(earlier.bracket(key, cap)),

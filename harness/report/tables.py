@@ -27,7 +27,7 @@ from harness.workloads.tricks import held_to_whole_batch, other_rate
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
-HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE = "†", "§", "‡", "°", "◊"
+HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE, HOST_SET = "†", "§", "‡", "°", "◊", "⌂"
 NOTES = {
     HOST_BOUND: f"{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps (the "
                 "share follows the mark), so the figure measures the host as much as the GPU.",
@@ -41,6 +41,8 @@ NOTES = {
     OTHER_RATE: f"{OTHER_RATE} trained at another Adam rate than today's code gives this model (the rate now "
                 f"falls with an LM's width past {LR_WIDTH}): its loss and loss check are not today's; its step "
                 "and peak are.",
+    HOST_SET: f"{HOST_SET} the host's memory, not the budget, set this answer: the next size kept more on the "
+              "host than the share its guard allows, or the kernel killed it. A host with more memory fits more.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                   "written before peaks covered the timed steps alone (schema 1).")
@@ -161,7 +163,9 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
         key = what[len("check:"):]
         text = _check_value(rec.check.get(key))
         # An answer where the search stopped is a lower bound: more may fit.
-        return f"≥ {text}" if fits.lower_bound(rec.case, rec.check, key) else text
+        if fits.lower_bound(rec.case, rec.check, key):
+            return f"≥ {text}"
+        return text + (view.mark(HOST_SET) if fits.host_bound(rec.case, rec.check, key) else "")
     if what == "step":
         return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(row, base, what)
     if what == "rate":

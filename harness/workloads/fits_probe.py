@@ -4,7 +4,7 @@ harness.cases.fits_probe CONFIG_JSON N FRACTION batch|seq_len``, which reads the
 Caps the CUDA allocator at FRACTION of the card before anything is allocated, builds the
 ``tricks`` training step of the config at batch N (no accumulation), or one sequence of N
 tokens, runs ``STEPS`` optimizer steps and answers ``{"fits": true|false, "pid": ...,
-"peak_allocated": bytes, "reason": ...}``. Out of memory is an answer; any other error is a
+"peak_allocated": bytes, "reason": ..., "short_of": "device"|"host"}``. Out of memory is an answer; any other error is a
 broken probe (a traceback, exit 1). On the CPU there is no allocator cap: the probe only says
 whether the step runs.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from harness.measure.outcomes import is_out_of_memory
+from harness.measure.outcomes import DEVICE, is_out_of_memory
 
 STEPS = 2  # the second step holds the optimizer state the first one created
 # What a probe of size n sets in the ``tricks`` parameters, by what the search grows.
@@ -51,7 +51,9 @@ def probe(params: Mapping, n: int, fraction: float, over: str = "batch") -> dict
     except Exception as e:
         if not is_out_of_memory(e):
             raise
-        return dict(result, fits=False, reason=str(e).strip().splitlines()[0])
+        # the memory that ran short: the device's, or the host's where a way out keeps data there
+        return dict(result, fits=False, reason=(str(e).strip().splitlines() or [type(e).__name__])[0],
+                    short_of=getattr(e, "memory", DEVICE))
     if cuda:
         result["peak_allocated"] = int(torch.cuda.max_memory_allocated(0))
         result["peak_reserved"] = int(torch.cuda.max_memory_reserved(0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.measure.outcomes import HOST
 from harness.measure.store import append_line, read_lines
 
 
@@ -45,7 +46,7 @@ class ProbeLog:
         """(largest size known to fit under ``cap``, smallest known not to), either None."""
         entries = self.entries(key)
         fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
-        fail = [e["n"] for e in entries if e["fits"] is False and (e["cap"] >= cap or e.get("killed"))]
+        fail = [e["n"] for e in entries if e["fits"] is False and (e["cap"] >= cap or _host_short(e))]
         return max(fit, default=None), min(fail, default=None)
 
     def too_slow(self, key: dict) -> int | None:
@@ -54,9 +55,14 @@ class ProbeLog:
         return self._smallest(key, "too_slow")
 
     def host_killed(self, key: dict) -> int | None:
-        """The smallest size whose probe ran the host out of memory, under any cap (the host's
-        memory does not depend on it); None where none did."""
+        """The smallest size whose probe the kernel killed when the host's memory ran out, under
+        any cap (the host's memory does not depend on it); None where none did."""
         return self._smallest(key, "killed")
+
+    def host_short(self, key: dict) -> int | None:
+        """The smallest size the host's memory could not hold, under any cap: its probe was
+        killed, or stopped by the guard of a way out that keeps data on the host."""
+        return min((e["n"] for e in self.entries(key) if _host_short(e)), default=None)
 
     def _smallest(self, key: dict, mark: str) -> int | None:
         return min((e["n"] for e in self.entries(key) if e.get(mark)), default=None)
@@ -109,3 +115,8 @@ def _agreed(logs, key: dict, cap: int) -> tuple:
     low = max((low for low, _ in bounds if low is not None), default=None)
     high = min((high for _, high in bounds if high is not None), default=None)
     return (None, None) if low is not None and high is not None and low >= high else (low, high)
+
+
+def _host_short(entry: dict) -> bool:
+    """Whether a probe failed for the host's memory, which no device cap moves."""
+    return entry["fits"] is False and (bool(entry.get("killed")) or entry.get("short_of") == HOST)

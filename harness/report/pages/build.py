@@ -121,9 +121,10 @@ def gpu_sections(tables: list[dict], charts: list[dict]) -> list[dict]:
 def answers_view(column: str, rows: list[Row]) -> dict:
     """The sizes each check found (``max_*``), one row per machine and remaining parameters, one
     column per value of ``column`` (the budget), in the order the case declares them; each cell
-    (row, key, size, whether the size is where the search stopped: a lower bound)."""
+    (row, key, size, whether the size is where the search stopped: a lower bound, whether the
+    host's memory set it)."""
     from harness import cases
-    from harness.cases.fits import lower_bound
+    from harness.cases.fits import host_bound, lower_bound
     values = {r.record.params[column] for r in rows if column in r.record.params}
     columns = (cases.get(rows[0].case).ordered(column, values) if rows and rows[0].case in cases.names()
                else sorted(values, key=str))
@@ -133,7 +134,7 @@ def answers_view(column: str, rows: list[Row]) -> dict:
         found = {k: v for k, v in (r.record.check or {}).items() if k.startswith("max_")}
         key, value = next(iter(found.items()), (None, None))
         table[(r.machine, fmt_params(rest))][r.record.params.get(column)] = (
-            r, key, value, lower_bound(r.case, r.record.check, key))
+            r, key, value, lower_bound(r.case, r.record.check, key), host_bound(r.case, r.record.check, key))
     return {"column": column, "columns": columns, "table": dict(table)}
 
 
