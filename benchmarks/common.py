@@ -34,8 +34,6 @@ class _OnDevice(_Case):
 
 class _OnHost(_Case):
     def track_peak_host_bytes(self, *values):
-        # The kernel's high-water mark of the steps; where it could not be reset, the sampled peak.
-        memory = self.record.memory
-        return memory.get("host.max_rss", memory.get("host.rss"))
+        return self.record.host_bytes()
 
     track_peak_host_bytes.unit = "bytes"

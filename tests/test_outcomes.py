@@ -167,3 +167,14 @@ def test_every_training_case_checks_learning_by_one_rule():
         learned([3.0, 2.9], drop=0.95)
     with pytest.raises(CheckFailed, match="no training step ran"):
         learned([])
+
+
+def test_a_cases_host_peak_is_the_largest_process_high_water_mark_else_its_sampled_set():
+    from dataclasses import replace
+    rec = execute(make_case(lambda n: quick()), {"n": 1})
+    assert rec.host_bytes() == rec.memory["host.max_rss"]
+    def host(memory):
+        return replace(rec, memory=memory).host_bytes()
+    assert host({"host.max_rss": 5, "host.rss": 9, "setup.host.max_rss": 99}) == 5  # the steps', not set-up's
+    assert host({"host.max_rss.rank0": 7, "host.max_rss.rank1": 8, "setup.host.max_rss": 99}) == 8
+    assert host({"host.rss": 3}) == 3 and host({"setup.host.rss": 4}) is None

@@ -72,6 +72,14 @@ class Record:
                  for label, v in self.memory.items() if label.startswith("device.used.")]
         return max(gains) if gains else None
 
+    def host_bytes(self) -> int | None:
+        """The most host memory any one process of the case held over its steps: the kernel's
+        high-water mark of this process, or of each rank where ranks ran the steps (a process of
+        its own each); the sampled resident set where no mark was read; None where neither was."""
+        marks = [v for label, v in self.memory.items()
+                 if label == "host.max_rss" or label.startswith("host.max_rss.rank")]
+        return max(marks) if marks else self.memory.get("host.rss")
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["environment"] = self.environment.to_dict()

@@ -111,7 +111,7 @@ class Row:
 
     @property
     def peak_host(self) -> int | None:
-        return self.record.memory.get("host.max_rss")
+        return self.record.host_bytes()
 
     def peak(self) -> int | None:
         return self.peak_device if family(self.case).memory == "device" else self.peak_host
