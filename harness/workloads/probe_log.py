@@ -13,7 +13,8 @@ class ProbeLog:
     """Every probe of one run, appended as it answers, so that the search of the same case under
     the next budget starts from what is known. The allocator makes the same requests whatever
     its cap, and only where it says no moves: a size that fit under a smaller cap fits under a
-    larger one, and one that did not fit under a larger cap fits under no smaller one. Kept per
+    larger one, and one that did not fit under a larger cap fits under no smaller one. One the
+    host's memory could not hold fits under no cap: the cap moves the device's alone. Kept per
     run (one commit, one machine): another run's probes bound nothing in this one (they only aim
     its guesses: ``EarlierRuns``). Without a path it lives in memory, for one search."""
 
