@@ -109,6 +109,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
                   depth=depth, seq_len=seq_len)
     log, key = _probe_log(run_file), dict(params, over=over)
     earlier = probe_log.EarlierRuns(*RecordStore.earlier_probe_logs(run_file)) if run_file else probe_log.EarlierRuns()
+    hint = earlier.bracket(key, cap)  # the earlier logs are read once, here: it holds for the whole search
     prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap / total, over), env=fits.probe_env(),
                                    timeout_s=fits.PROBE_TIMEOUT_S, on_result=lambda result: log.add(key, cap, result))
     start, limit = (1 if over == "batch" else seq_len), fits.LIMITS[over]
@@ -122,7 +123,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
         search = found["search"] = fits.largest_fitting(
             prober, start=start, limit=limit, known=found["known"], probe_many=prober.many if width > 1 else None,
             estimate=lambda: fits.linear_estimate(log.points(key) + earlier.points(key), cap), unit=fits.UNITS[over],
-            hint=earlier.bracket(key, cap),
+            hint=hint,
             slow=log.too_slow(key))  # known under any budget: time does not depend on it
         if search.largest == 0 and search.too_slow:
             raise CheckFailed(f"no answer: the first probe, at {over} {start}, ran past {prober.timeout_s:g} s",
@@ -141,7 +142,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
                 "host_killed_at": log.host_killed(key), "host_short_at": log.host_short(key),
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
-                "earlier_runs": earlier.runs(key), "earlier_bracket": list(earlier.bracket(key, cap)),
+                "earlier_runs": earlier.runs(key), "earlier_bracket": list(hint),
                 "probe_seconds": [r["seconds"] for r in prober.results]}
 
     # No gpus: the probes hold the GPU work in processes of their own, so there is nothing here for

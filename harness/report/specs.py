@@ -92,6 +92,13 @@ PAGEABLE_SPECS = (
          text="Copies from and to pageable host memory at each buffer size, one column per box: the "
               "pages take the best size as the box's pageable ceiling.", bench=r"ceilings\.", quiet=True),
 ) if "pageable" in cases.names() else ()
+# Tables both a family and a seed show, each with its own title and text.
+LONG_SEQUENCE = Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
+                     where=("device=cuda", "batch=1"), bench=r"tricks\.LongSequence")
+FITS_BATCH = Spec("fits", "technique,machine", across="budget", show="check:max_batch", where=("over=batch",),
+                  bench=r"tricks\.WhatFits$")
+FITS_SEQUENCE = Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
+                     bench=r"tricks\.WhatFitsSequence")
 FAMILIES = (
     Family(
         "ceilings", "Ceilings: the box's physical limits", ("ceilings",) + tuple(s.case for s in PAGEABLE_SPECS),
@@ -243,15 +250,12 @@ FAMILIES = (
               versus="technique=fp32", title="The vocabulary",
               text="The LM at batch 8 from a small vocabulary to a large one: each figure also as a multiple "
                    "of fp32's at that vocabulary.", bench=r"tricks\.Vocabulary"),
-         Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
-              where=("device=cuda", "batch=1"), title="One long sequence",
-              text="One sequence per step, ever longer, at two widths.", bench=r"tricks\.LongSequence"),
-         Spec("fits", "technique,machine", across="budget", show="check:max_batch", where=("over=batch",),
-              title="What fits: the largest batch", text="The largest batch of 1024-token sequences of the LM "
-              "that trains under each budget.", bench=r"tricks\.WhatFits$"),
-         Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
-              title="What fits: the longest sequence", text="The longest single sequence of the LM that "
-              "trains under each budget.", bench=r"tricks\.WhatFitsSequence"))),
+         replace(LONG_SEQUENCE, title="One long sequence",
+                 text="One sequence per step, ever longer, at two widths."),
+         replace(FITS_BATCH, title="What fits: the largest batch", text="The largest batch of 1024-token "
+                 "sequences of the LM that trains under each budget."),
+         replace(FITS_SEQUENCE, title="What fits: the longest sequence", text="The longest single sequence of "
+                 "the LM that trains under each budget."))),
 )
 # The headline: every technique on the LM, each figure against fp32 on the same card.
 HEADLINE = Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
@@ -286,22 +290,18 @@ SEEDS = (
             text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
                  "`drop_references` (the previous step's logits and loss released before the next forward) "
                  "against `keep_references` (the everyday loop that keeps them alive) among them."),
-    Spec("fits", "technique,machine", across="budget", show="check:max_batch", where=("over=batch",),
-         title="Seed 002: the largest batch that fits",
-         text="The largest batch of the LM's 1024-token sequences that trains under each budget, by each way "
-              "out: the precisions, checkpointing, activations kept on the CPU (`save_on_cpu`), parameters, "
-              "gradients and optimizer state offloaded (`cpu_offload`), and `drop_references` against "
-              "`keep_references`. Each probe is a process of its own.", bench=r"tricks\.WhatFits$"),
-    Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
-         where=("device=cuda", "batch=1"), title="Seed 001: one ever longer sequence",
-         text="Memory grows with sequence length: one sequence per step at two widths, by technique.",
-         bench=r"tricks\.LongSequence"),
-    Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
-         title="Seed 001: the longest sequence that fits",
-         text="The longest single sequence of the LM that trains under each budget, each probe a process of "
-              "its own; `≥` where the search stopped before memory did: at its limit, or before a probe "
-              "whose two steps ran longer than the search waits (attention grows as the square of the "
-              "length).", bench=r"tricks\.WhatFitsSequence"),
+    replace(FITS_BATCH, title="Seed 002: the largest batch that fits",
+            text="The largest batch of the LM's 1024-token sequences that trains under each budget, by each way "
+                 "out: the precisions, checkpointing, activations kept on the CPU (`save_on_cpu`), parameters, "
+                 "gradients and optimizer state offloaded (`cpu_offload`), and `drop_references` against "
+                 "`keep_references`. Each probe is a process of its own."),
+    replace(LONG_SEQUENCE, title="Seed 001: one ever longer sequence",
+            text="Memory grows with sequence length: one sequence per step at two widths, by technique."),
+    replace(FITS_SEQUENCE, title="Seed 001: the longest sequence that fits",
+            text="The longest single sequence of the LM that trains under each budget, each probe a process of "
+                 "its own; `≥` where the search stopped before memory did: at its limit, or before a probe "
+                 "whose two steps ran longer than the search waits (attention grows as the square of the "
+                 "length)."),
     Spec("chainer_mlp", "batch,budget,machine", across="pool", show="step,peak", where=("device=cuda", "budget=16GB"),
          title="Chainer past a 16 GB card", text="A dense net whose batch outgrows a 16 GB budget, on Chainer's "
          "device pool (capped: does not fit) and on the managed pool.", bench=r"chainer_pool\.MlpBeyond"),
