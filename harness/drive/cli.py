@@ -219,6 +219,12 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python3 -m harness", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
+    for add in (_add_run, _add_inspect, _add_table, _add_todo, _add_gate, _add_publish, _add_environments):
+        add(sub)
+    return p
+
+
+def _add_run(sub) -> None:
     r = sub.add_parser("run", help="run the suite through asv and publish the site")
     r.add_argument("--bench", "-b", help="regular expression: only the benchmarks it matches")
     r.add_argument("--quick", action="store_true", help="one sample per benchmark (asv --quick)")
@@ -241,6 +247,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-wait", action="store_true",
                    help="where another run holds the results folder, exit (status 2) naming it instead of waiting")
     r.set_defaults(func=_run)
+
+
+def _add_inspect(sub) -> None:
+    """The commands that look at this box or at one case: test, devices, machine, case, summary."""
     t = sub.add_parser("test", help="run the tests")
     t.add_argument("pytest_args", nargs="*", help="passed to pytest")
     t.set_defaults(func=_test)
@@ -256,6 +266,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("summary", help="print filed records")
     s.add_argument("path", nargs="?")
     s.set_defaults(func=_summary)
+
+
+def _add_table(sub) -> None:
     tb = sub.add_parser("table", help="a markdown table of filed records, for the README and notes")
     tb.add_argument("case")
     tb.add_argument("--down", required=True, help="parameters down the side, comma-separated (or machine)")
@@ -269,6 +282,9 @@ def parser() -> argparse.ArgumentParser:
                          "comma-separated (technique=fp32; technique=fp32,budget=card)")
     tb.add_argument("--results", default=None, help="results folder (default: results/)")
     tb.set_defaults(func=_table)
+
+
+def _add_todo(sub) -> None:
     td = sub.add_parser("todo", help="what a profile still lacks on each machine, and the --bench that runs it")
     td.add_argument("--profile", choices=tuple(profiles.PROFILES), default="budget",
                     help="the profile to check (default: budget)")
@@ -276,25 +292,29 @@ def parser() -> argparse.ArgumentParser:
                     help="a machine folder of results/records (repeat for several; default: every one there)")
     td.add_argument("--results", default=None, help="results folder (default: results/)")
     td.set_defaults(func=_todo)
-    g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")
 
-    def _fraction(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if not 0 <= value < float("inf"):
-            raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-        return value
+
+def _finite_non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _add_gate(sub) -> None:
+    g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")
     g.add_argument("base", help="record file (.jsonl) or folder of them")
     g.add_argument("new", help="record file (.jsonl) or folder of them")
-    g.add_argument("--threshold", type=_fraction, default=0.0,
+    g.add_argument("--threshold", type=_finite_non_negative, default=0.0,
                    help="the least relative rise that can fail, for times and peaks (1.0 = twice as slow); "
                         "raises the floors learned from history, never lowers them")
-    g.add_argument("--iqr-factor", type=_fraction, default=2.0,
+    g.add_argument("--iqr-factor", type=_finite_non_negative, default=2.0,
                    help="k, for records without raw step times: medians within k standard errors (read from "
                         "their IQRs) are noise")
-    g.add_argument("--min-mb", type=_fraction, default=64,
+    g.add_argument("--min-mb", type=_finite_non_negative, default=64,
                    help="peak-memory growth below this many MB (10^6 bytes) is never a regression")
     g.add_argument("--only", metavar="REGEX", help='gate only cases whose "case {params}" matches (both sides)')
     g.add_argument("--cross-machine", action="store_true",
@@ -307,6 +327,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--history", metavar="DIR", default=None,
                    help="records the noise floors are learned from (default: results/records)")
     g.set_defaults(func=_gate)
+
+
+def _add_publish(sub) -> None:
     pg = sub.add_parser("pages", help="build asv's site and the comparison pages from results/")
     pg.add_argument("--results", default=None, help="results folder (default: results/)")
     pg.add_argument("--out", default=None, help="where the comparison pages go (default: .asv/pages)")
@@ -315,6 +338,9 @@ def parser() -> argparse.ArgumentParser:
     dc = sub.add_parser("docs", help="regenerate docs/ and the README's headline from the committed records")
     dc.add_argument("--out", default=None, help="write docs/ and README.md under this folder instead (default: the repository)")
     dc.set_defaults(func=_docs)
+
+
+def _add_environments(sub) -> None:
     w = sub.add_parser("wheelhouse", help="download wheels for a box without internet")
     w.add_argument("dest", help="folder for the wheels")
     w.add_argument("--python", required=True, help="the offline box's Python, e.g. 3.12")
@@ -326,7 +352,6 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("dest", help="new folder for the environment")
     st.add_argument("wheel", nargs="+", help="wheel files, e.g. cupy_cuda13x-13.6.0-cp312-cp312-manylinux2014_x86_64.whl")
     st.set_defaults(func=_stack)
-    return p
 
 
 def main(argv=None) -> int:

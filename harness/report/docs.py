@@ -244,58 +244,20 @@ def headline_figure(rows: list[Row], fmt: str = "svg"):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
     grid = headline_rows(rows)
-    case = cases.get(HEADLINE.case)
     machines = sorted({m for _, m in grid})
-    techniques = case.ordered("technique", {t for t, _ in grid})
-    markers = ("o", "s", "^", "D", "v")
+    techniques = cases.get(HEADLINE.case).ordered("technique", {t for t, _ in grid})
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "oombench-headline", "font.size": 9}):
         fig, ax = plt.subplots(figsize=(8.6, 4.6))
         points: dict = defaultdict(list)
         missing = []
         for i, m in enumerate(machines):
-            xs, ys = [], []
-            for t in techniques:
-                row = grid.get((t, m))
-                if row is None:
-                    continue
-                if row.record.outcome != OK:
-                    missing.append(f"{t} on {m}: {tables.cell(row, [])}")
-                    continue
-                rates = row.rates()
-                device = row.record.device_bytes()
-                if not rates or not device:
-                    continue
-                xs.append(device / GB)
-                ys.append(rates[0][0])
-                points[t].append((device / GB, rates[0][0]))
-            ax.scatter(xs, ys, s=36, marker=markers[i % len(markers)], zorder=3, label=m, linewidths=1.2,
-                       facecolors=f"C{i}" if i == 0 else "none", edgecolors=f"C{i}")
-            card = max((g.memory_total for r in grid.values() if tables.machine_label(r) == m
-                        for g in r.record.environment.devices.gpus), default=0)
-            if card:
-                ax.axvline(card / GB, color=f"C{i}", linestyle="--", linewidth=0.8,
-                           label=f"{m}: the card's {gb(card)}")
-        for t, pts in points.items():
+            _plot_machine(ax, grid, i, m, techniques, points, missing)
+        for pts in points.values():
             if len(pts) > 1:
                 ax.plot(*zip(*sorted(pts)), color="#999", linewidth=0.8, zorder=2)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        lowest = min((x for pts in points.values() for x, _ in pts), default=10)
-        ax.set_xlim(left=10 ** math.floor(math.log10(lowest)))
-        ax.xaxis.set_major_locator(FixedLocator([5, 10, 15, 20, 30, 40, 60, 80, 100, 150, 200]))
-        ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.set_xlabel("peak device memory, GB (10^9 bytes; log)")
-        unit = next((r.rates()[0][1] for r in grid.values() if r.rates()), "tokens/s")  # a skipped row has none
-        ax.set_ylabel(f"training rate, {unit} (log)")
-        p = next(iter(grid.values())).record.params
-        ax.set_title(f"What each way out costs: an LM of {p.get('depth')} blocks, width {p.get('width')}, "
-                     f"batch {p.get('batch')} x {p.get('seq_len')} tokens", fontsize=9)
-        ax.grid(True, which="both", alpha=0.25)
+        _headline_axes(ax, grid, points)
         fig.canvas.draw()
         _label(ax, points)
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
@@ -306,6 +268,54 @@ def headline_figure(rows: list[Row], fmt: str = "svg"):
         fig.savefig(out, format=fmt, **({"metadata": {"Date": None}} if fmt == "svg" else {"dpi": 120}))
         plt.close(fig)
     return out.getvalue()
+
+
+_MARKERS = ("o", "s", "^", "D", "v")
+
+
+def _plot_machine(ax, grid: dict, i: int, machine: str, techniques, points: dict, missing: list) -> None:
+    """One machine's techniques as points (peak device memory, rate), and its card as a dashed line;
+    adds each point to ``points[technique]`` and each row that did not run ok to ``missing``."""
+    xs, ys = [], []
+    for t in techniques:
+        row = grid.get((t, machine))
+        if row is None:
+            continue
+        if row.record.outcome != OK:
+            missing.append(f"{t} on {machine}: {tables.cell(row, [])}")
+            continue
+        rates, device = row.rates(), row.record.device_bytes()
+        if not rates or not device:
+            continue
+        xs.append(device / GB)
+        ys.append(rates[0][0])
+        points[t].append((device / GB, rates[0][0]))
+    ax.scatter(xs, ys, s=36, marker=_MARKERS[i % len(_MARKERS)], zorder=3, label=machine, linewidths=1.2,
+               facecolors=f"C{i}" if i == 0 else "none", edgecolors=f"C{i}")
+    card = max((g.memory_total for r in grid.values() if tables.machine_label(r) == machine
+                for g in r.record.environment.devices.gpus), default=0)
+    if card:
+        ax.axvline(card / GB, color=f"C{i}", linestyle="--", linewidth=0.8, label=f"{machine}: the card's {gb(card)}")
+
+
+def _headline_axes(ax, grid: dict, points: dict) -> None:
+    """Log axes with plain numbers, their labels, and a title naming the workload's shape."""
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    lowest = min((x for pts in points.values() for x, _ in pts), default=10)
+    ax.set_xlim(left=10 ** math.floor(math.log10(lowest)))
+    ax.xaxis.set_major_locator(FixedLocator([5, 10, 15, 20, 30, 40, 60, 80, 100, 150, 200]))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xlabel("peak device memory, GB (10^9 bytes; log)")
+    unit = next((r.rates()[0][1] for r in grid.values() if r.rates()), "tokens/s")  # a skipped row has none
+    ax.set_ylabel(f"training rate, {unit} (log)")
+    p = next(iter(grid.values())).record.params
+    ax.set_title(f"What each way out costs: an LM of {p.get('depth')} blocks, width {p.get('width')}, "
+                 f"batch {p.get('batch')} x {p.get('seq_len')} tokens", fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
 
 
 def _label(ax, points: dict) -> None:
