@@ -62,6 +62,13 @@ def test_budget_takes_every_way_past_16gb_and_the_cupy_part_is_its_own_list():
             "chainer_pool.MlpBeyond.track_seconds_per_step('managed_pool')"} <= budget
 
 
+def test_budget_holds_the_whole_of_seed_001s_and_002s_what_fits_tables():
+    # The seeds' pages show every technique under every budget: a cell no profile fills would stay
+    # "not run" with nothing in `harness todo` to say so.
+    fits = {n for n in NAMES if n.startswith(("tricks.WhatFits.", "tricks.WhatFitsSequence."))}
+    assert any("('checkpoint', '40GB')" in n for n in fits) and fits <= selected("budget")
+
+
 def test_versions_takes_only_cupy_and_chainer_cases_each_pool_and_way():
     versions = selected("versions")
     assert versions and all(n.startswith(("unified.", "chainer_pool.")) for n in versions)
