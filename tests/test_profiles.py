@@ -89,7 +89,8 @@ def test_an_unknown_profile_names_the_choices():
 def test_budget_starts_with_seed_003_at_16gb_and_runs_only_one_gpu_rows():
     first = profiles.BUDGET_TORCH[0]
     hits = {n.split(".track_")[1] for n in NAMES if re.search(first, n)}
-    ways_out = ("fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu", "cpu_offload")
+    ways_out = ("fp32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu",
+                "cpu_offload")
     assert hits == {f"{m}('resnet50_1024', '{t}', '16GB')" for m in ("seconds_per_step", "peak_device_bytes")
                     for t in ways_out}
     budget = selected("budget")

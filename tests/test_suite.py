@@ -72,8 +72,8 @@ CLASSES = {
                                                       ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params",
                                                        "checkpoint"]], "device"),
     "tricks.Seed003Budget": (["workload", "technique", "budget"],
-                             [SEED_003, ["fp32", "bf16_autocast", "bf16_params", "checkpoint", "channels_last",
-                                         "save_on_cpu", "cpu_offload"], EMULATED], "device"),
+                             [SEED_003, ["fp32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint",
+                                         "channels_last", "save_on_cpu", "cpu_offload"], EMULATED], "device"),
     "tricks.Seed003Accumulation": (["workload", "micro_batch", "budget"], [SEED_003, [5, 2, 1], EMULATED], "device"),
     "ceilings.Pageable": (["direction", "size_mib"], [["h2d", "d2h"], [64, 128, 256, 512, 1024, 2048]], "device"),
 }
