@@ -8,6 +8,7 @@ import pytest
 
 from harness import cases
 from harness.drive import cli
+from harness.measure import record
 from harness.report import gate, noise
 
 
@@ -123,6 +124,17 @@ def test_the_ci_gate_line_passes_an_honest_run_on_another_cpu_host():
     assert rc == 0, text
     assert "cross-machine: matched on case and parameters alone" in text
 
+
+
+def test_the_ci_gate_line_compares_peaks_and_fails_one_that_doubles(tmp_path):
+    # A baseline of an older schema has its peaks skipped (their levels meant something else), so
+    # CI would pass any memory growth: its baseline must be of the records' current schema.
+    base = read(BASELINE)
+    assert {r.get("schema") for r in base} == {record.SCHEMA}
+    doubled = [{**r, "memory": {k: int(2.1 * v) for k, v in r["memory"].items()}} for r in base]
+    rc, text = gate.gate(BASELINE, write(tmp_path / "new.jsonl", doubled), threshold=1.0, pattern="host_copy",
+                         cross_machine=True)
+    assert rc == 1 and "peaks not compared" not in text, text
 
 # -- planted slowdowns ----------------------------------------------------------------------------
 def test_gpu_bound_floors_learned_across_hosts_are_under_five_percent():
