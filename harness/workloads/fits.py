@@ -137,6 +137,23 @@ def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow,
 
 
 def _search(search: Search, probe, start, limit, estimate, known, probe_many, hint=(None, None)) -> Search:
+    fits, fits_many = _recorded(search, probe, probe_many)
+    low, high = known
+    if high is not None and high <= start:
+        return search
+    low, high = _try(fits, hint[0], low, high, limit, above=max(low or 0, start - 1))
+    low, high = _first_fit(fits, fits_many, start, low, high, limit)
+    if low is None:
+        return search
+    # low fits; high (once known) does not
+    low, high = _try(fits, hint[1], low, high, limit, above=low)
+    search.largest = _narrow(fits, fits_many, estimate, low, high, limit)
+    return search
+
+
+def _recorded(search: Search, probe, probe_many):
+    """``probe`` and ``probe_many`` (None stays None) answering in bools, each answer kept in
+    ``search.probed`` in order, and a size too slow to answer kept as (n, None)."""
     def fits(n):
         try:
             ok = bool(probe(n))
@@ -155,38 +172,37 @@ def _search(search: Search, probe, start, limit, estimate, known, probe_many, hi
         search.probed.extend(zip(sizes, answers))
         return answers
 
-    low, high = known
-    if high is not None and high <= start:
-        return search
-    low, high = _try(fits, hint[0], low, high, limit, above=max(low or 0, start - 1))
-    if (low is None or low < start) and probe_many:
-        low, high = _cold_start(fits_many, start, high, limit)
-        if low is None:
-            return search
-    elif low is None or low < start:
-        if not fits(start):
-            return search
-        low = start
-    # low fits; high (once known) does not
-    low, high = _try(fits, hint[1], low, high, limit, above=low)
+    return fits, fits_many if probe_many else None
+
+
+def _first_fit(fits, fits_many, start: int, low, high, limit: int):
+    """(low, high) with ``low`` at or above ``start`` and known to fit; (None, high) where
+    ``start`` does not fit. With nothing known there, several sizes go at once where they can."""
+    if low is not None and low >= start:
+        return low, high
+    if fits_many:
+        return _cold_start(fits_many, start, high, limit)
+    return (start, high) if fits(start) else (None, high)
+
+
+def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> int:
+    """The largest size that fits, from ``low`` (fits) and ``high`` (does not; None: unknown):
+    doubling until the estimate can guess, galloping from its guess, then bisecting."""
     guess = estimate() if estimate else None
-    while high is None and low < limit and guess is None:  # doubling until a guess can be made
+    while high is None and low < limit and guess is None:
         n = min(2 * low, limit)
         low, high = (n, high) if fits(n) else (low, n)
         guess = estimate() if estimate else None
     if low >= limit:
-        search.largest = limit
-        return search
+        return limit
     if guess is not None and (high is None or high - low > 1):
-        low, high = _gallop(fits, guess, low, high, limit, fits_many if probe_many else None)
+        low, high = _gallop(fits, guess, low, high, limit, fits_many)
     if high is None:
-        search.largest = limit
-        return search
+        return limit
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (mid, high) if fits(mid) else (low, mid)
-    search.largest = low
-    return search
+    return low
 
 
 def _try(fits, n, low, high, limit: int, above: int):
