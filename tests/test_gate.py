@@ -125,7 +125,6 @@ def test_the_ci_gate_line_passes_an_honest_run_of_another_session():
     assert "cross-machine: matched on case and parameters alone" in text
 
 
-
 def test_the_ci_gate_line_compares_peaks_and_fails_one_that_doubles(tmp_path):
     # A baseline of an older schema has its peaks skipped (their levels meant something else), so
     # CI would pass any memory growth: its baseline must be of the records' current schema.
@@ -135,6 +134,7 @@ def test_the_ci_gate_line_compares_peaks_and_fails_one_that_doubles(tmp_path):
     rc, text = gate.gate(BASELINE, write(tmp_path / "new.jsonl", doubled), threshold=1.0, pattern="host_copy",
                          cross_machine=True)
     assert rc == 1 and "peaks not compared" not in text, text
+
 
 # -- planted slowdowns ----------------------------------------------------------------------------
 def test_gpu_bound_floors_learned_across_hosts_are_under_five_percent():

@@ -15,12 +15,12 @@ the answer are probed first and their peaks join the line, and ``earlier_runs`` 
 elsewhere]) and ``earlier_bracket`` say so); its time says what the search cost, nothing
 about training. The answer is in the check: ``max_batch``, the probes it took, the budget in
 bytes, the peak the largest fitting probe allocated, ``search_limit`` (an answer there is a lower
-bound: the search stops at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``, where the search
-stopped: its answer too is a lower bound, more may fit in memory), ``host_killed_at`` (the
-smallest size whose probe the kernel killed when host memory ran out), ``host_short_at`` (the
-smallest size the host's memory could not hold: killed, or stopped by the guard of a way out that
-keeps data on the host; where it is the size after the answer, the host, not the budget, set the
-answer: ``host_bound``), and ``budget_bytes_per_sample`` (budget / max_batch) or
+bound: the search stops at it), ``too_slow_at`` (the size whose probe ran past
+``probe_timeout_s``, where the search stopped: its answer too is a lower bound, more may fit in
+memory), ``host_killed_at`` (the smallest size whose probe the kernel killed when host memory
+ran out), ``host_short_at`` (the smallest size the host's memory could not hold: killed, or
+stopped by the guard of a way out that keeps data on the host; where it is the size after the
+answer, the host, not the budget, set the answer: ``host_bound``), and ``budget_bytes_per_sample`` (budget / max_batch) or
 ``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
 worse there. One sequence is searched in steps of ``search_unit`` (128) tokens, a batch sample
 by sample. When even the smallest size does not fit, the case does not fit.

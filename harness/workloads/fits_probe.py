@@ -5,8 +5,8 @@ Caps the CUDA allocator at FRACTION of the card before anything is allocated, bu
 ``tricks`` training step of the config at batch N (no accumulation), or one sequence of N
 tokens, runs ``STEPS`` optimizer steps and answers ``{"fits": true|false, "pid": ...,
 "peak_allocated": bytes, "reason": ..., "short_of": "device"|"host"}``. Out of memory is an
-answer; any other error is a broken probe (a traceback, exit 1). On the CPU there is no allocator cap: the probe only says
-whether the step runs.
+answer; any other error is a broken probe (a traceback, exit 1). On the CPU there is no
+allocator cap: the probe only says whether the step runs.
 """
 from __future__ import annotations
 
