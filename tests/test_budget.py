@@ -27,10 +27,42 @@ def test_budget_bytes_are_gb_and_refuse_a_larger_card():
 def test_a_budget_says_how_it_was_enforced_and_refuses_unknown_allocators():
     b = budget.of("24GB", CARD, "torch")
     assert b.to_dict() == {"name": "24GB", "limit_bytes": 24 * GB, "card_bytes": CARD,
-                           "enforced": "torch.cuda.set_per_process_memory_fraction"}
+                           "enforced": "torch.cuda.set_per_process_memory_fraction of torch's total"}
     assert budget.of("24GB", CARD, None).enforced == ""
     with pytest.raises(ValueError, match="allocator 'jax'"):
         budget.of("24GB", CARD, "jax")
+
+
+def fake_torch_cuda(monkeypatch, total):
+    """A torch whose device reports ``total`` bytes and whose allocator cap is a list of fractions:
+    torch allows ``fraction x total`` (its own total, not NVML's)."""
+    import sys
+    import types
+    fractions = []
+    cuda = types.SimpleNamespace(
+        get_device_properties=lambda device: types.SimpleNamespace(total_memory=total),
+        set_per_process_memory_fraction=lambda fraction, device: fractions.append(fraction))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    return fractions
+
+
+# NVML counts what the driver keeps, torch does not: an H100 80GB's two totals, in bytes.
+NVML_TOTAL, TORCH_TOTAL = 85_520_809_984, 85_017_755_648
+
+
+@pytest.mark.parametrize("name", ["16GB", "40GB", "80GB"])
+def test_torchs_cap_is_the_budgets_bytes_exactly_whatever_nvml_counts(monkeypatch, name):
+    fractions = fake_torch_cuda(monkeypatch, TORCH_TOTAL)
+    capped = budget.of(name, NVML_TOTAL, "torch")
+    budget.enforce_torch(capped)
+    assert abs(fractions[-1] * TORCH_TOTAL - capped.limit_bytes) < 1  # what torch then allows
+    assert budget.cap_torch(capped.limit_bytes) == capped.limit_bytes
+
+
+def test_torchs_cap_on_the_whole_card_is_all_of_it(monkeypatch):
+    fractions = fake_torch_cuda(monkeypatch, TORCH_TOTAL)
+    assert budget.cap_torch(budget.of("card", NVML_TOTAL, "torch").limit_bytes) == TORCH_TOTAL
+    assert fractions == [1.0]
 
 
 def test_over_budget_is_a_does_not_fit_with_the_bytes_asked():

@@ -105,8 +105,8 @@ def test_the_fits_case_hands_each_probe_exactly_its_tricks_configs_json(monkeypa
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
     given = []
-    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
-        given.append((config, REAL_PROBE_ARGV(config, fraction, over))) or (
+    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
+        given.append((config, REAL_PROBE_ARGV(config, cap, over))) or (
             lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "200"])))
     assert execute("fits", dict(CASE_PARAMS, over="seq_len", seq_len=128)).outcome == "ok"
     ((config, argv_of),) = given
@@ -115,22 +115,22 @@ def test_the_fits_case_hands_each_probe_exactly_its_tricks_configs_json(monkeypa
     assert dict(config.params) == dict(search, seq_len=128, batch=1, micro_batch=1, budget="card")
     argv = argv_of(300)
     assert argv[3] == config.to_json() and argv[1:3] == ["-m", "harness.cases.fits_probe"]
-    assert argv[4:] == ["300", repr(16 * GB / (24 * 2**30)), "seq_len"]
+    assert argv[4:] == ["300", str(16 * GB), "seq_len"]
     assert Config.from_json(argv[3]) == config
 
 
 def test_the_probe_reads_its_config_back_and_refuses_one_tampered_with(capsys):
     from harness.cases import fits_probe
     text = cases.get("tricks").config(PROBE_PARAMS).to_json()
-    assert fits_probe.main([text, "8", "1.0", "batch"]) == 0
+    assert fits_probe.main([text, "8", str(GB), "batch"]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["fits"] is True and answer["n"] == 8
     tampered = text.replace('"width": 32', '"width": 33')
     assert tampered != text
     with pytest.raises(ValueError, match="width=33 is not one of: 32, 256"):
-        fits_probe.main([tampered, "8", "1.0", "batch"])
+        fits_probe.main([tampered, "8", str(GB), "batch"])
     with pytest.raises(ValueError, match="expected a config of case 'tricks', got one of 'fits'"):
-        fits_probe.main([cases.get("fits").config(CASE_PARAMS).to_json(), "8", "1.0", "batch"])
+        fits_probe.main([cases.get("fits").config(CASE_PARAMS).to_json(), "8", str(GB), "batch"])
 
 
 @pytest.fixture
@@ -138,7 +138,7 @@ def fake_card(monkeypatch):
     """A 24 GB card whose probes are the cheap fake: batch 5 fits, 6 does not."""
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
-    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
         lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"]))
 
 
@@ -316,7 +316,7 @@ def test_the_earlier_probe_logs_are_this_machines_other_runs_and_every_other_mac
 def test_a_case_searched_in_an_earlier_run_is_searched_again_from_its_answer_and_stays_exact(
         fake_card, records_dir, monkeypatch, was, now):
     def boundary(b):
-        monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+        monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
             lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), str(b)]))
 
     boundary(was)
@@ -334,7 +334,7 @@ def test_a_case_searched_in_an_earlier_run_is_searched_again_from_its_answer_and
 # A probe whose memory is a line, 1 GB + n x 0.1 GB, against the cap it was given; it takes half a
 # second, and says when it ran.
 LINE_PROBE = ("import json, os, sys, time; began = time.time(); n = int(sys.argv[1]); "
-              "cap = float(sys.argv[2]) * 200e9; peak = 1e9 + n * 1e8; time.sleep(0.5); "
+              "cap = float(sys.argv[2]); peak = 1e9 + n * 1e8; time.sleep(0.5); "
               "print(json.dumps({'fits': peak <= cap, 'pid': os.getpid(), 'peak_allocated': peak, "
               "'peak_reserved': peak, 'began': began, 'ended': time.time()}))")
 
@@ -342,8 +342,8 @@ LINE_PROBE = ("import json, os, sys, time; began = time.time(); n = int(sys.argv
 def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(monkeypatch, records_dir):
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
-    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
-        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), repr(fraction)]))
+    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
+        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap)]))
     run = set_run(monkeypatch, records_dir, run_id="run1")  # so that the probe log is a file, with each probe's times
     rec = execute("fits", CASE_PARAMS, run=run)
     assert rec.outcome == "ok", rec.reason
@@ -361,8 +361,8 @@ def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monke
     # take the host's share its guard allows, so side by side they would run the host out
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
-    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
-        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), repr(fraction)]))
+    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
+        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap)]))
     run = set_run(monkeypatch, records_dir, run_id="run1")
     rec = execute("fits", dict(CASE_PARAMS, technique="save_on_cpu"), run=run)
     assert rec.outcome == "ok", rec.reason
@@ -407,7 +407,7 @@ def test_one_sequence_is_searched_past_the_batch_limit_and_an_answer_at_its_own_
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
 
     def fits_up_to(top):
-        monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+        monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
             lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), str(top)]))
         return execute("fits", dict(CASE_PARAMS, over="seq_len", seq_len=2**14)).check
     long = fits_up_to(3 * fits.LIMIT)
@@ -473,7 +473,7 @@ def test_a_what_fits_answer_stopped_by_a_slow_probe_is_a_lower_bound_and_the_nex
         fake_card, records_dir, monkeypatch):
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits, "PROBE_TIMEOUT_S", 2)
-    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
         lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), "100", "8"]))
     run = set_run(monkeypatch, records_dir, run_id="run1")
     first = execute("fits", CASE_PARAMS, run=run)
@@ -496,7 +496,7 @@ HOST_PROBE = ("import json, os, signal, sys; n, top, host = int(sys.argv[1]), in
 
 def test_a_probe_killed_when_host_memory_ran_out_does_not_fit_under_any_cap(fake_card, records_dir, monkeypatch):
     from harness.cases import fits as fits_case
-    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
+    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
         lambda n: [sys.executable, "-S", "-c", HOST_PROBE, str(n), "100", "12"]))
     run = set_run(monkeypatch, records_dir, run_id="run1")
     first = execute("fits", CASE_PARAMS, run=run)
@@ -522,9 +522,9 @@ def test_the_probe_names_the_memory_that_ran_short(monkeypatch):
             raise error
         return make_trainer
     monkeypatch.setattr(trick_steps, "make_trainer", failing(DoesNotFit("does not fit: kept on the host", 9, HOST)))
-    host = fits_probe.probe(params, 4, 1.0)
+    host = fits_probe.probe(params, 4, GB)
     monkeypatch.setattr(trick_steps, "make_trainer", failing(MemoryError()))  # no message: named by its type
-    device = fits_probe.probe(params, 4, 1.0)
+    device = fits_probe.probe(params, 4, GB)
     assert (host["fits"], host["short_of"], host["reason"]) == (False, "host", "does not fit: kept on the host")
     assert (device["fits"], device["short_of"], device["reason"]) == (False, "device", "MemoryError")
 
@@ -539,8 +539,8 @@ HOST_SHORT_PROBE = ("import json, os, sys; n, top, host = int(sys.argv[1]), int(
 def test_an_answer_the_hosts_memory_set_says_so_and_bounds_the_next_budget_of_the_run(fake_card, records_dir,
                                                                                        monkeypatch):
     from harness.cases import fits as fits_case
-    monkeypatch.setattr(fits, "probe_argv", lambda config, fraction, over: (
-        lambda n: [sys.executable, "-S", "-c", HOST_SHORT_PROBE, str(n), str(int(fraction * 24 * 2**30 / GB)), "12"]))
+    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
+        lambda n: [sys.executable, "-S", "-c", HOST_SHORT_PROBE, str(n), str(int(cap / GB)), "12"]))
     run = set_run(monkeypatch, records_dir, run_id="run1")
     first = execute("fits", CASE_PARAMS, run=run)  # 16GB: the device allows 16, the host 12
     assert first.check["max_batch"] == 12 and first.check["host_short_at"] == 13

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.drive import cli, todo
+from harness.measure import budget
 from harness.workloads.fits import LIMITS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,8 +24,10 @@ def plant(results: Path, machine: str, benches_and_outcomes, name: str = "0123ab
           created: float | None = None) -> Path:
     """A results folder whose machine holds one record per (bench, outcome[, check]), made from a real record."""
     template = json.loads(FITS_RECORD.read_text().splitlines()[0])
-    # as today's search files it (it stopped at an older limit, which would make it still to do)
+    # as today's search files it (it stopped at an older limit and capped torch at a fraction of
+    # NVML's total, either of which would make it still to do)
     template["check"] = dict(template["check"], search_limit=LIMITS["seq_len"])
+    template["budget"] = dict(template["budget"], enforced=budget.ENFORCED["torch"])
     folder = results / "records" / machine
     folder.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(dict(template, case=b.case, params=json.loads(b.params), outcome=outcome, check=check[0] if check
@@ -144,3 +147,27 @@ def test_a_loss_check_failure_filed_without_its_steps_time_is_still_to_do(tmp_pa
     rec["timing"], rec["check"] = None, {"ended": "raised"}  # no verdict: another rule lists it
     (folder / source.name).write_text(json.dumps(rec) + "\n")
     assert failed in todo.missing("budget", "box", tmp_path / "results", BENCHES)
+
+
+def test_a_what_fits_answer_whose_probes_capped_torch_short_of_its_budget_is_still_to_do(tmp_path):
+    # checkpoint at 40GB on the H100, searched while torch's cap was a fraction of NVML's total:
+    # a few hundred MB under 40 GB, so its answer may be a size under today's
+    source = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/0586d386-20261125T153851-dfded6.jsonl"
+    folder = tmp_path / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    recs = [json.loads(line) for line in source.read_text().splitlines()]
+    searched = bench("WhatFits", "('checkpoint', '40GB')")
+
+    def write(*records):
+        (folder / source.name).write_text("".join(json.dumps(r) + "\n" for r in records))
+        return todo.missing("budget", "box", tmp_path / "results", BENCHES)
+
+    (fit,) = [r for r in recs if r["case"] == "fits"]
+    assert fit["budget"]["enforced"] == "torch.cuda.set_per_process_memory_fraction"
+    assert searched in write(*recs)
+    today = dict(fit, budget=dict(fit["budget"], enforced=budget.ENFORCED["torch"]))
+    assert searched not in write(today)
+    whole = bench("WhatFits", "('checkpoint', 'card')")  # the whole card was never capped
+    assert whole not in write(dict(fit, params=dict(fit["params"], budget="card"), budget=dict(fit["budget"], name="card")))
+    skipped = dict(fit, outcome="skipped", budget={}, check={}, reason="no GPU")  # a search that never ran
+    assert searched not in write(skipped)

@@ -1,10 +1,10 @@
 """One "what fits" probe, alone in its process:
-``python -m harness.cases.fits_probe CONFIG_JSON N FRACTION batch|seq_len``.
+``python -m harness.cases.fits_probe CONFIG_JSON N CAP_BYTES batch|seq_len``.
 
 CONFIG_JSON is the probe's own config, the ``tricks`` step the search starts from, as
 ``Config.to_json`` wrote it in the fits case (``harness.workloads.fits.probe_argv``); it is read
 back with ``Config.from_json``, which validates it again, as any input from outside the process.
-N is how far the probe grows that step along the last argument, under FRACTION of the card
+N is how far the probe grows that step along the last argument, under a cap of CAP_BYTES on the allocator
 (``harness.workloads.fits_probe`` runs it). Prints one JSON line with the answer; out of memory
 is an answer (exit 0), any other error a broken probe (exit 1).
 
@@ -19,7 +19,7 @@ import sys
 
 from harness.measure import lifeline
 
-USAGE = "usage: python -m harness.cases.fits_probe CONFIG_JSON N FRACTION batch|seq_len"
+USAGE = "usage: python -m harness.cases.fits_probe CONFIG_JSON N CAP_BYTES batch|seq_len"
 
 
 def main(argv=None) -> int:
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     from harness.cases.base import Config
     from harness.workloads.fits_probe import probe
     config = Config.from_json(argv[0], case="tricks")
-    print(json.dumps(probe(config.params, int(argv[1]), float(argv[2]), argv[3])), flush=True)
+    print(json.dumps(probe(config.params, int(argv[1]), int(argv[2]), argv[3])), flush=True)
     return 0
 
 

@@ -5,8 +5,8 @@ Most people who meet "CUDA out of memory" have a 16 or 24 GB card; the suite run
 141 GB ones. A budget makes the big card behave as the small one for the case's own
 allocations, without asking the GPU for anything past its free memory:
 
-- torch: ``torch.cuda.set_per_process_memory_fraction(limit / card)``; the caching allocator
-  raises its OutOfMemoryError past it;
+- torch: ``torch.cuda.set_per_process_memory_fraction(limit / torch's total)``; the caching
+  allocator raises its OutOfMemoryError past it;
 - CuPy, and Chainer through CuPy: the pool's ``set_limit(size=limit)``, for the device pool and
   for a pool over managed memory alike; the pool raises OutOfMemoryError past it.
 
@@ -24,7 +24,7 @@ from harness.units import GB, gb
 
 BUDGETS = ("16GB", "24GB", "40GB", "80GB", "card")
 # How each library's allocator is capped: what a record says was enforced.
-ENFORCED = {"torch": "torch.cuda.set_per_process_memory_fraction",
+ENFORCED = {"torch": "torch.cuda.set_per_process_memory_fraction of torch's total",
             "cupy": "cupy.cuda.MemoryPool.set_limit",
             "cupy_managed": "cupy.cuda.MemoryPool(malloc_managed).set_limit",
             "chainer": "cupy.cuda.MemoryPool.set_limit (Chainer's pool)"}
@@ -79,8 +79,18 @@ def of(name: str, card_total: int, allocator: str | None) -> Budget:
 
 def enforce_torch(budget: Budget, device: int = 0) -> None:
     """Caps torch's caching allocator on ``device`` at the budget."""
+    cap_torch(budget.limit_bytes, device)
+
+
+def cap_torch(limit_bytes: int, device: int = 0) -> int:
+    """Caps torch's caching allocator on ``device`` at ``limit_bytes`` (at most the whole card);
+    returns the bytes it allows. torch applies the fraction to its own total (the device's
+    ``total_memory``), which is less than NVML's by what the driver keeps: a fraction of NVML's
+    total would cap short of the limit, by a different amount on each card."""
     import torch
-    torch.cuda.set_per_process_memory_fraction(min(1.0, budget.limit_bytes / budget.card_bytes), device)
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, limit_bytes / total), device)
+    return min(limit_bytes, total)
 
 
 def enforce_pool(budget: Budget, pool) -> None:

@@ -14,8 +14,8 @@ run's probes bound it.
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
 harness.cases.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
 the CUDA context in an unknown state, so a second probe in the same process would measure the
-first one's leftovers. Each probe caps its allocator at the budget with
-``torch.cuda.set_per_process_memory_fraction(budget / card total)``.
+first one's leftovers. Each probe caps its allocator at the budget's bytes exactly
+(``harness.measure.budget.cap_torch``), so one budget is one cap on every card.
 
 Budgets are in GB (10^9 bytes): a card sold as "N GB" holds N GiB or a little under (an H100
 80GB reports 79.6 GiB), so N x 10^9 bytes fits under every such card with room left for the
@@ -381,12 +381,12 @@ def side_by_side(cap: int, free: int, wanted: int = 3) -> int:
 PROBE_MODULE = "harness.cases.fits_probe"
 
 
-def probe_argv(config, fraction: float, over: str = "batch"):
+def probe_argv(config, cap_bytes: int, over: str = "batch"):
     """argv_of for the probe: its own config, the ``tricks`` step the search starts from (a
-    ``harness.cases.base.Config``, as its own ``to_json()`` writes it), then n, the memory
-    fraction, and what n grows (``over``, one of ``OVER``, as the fits case's config holds it)."""
+    ``harness.cases.base.Config``, as its own ``to_json()`` writes it), then n, the cap in
+    bytes, and what n grows (``over``, one of ``OVER``, as the fits case's config holds it)."""
     text = config.to_json()
-    return lambda n: [sys.executable, "-m", PROBE_MODULE, text, str(n), repr(fraction), over]
+    return lambda n: [sys.executable, "-m", PROBE_MODULE, text, str(n), str(int(cap_bytes)), over]
 
 
 def probe_env() -> dict:

@@ -1,7 +1,7 @@
 """What one "what fits" probe runs, alone in its process (its entry is ``python -m
-harness.cases.fits_probe CONFIG_JSON N FRACTION batch|seq_len``, which reads the config back).
+harness.cases.fits_probe CONFIG_JSON N CAP_BYTES batch|seq_len``, which reads the config back).
 
-Caps the CUDA allocator at FRACTION of the card before anything is allocated, builds the
+Caps the CUDA allocator at CAP_BYTES before anything is allocated, builds the
 ``tricks`` training step of the config at batch N (no accumulation), or one sequence of N
 tokens, runs ``STEPS`` optimizer steps and answers ``{"fits": true|false, "pid": ...,
 "peak_allocated": bytes, "reason": ..., "short_of": "device"|"host"}``. Out of memory is an
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
+from harness.measure.budget import cap_torch
 from harness.measure.outcomes import DEVICE, is_out_of_memory
 
 STEPS = 2  # the second step holds the optimizer state the first one created
@@ -26,16 +27,16 @@ def sizes(over: str, n: int) -> dict:
     return GROWS[over](n)
 
 
-def probe(params: Mapping, n: int, fraction: float, over: str = "batch") -> dict:
+def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
     """``params``: the ``tricks`` parameters of a validated config (the step the search starts
     from); the probe trains it grown to ``n`` along ``over``. Its ``budget`` is the whole card:
-    the probe's cap is ``fraction``."""
+    the probe's cap is ``cap_bytes``."""
     from harness.workloads.tricks import make_trainer
     from harness.measure.requirements import need_torch
     torch = need_torch(params["device"])
     cuda = params["device"] == "cuda"
     if cuda:
-        torch.cuda.set_per_process_memory_fraction(fraction, 0)
+        cap_torch(cap_bytes, 0)
     result = {"pid": os.getpid(), "n": n}
     from harness.workloads.training import float32_matmul
     try:
