@@ -151,7 +151,7 @@ def check_line(cells: dict, raw: dict, case: str) -> None:
             assert close(cells["peak_x"], peak / expected_peak(base, rec, cells["peak_kind"])), cells
 
 
-LINES = """() => [...document.querySelectorAll('table.headline tbody tr')].map(tr => {
+LINES = """() => [...document.querySelectorAll('table.headline tbody tr[data-record]')].map(tr => {
   const a = k => tr.querySelector(`[data-kind=${k}]`);
   return {rid: tr.dataset.record, base: tr.dataset.base, rate: a('head-rate') && a('head-rate').innerText,
           peak: a('head-peak') && a('head-peak').innerText, peak_kind: a('head-peak') && a('head-peak').dataset.peak,
@@ -228,7 +228,7 @@ def test_tables_sort_and_filter_from_file(page, pages):
     tab, errors = page
     tab.goto((pages / "tricks.html").as_uri())
     raw = raw_records()
-    rids = "() => [...document.querySelectorAll('table.headline tbody tr')].filter(r => !r.hidden).map(r => r.dataset.record)"
+    rids = "() => [...document.querySelectorAll('table.headline tbody tr[data-record]')].filter(r => !r.hidden).map(r => r.dataset.record)"
     everything = tab.evaluate(rids)
     tab.select_option("#filter-outcome", "failed")
     failed = tab.evaluate(rids)
@@ -238,12 +238,39 @@ def test_tables_sort_and_filter_from_file(page, pages):
     assert all(raw[r]["environment"]["devices"]["gpus"][0]["name"] == "NVIDIA H200" for r in tab.evaluate(rids))
     tab.select_option("#filter-outcome", "")
     tab.select_option("#filter-gpu", "")
-    head = tab.locator("table.headline").first.locator("thead th").nth(4)
+    head = tab.locator("table.headline").first.locator("thead th").nth(3)  # x baseline rate
+    groups = "t => [...t.tBodies].map(b => [b.rows[0].className, ...[...b.rows].slice(1).map(r => r.cells[3].innerText)])"
+    before = tab.locator("table.headline").first.evaluate(groups)
     head.click()
-    shown = tab.locator("table.headline").first.evaluate("t => [...t.tBodies[0].rows].map(r => r.cells[4].innerText)")
-    numbers = [float(s.rstrip("x")) for s in shown if s != "-"]
-    assert numbers == sorted(numbers) and shown[:len(numbers)] == [s for s in shown if s != "-"]
+    after = tab.locator("table.headline").first.evaluate(groups)
+    assert len(after) > 1 and all(g[0] == "group" for g in after)  # each group's heading stays on top
+    assert [sorted(g) for g in after] == [sorted(g) for g in before]  # a line stays in its group
+    for shown in (g[1:] for g in after):
+        numbers = [float(s.rstrip("x")) for s in shown if s != "-"]
+        assert numbers == sorted(numbers) and shown[:len(numbers)] == [s for s in shown if s != "-"]
+    tab.select_option("#filter-outcome", "failed")
+    shown_groups = tab.evaluate("""() => [...document.querySelectorAll('table.headline tbody')].map(b =>
+        [b.rows[0].hidden, [...b.rows].slice(1).every(r => r.hidden)])""")
+    assert [hidden for hidden, _ in shown_groups] == [empty for _, empty in shown_groups]  # a heading goes with its lines
+    assert not all(hidden for hidden, _ in shown_groups)
+    tab.select_option("#filter-outcome", "")
     assert errors == []
+
+
+def test_each_group_of_the_answer_is_headed_by_the_workload_its_lines_ran(page, pages):
+    tab, _ = page
+    raw = raw_records()
+    tab.goto((pages / "tricks.html").as_uri())
+    tab.evaluate(OPEN_ALL)
+    groups = tab.evaluate("""() => [...document.querySelectorAll('table.headline tbody')].map(b =>
+        [b.rows[0].innerText.trim(), [...b.querySelectorAll('tr[data-record]')].map(r => r.dataset.record)])""")
+    assert len(groups) > 1
+    for heading, rids in groups:
+        assert rids
+        for rid in rids:
+            params = {k: str(v) for k, v in raw[rid]["params"].items()}
+            said = dict(kv.split("=", 1) for kv in heading.split())
+            assert said and all(params.get(k) == v for k, v in said.items()), (heading, rid)
 
 
 

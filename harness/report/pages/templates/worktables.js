@@ -1,6 +1,7 @@
 // Tables a reader can work, from file:// with nothing fetched: a click on a heading sorts its
-// table (numbers as numbers), and the bar above, on a page that has one, filters every
-// table.work by GPU, version, technique and outcome. Without scripts every row stays visible.
+// table (numbers as numbers; a table grouped in several bodies, within each group), and the bar
+// above, on a page that has one, filters every table.work by GPU, version, technique and
+// outcome. Without scripts every row stays visible.
 (function () {
   var KEYS = ["gpu", "version", "technique", "outcome"];
   var bar = document.getElementById("filters");
@@ -33,7 +34,10 @@
     return keys.every(function (k) { var p = picked(k), v = vals(el, k); return !p || v === null || v.indexOf(p) >= 0; });
   }
   function apply() {
-    document.querySelectorAll("table.work tbody tr").forEach(function (tr) { tr.hidden = !fits(tr, KEYS); });
+    document.querySelectorAll("table.work tbody tr:not(.group)").forEach(function (tr) { tr.hidden = !fits(tr, KEYS); });
+    document.querySelectorAll("table.work tr.group").forEach(function (g) {  // a group's heading goes with its last line
+      g.hidden = !g.parentNode.querySelector("tr:not(.group):not([hidden])");
+    });
     document.querySelectorAll("table.work th[data-gpu], table.work td[data-gpu]").forEach(function (c) {
       c.hidden = !fits(c, ["gpu", "version"]);
     });
@@ -49,17 +53,21 @@
     document.querySelectorAll("table.work thead th").forEach(function (th, i) {
       th.classList.add("sortable");
       th.addEventListener("click", function () {
-        var body = th.closest("table").tBodies[0], down = th.getAttribute("aria-sort") === "ascending";
-        var rows = Array.prototype.slice.call(body.rows).sort(function (a, b) {
-          var x = key(a.cells[i]), y = key(b.cells[i]);
-          if (typeof x !== typeof y) return typeof x === "number" ? -1 : 1;  // a dash stays below the figures
-          var c = x < y ? -1 : x > y ? 1 : 0;
-          return down ? -c : c;
-        });
+        var down = th.getAttribute("aria-sort") === "ascending";
+        Array.prototype.forEach.call(th.closest("table").tBodies, function (body) { sortBody(body, i, down); });
         th.parentNode.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
         th.setAttribute("aria-sort", down ? "descending" : "ascending");
-        rows.forEach(function (r) { body.appendChild(r); });
       });
     });
+  }
+  function sortBody(body, i, down) {  // within its group: a group's heading stays on top
+    var rows = Array.prototype.filter.call(body.rows, function (r) { return !r.classList.contains("group"); });
+    rows.sort(function (a, b) {
+      var x = key(a.cells[i]), y = key(b.cells[i]);
+      if (typeof x !== typeof y) return typeof x === "number" ? -1 : 1;  // a dash stays below the figures
+      var c = x < y ? -1 : x > y ? 1 : 0;
+      return down ? -c : c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
   }
 })();
