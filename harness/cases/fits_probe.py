@@ -4,9 +4,9 @@
 CONFIG_JSON is the probe's own config, the ``tricks`` step the search starts from, as
 ``Config.to_json`` wrote it in the fits case (``harness.workloads.fits.probe_argv``); it is read
 back with ``Config.from_json``, which validates it again, as any input from outside the process.
-N is how far the probe grows that step along the last argument, under a cap of CAP_BYTES on the allocator
-(``harness.workloads.fits_probe`` runs it). Prints one JSON line with the answer; out of memory
-is an answer (exit 0), any other error a broken probe (exit 1).
+N is how far the probe grows that step along the last argument, with torch's allocator capped
+at CAP_BYTES (``harness.workloads.fits_probe`` runs it). Prints one JSON line with the answer;
+out of memory is an answer (exit 0), any other error a broken probe (exit 1).
 
 First of all the probe binds itself to the search that started it (its pid in
 ``OOMBENCH_PARENT_PID``; ``harness.measure.lifeline.bind``): a probe whose search is gone
