@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from harness.workloads import fits, probe_log
 from harness.measure.budget import BUDGETS, ENFORCED, budget_bytes
-from harness.measure.outcomes import DOES_NOT_FIT as DOES_NOT_FIT_OUTCOME, OK, CheckFailed, DoesNotFit, Skip
+from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, Skip
 from harness.measure.store import RecordStore
 from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
@@ -59,23 +59,26 @@ def _probe_log(run_file) -> probe_log.ProbeLog:
     return probe_log.ProbeLog(RecordStore.probe_log(run_file) if run_file else None)
 
 
+def _answer(case: str, check: dict, key: str | None) -> int | None:
+    """A what-fits record's answer ``check[key]`` (``max_batch``, ``max_seq_len``); None for any
+    other case or key, or where the search found none."""
+    return check.get(key) if case == NAME and key and key.startswith("max_") else None
+
+
 def lower_bound(case: str, check: dict, key: str | None) -> bool:
     """Whether a record's answer ``check[key]`` (``max_batch``, ``max_seq_len``) is where a what-fits
     search stopped (at its limit, or before a probe too slow to wait for), so that more may fit;
     False for any other case or key. Records filed before
     the check held ``search_limit`` searched up to ``fits.LIMIT`` along either axis."""
-    if case != NAME or not key or not key.startswith("max_") or check.get(key) is None:
-        return False
-    return check.get("too_slow_at") is not None or check[key] == check.get("search_limit", fits.LIMIT)
+    n = _answer(case, check, key)
+    return n is not None and (check.get("too_slow_at") is not None or n == check.get("search_limit", fits.LIMIT))
 
 
 def host_bound(case: str, check: dict, key: str | None) -> bool:
     """Whether the host's memory, not the budget, set a record's answer ``check[key]``: the size
     after it is one the host could not hold. A host with more memory may fit more."""
-    if case != NAME or not key or not key.startswith("max_") or check.get(key) is None:
-        return False
-    short = check.get("host_short_at")
-    return short is not None and short <= check[key] + check.get("search_unit", 1)
+    n, short = _answer(case, check, key), check.get("host_short_at")
+    return n is not None and short is not None and short <= n + check.get("search_unit", 1)
 
 
 def stopped_short(record) -> bool:
@@ -92,7 +95,7 @@ def capped_short(record) -> bool:
     of torch's own total it was one of NVML's, a few hundred MB under the budget, by a different
     amount on each card. Its answer may be one size under today's, so ``harness todo`` lists it
     again. The whole card was never capped, and a search that did not run capped nothing."""
-    return (record.outcome in (OK, DOES_NOT_FIT_OUTCOME) and record.params.get("budget") != "card"
+    return (record.outcome in (OK, DOES_NOT_FIT) and record.params.get("budget") != "card"
             and record.budget.get("enforced") != ENFORCED["torch"])
 
 

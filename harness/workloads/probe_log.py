@@ -53,20 +53,21 @@ class ProbeLog:
     def too_slow(self, key: dict) -> int | None:
         """The smallest size whose probe ran past its time limit, under any cap (time does not
         depend on the cap); None where none did."""
-        return self._smallest(key, "too_slow")
+        return self._smallest(key, lambda e: bool(e.get("too_slow")))
 
     def host_killed(self, key: dict) -> int | None:
         """The smallest size whose probe the kernel killed when the host's memory ran out, under
         any cap (the host's memory does not depend on it); None where none did."""
-        return self._smallest(key, "killed")
+        return self._smallest(key, lambda e: bool(e.get("killed")))
 
     def host_short(self, key: dict) -> int | None:
         """The smallest size the host's memory could not hold, under any cap: its probe was
         killed, or stopped by the guard of a way out that keeps data on the host."""
-        return min((e["n"] for e in self.entries(key) if _host_short(e)), default=None)
+        return self._smallest(key, _host_short)
 
-    def _smallest(self, key: dict, mark: str) -> int | None:
-        return min((e["n"] for e in self.entries(key) if e.get(mark)), default=None)
+    def _smallest(self, key: dict, which) -> int | None:
+        """The smallest size of ``key`` whose log entry ``which`` picks; None where it picks none."""
+        return min((e["n"] for e in self.entries(key) if which(e)), default=None)
 
     def points(self, key: dict) -> list[tuple]:
         """(size, reserved bytes) of every probe that fit: the estimate's line."""
