@@ -235,6 +235,25 @@ def test_the_fits_page_marks_an_answer_at_an_older_search_limit_a_lower_bound_an
     assert host_set == ["32"]  # the host's memory set it; cpu_offload's 16 the device did
 
 
+def test_the_fits_page_marks_only_the_answers_searched_under_the_old_short_cap(tmp_path):
+    # checkpoint on the H100: 40GB searched under the old cap (77), then at the budget's bytes (78);
+    # 80GB only under the old cap; the whole card, never capped
+    for name in ("1a42ca54-20261125T001441-bbf18a.jsonl", "0586d386-20261125T153851-dfded6.jsonl",
+                 "9009c493-20261125T171513-718970.jsonl"):
+        path = RESULTS / "records/nvidia-h100-80gb-hbm3-x1" / name
+        dest = tmp_path / "results" / "records" / path.parent.name
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, dest / path.name)
+    (tmp_path / "pages").mkdir()
+    build.write_pages(tmp_path / "results", tmp_path / "pages")
+    page = (tmp_path / "pages" / "fits.html").read_text()
+    table = re.search(r'id="answers-table">(.*?)</table>', page, re.S).group(1)
+    row = next(tr for tr in table.split("<tr>") if "technique=checkpoint" in tr and "over=batch" in tr)
+    answers = re.findall(r'data-kind="answer">(\d+)</a>(<span class="old-cap")?', row)
+    assert [(int(v), bool(mark)) for v, mark in answers] == [
+        (23, False), (36, False), (78, False), (157, True), (167, False)]
+
+
 # -- safe pages ----------------------------------------------------------------------------------
 
 def small_results(tmp_path) -> Path:

@@ -59,8 +59,9 @@ def fits_table(root) -> list[str]:
 def test_the_fits_table_holds_each_cards_answers_in_the_declared_budget_order(tmp_path):
     lines = fits_table(results_with(tmp_path, H100_FITS, H200_FITS))
     assert lines[0] == "| technique, machine | budget 16GB | budget 24GB | budget 40GB | budget 80GB | budget card |"
-    assert lines[2] == "| fp32, H100 80GB HBM3 | 9 | 16 | 27 | 56 | 59 |"
-    assert lines[3] == "| fp32, H200 | 9 | 16 | 27 | 56 | 106 |"
+    # searched under the old cap (∘), which the whole card never had
+    assert lines[2] == "| fp32, H100 80GB HBM3 | 9∘ | 16∘ | 27∘ | 56∘ | 59 |"
+    assert lines[3] == "| fp32, H200 | 9∘ | 16∘ | 27∘ | 56∘ | 106 |"
 
 
 def test_the_newest_record_of_a_case_wins_and_a_missing_one_says_not_run(tmp_path):
@@ -69,7 +70,7 @@ def test_the_newest_record_of_a_case_wins_and_a_missing_one_says_not_run(tmp_pat
     rec["created"] += 3600
     rec["check"]["max_batch"] = 105
     (root / "records" / H200_FITS.parent.name / "later.jsonl").write_text(json.dumps(rec) + "\n")
-    assert fits_table(root)[2].endswith("| 56 | 105 |")
+    assert fits_table(root)[2].endswith("| 56∘ | 105 |")
     rec["params"]["technique"] = "checkpoint"
     (root / "records" / H200_FITS.parent.name / "later.jsonl").write_text(json.dumps(rec) + "\n")
     assert fits_table(root)[3] == "| checkpoint, H200 | not run | not run | not run | not run | 105 |"
@@ -318,6 +319,31 @@ def test_a_way_out_that_failed_its_loss_check_after_its_steps_still_shows_what_i
     assert cells(["step", "peak"])["fp32", "2"][1] == "failed"
 
 
+def test_an_answer_searched_under_the_old_short_cap_is_marked_until_a_search_under_todays_replaces_it(tmp_path):
+    # checkpoint at 40GB on the H100: 77 with torch capped at a share of NVML's total, 78 at the budget's bytes
+    old = RECORDS / "nvidia-h100-80gb-hbm3-x1/0586d386-20261125T153851-dfded6.jsonl"
+    new = RECORDS / "nvidia-h100-80gb-hbm3-x1/9009c493-20261125T171513-718970.jsonl"
+
+    def checkpoint(root):
+        lines = tables.table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"],
+                             {"technique": "checkpoint"}).splitlines()
+        row = next(line for line in lines if line.startswith("| checkpoint, H100"))
+        return row.split(" | ")[-1].strip("| "), [line for line in lines if line.startswith("∘")]
+
+    answer, notes = checkpoint(results_with(tmp_path / "old", old))
+    assert answer == "77∘" and notes and "today's search may fit one size more" in notes[0]
+    answer, notes = checkpoint(results_with(tmp_path / "both", old, new))
+    assert (answer, notes) == ("78", [])
+    # the whole card was never capped: the same record under it is no old-cap answer
+    recs = [json.loads(line) for line in old.read_text().splitlines()]
+    root = results_with(tmp_path / "card", old)
+    for rec in recs:
+        rec["params"]["budget"] = "card"
+    (root / "records" / old.parent.name / old.name).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    lines = tables.table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"]).splitlines()
+    assert any("| 77 |" in line for line in lines) and not any("∘" in line for line in lines)
+
+
 def test_a_rate_is_read_against_its_own_hosts_ceiling_though_a_later_host_of_the_kind_measured_one(tmp_path):
     def out_of_core(*files):
         text = tables.render(load_rows(results_with(tmp_path / "-".join(f.stem for f in files), *files)), "beyond",
@@ -346,6 +372,6 @@ def test_an_answer_the_hosts_memory_set_is_marked_and_explained_and_no_other_is(
         rec["check"]["host_short_at"] = 33 if rec["params"]["technique"] == "save_on_cpu" else 40
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     after, lines = rows()
-    assert "| 32⌂ |" in after["save_on_cpu, H200"]
+    assert "| 32⌂∘ |" in after["save_on_cpu, H200"]
     assert "⌂" not in after["cpu_offload, H200"]  # 16 fit; the device refused 17 long before the host
-    assert lines[-1].startswith("⌂ the host's memory, not the budget, set this answer")
+    assert any(line.startswith("⌂ the host's memory, not the budget, set this answer") for line in lines)

@@ -99,6 +99,11 @@ def capped_short(record) -> bool:
             and record.budget.get("enforced") != ENFORCED["torch"])
 
 
+def old_cap(record, key: str | None) -> bool:
+    """Whether ``key`` is a what-fits answer its search found under the old, short cap."""
+    return _answer(record.case, record.check, key) is not None and capped_short(record)
+
+
 def outdated(record) -> bool:
     return stopped_short(record) or capped_short(record)
 

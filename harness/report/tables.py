@@ -27,7 +27,7 @@ from harness.workloads.tricks import held_to_whole_batch, other_rate
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
-HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE, HOST_SET = "†", "§", "‡", "°", "◊", "⌂"
+HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE, HOST_SET, OLD_CAP = "†", "§", "‡", "°", "◊", "⌂", "∘"
 NOTES = {
     HOST_BOUND: f"{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps (the "
                 "share follows the mark), so the figure measures the host as much as the GPU.",
@@ -43,6 +43,9 @@ NOTES = {
                 "and peak are.",
     HOST_SET: f"{HOST_SET} the host's memory, not the budget, set this answer: the next size kept more on the "
               "host than the share its guard allows, or the kernel killed it. A host with more memory fits more.",
+    OLD_CAP: f"{OLD_CAP} searched with torch capped short of this budget, by what the driver keeps of the card (the cap "
+             "was then a share of NVML's total, not of torch's): today's search may fit one size more. "
+             "`python3 -m harness todo` lists it to search again.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                   "written before peaks covered the timed steps alone (schema 1).")
@@ -161,11 +164,7 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
     rec = row.record
     if what.startswith("check:"):
         key = what[len("check:"):]
-        text = _check_value(rec.check.get(key))
-        # An answer where the search stopped is a lower bound: more may fit.
-        if fits.lower_bound(rec.case, rec.check, key):
-            return f"≥ {text}"
-        return text + (view.mark(HOST_SET) if fits.host_bound(rec.case, rec.check, key) else "")
+        return _answer(rec, key, view)
     if what == "step":
         return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(row, base, what)
     if what == "rate":
@@ -184,6 +183,16 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
         return "-" if value is None else f"{value:.3f}" + (view.mark(PART_CHECKED) if unchecked else "") + \
             _other_rate(rec, view)
     raise ValueError(f"unknown figure {what!r}: choose from {', '.join(SHOWS)} or check:KEY")
+
+
+def _answer(rec, key: str, view: View) -> str:
+    """Any value of a record's check; a what-fits answer with what bounds it marked."""
+    text = _check_value(rec.check.get(key))
+    if fits.lower_bound(rec.case, rec.check, key):
+        text = f"≥ {text}"  # where the search stopped: more may fit
+    elif fits.host_bound(rec.case, rec.check, key):
+        text += view.mark(HOST_SET)
+    return text + (view.mark(OLD_CAP) if fits.old_cap(rec, key) else "")
 
 
 def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View | None = None) -> str:

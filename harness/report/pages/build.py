@@ -122,9 +122,9 @@ def answers_view(column: str, rows: list[Row]) -> dict:
     """The sizes each check found (``max_*``), one row per machine and remaining parameters, one
     column per value of ``column`` (the budget), in the order the case declares them; each cell
     (row, key, size, whether the size is where the search stopped: a lower bound, whether the
-    host's memory set it)."""
+    host's memory set it, whether it was searched under the old, short cap)."""
     from harness import cases
-    from harness.cases.fits import host_bound, lower_bound
+    from harness.cases.fits import host_bound, lower_bound, old_cap
     values = {r.record.params[column] for r in rows if column in r.record.params}
     columns = (cases.get(rows[0].case).ordered(column, values) if rows and rows[0].case in cases.names()
                else sorted(values, key=str))
@@ -134,7 +134,8 @@ def answers_view(column: str, rows: list[Row]) -> dict:
         found = {k: v for k, v in (r.record.check or {}).items() if k.startswith("max_")}
         key, value = next(iter(found.items()), (None, None))
         table[(r.machine, fmt_params(rest))][r.record.params.get(column)] = (
-            r, key, value, lower_bound(r.case, r.record.check, key), host_bound(r.case, r.record.check, key))
+            r, key, value, lower_bound(r.case, r.record.check, key), host_bound(r.case, r.record.check, key),
+            old_cap(r.record, key))
     return {"column": column, "columns": columns, "table": dict(table)}
 
 
