@@ -8,12 +8,14 @@ import json
 import re
 import shutil
 import threading
+from html import unescape
 from pathlib import Path
 
 import pytest
 
 from harness.drive import asv_site
 from harness.drive import cli
+from harness.report import tables
 from harness.report.pages import build, model
 from harness.report.pages.families import Family, family
 
@@ -252,6 +254,9 @@ def test_the_fits_page_marks_only_the_answers_searched_under_the_old_short_cap(t
     answers = re.findall(r'data-kind="answer">(\d+)</a>(<span class="old-cap")?', row)
     assert [(int(v), bool(mark)) for v, mark in answers] == [
         (23, False), (36, False), (78, False), (157, True), (167, False)]
+    # the mark's title is the markdown tables' note for it, in the same words
+    title = re.search(r'<span class="old-cap" title="([^"]*)"', row).group(1)
+    assert unescape(title) == tables.NOTES[tables.OLD_CAP][2:]
 
 
 # -- safe pages ----------------------------------------------------------------------------------

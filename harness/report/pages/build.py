@@ -25,7 +25,7 @@ from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
 from harness.report.specs import SEEDS, SEEDS_INTRO
-from harness.report.tables import ALL_WHOLE_CASE, NOTES, WHOLE_CASE, does_not_fit
+from harness.report.tables import ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOTES, OLD_CAP, WHOLE_CASE, does_not_fit
 from harness.units import GB, gb
 
 MARK = ".oombench-pages"  # the file that says a folder holds pages this build may replace whole
@@ -243,7 +243,9 @@ def jinja(rows: list[Row] = ()) -> Environment:
     def prov(row: Row) -> str:
         return f"{provenance_page(row.case)}#{row.rid}"
 
-    env.globals.update(prov=prov, OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE)
+    # the marks' notes are the markdown tables' own, so a page and a table explain a mark in the same words
+    env.globals.update(prov=prov, OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE,
+                       HOST_BOUND_NOTE=NOTES[HOST_BOUND], HOST_SET_NOTE=NOTES[HOST_SET][2:], OLD_CAP_NOTE=NOTES[OLD_CAP][2:])
     return env
 
 
