@@ -27,7 +27,8 @@ from harness.workloads.tricks import held_to_whole_batch, other_rate
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
-HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE, HOST_SET, OLD_CAP = "†", "§", "‡", "°", "◊", "⌂", "∘"
+HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE = "†", "§", "‡", "°", "◊"
+HOST_SET, OLD_CAP = "⌂", "∘"
 NOTES = {
     HOST_BOUND: f"{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps (the "
                 "share follows the mark), so the figure measures the host as much as the GPU.",
@@ -43,8 +44,8 @@ NOTES = {
                 "and peak are.",
     HOST_SET: f"{HOST_SET} the host's memory, not the budget, set this answer: the next size kept more on the "
               "host than the share its guard allows, or the kernel killed it. A host with more memory fits more.",
-    OLD_CAP: f"{OLD_CAP} searched with torch capped short of this budget, by what the driver keeps of the card (the cap "
-             "was then a share of NVML's total, not of torch's): today's search may fit one size more. "
+    OLD_CAP: f"{OLD_CAP} searched with torch capped short of this budget, by what the driver keeps of the card "
+             "(the cap was then a share of NVML's total, not of torch's): today's search may fit one size more. "
              "`python3 -m harness todo` lists it to search again.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "

@@ -245,7 +245,8 @@ def jinja(rows: list[Row] = ()) -> Environment:
 
     # the marks' notes are the markdown tables' own, so a page and a table explain a mark in the same words
     env.globals.update(prov=prov, OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE,
-                       HOST_BOUND_NOTE=NOTES[HOST_BOUND], HOST_SET_NOTE=NOTES[HOST_SET][2:], OLD_CAP_NOTE=NOTES[OLD_CAP][2:])
+                       HOST_BOUND_NOTE=NOTES[HOST_BOUND], HOST_SET_NOTE=NOTES[HOST_SET][2:],
+                       OLD_CAP_NOTE=NOTES[OLD_CAP][2:])
     return env
 
 
