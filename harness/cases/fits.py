@@ -20,10 +20,11 @@ bound: the search stops at it), ``too_slow_at`` (the size whose probe ran past
 memory), ``host_killed_at`` (the smallest size whose probe the kernel killed when host memory
 ran out), ``host_short_at`` (the smallest size the host's memory could not hold: killed, or
 stopped by the guard of a way out that keeps data on the host; where it is the size after the
-answer, the host, not the budget, set the answer: ``host_bound``), and ``budget_bytes_per_sample`` (budget / max_batch) or
-``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is
-worse there. One sequence is searched in steps of ``search_unit`` (128) tokens, a batch sample
-by sample. When even the smallest size does not fit, the case does not fit.
+answer, the host, not the budget, set the answer: ``host_bound``), and
+``budget_bytes_per_sample`` (budget / max_batch) or ``budget_bytes_per_token`` (budget /
+max_seq_len), the figure asv tracks because bigger is worse there. One sequence is searched in
+steps of ``search_unit`` (128) tokens, a batch sample by sample. When even the smallest size
+does not fit, the case does not fit.
 """
 from __future__ import annotations
 
