@@ -171,3 +171,23 @@ def test_a_what_fits_answer_whose_probes_capped_torch_short_of_its_budget_is_sti
     assert whole not in write(dict(fit, params=dict(fit["params"], budget="card"), budget=dict(fit["budget"], name="card")))
     skipped = dict(fit, outcome="skipped", budget={}, check={}, reason="no GPU")  # a search that never ran
     assert searched not in write(skipped)
+
+
+def test_an_answer_the_hosts_memory_set_under_the_old_cap_is_not_to_do_again(tmp_path):
+    # save_on_cpu at 24GB on the H100, under the old cap: 32 fit, and 33 kept more pinned host memory
+    # than its guard allows. A larger cap on the device changes nothing the host decided.
+    source = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/57d3f76e-20261125T134147-8f2f7a.jsonl"
+    folder = tmp_path / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    (fit,) = [r for r in map(json.loads, source.read_text().splitlines())
+              if r["case"] == "fits" and r["params"]["budget"] == "24GB"]
+    searched = bench("WhatFits", "('save_on_cpu', '24GB')")
+
+    def missing(check):
+        (folder / source.name).write_text(json.dumps(dict(fit, check=dict(fit["check"], **check))) + "\n")
+        return todo.missing("budget", "box", tmp_path / "results", BENCHES)
+
+    assert fit["budget"]["enforced"] != budget.ENFORCED["torch"] and fit["check"]["max_batch"] == 32
+    assert searched not in missing({"host_short_at": 33})
+    assert searched in missing({"host_short_at": 40})  # the device stopped 33: the cap may have
+    assert searched in missing({"host_short_at": None})
