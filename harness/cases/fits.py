@@ -82,11 +82,16 @@ def host_bound(case: str, check: dict, key: str | None) -> bool:
     return n is not None and short is not None and short <= n + check.get("search_unit", 1)
 
 
+def _over(record) -> str:
+    """The axis a what-fits record searched; records filed before ``over`` searched the batch."""
+    return record.params.get("over", "batch")
+
+
 def stopped_short(record) -> bool:
     """Whether a record's search stopped at a limit lower than today's for its axis (a sequence
     searched up to the batch's ``LIMIT`` before ``LIMITS`` let it go further): its answer is a
     lower bound that today's search would raise, so ``harness todo`` lists it again."""
-    over, check = record.params.get("over", "batch"), record.check
+    over, check = _over(record), record.check
     return (lower_bound(NAME, check, f"max_{over}") and check.get("too_slow_at") is None
             and check.get("search_limit", fits.LIMIT) < fits.LIMITS.get(over, fits.LIMIT))
 
@@ -98,10 +103,9 @@ def capped_short(record) -> bool:
     again. The whole card was never capped, a search that did not run capped nothing, and an
     answer the host's memory set (``host_bound``) is today's too: a larger cap on the device
     leaves the host's share as it was."""
-    key = f"max_{record.params.get('over', 'batch')}"
     return (record.outcome in (OK, DOES_NOT_FIT) and record.params.get("budget") != "card"
             and record.budget.get("enforced") != ENFORCED["torch"]
-            and not host_bound(NAME, record.check, key))
+            and not host_bound(NAME, record.check, f"max_{_over(record)}"))
 
 
 def old_cap(record, key: str | None) -> bool:
