@@ -1,4 +1,6 @@
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -53,3 +55,13 @@ def records_dir(tmp_path, monkeypatch):
     """Measurements filed under a temporary folder, never into the repository's results/."""
     set_run(monkeypatch, tmp_path / "records")
     return tmp_path / "records"
+
+
+def results_with(root: Path, *files: Path) -> Path:
+    """A results folder under ``root`` holding copies of committed records, each in its machine's folder."""
+    results = root / "results"
+    for f in files:
+        dest = results / "records" / f.parent.name / f.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, dest)
+    return results

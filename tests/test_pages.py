@@ -19,6 +19,8 @@ from harness.report import tables
 from harness.report.pages import build, model
 from harness.report.pages.families import Family, family
 
+from conftest import results_with
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -217,10 +219,7 @@ def test_the_fits_page_marks_an_answer_at_an_older_search_limit_a_lower_bound_an
     # the H200's card searches stopped at the old limit of 2**16 tokens; the H100's found exact answers
     lower = RESULTS / "records/nvidia-h200-x1/1f1ac8ea-20261124T195405-8d7e30.jsonl"
     exact = RESULTS / "records/nvidia-h100-80gb-hbm3-x1/1dedbd7b-20261125T094200-0b5610.jsonl"
-    for path in (lower, exact):
-        dest = tmp_path / "results" / "records" / path.parent.name
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, dest / path.name)
+    results_with(tmp_path, lower, exact)
     # and save_on_cpu at 24GB on an H200, whose next batch the host's memory could not hold
     host = RESULTS / "records/nvidia-h200-x1/cddf8cc1-20261125T120830-fd5868.jsonl"
     recs = [json.loads(line) for line in host.read_text().splitlines()]
@@ -240,12 +239,10 @@ def test_the_fits_page_marks_an_answer_at_an_older_search_limit_a_lower_bound_an
 def test_the_fits_page_marks_only_the_answers_searched_under_the_old_short_cap(tmp_path):
     # checkpoint on the H100: 40GB searched under the old cap (77), then at the budget's bytes (78);
     # 80GB only under the old cap; the whole card, never capped
-    for name in ("1a42ca54-20261125T001441-bbf18a.jsonl", "0586d386-20261125T153851-dfded6.jsonl",
-                 "9009c493-20261125T171513-718970.jsonl"):
-        path = RESULTS / "records/nvidia-h100-80gb-hbm3-x1" / name
-        dest = tmp_path / "results" / "records" / path.parent.name
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, dest / path.name)
+    h100 = RESULTS / "records/nvidia-h100-80gb-hbm3-x1"
+    results_with(tmp_path, *(h100 / name for name in ("1a42ca54-20261125T001441-bbf18a.jsonl",
+                                                       "0586d386-20261125T153851-dfded6.jsonl",
+                                                       "9009c493-20261125T171513-718970.jsonl")))
     (tmp_path / "pages").mkdir()
     build.write_pages(tmp_path / "results", tmp_path / "pages")
     page = (tmp_path / "pages" / "fits.html").read_text()
@@ -276,12 +273,9 @@ def test_a_rate_on_the_pages_is_read_against_its_own_hosts_ceiling_though_a_late
     a_ceilings, a_beyond, b_ceilings = (h100 / f"b2b2626b-20261125T{run}.jsonl"
                                         for run in ("063343-6bf09b", "064838-6ddbf7", "065217-891639"))
     def beyond_page(name, *files):
-        dest = tmp_path / name / "results" / "records" / h100.name
-        dest.mkdir(parents=True)
-        for f in files:
-            shutil.copy(f, dest / f.name)
+        results = results_with(tmp_path / name, *files)
         (tmp_path / name / "pages").mkdir()
-        build.write_pages(dest.parents[1], tmp_path / name / "pages")
+        build.write_pages(results, tmp_path / name / "pages")
         return (tmp_path / name / "pages" / build.page_name("beyond")).read_text()
     marked = "another host&#39;s ceiling"  # as the page escapes it
     own = beyond_page("both", a_ceilings, a_beyond, b_ceilings)

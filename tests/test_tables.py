@@ -2,7 +2,6 @@
 the newest record winning, the declared order of the parameters, and a clear message for bad input."""
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,8 @@ from harness.cases import tricks as tricks_case
 from harness.drive import cli
 from harness.report import tables
 from harness.report.pages.model import load_rows
+
+from conftest import results_with
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS = REPO / "results" / "records"
@@ -41,15 +42,6 @@ H100_SEED003_DIED = RECORDS / "nvidia-h100-80gb-hbm3-x1/1a42ca54-20261125T001045
 H100_HOST_A_CEILINGS = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T063343-6bf09b.jsonl"
 H100_HOST_A_BEYOND = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T064838-6ddbf7.jsonl"
 H100_HOST_B_CEILINGS = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T065217-891639.jsonl"
-
-
-def results_with(tmp_path, *files) -> Path:
-    root = tmp_path / "results"
-    for f in files:
-        dest = root / "records" / f.parent.name / f.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(f, dest)
-    return root
 
 
 def fits_table(root) -> list[str]:
