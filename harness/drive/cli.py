@@ -86,7 +86,8 @@ def _compare(args) -> int:
     from harness.drive import compare
     try:
         return compare.main(args.base, args.new, profile=args.profile, bench=args.bench,
-                            rounds=args.rounds or compare.ROUNDS, results=args.results, report=args.report)
+                            rounds=args.rounds or compare.ROUNDS, results=args.results, report=args.report,
+                            threshold=args.threshold)
     except compare.CompareRefused as e:
         print(f"oombench compare: {e}", file=sys.stderr)
         return 2
@@ -364,6 +365,8 @@ def _add_compare(sub) -> None:
     c.add_argument("--results", metavar="DIR",
                    help="a new folder for the records of both sides (default: .asv/compare/<run id>)")
     c.add_argument("--report", metavar="FILE", help="the markdown report (default: report.md in the results folder)")
+    c.add_argument("--threshold", type=_finite_non_negative, default=0.0,
+                   help="the least relative rise that can fail, as for gate (for a box shared with other work)")
     c.set_defaults(func=_compare)
 
 

@@ -71,7 +71,7 @@ def refuse_dirty(repo: Path) -> None:
         raise CompareRefused(f"{repo} is not a git checkout ({done.stderr.strip()}): run compare in a clone")
     changed = done.stdout.splitlines()
     if changed:
-        raise CompareRefused(f"the working tree has {len(changed)} uncommitted change(s) ({changed[0].strip()} ...): "
+        raise CompareRefused(f"the working tree has {len(changed)} uncommitted change(s) (e.g. {changed[0][3:]}): "
                              "compare measures commits: commit or stash them first")
 
 
@@ -160,11 +160,11 @@ def measure_all(benches, trees: dict[str, Path], runs: dict[tuple[str, int], Run
         print(f"oombench compare: [{i}/{len(steps)}] {side} round {r}: {said}", flush=True)
 
 
-def judge(folder: Path, report: Path) -> int:
+def judge(folder: Path, report: Path, threshold: float) -> int:
     """The gate of NEW's records against BASE's, with floors learned from BASE's rounds."""
     from harness.report.gate import gate
     base, new = folder / BASE / "records", folder / NEW / "records"
-    rc, text = gate(base, new, fmt="text", history=base, report=report)
+    rc, text = gate(base, new, threshold=threshold, history=base, report=report)
     print(text, file=sys.stderr if rc == 2 else sys.stdout)
     return rc
 
@@ -179,12 +179,12 @@ def headed(report: Path, lines: list[str]) -> None:
 
 def main(base_rev: str, new_rev: str = "HEAD", *, profile: str = "standard", bench: str | None = None,
          rounds: int = ROUNDS, results: str | Path | None = None, report: str | Path | None = None,
-         repo: Path = REPO, measure=measure_in) -> int:
+         threshold: float = 0.0, repo: Path = REPO, measure=measure_in) -> int:
     """Exit status: the gate's (0 pass, 1 regressions, 2 nothing to compare), 128 + a signal that
     stopped it; CompareRefused before anything runs. ``measure``: how one case is run (tests)."""
-    refuse_dirty(repo)
     commits = {BASE: resolve(repo, base_rev, "BASE"), NEW: resolve(repo, new_rev, "NEW")}
     benches = chosen(profile, bench)
+    refuse_dirty(repo)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
     folder = Path(results) if results else repo / ".asv" / "compare" / run_id
     refuse_used(folder)
@@ -205,7 +205,7 @@ def main(base_rev: str, new_rev: str = "HEAD", *, profile: str = "standard", ben
                   flush=True)
             return 128 + e.signum
     minutes = (time.time() - started) / 60
-    rc = judge(folder, report)
+    rc = judge(folder, report, threshold)
     headed(report, [f"## oombench compare: `{commits[BASE][:8]}` ({base_rev}) against `{commits[NEW][:8]}` ({new_rev})",
                     f"Both measured on {machine} in one session, {minutes:.1f} min: {len(benches)} case(s), "
                     f"{rounds} round(s) a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} "
