@@ -145,6 +145,13 @@ def filed(path: Path) -> list:
     return load_file(path).records if path.exists() else []
 
 
+def told(recs: list, bench: todo.Bench, output: str | None) -> str:
+    """What one run filed, in a line of the run's table; its output's end where it filed nothing."""
+    if recs:
+        return "  ".join(row(recs[-1]))
+    return f"{bench.case} {bench.params}: no record; its output ended:\n{(output or '')[-SHOWN_OUTPUT:]}"
+
+
 def measure_all(benches, trees: dict[str, Path], runs: dict[tuple[str, int], RunContext], rounds: int,
                 measure, env) -> None:
     """Every case, its sides in ``order``; one line per run saying what it filed."""
@@ -154,10 +161,22 @@ def measure_all(benches, trees: dict[str, Path], runs: dict[tuple[str, int], Run
         before = len(filed(ctx.path))
         output = measure(trees[side], ctx, b)
         begun.file_lost(ctx, env)  # a process that died without a record gets one saying so
-        recs = filed(ctx.path)[before:]
-        said = "  ".join(row(recs[-1])) if recs else f"{b.case} {b.params}: no record; its output ended:\n" \
-            f"{(output or '')[-SHOWN_OUTPUT:]}"
-        print(f"oombench compare: [{i}/{len(steps)}] {side} round {r}: {said}", flush=True)
+        print(f"oombench compare: [{i}/{len(steps)}] {side} round {r}: {told(filed(ctx.path)[before:], b, output)}",
+              flush=True)
+
+
+def session(repo: Path, commits: dict[str, str], benches, runs, rounds: int, measure, env,
+            folder: Path) -> int | None:
+    """Both sides measured from their worktrees; 128 + the signal where one stopped it, else None."""
+    with suite.signals_stop_the_run():
+        try:
+            with worktrees(repo, commits) as trees:
+                measure_all(benches, trees, runs, rounds, measure, env)
+        except suite.Interrupted as e:
+            print(f"oombench compare: stopped by {e}; the worktrees are removed, the records measured are in "
+                  f"{folder}", flush=True)
+            return 128 + e.signum
+    return None
 
 
 def judge(folder: Path, report: Path, threshold: float) -> int:
@@ -175,6 +194,14 @@ def headed(report: Path, lines: list[str]) -> None:
     tmp = report.with_name(f".{report.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, report)
+
+
+def heading(commits: dict[str, str], revs: tuple[str, str], machine: str, seconds: float, cases: int,
+            rounds: int) -> list[str]:
+    return [f"## oombench compare: `{commits[BASE][:8]}` ({revs[0]}) against `{commits[NEW][:8]}` ({revs[1]})",
+            f"Both measured on {machine} in one session, {seconds / 60:.1f} min: {cases} case(s), {rounds} round(s) "
+            f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
+            "a fresh process; the gate compares the last round of each side, its floors learned from BASE's rounds."]
 
 
 def main(base_rev: str, new_rev: str = "HEAD", *, profile: str = "standard", bench: str | None = None,
@@ -196,20 +223,10 @@ def main(base_rev: str, new_rev: str = "HEAD", *, profile: str = "standard", ben
     print(f"oombench compare: {len(benches)} case(s), {rounds} round(s) a side, BASE {commits[BASE][:8]} and NEW "
           f"{commits[NEW][:8]} on {machine}; records in {folder}", flush=True)
     started = time.time()
-    with suite.signals_stop_the_run():
-        try:
-            with worktrees(repo, commits) as trees:
-                measure_all(benches, trees, runs, rounds, measure, env)
-        except suite.Interrupted as e:
-            print(f"oombench compare: stopped by {e}; the worktrees are removed, the records measured are in {folder}",
-                  flush=True)
-            return 128 + e.signum
-    minutes = (time.time() - started) / 60
+    stopped = session(repo, commits, benches, runs, rounds, measure, env, folder)
+    if stopped is not None:
+        return stopped
     rc = judge(folder, report, threshold)
-    headed(report, [f"## oombench compare: `{commits[BASE][:8]}` ({base_rev}) against `{commits[NEW][:8]}` ({new_rev})",
-                    f"Both measured on {machine} in one session, {minutes:.1f} min: {len(benches)} case(s), "
-                    f"{rounds} round(s) a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} "
-                    "per case (A: BASE), each run in a fresh process; the gate compares the last round of each side, "
-                    "its floors learned from BASE's rounds."])
+    headed(report, heading(commits, (base_rev, new_rev), machine, time.time() - started, len(benches), rounds))
     print(f"oombench compare: report in {report}")
     return rc
