@@ -127,3 +127,24 @@ def test_run_files_results_locally_unless_asked_and_passes_the_profile(monkeypat
     assert cli.main(["run", "--file", "--profile", "quick"]) == 0
     assert seen[-1]["results"] == COMMITTED and seen[-1]["profile"] == "quick"
     assert cli.main(["run", "--results", str(tmp_path)]) == 0 and seen[-1]["results"] == tmp_path
+
+
+@pytest.mark.parametrize("argv, to_pytest", [
+    (["test", "-k", "gate", "-x"], ["-k", "gate", "-x"]),
+    (["test", "tests/test_gate.py", "-k", "gate", "-p", "no:cacheprovider"],
+     ["tests/test_gate.py", "-k", "gate", "-p", "no:cacheprovider"]),
+    (["test", "--", "-k", "gate"], ["-k", "gate"]),  # the form that was needed before
+    (["test"], []),
+])
+def test_test_hands_every_argument_to_pytest_in_order(monkeypatch, argv, to_pytest):
+    import pytest as pytest_module
+    got = []
+    monkeypatch.setattr(pytest_module, "main", lambda args: got.append(args) or 0)
+    monkeypatch.chdir(bootstrap.REPO)  # _test goes to the repository; the test's folder is put back after
+    assert cli.main(argv) == 0
+    assert got == [["-q", *to_pytest]]
+
+
+def test_other_commands_still_refuse_arguments_they_do_not_know(capsys):
+    assert cli.main(["gate", "a.jsonl", "b.jsonl", "-k", "gate"]) == 2
+    assert "unrecognized arguments: -k gate" in capsys.readouterr().err

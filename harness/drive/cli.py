@@ -9,6 +9,7 @@ summary   print the records filed under results/records
 table     a markdown table of filed records (one parameter down, one across)
 todo      what a profile still lacks on each machine, and the --bench expression that runs it
 gate      compare two sets of records; exit 1 when a case got slower or bigger
+compare   measure two commits here, in one session, and gate NEW against BASE
 pages     build asv's site and the project's comparison pages from results/
 docs      regenerate docs/results/<family>.md, docs/headline.* and the README's headline from results/
 wheelhouse  download wheels for an offline box (named Python and platform)
@@ -77,6 +78,19 @@ def _test(args) -> int:
     import pytest
     os.chdir(bootstrap.REPO)
     return pytest.main(["-q", *args.pytest_args])
+
+
+def _compare(args) -> int:
+    bootstrap.ensure("run")
+    bootstrap.ensure("gate")
+    from harness.drive import compare
+    try:
+        return compare.main(args.base, args.new, profile=args.profile, bench=args.bench,
+                            rounds=args.rounds or compare.ROUNDS, results=args.results, report=args.report,
+                            threshold=args.threshold)
+    except compare.CompareRefused as e:
+        print(f"oombench compare: {e}", file=sys.stderr)
+        return 2
 
 
 def _devices(args) -> int:
@@ -219,7 +233,8 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python3 -m harness", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    for add in (_add_run, _add_inspect, _add_table, _add_todo, _add_gate, _add_publish, _add_environments):
+    for add in (_add_run, _add_inspect, _add_table, _add_todo, _add_gate, _add_compare, _add_publish,
+                _add_environments):
         add(sub)
     return p
 
@@ -251,9 +266,12 @@ def _add_run(sub) -> None:
 
 def _add_inspect(sub) -> None:
     """The commands that look at this box or at one case: test, devices, machine, case, summary."""
-    t = sub.add_parser("test", help="run the tests")
-    t.add_argument("pytest_args", nargs="*", help="passed to pytest")
-    t.set_defaults(func=_test)
+    # Its arguments are pytest's, options included: parse() hands it whatever argparse does not know.
+    t = sub.add_parser("test", help="run the tests; every argument goes to pytest (e.g. -k gate -x)",
+                       usage="python3 -m harness test [PYTEST ARGUMENTS ...]",
+                       description="Runs the tests (on the CPU). Every argument goes to pytest, options included: "
+                                   "python3 -m harness test -k gate -x")
+    t.set_defaults(func=_test, pytest_args=[])
     d = sub.add_parser("devices", help="what GPUs this box has")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=_devices)
@@ -329,6 +347,29 @@ def _add_gate(sub) -> None:
     g.set_defaults(func=_gate)
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _add_compare(sub) -> None:
+    c = sub.add_parser("compare", help="measure BASE and NEW here, alternating per case, and gate NEW against BASE")
+    c.add_argument("base", help="the commit to compare against (a branch, tag or hash)")
+    c.add_argument("new", nargs="?", default="HEAD", help="the commit under test (default: HEAD)")
+    c.add_argument("--profile", choices=tuple(profiles.PROFILES), default="standard",
+                   help="which cases, as for run (default: standard); --bench overrides it")
+    c.add_argument("--bench", "-b", help="regular expression: only the benchmarks it matches")
+    c.add_argument("--rounds", type=_positive_int,
+                   help="runs of each case a side, alternating A B B A A B ... (default: 3)")
+    c.add_argument("--results", metavar="DIR",
+                   help="a new folder for the records of both sides (default: .asv/compare/<run id>)")
+    c.add_argument("--report", metavar="FILE", help="the markdown report (default: report.md in the results folder)")
+    c.add_argument("--threshold", type=_finite_non_negative, default=0.0,
+                   help="the least relative rise that can fail, as for gate (for a box shared with other work)")
+    c.set_defaults(func=_compare)
+
+
 def _add_publish(sub) -> None:
     pg = sub.add_parser("pages", help="build asv's site and the comparison pages from results/")
     pg.add_argument("--results", default=None, help="results folder (default: results/)")
@@ -354,9 +395,21 @@ def _add_environments(sub) -> None:
     st.set_defaults(func=_stack)
 
 
+def parse(argv=None) -> argparse.Namespace:
+    """The command line as a namespace: arguments no parser knows go to ``test``'s pytest (a
+    leading ``--`` dropped), and are refused for any other command."""
+    p = parser()
+    args, rest = p.parse_known_args(argv)
+    if not hasattr(args, "pytest_args") and rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
+    if hasattr(args, "pytest_args"):
+        args.pytest_args = rest[1:] if rest[:1] == ["--"] else rest
+    return args
+
+
 def main(argv=None) -> int:
     try:
-        args = parser().parse_args(argv)
+        args = parse(argv)
     except UsageError as e:
         print(e, file=sys.stderr)
         return 2

@@ -74,7 +74,11 @@ def benches(repo: Path = REPO) -> list[Bench]:
 
 def selected(profile: str, all_benches: list[Bench]) -> list[Bench]:
     """The benches a profile's expressions select, as asv selects them (any of their methods)."""
-    exprs = profiles.benchmarks(profile)
+    return matching(profiles.benchmarks(profile), all_benches)
+
+
+def matching(exprs: list[str], all_benches: list[Bench]) -> list[Bench]:
+    """The benches any of asv's ``--bench`` expressions ``exprs`` selects (none: every one)."""
     return [b for b in all_benches if not exprs or any(re.search(e, n) for e in exprs for n in b.names())]
 
 
