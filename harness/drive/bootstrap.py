@@ -45,7 +45,7 @@ NEEDS = {
     "summary": (BASE, ""),
     "table": (BASE, ""),
     "todo": (BASE, ""),
-    "gate": ((*BASE, "scipy"), "gate"),
+    "gate": ((*BASE, "scipy", "tabulate"), "gate"),
     # pip download for another box: pip is all it needs.
     "wheelhouse": (("pip",), ""),
     # A stack overlays the interpreter that runs it (the box's GPU stack): pip is all it needs.

@@ -413,7 +413,7 @@ def compare(base: list[Record], new: list[Record], floors: noise.Floors | None =
 def provenance(recs: list[Record]) -> str:
     """Which machine(s), commit(s), library versions and hosts a set is."""
     machines = sorted({describe_machine(r) for r in recs})
-    commits = sorted({(r.commit or "no commit")[:8] for r in recs})
+    commits = sorted({r.commit[:8] if r.commit else "none" for r in recs})
     libs = sorted({", ".join(f"{k} {v}" for k, v in sorted(r.environment.libraries.items())
                              if k in ("torch", "numpy", "cupy-cuda13x", "cupy-cuda12x", "chainer")) for r in recs})
     hosts = sorted({host_key(r.environment) or "unknown" for r in recs})
