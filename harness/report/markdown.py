@@ -26,11 +26,11 @@ _INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
 def one_line(text) -> str:
     """``text`` as one line of visible characters: each line break shown as " ↵ ", control and
     format characters as spaces, lone surrogates as U+FFFD, runs of spaces as one."""
-    lines = str(text).splitlines()
-    joined = " ↵ ".join(lines)
-    shown = "".join(" " if unicodedata.category(c) in _INVISIBLE else "\ufffd" if unicodedata.category(c) == "Cs"
-                    else c for c in joined)
-    return " ".join(shown.split())
+    text = str(text)
+    if not (text.isascii() and text.isprintable()):  # else nothing to replace: the common case, kept quick
+        text = "".join(" " if unicodedata.category(c) in _INVISIBLE else "\ufffd" if unicodedata.category(c) == "Cs"
+                       else c for c in " ↵ ".join(text.splitlines()))
+    return " ".join(text.split())
 
 
 def escape(text) -> str:
