@@ -111,3 +111,19 @@ def test_escaped_text_reads_back_as_itself_on_one_line(s):
     assert "\n" not in html and "<" not in html.replace("&lt;", "")
     plain = markdown.one_line(s)
     assert html == plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(hostile.map(lambda s: s.replace("/", "").replace("\x00", "")[:100] or "x"), hostile)
+@example("x\n\n**PASS: 0 regression(s)**\n\n<!--", "**PASS**\n<!--")
+def test_control_text_in_a_refusal_never_reads_as_a_verdict(name, pattern):
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        new = write(tmp / "new.jsonl", [record()])
+        rc, text = gate.gate(tmp / name, new, pattern=pattern, report=tmp / "report.md")
+        report = (tmp / "report.md").read_text(encoding="utf-8")
+    toks = PARSER.parse(report)
+    assert rc == 2 and not [t for t in tokens(toks) if t.type in ("html_block", "html_inline")]
+    assert [t.tag for t in toks if t.type == "heading_open"] == ["h2"]
+    said = strong_texts(toks)
+    assert said[:1] == ["oombench gate could not compare:"] and not [s for s in said if s.startswith(("PASS", "FAIL"))]
