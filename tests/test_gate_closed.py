@@ -223,3 +223,11 @@ def test_a_peak_grows_by_at_least_64_mb_before_it_fails(tmp_path, history, grown
     grown = new_run(base, memory={"host.max_rss": GB + grown_mb * MB})
     assert run_gate(tmp_path, [base], [grown], history)[0] == rc
     assert run_gate(tmp_path, [base], [grown], history, min_bytes=0)[0] == 1
+
+
+@pytest.mark.parametrize("answer", [None, "16", True, 0])
+def test_what_fits_without_an_answer_to_compare_fails(tmp_path, history, answer):
+    new = new_run(fits(answer=16))
+    new["check"]["max_batch"] = answer
+    rc, text = run_gate(tmp_path, [fits(answer=16)], [new], history)
+    assert rc == 1 and "absent: NEW's search holds no max_batch" in text and "(1 no answer)" in text

@@ -275,8 +275,8 @@ def peaks(rec: Record) -> dict[str, int]:
     arrays, not a peak, so it is left out. A what-fits search's own levels are not the case's
     (its probes run in processes of their own): its one peak is the probe's at the answer."""
     if answer_key(rec):
-        at = rec.check.get("peak_allocated_at_max")
-        return {PROBE_PEAK: at} if isinstance(at, int) else {}
+        at = size(rec.check.get("peak_allocated_at_max"))
+        return {PROBE_PEAK: at} if at else {}
     out = {k: v for k, v in rec.memory.items() if k.startswith(PEAK_PREFIXES)
            and not (rec.schema < 2 and k.startswith("allocator.cupy.") and k.endswith("used"))}
     gain = rec.device_bytes()
@@ -304,14 +304,20 @@ def apart(base: Record, new: Record, opts: Options) -> str | None:
     return None
 
 
+def size(value) -> int | None:
+    """A what-fits answer or peak as the count it must be; None for anything else a check holds."""
+    return value if type(value) is int and value > 0 else None
+
+
 def answer_row(base: Record, new: Record) -> Row:
     key = answer_key(base)
-    b, n = base.check.get(key), new.check.get(key)
+    b, n = size(base.check.get(key)), size(new.check.get(key))
     axis = key.removeprefix("max_")
-    if not isinstance(n, int):
-        return Row("x", base.case, base.params, "answer", f"{axis} {b}", "none", "-", "-",
-                   f"absent: NEW's search holds no {key}", "no answer")
-    ratio = f"{n / b:.3f}" if b else "-"
+    if b is None or n is None:
+        side = "BASE's" if b is None else "NEW's"
+        return Row("x", base.case, base.params, "answer", f"{axis} {b}", f"{axis} {n}", "-", "-",
+                   f"absent: {side} search holds no {key} to compare", "no answer")
+    ratio = f"{n / b:.3f}"
     if n < b:
         early = " (NEW's search stopped early: its answer is a lower bound)" if fits.lower_bound(new.case, new.check, key) else ""
         return Row("+", base.case, base.params, "answer", f"{axis} {b}", f"{axis} {n}", ratio, "any drop",
