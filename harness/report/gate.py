@@ -98,7 +98,7 @@ class Row:
     mark: str  # "+" slower, bigger or fits less, "-" faster or fits more, "x" lost, missing or not comparable, " " same
     case: str
     params: dict
-    what: str  # "time", "answer", "peak LABEL", "outcome", "record", "peaks"
+    what: str  # "time", "answer", "peak LABEL", "outcome", "peaks"
     before: str
     after: str
     ratio: str
