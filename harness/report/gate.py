@@ -487,13 +487,16 @@ def render(report: Report, base: list[Record], new: list[Record], opts: Options,
     markdown (the verdict first, where a pull-request reader starts); in markdown every text is
     escaped, so no record can add a line, a heading or a comment, or move a column."""
     table = markdown.table(HEADER, [cells(r) for r in report.rows], RIGHT, fmt == "markdown")
-    said = [f"base: {provenance(base)}", f"new:  {provenance(new)}"]
     if fmt != "markdown":
-        return "\n".join([*map(markdown.one_line, said), *table, *map(markdown.one_line, notes(report, opts, kind)),
-                          verdict(report)])
-    bullets = [f"- {markdown.escape(t)}" for t in notes(report, opts, kind)]
-    return "\n".join([f"**{markdown.escape(verdict(report))}**", "", *[f"- {markdown.escape(t)}" for t in said], "",
-                      *table, "", *bullets])
+        said = [f"base: {markdown.one_line(provenance(base))}", f"new:  {markdown.one_line(provenance(new))}"]
+        return "\n".join([*said, *table, *map(markdown.one_line, notes(report, opts, kind)), verdict(report)])
+    said = bullets([f"base: {provenance(base)}", f"new: {provenance(new)}"])
+    return "\n".join([f"**{markdown.escape(verdict(report))}**", "", *said, "", *table, "",
+                      *bullets(notes(report, opts, kind))])
+
+
+def bullets(texts) -> list[str]:
+    return [f"- {markdown.escape(t)}" for t in texts]
 
 
 def refusal(e: GateError, fmt: str) -> str:
@@ -501,8 +504,8 @@ def refusal(e: GateError, fmt: str) -> str:
     first, *rest = str(e).splitlines() or [""]
     if fmt != "markdown":
         return "\n".join(markdown.one_line(line) for line in [f"oombench gate: {first}", *rest])
-    return "\n".join([f"**oombench gate could not compare:** {markdown.escape(first)}",
-                      *([""] if rest else []), *(f"- {markdown.escape(line)}" for line in rest)])
+    return "\n".join([f"**oombench gate could not compare:** {markdown.escape(first)}", *([""] if rest else []),
+                      *bullets(rest)])
 
 
 def gate(base_path: Path, new_path: Path, threshold: float = 0.0, k: float = 2.0, min_bytes: int = 64 * MB,
