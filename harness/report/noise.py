@@ -5,7 +5,8 @@ differs from the next (PCIe link, NUMA placement, CPU, memory, page-fault handli
 same host drifts between runs. The first is what a rank test on the raw per-step times sees
 (Mann-Whitney U, one-sided, as ``asv compare`` uses it): it says whether NEW's steps are
 slower than BASE's at all. It cannot see the other two, which are differences between whole
-runs, so a slowdown must also exceed a floor learned from how far whole runs differ.
+runs, so a slowdown must also exceed a floor learned from how far whole runs differ. On too few
+steps for the test to reach ``ALPHA`` at all (``can_decide``), the floor alone is left to judge.
 
 Floors are learned from the committed history (results/records) per machine kind, case and
 parameters, never from the two sets being compared alone: two runs cannot tell their own
