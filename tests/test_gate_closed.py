@@ -5,6 +5,8 @@ probe's peak at it; memory across machine kinds only like with like; the time an
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gate_records import H100, H200, fits, record, write
 from harness.drive import cli
@@ -231,3 +233,25 @@ def test_what_fits_without_an_answer_to_compare_fails(tmp_path, history, answer)
     new["check"]["max_batch"] = answer
     rc, text = run_gate(tmp_path, [fits(answer=16)], [new], history)
     assert rc == 1 and "absent: NEW's search holds no max_batch" in text and "(1 no answer)" in text
+
+
+LEVELS = ("host.max_rss", "allocator.torch.max_allocated.cuda:0", "allocator.torch.max_reserved.cuda:0",
+          "device.used.gpu0")
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from([2, 1, None]), st.sets(st.sampled_from(LEVELS)), st.sets(st.sampled_from(sorted(gate.ALLOW))),
+       st.sampled_from([1.0, 10.0]))
+def test_schema_and_level_mismatches_fail_unless_allowed(tmp_path, history, schema, dropped, allow, growth):
+    base = record(memory={label: GB for label in LEVELS})
+    new = new_run(base, memory={label: int(GB * growth) for label in LEVELS if label not in dropped}, schema=schema)
+    if schema is None:
+        del new["schema"]
+    if schema != 2:
+        fails, names = "schema" not in allow, "--allow schema"
+    else:
+        fails = (bool(dropped) and "missing-level" not in allow) or (growth > 1 and len(dropped) < len(LEVELS))
+        names = "--allow missing-level" if dropped and "missing-level" not in allow else "bigger"
+    rc, text = run_gate(tmp_path, [base], [new], history, allow=sorted(allow))
+    assert rc == (1 if fails else 0), text
+    assert not fails or names in text
