@@ -1,6 +1,7 @@
 """The regression gate on committed and planted records: honest pairs of hosts pass; planted
 slowdowns, bigger peaks, lost and missing cases fail; input it cannot trust is refused."""
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from harness import cases
 from harness.drive import cli
 from harness.measure import record
-from harness.report import gate, noise
+from harness.report import gate, markdown, noise
 
 
 def upgraded(rec: dict):
@@ -68,6 +69,11 @@ def write(path: Path, recs: list[dict]) -> Path:
     return path
 
 
+def fresh(recs: list[dict]) -> list[dict]:
+    """The records as another run's: a record NEW shares with BASE is BASE's, not a new measurement."""
+    return [{**r, "run_id": "20990101T000000-test00", "created": r["created"] + 1} for r in recs]
+
+
 def scaled(rec: dict, factor: float) -> dict:
     t = dict(rec["timing"])
     t.update({k: v * factor for k, v in t.items() if k.endswith("_s") and k != "samples_s"})
@@ -121,8 +127,11 @@ def test_two_honest_h200_hosts_have_no_slower_case_in_ceilings_and_unified(tmp_p
 def test_the_ci_gate_line_passes_an_honest_run_of_another_session():
     earlier = RECORDS / "cpu-amd-epyc" / "bfa680ee-20261124T003859-187d27.jsonl"  # not the baseline's run
     rc, text = gate.gate(BASELINE, earlier, threshold=1.0, pattern="host_copy", cross_machine=True)
+    assert rc == 1 and "unlike schemas" in text  # that run's records are of the schema before
+    rc, text = gate.gate(BASELINE, earlier, threshold=1.0, pattern="host_copy", cross_machine=True, allow=["schema"])
     assert rc == 0, text
     assert "cross-machine: matched on case and parameters alone" in text
+    assert "allowed by --allow: schema: ceilings" in text
 
 
 def test_the_ci_gate_line_compares_peaks_and_fails_one_that_doubles(tmp_path):
@@ -167,7 +176,7 @@ HOST_INVOLVED = [("ceilings", {"probe": "h2d_pageable"}), ("ceilings", {"probe":
 def test_twenty_percent_on_host_involved_cases_is_caught_on_one_host(tmp_path):
     base = read(H200_RUN)
     hit = [r for r in base if (r["case"], r["params"]) in HOST_INVOLVED]
-    new = [scaled(r, 1.2) if r in hit else r for r in base]
+    new = fresh([scaled(r, 1.2) if r in hit else r for r in base])
     report = gate.compare(gate.load_set(H200_RUN), gate.load_set(write(tmp_path / "new.jsonl", new)), FLOORS)
     assert len(hit) == len(HOST_INVOLVED)
     assert sorted((r.case, json.dumps(r.params)) for r in rows_of(report)) == \
@@ -181,8 +190,8 @@ def test_a_record_that_exceeds_its_floor_but_not_its_spread_passes(tmp_path):
     new = [{**r, "timing": {**r["timing"], "median_s": r["timing"]["q75_s"] * 1.0001,
                             "q75_s": r["timing"]["q75_s"] * 1.5, "max_s": r["timing"]["max_s"] * 1.5}}
            if r["params"].get("probe") == "matmul_tf32" else r for r in base]
-    report = gate.compare(gate.load_set(H100_RUN), gate.load_set(write(tmp_path / "n.jsonl", new)), FLOORS)
-    assert rows_of(report) == []
+    report = gate.compare(gate.load_set(H100_RUN), gate.load_set(write(tmp_path / "n.jsonl", fresh(new))), FLOORS)
+    assert rows_of(report) == [] and rows_of(report, "x") == []
 
 
 # -- peaks, outcomes, missing, retired ------------------------------------------------------------
@@ -190,7 +199,7 @@ def test_ten_percent_more_on_a_peak_fails(tmp_path):
     label = "allocator.torch.max_allocated.cuda:0"
     new = [{**r, "memory": {**r["memory"], label: int(r["memory"][label] * 1.1)}}
            if r["params"].get("probe") == "device_copy" else r for r in read(H100_RUN)]
-    rc, text = gate.gate(H100_RUN, write(tmp_path / "n.jsonl", new))
+    rc, text = gate.gate(H100_RUN, write(tmp_path / "n.jsonl", fresh(new)))
     bigger = [line for line in text.splitlines() if line.startswith("+")]
     assert rc == 1 and len(bigger) == 1 and f"[peak {label}]" in bigger[0] and "ceilings probe=device_copy" in bigger[0]
     assert "4.83 GB" in bigger[0] and "5.32 GB" in bigger[0]
@@ -199,18 +208,18 @@ def test_ten_percent_more_on_a_peak_fails(tmp_path):
 def test_ok_then_does_not_fit_fails(tmp_path):
     recs = read(H100_RUN)
     recs[0].update(outcome="does_not_fit", reason="CUDA out of memory", timing=None)
-    rc, text = gate.gate(H100_RUN, write(tmp_path / "dnf.jsonl", recs))
+    rc, text = gate.gate(H100_RUN, write(tmp_path / "dnf.jsonl", fresh(recs)))
     assert rc == 1 and "ok -> does_not_fit: CUDA out of memory" in text
-    assert "FAIL: 1 regression(s) (1 lost (ok -> not ok))" in text
+    assert "FAIL: 1 regression(s) (1 lost) in 48 case(s) compared" in text
 
 
 def test_ok_then_missing_fails_and_a_retired_case_does_not(tmp_path):
     recs = read(H100_RUN)
     gone = [{**recs[0], "params": {"probe": "no_such_probe"}}, {**recs[0], "case": "no_such_case"}]
     base = write(tmp_path / "base.jsonl", recs + gone)
-    rc, text = gate.gate(base, H100_RUN)
+    rc, text = gate.gate(base, write(tmp_path / "again.jsonl", fresh(recs)))
     assert rc == 0 and text.count("retired (NEW's code no longer declares it)") == 2, text
-    rc, text = gate.gate(base, write(tmp_path / "new.jsonl", recs[1:]))
+    rc, text = gate.gate(base, write(tmp_path / "new.jsonl", fresh(recs[1:])))
     assert rc == 1 and "missing: ok in base, not measured in new" in text and "ceilings probe=device_copy" in text
 
 
@@ -259,23 +268,34 @@ def test_an_invalid_record_exits_2_naming_file_and_line(tmp_path, capsys, side, 
 
 
 # -- input and output -----------------------------------------------------------------------------
-def test_markdown_writes_the_same_rows_as_a_table(capsys):
-    assert cli.main(["gate", str(H100_RUN), str(H100_RUN), "--format", "markdown"]) == 0
+def cells_of(line: str) -> list[str]:
+    """A markdown table row's cells, stripped (escaped pipes stay inside their cell)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+
+
+def test_markdown_writes_the_verdict_first_then_the_same_rows_as_a_table(tmp_path, capsys):
+    again = write(tmp_path / "again.jsonl", fresh(read(H100_RUN)))
+    assert cli.main(["gate", str(H100_RUN), str(again), "--format", "markdown"]) == 0
     out = capsys.readouterr().out
-    assert "|  | before | after | ratio | floor | verdict | case |" in out
-    assert "|   | 1.477 ms | 1.477 ms | 1.000 | 2.0% a | same | ceilings probe=device_copy |" in out
-    assert out.rstrip().endswith("**PASS: 0 regression(s) in 49 case(s) compared; 0 retired**")
+    assert out.splitlines()[0] == r"**PASS\: 0 regression\(s\) in 49 case\(s\) compared\; 0 retired**"
+    rows = [cells_of(line) for line in out.splitlines() if line.startswith("|")]
+    assert rows[0] == ["", "before", "after", "ratio", "floor", "verdict", "case"]
+    assert ["", r"1\.477 ms", r"1\.477 ms", r"1\.000", r"2\.0\% a", "same", r"ceilings probe\=device\_copy"] in rows
 
 
 def test_the_report_file_holds_the_markdown_table_the_verdict_and_where_to_read_on(tmp_path, capsys):
-    slow = write(tmp_path / "slow.jsonl", [scaled(r, 2.0) if r["outcome"] == "ok" and r["timing"] else r
-                                          for r in read(H100_RUN)])
+    slow = write(tmp_path / "slow.jsonl", fresh([scaled(r, 2.0) if r["outcome"] == "ok" and r["timing"] else r
+                                                for r in read(H100_RUN)]))
     report = tmp_path / "pr" / "gate.md"
     assert cli.main(["gate", str(H100_RUN), str(slow), "--report", str(report)]) == 1
     text = report.read_text()
-    assert text.startswith(f"## oombench gate: `{H100_RUN}` against `{slow}`")
-    assert "| + | 1.477 ms | 2.953 ms | 2.000 | 2.0% a | slower (quartiles) | ceilings probe=device_copy |" in text
-    assert "**FAIL: " in text and "[docs/results/seeds.md](docs/results/seeds.md)" in text
+    head, verdict = text.splitlines()[:3:2]
+    assert head == f"## oombench gate: {markdown.escape(H100_RUN)} against {markdown.escape(slow)}"
+    assert verdict.startswith(r"**FAIL\: ")
+    rows = [cells_of(line) for line in text.splitlines() if line.startswith("|")]
+    assert [r"\+", r"1\.477 ms", r"2\.953 ms", r"2\.000", r"2\.0\% a", r"slower \(quartiles\)",
+            r"ceilings probe\=device\_copy"] in rows
+    assert "[docs/results/seeds.md](docs/results/seeds.md)" in text
     assert "ratio" in capsys.readouterr().out  # the terminal still gets the text table
 
 
@@ -288,7 +308,9 @@ def test_the_report_is_written_when_the_gate_cannot_compare(tmp_path):
 
 
 def test_thin_history_says_so_and_uses_the_stated_default(tmp_path):
-    rc, text = gate.gate(H100_RUN, H100_RUN, history=tmp_path)
+    (tmp_path / "history").mkdir()
+    again = write(tmp_path / "again.jsonl", fresh(read(H100_RUN)))
+    rc, text = gate.gate(H100_RUN, again, history=tmp_path / "history")
     assert rc == 0 and "history too thin (fewer than 2 hosts) for 49 case(s): default floors used" in text
     assert "GPU-bound 5%, host-bound 25%, busy unknown 10%" in text
 

@@ -87,6 +87,7 @@ def test_the_gate_compares_or_exits_2_naming_the_file_and_line(data, hostile_bas
         real.write_text("\n".join(REAL[:3]) + "\n")
         hostile.write_bytes(data)
         base, new = (hostile, real) if hostile_base else (real, hostile)
+        (Path(tmp) / "no-history").mkdir()
         rc, text = gate.gate(base, new, history=Path(tmp) / "no-history")
         problems = load_file(hostile).problems
     assert rc in (0, 1, 2)

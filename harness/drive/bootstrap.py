@@ -34,7 +34,8 @@ BASE = ("numpy", "psutil", "pynvml", "filelock")
 NEEDS = {
     "run": ((*BASE, "torch", "asv", "asv_runner"), "bench,torch,chainer"),
     "test": ((*BASE, "torch", "pytest", "asv", "asv_runner", "jinja2", "matplotlib",
-              "playwright", "chainer", "scipy", "hypothesis"), "bench,test,torch,pages,chainer,gate"),
+              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "tabulate"),
+             "bench,test,torch,pages,chainer,gate"),
     # scipy (the gate extra): the noise floors the pages read a change of library versions against.
     "pages": ((*BASE, "asv", "asv_runner", "jinja2", "matplotlib", "scipy"), "bench,pages,gate"),
     # One case in this process: no asv. Chainer in the extras as for run, so that a .venv made
@@ -45,7 +46,7 @@ NEEDS = {
     "summary": (BASE, ""),
     "table": (BASE, ""),
     "todo": (BASE, ""),
-    "gate": ((*BASE, "scipy"), "gate"),
+    "gate": ((*BASE, "scipy", "tabulate"), "gate"),
     # pip download for another box: pip is all it needs.
     "wheelhouse": (("pip",), ""),
     # A stack overlays the interpreter that runs it (the box's GPU stack): pip is all it needs.

@@ -170,7 +170,7 @@ def _gate(args) -> int:
     from harness.units import MB
     rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
                     min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
-                    fmt=args.format, history=args.history, report=args.report)
+                    fmt=args.format, history=args.history, report=args.report, allow=args.allow)
     print(text, file=sys.stderr if rc == 2 and text.startswith("oombench gate:") else sys.stdout)
     return rc
 
@@ -342,6 +342,9 @@ def _add_gate(sub) -> None:
     g.add_argument("--report", metavar="FILE", default=None,
                    help="also write the comparison as a markdown report to FILE, for a pull-request comment "
                         "(written whatever the verdict)")
+    g.add_argument("--allow", metavar="WHAT", action="append", default=[],
+                   help="let through what the gate otherwise fails, and list it in the report: schema (records "
+                        "of two schemas: times compared, peaks not), missing-level (a peak level NEW lacks)")
     g.add_argument("--history", metavar="DIR", default=None,
                    help="records the noise floors are learned from (default: results/records)")
     g.set_defaults(func=_gate)

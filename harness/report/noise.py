@@ -5,7 +5,8 @@ differs from the next (PCIe link, NUMA placement, CPU, memory, page-fault handli
 same host drifts between runs. The first is what a rank test on the raw per-step times sees
 (Mann-Whitney U, one-sided, as ``asv compare`` uses it): it says whether NEW's steps are
 slower than BASE's at all. It cannot see the other two, which are differences between whole
-runs, so a slowdown must also exceed a floor learned from how far whole runs differ.
+runs, so a slowdown must also exceed a floor learned from how far whole runs differ. On too few
+steps for the test to reach ``ALPHA`` at all (``can_decide``), the floor alone is left to judge.
 
 Floors are learned from the committed history (results/records) per machine kind, case and
 parameters, never from the two sets being compared alone: two runs cannot tell their own
@@ -187,11 +188,19 @@ def history_floors(root: Path) -> Floors:
     return _learned(str(root.resolve()), stamp)
 
 
+def can_decide(n: int, m: int) -> bool:
+    """Whether ``n`` steps against ``m`` are enough for a test to tell a change at ``ALPHA``: the
+    least p a one-sided rank test of them can give (one ordering of all, 1 / C(n + m, m)) is under
+    it. Five steps a side are not (1/252); six are (1/924). The quartile test is held to the same
+    count, since its normal approximation is no surer on fewer steps."""
+    return n > 0 and m > 0 and 1 / math.comb(n + m, m) < ALPHA
+
+
 def rank_p(base: tuple, new: tuple, alternative: str = "greater") -> float | None:
     """p of "NEW's steps are slower than BASE's" (``alternative="less"``: faster) by a one-sided
     Mann-Whitney U test; None where either side has no raw samples or too few for p to reach
-    ``ALPHA`` at all (then the quartiles decide)."""
-    if not base or not new or 1 / math.comb(len(base) + len(new), len(new)) >= ALPHA:
+    ``ALPHA`` at all."""
+    if not can_decide(len(base), len(new)):
         return None
     from scipy.stats import mannwhitneyu
     return float(mannwhitneyu(new, base, alternative=alternative).pvalue)

@@ -1,0 +1,50 @@
+"""Text from records made safe for the two places a report goes: a terminal and a markdown page.
+
+Case names, parameter values, reasons and paths come from records and command lines, which
+anyone may write. In a pull-request comment such a text could otherwise open an HTML comment
+that hides the verdict, start a heading or a line that reads as a verdict, or add a cell that
+shifts a table's columns; in a terminal, a control character could move the cursor. So every
+such text goes through ``one_line`` (terminal) or ``escape`` (markdown), and markdown tables are
+written by tabulate from escaped cells.
+
+``escape`` relies on CommonMark's rule that a backslash before any ASCII punctuation character
+makes it a literal character ("Backslash escapes", CommonMark 0.31 §2.4; GitHub's tables honour
+``\\|`` the same way): with every such character escaped and no line break left, no text can
+carry markup, wherever in a line it lands.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Every ASCII punctuation character: the set CommonMark lets a backslash make literal.
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# Characters that end a line (str.splitlines' set), control a terminal, or reorder or hide text.
+_INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
+
+
+def one_line(text) -> str:
+    """``text`` as one line of visible characters: each line break shown as " ↵ ", control and
+    format characters as spaces, lone surrogates as U+FFFD, runs of spaces as one."""
+    text = str(text)
+    if not (text.isascii() and text.isprintable()):  # else nothing to replace: the common case, kept quick
+        text = "".join(" " if unicodedata.category(c) in _INVISIBLE else "\ufffd" if unicodedata.category(c) == "Cs"
+                       else c for c in " ↵ ".join(text.splitlines()))
+    return " ".join(text.split())
+
+
+def escape(text) -> str:
+    """``text`` for markdown: ``one_line``, then every ASCII punctuation character escaped."""
+    return _PUNCTUATION.sub(r"\\\1", one_line(text))
+
+
+def table(header, rows, right, markdown: bool) -> list[str]:
+    """The lines of a table: a markdown pipe table of escaped cells, or plain columns of
+    ``one_line`` cells; ``right``: per column, whether it is right-aligned (figures)."""
+    from tabulate import tabulate
+    clean = escape if markdown else one_line
+    body = [[clean(c) for c in row] for row in rows]
+    align = ["right" if r else "left" for r in right]
+    text = tabulate(body, headers=[clean(h) for h in header], tablefmt="pipe" if markdown else "plain",
+                    disable_numparse=True, colalign=align)
+    return [line.rstrip() for line in text.splitlines()]
