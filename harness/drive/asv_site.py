@@ -20,7 +20,6 @@ from pathlib import Path
 from harness.drive.asv_labels import labelled_copy
 from harness.drive.asvconf import private_config
 from harness.drive.scratch import private_dir
-from harness.measure.store import COMMITTED
 
 VENDOR = Path(__file__).parent / "asv_vendor"
 # CDN address in asv's pages -> file under asv_vendor/ (copied to <site>/vendor/)
@@ -83,7 +82,7 @@ def publish(repo: Path, site: Path, results: Path | None = None) -> int:
     """asv's site from ``results`` (default: the committed results/) into ``site``, from a copy
     with short labels (``asv_labels``: why a copy); ``results`` itself is only read. The copy, the
     configuration and the site under construction are this process's own, removed on the way out."""
-    source = Path(results) if results is not None else COMMITTED
+    source = Path(results) if results is not None else Path(repo) / "results"
     site = Path(site).resolve()
     with private_dir("asv") as tmp, private_dir("asv-html", site.parent) as building:
         copy = labelled_copy(source, tmp / "results")
