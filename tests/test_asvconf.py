@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_two_commands_side_by_side_each_read_their_own_results_folder(tmp_path):
     """`pages` published while `run --results DIR` ran: both wrote .asv/local.conf.json, and the
     run's asv results went into the pages' copy."""
-    with asvconf.private_config(REPO, tmp_path / "run") as run, asvconf.private_config(REPO, tmp_path / "pages") as pages:
+    with asvconf.private_config(REPO, tmp_path / "run") as run, \
+            asvconf.private_config(REPO, tmp_path / "pages") as pages:
         assert run != pages
         assert Config.load(str(run)).results_dir == str(tmp_path / "run")
         assert Config.load(str(pages)).results_dir == str(tmp_path / "pages")

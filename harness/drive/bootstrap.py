@@ -270,8 +270,8 @@ def _locked(work) -> None:
         with _one_at_a_time():
             work()
     except Stopped as e:
-        print(f"oombench: set-up stopped by {e}: pip was ended, and {VENV} is whole or has no stamp, "
-              "in which case the next command sets it up again", file=sys.stderr, flush=True)
+        print(f"oombench: set-up stopped by {e}: what it started (pip) was ended, and {VENV} is whole or has "
+              "no stamp, in which case the next command sets it up again", file=sys.stderr, flush=True)
         raise SystemExit(128 + e.signum) from None
     finally:
         for sig, was in old.items():
@@ -284,11 +284,8 @@ def in_venv() -> bool:
 
 def _ensure_here(modules, extras: str) -> None:
     """Inside .venv: install only when the stamp falls short (or a module is gone)."""
-    def current() -> bool:
-        stamp = read_stamp()
-        return not missing(modules) and (stamp is None or covers(stamp, extras))
-
-    if current():
+    stamp = read_stamp()
+    if not missing(modules) and (stamp is None or covers(stamp, extras)):
         return  # stamped and current, or a .venv made by hand that has it all: used as it is
 
     def work():
