@@ -1,10 +1,13 @@
-"""Set-up once: every command sets up .venv when it must, and trusts the stamp afterwards.
+"""Set-up once: every command sets up .venv when it must, and trusts the stamp afterwards; one
+set-up at a time, and a kill during it leaves no pip running and no stamp.
 
-All but the last test run on a temporary .venv with subprocess.run and os.execve recorded, so the
-real .venv is never touched; the last runs `python3 -m harness machine` for real.
+The tests run on a temporary .venv, with the commands bootstrap starts (``_call``) and os.execve
+recorded or with a fake pip, so the real .venv is never touched; the last runs `python3 -m
+harness machine` for real.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,8 +29,8 @@ def fake(monkeypatch, tmp_path):
     rec = type("Recorder", (), {"run": [], "exec": []})()
     monkeypatch.setattr(bootstrap, "VENV", tmp_path / ".venv")
     monkeypatch.setattr(bootstrap, "has_nvidia_gpu", lambda: False)
-    monkeypatch.setattr(bootstrap.subprocess, "run",
-                        lambda cmd, **kw: rec.run.append(cmd) or type("Done", (), {"returncode": 0})())
+    # Every command bootstrap starts goes through _call; the probes of .venv (`python -c`) answer yes.
+    monkeypatch.setattr(bootstrap, "_call", lambda cmd, **kw: 0 if cmd[1] == "-c" else rec.run.append(cmd) or 0)
 
     def execve(exe, argv, env):
         rec.exec.append((exe, argv, env))
@@ -177,19 +180,19 @@ def test_the_light_commands_install_no_torch(fake, monkeypatch):
 def test_chainer_is_built_only_when_the_stamp_lacks_it(fake, monkeypatch):
     plain_interpreter(monkeypatch)
     make_venv(["bench", "torch"])
-    probe_fails = lambda cmd, **kw: fake.run.append(cmd) or type("Done", (), {"returncode": int(cmd[1] == "-c")})()
-    monkeypatch.setattr(bootstrap.subprocess, "run", probe_fails)
+    no_chainer = lambda cmd, **kw: fake.run.append(cmd) or int(cmd[1] == "-c" and "chainer" in cmd[2])
+    monkeypatch.setattr(bootstrap, "_call", no_chainer)
     with pytest.raises(Exec):
         bootstrap.ensure("run")
-    probe, build_env, old_setuptools, wheel, pip = fake.run  # .venv asked first: no chainer there
+    has_pip, probe, build_env, old_setuptools, wheel, pip = fake.run  # .venv asked first: no chainer there
+    assert "pip" in has_pip[2]
     assert probe[1] == "-c" and "chainer" in probe[2]
     assert "--no-build-isolation" in wheel and "--find-links" in pip
 
 
 def test_pip_prints_to_the_terminal_and_a_failure_names_the_fix(fake, monkeypatch):
     seen = []
-    monkeypatch.setattr(bootstrap.subprocess, "run",
-                        lambda cmd, **kw: seen.append(kw) or type("Done", (), {"returncode": 1})())
+    monkeypatch.setattr(bootstrap, "_call", lambda cmd, **kw: seen.append(kw) or 1)
     with pytest.raises(SystemExit, match=r"(?s)set-up failed: `.*pip install.*` exited 1.*python3 -m harness machine"):
         bootstrap._pip(Path(sys.executable), "install", "nothing")
     assert "capture_output" not in seen[0] and seen[0].get("stdout") == 2
@@ -198,7 +201,7 @@ def test_pip_prints_to_the_terminal_and_a_failure_names_the_fix(fake, monkeypatc
 def test_a_failed_install_leaves_no_stamp(fake, monkeypatch):
     plain_interpreter(monkeypatch)
     make_venv(["bench"], pyproject="0" * 64)
-    monkeypatch.setattr(bootstrap.subprocess, "run", lambda cmd, **kw: type("Done", (), {"returncode": 1})())
+    monkeypatch.setattr(bootstrap, "_call", lambda cmd, **kw: 0 if cmd[1] == "-c" else 1)
     with pytest.raises(SystemExit, match="set-up failed"):
         bootstrap.ensure("machine")
     assert bootstrap.read_stamp() is None
@@ -231,3 +234,105 @@ def test_python3_dash_m_harness_machine_from_the_system_python():
     assert done.returncode == 0, done.stderr
     assert "machine" in json.loads(done.stdout)
     assert "installing" not in done.stderr, f"the stamp was not trusted ({took:.1f} s)"
+
+
+# A command in a fresh clone, as its own process: this interpreter without the project's
+# dependencies, .venv at argv[1], the re-exec into .venv printed instead of done.
+DRIVER = """
+import os, sys
+from pathlib import Path
+from harness.drive import bootstrap
+bootstrap.VENV = Path(sys.argv[1])
+bootstrap.missing = lambda modules: list(modules)
+bootstrap.has_nvidia_gpu = lambda: False
+os.execve = lambda exe, argv, env: (print("exec", exe, flush=True), os._exit(0))
+sys.argv = ["harness", "gate"]
+bootstrap.ensure("gate")
+"""
+# .venv's python: its probes find pip; `-m pip ...` logs itself, starts a child of its own and
+# waits for the test to let it finish (a file named go).
+FAKE_PYTHON = """#!/bin/sh
+[ "$1" = "-c" ] && exit 0
+echo "$$ $*" >> "$STATE/pip.log"
+sleep 300 &
+echo $! > "$STATE/child.pid"
+echo $$ > "$STATE/pip.pid"
+while [ ! -e "$STATE/go" ]; do sleep 0.05; done
+kill $!
+"""
+
+
+@pytest.fixture
+def clone(tmp_path):
+    venv, state = tmp_path / ".venv", tmp_path / "state"
+    (venv / "bin").mkdir(parents=True)
+    state.mkdir()
+    python = venv / "bin" / "python"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != bootstrap.REEXEC_ENV}
+    env.update(STATE=str(state), TMPDIR=str(tmp_path / "tmp"), PYTHONPATH=str(bootstrap.REPO))
+
+    started = []
+
+    def start():
+        err = open(tmp_path / f"err-{time.monotonic_ns()}", "w+")
+        proc = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(venv)], cwd=bootstrap.REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=err, text=True)
+        proc.err = err
+        started.append(proc)
+        return proc
+    yield type("Clone", (), {"venv": venv, "state": state, "tmp": tmp_path / "tmp", "start": staticmethod(start)})
+    (state / "go").touch()  # a failed test leaves no fake pip waiting
+    for proc in started:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def wait_for(check, what, timeout=60):
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] in "ZX"  # a zombie is ended
+    except (OSError, IndexError):
+        return True
+
+
+def stderr_of(proc) -> str:
+    proc.err.seek(0)
+    return proc.err.read()
+
+
+def test_a_second_command_waits_for_the_set_up_and_uses_it(clone):
+    first = clone.start()
+    wait_for(lambda: (clone.state / "pip.pid").exists(), "the first command's pip")
+    second = clone.start()
+    holder = f"waits for pid {first.pid} (python3 -m harness gate)"
+    wait_for(lambda: holder in stderr_of(second) or second.poll() is not None, "the second command to wait")
+    assert holder in stderr_of(second)
+    (clone.state / "go").touch()
+    for proc in (first, second):
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out.startswith("exec"), stderr_of(proc)
+    assert len((clone.state / "pip.log").read_text().splitlines()) == 1  # the second used the first's
+    assert bootstrap.covers(json.loads((clone.venv / bootstrap.STAMP).read_text()), "gate")
+
+
+def test_a_kill_during_set_up_ends_pip_and_what_it_started_and_leaves_no_stamp(clone):
+    proc = clone.start()
+    wait_for(lambda: (clone.state / "child.pid").exists() and (clone.state / "pip.pid").exists(), "pip")
+    pids = [int((clone.state / name).read_text()) for name in ("pip.pid", "child.pid")]
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "set-up stopped by SIGTERM" in stderr_of(proc)
+    wait_for(lambda: all(gone(pid) for pid in pids), "pip and its child to end", timeout=10)
+    assert not (clone.venv / bootstrap.STAMP).exists()
+    assert list(clone.tmp.iterdir()) == []  # the wheel folder of the install is gone

@@ -45,8 +45,8 @@ class Calls:
 def calls(monkeypatch, tmp_path):
     c = Calls()
     monkeypatch.setattr(bootstrap, "VENV", tmp_path / ".venv")
-    monkeypatch.setattr(bootstrap.subprocess, "run",
-                        lambda cmd, **kw: c.run.append(cmd) or type("Done", (), {"returncode": 0})())
+    # every command bootstrap starts goes through _call; probes of .venv (`python -c`) answer yes
+    monkeypatch.setattr(bootstrap, "_call", lambda cmd, **kw: 0 if cmd[1] == "-c" else c.run.append(cmd) or 0)
     monkeypatch.setattr(bootstrap.os, "execve", lambda exe, argv, env: c.exec.append((argv, env)))
     monkeypatch.delenv(bootstrap.REEXEC_ENV, raising=False)
     return c

@@ -120,13 +120,25 @@ def test_asv_check_is_clean(tmp_path):
     assert "No problems found" in done.stdout
 
 
-def test_config_runs_each_case_in_its_own_process_in_the_existing_environment():
+def conf(name: str) -> dict:
     from asv.util import load_json
-    conf = load_json(str(REPO / "asv.conf.json"), js_comments=True)
-    assert conf["launch_method"] == "spawn"
-    assert conf["environment_type"] == "existing"
-    assert conf["results_dir"] == "results" and conf["benchmark_dir"] == "benchmarks"
-    assert "torch" in conf["matrix"]["req"]  # the version axis for virtualenv runs
+    return load_json(str(REPO / name), js_comments=True)
+
+
+def test_config_runs_each_case_in_its_own_process_in_the_existing_environment_outside_git():
+    default = conf("asv.conf.json")
+    assert default["launch_method"] == "spawn"
+    assert default["environment_type"] == "existing" and "matrix" not in default  # --python=same: one environment
+    assert default["results_dir"] == ".asv/results" and default["benchmark_dir"] == "benchmarks"
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".asv/results/x/machine.json"], cwd=REPO)
+    assert ignored.returncode == 0  # a plain asv run never writes where git looks
+
+
+def test_the_versions_config_differs_from_the_default_only_in_its_environments():
+    default, versions = conf("asv.conf.json"), conf("asv.versions.conf.json")
+    built = {"environment_type", "pythons", "matrix", "build_command", "install_command"}
+    assert {k: v for k, v in versions.items() if k not in built} == {k: v for k, v in default.items() if k not in built}
+    assert versions["environment_type"] == "virtualenv" and "torch" in versions["matrix"]["req"]
 
 
 def test_virtualenv_runs_keep_the_matrix_versions():
@@ -134,12 +146,11 @@ def test_virtualenv_runs_keep_the_matrix_versions():
     them at their newest release, undoing the matrix), so the matrix must name every one."""
     import re
     import tomllib
-    from asv.util import load_json
-    conf = load_json(str(REPO / "asv.conf.json"), js_comments=True)
-    assert all("--no-deps" in c for c in conf["install_command"] + conf["build_command"])
+    versions = conf("asv.versions.conf.json")
+    assert all("--no-deps" in c for c in versions["install_command"] + versions["build_command"])
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in deps}
-    assert names <= set(conf["matrix"]["req"]), names - set(conf["matrix"]["req"])
+    assert names <= set(versions["matrix"]["req"]), names - set(versions["matrix"]["req"])
 
 
 def test_benchmarks_see_the_harness_and_keep_nvlink_multicast_off(monkeypatch):

@@ -10,15 +10,16 @@ legends and selectors say "H200 x2" and "numpy-1.26.4", not the whole machine de
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from harness.drive.asv_labels import labelled_copy
-from harness.drive.asvconf import local_config, results_dir
+from harness.drive.asvconf import private_config
+from harness.drive.scratch import private_dir
 
 VENDOR = Path(__file__).parent / "asv_vendor"
 # CDN address in asv's pages -> file under asv_vendor/ (copied to <site>/vendor/)
@@ -66,20 +67,36 @@ def fill_missing_summaries(site: Path) -> None:
             path.write_text("[]")
 
 
+def swap_in(built: Path, site: Path) -> None:
+    """``built`` becomes ``site`` (asv's own publish removes its folder whole, too): a reader or
+    another publish sees the old site or the new one, never one half written."""
+    old = site.with_name(f".{site.name}.old-{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)
+    if site.exists():
+        site.rename(old)
+    built.rename(site)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def publish(repo: Path, site: Path, results: Path | None = None) -> int:
     """asv's site from ``results`` (default: the committed results/) into ``site``, from a copy
-    with short labels (``asv_labels``: why a copy); ``results`` itself is only read."""
-    source = Path(results) if results is not None else results_dir(repo)
-    with tempfile.TemporaryDirectory(prefix="oombench-asv-") as tmp:
-        copy = labelled_copy(source, Path(tmp) / "results")
-        rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(local_config(repo, copy)),
-                              "--html-dir", str(Path(site).resolve())], cwd=repo)
-    if rc != 0:
-        return rc
-    fill_missing_summaries(site)
-    remote = localize(site)
-    if remote:
-        print(f"oombench pages: asv's site still loads {', '.join(remote)} from the internet: add a local copy "
-              "to harness/drive/asv_vendor/ and its address to asv_site.CDN", file=sys.stderr)
-        return 1
+    with short labels (``asv_labels``: why a copy); ``results`` itself is only read. The copy, the
+    configuration and the site under construction are this process's own, removed on the way out."""
+    source = Path(results) if results is not None else Path(repo) / "results"
+    site = Path(site).resolve()
+    with private_dir("asv") as tmp, private_dir("asv-html", site.parent) as building:
+        copy = labelled_copy(source, tmp / "results")
+        built = building / "html"
+        with private_config(repo, copy) as conf:
+            rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(conf),
+                                  "--html-dir", str(built)], cwd=repo)
+        if rc != 0:
+            return rc
+        fill_missing_summaries(built)
+        remote = localize(built)
+        if remote:
+            print(f"oombench pages: asv's site still loads {', '.join(remote)} from the internet: add a local copy "
+                  "to harness/drive/asv_vendor/ and its address to asv_site.CDN", file=sys.stderr)
+            return 1
+        swap_in(built, site)
     return 0

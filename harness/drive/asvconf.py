@@ -1,9 +1,18 @@
-"""The asv configuration this clone can use: asv.conf.json with its branches fitted to the clone."""
+"""The asv configuration one command uses: asv.conf.json with its branches fitted to the clone,
+written into a folder of that command's own (``scratch``), so that two commands side by side
+(``pages`` beside ``run --results DIR``) never read each other's results folder."""
 from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
+
+from harness.drive.scratch import private_dir
+
+# Paths asv.conf.json gives relative to the repository; the copy holds them absolute.
+PATHS = ("repo", "results_dir", "benchmark_dir", "html_dir", "env_dir")
 
 
 def git(repo: Path, *args: str) -> str:
@@ -17,18 +26,12 @@ def config(repo: Path) -> dict:
     return load_json(str(repo / "asv.conf.json"), js_comments=True)
 
 
-def results_dir(repo: Path) -> Path:
-    """The committed results folder asv.conf.json names."""
-    return repo / config(repo)["results_dir"]
-
-
-def local_config(repo: Path, results: Path | None = None) -> Path:
+def fitted(repo: Path, results: Path | None = None) -> dict:
     """asv.conf.json with the checked-out branch added to ``branches``: asv refuses to run when a
-    configured branch is missing (a fresh clone of a feature branch has no main), and publishes only results
-    of commits on those branches (first parent), so a branch's own results would vanish otherwise.
-    Branches this clone does not have are left out (a fresh clone has only the one checked out).
-    Paths in an asv config are relative to the config file, which lives in .asv/. ``results``, where
-    given, replaces the results folder (a local run's, outside git)."""
+    configured branch is missing (a fresh clone of a feature branch has no main), and publishes only
+    results of commits on those branches (first parent), so a branch's own results would vanish
+    otherwise. Branches this clone does not have are left out. ``results``, where given, replaces
+    the results folder."""
     conf = config(repo)
     current = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     wanted = conf.get("branches", []) + ([current] if current and current != "HEAD" else [])
@@ -36,12 +39,18 @@ def local_config(repo: Path, results: Path | None = None) -> Path:
     if not branches:
         raise SystemExit("oombench: asv files and publishes results by branch, and this clone has none of "
                          f"{', '.join(wanted) or 'asv.conf.json branches'}: check out a branch (git switch -c NAME)")
-    up = lambda key: str(Path("..") / conf[key])  # noqa: E731
-    conf.update(branches=branches, repo=up("repo"), results_dir=up("results_dir"),
-                benchmark_dir=up("benchmark_dir"), html_dir=up("html_dir"), env_dir=up("env_dir"))
+    conf.update({key: str((repo / conf[key]).resolve()) for key in PATHS}, branches=branches)
     if results is not None:
         conf["results_dir"] = str(Path(results).resolve())
-    path = repo / ".asv" / "local.conf.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(conf, indent=2))
-    return path
+    return conf
+
+
+@contextmanager
+def private_config(repo: Path, results: Path | None = None) -> Iterator[Path]:
+    """The fitted configuration as a file of this process's own under ``.asv/``, removed when the
+    block ends (on SIGTERM too); pass it to asv as ``--config``."""
+    conf = fitted(repo, results)
+    with private_dir("asv-conf", repo / ".asv") as folder:
+        path = folder / "asv.conf.json"
+        path.write_text(json.dumps(conf, indent=2))
+        yield path

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from harness import cases
-from harness.drive import begun
+from harness.drive import begun, plain_asv
 from harness.drive.runner import execute
 from harness.measure.devices import discover
 from harness.measure.environment import snapshot
@@ -23,18 +23,20 @@ from harness.measure.lifeline import die_with_parent, watch
 from harness.measure.machine import machine_name
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, SKIPPED
 from harness.measure.record import Record
-from harness.measure.store import LOCAL, RecordStore, RunContext, this_interpreters
+from harness.measure.store import LOCAL, REPO, RecordStore, RunContext, this_interpreters
 
 RUN_ENV = "OOMBENCH_RUN"
 SKIP_MARK = "oombench: "
 
 
 def context(devices, fallback_results: Path = LOCAL, environ=None) -> RunContext:
-    """The run this process belongs to; under a plain ``asv run``, records go to the local store."""
+    """The run this process belongs to; under a plain ``asv run``, records go to the local store,
+    named for the commit asv measured and the asv run (``plain_asv``)."""
     environ = os.environ if environ is None else environ
     if environ.get(RUN_ENV):
         return RunContext.from_json(environ[RUN_ENV])
-    return RunContext(RecordStore.of_results(fallback_results), machine_name(devices, snapshot(devices).cpu))
+    return RunContext(RecordStore.of_results(fallback_results), machine_name(devices, snapshot(devices).cpu),
+                      run_id=plain_asv.run_id(), commit=plain_asv.commit(REPO, environ))
 
 
 def measure(case_name: str, fallback_results: Path = LOCAL, **params) -> Record:

@@ -10,13 +10,22 @@ Set up once: after each install a stamp in .venv records the extras installed, a
 pyproject.toml and the torch pin. While the stamp covers what a command needs, the command goes
 straight to .venv (one exec, no pip, no probe); pip runs again only for a new extra or an edited
 pyproject.toml, and then installs the union, so that one .venv serves every command.
+
+One set-up at a time: commands started side by side in a fresh clone wait for the one that sets
+up (a line names its pid) and then use what it made. The lock is ``fcntl.flock`` on a file beside
+.venv, not the filelock library the rest of the project uses: nothing is installed yet. pip runs
+in a process group of its own; SIGTERM, SIGINT or SIGHUP during set-up ends that group, and the
+.venv is left either whole (stamped) or without a stamp, which the next command redoes.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -121,29 +130,78 @@ def union(extras: str, stamp: dict | None) -> list[str]:
     return list(dict.fromkeys([*split(extras), *((stamp or {}).get("extras", []))]))
 
 
+class Stopped(BaseException):
+    """A signal reached the command during set-up."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum, frame):
+    raise Stopped(signum)
+
+
+def _call(cmd: list[str], **kwargs) -> int:
+    """``cmd``'s exit status. It runs in a process group of its own, which is ended, with all it
+    started, however this call is left (a signal raising ``Stopped`` included)."""
+    proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+    try:
+        return proc.wait()
+    finally:
+        _end_group(proc)
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:  # the group is empty: it ended by itself
+        proc.wait()
+        return
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _again() -> str:
+    return " ".join(["python3 -m harness", *sys.argv[1:]])
+
+
 def _pip(python: Path, *args: str, quiet: bool = False) -> None:
     # Not captured: pip's progress shows while it works, and its errors above our message. Its
     # stdout goes to our stderr (fd 2), so that the command's own stdout (JSON, tables) stays clean.
     cmd = [str(python), "-m", "pip", *args[:1], *(["--quiet"] if quiet else []),
            "--disable-pip-version-check", *args[1:]]
-    done = subprocess.run(cmd, stdout=2)
-    if done.returncode != 0:
-        again = " ".join(["python3 -m harness", *sys.argv[1:]])
-        sys.exit(f"oombench: set-up failed: `{' '.join(cmd)}` exited {done.returncode} (pip's output above).\n"
-                 f"Fix what pip reports (network, index, disk), or remove {VENV}, then run `{again}` again.")
+    rc = _call(cmd, stdout=2)
+    if rc != 0:
+        sys.exit(f"oombench: set-up failed: `{' '.join(cmd)}` exited {rc} (pip's output above).\n"
+                 f"Fix what pip reports (network, index, disk), then run `{_again()}` again: {VENV} has no stamp, "
+                 "so set-up starts over.")
+
+
+def _venv(path: Path) -> None:
+    """A virtual environment at ``path`` with pip; on one a killed set-up left, pip is put back."""
+    cmd = [sys.executable, "-m", "venv", str(path)]
+    if _call(cmd) != 0:
+        sys.exit(f"oombench: set-up failed: `{' '.join(cmd)}` (output above). Fix what it reports, then run "
+                 f"`{_again()}` again.")
 
 
 def _has(python: Path, module: str) -> bool:
     if not Path(python).exists():
         return False
     probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
+    return _call([str(python), "-c", probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
 
 
 def build_chainer_wheel(dest: Path) -> None:
     print(f"oombench: building {CHAINER} from its sdist (once)", file=sys.stderr, flush=True)
     env = dest / "build-env"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    _venv(env)
     _pip(env / "bin" / "python", "install", *CHAINER_BUILD, quiet=True)
     _pip(env / "bin" / "python", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dest), CHAINER)
 
@@ -171,12 +229,54 @@ def install(python: Path, extras: list[str], stamp: dict | None = None) -> None:
 
 
 def set_up(extras: str) -> None:
-    """Make .venv if it is not there and install into it what the command needs."""
-    if not venv_python().exists():
+    """Make .venv if it is not there (or lacks pip: a set-up killed while making it) and install
+    into it what the command needs."""
+    if not _has(venv_python(), "pip"):
         print(f"oombench: creating {VENV}", file=sys.stderr, flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        _venv(VENV)
     stamp = read_stamp()
     install(venv_python(), union(extras, stamp), stamp)
+
+
+def lock_path() -> Path:
+    return VENV.with_name(VENV.name + ".lock")
+
+
+@contextlib.contextmanager
+def _one_at_a_time():
+    """The set-up lock, held until the block ends; a command that must wait says for whom."""
+    path = lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            print(f"oombench: pid {os.getpid()} waits for {holder}, which is setting up {VENV}",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()} ({_again()})")
+        lock.flush()
+        yield
+
+
+def _locked(work) -> None:
+    """``work()`` under the set-up lock; SIGTERM, SIGINT and SIGHUP end it (pip included) and the
+    command, leaving no stamp where the install did not finish."""
+    old = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        with _one_at_a_time():
+            work()
+    except Stopped as e:
+        print(f"oombench: set-up stopped by {e}: what it started (pip) was ended, and {VENV} is whole or has "
+              "no stamp, in which case the next command sets it up again", file=sys.stderr, flush=True)
+        raise SystemExit(128 + e.signum) from None
+    finally:
+        for sig, was in old.items():
+            signal.signal(sig, was)
 
 
 def in_venv() -> bool:
@@ -188,10 +288,21 @@ def _ensure_here(modules, extras: str) -> None:
     stamp = read_stamp()
     if not missing(modules) and (stamp is None or covers(stamp, extras)):
         return  # stamped and current, or a .venv made by hand that has it all: used as it is
-    install(venv_python(), union(extras, stamp), stamp)
+
+    def work():
+        importlib.invalidate_caches()
+        stamp = read_stamp()
+        if stamp is not None and covers(stamp, extras) and not missing(modules):
+            return  # another command finished it while this one waited
+        install(venv_python(), union(extras, stamp), stamp)
+    _locked(work)
     importlib.invalidate_caches()
     if missing(modules):
         sys.exit(f"oombench: still missing {', '.join(missing(modules))} after set-up; see the README")
+
+
+def ready(extras: str) -> bool:
+    return covers(read_stamp(), extras) and venv_python().exists()
 
 
 def ensure(command: str) -> None:
@@ -203,7 +314,7 @@ def ensure(command: str) -> None:
         return
     if os.environ.get(REEXEC_ENV):
         sys.exit(f"oombench: still missing {', '.join(missing(modules))} after set-up; see the README")
-    if not (covers(read_stamp(), extras) and venv_python().exists()):
-        set_up(extras)
+    if not ready(extras):
+        _locked(lambda: ready(extras) or set_up(extras))  # after a wait, the stamp may cover it
     env = dict(os.environ, **{REEXEC_ENV: "1"})
     os.execve(str(venv_python()), [str(venv_python()), "-m", "harness", *sys.argv[1:]], env)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 from harness.cases.ceilings import GPU_PROBES
 from harness.drive import begun, profiles
 from harness.drive.asv_output import fold
-from harness.drive.asvconf import local_config
+from harness.drive.asvconf import private_config
 from harness.drive.bench import RUN_ENV
 from harness.measure import lifeline, locks
 from harness.measure.environment import snapshot
@@ -229,17 +230,23 @@ def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, r
 
 
 def _measure(ctx: RunContext, regexes, quick, allow_oversubscription, publish, pythons, results) -> int:
-    args = ["run", "--config", str(local_config(REPO, results)), "--machine", ctx.machine,
-            *environments(pythons), "--set-commit-hash", ctx.commit, "--show-stderr",
-            *[a for regex in regexes for a in ("--bench", regex)]]
-    if quick:
-        args.append("--quick")
-    rc = asv_run(*args, env=asv_environment(ctx, allow_oversubscription))
+    args = ["--machine", ctx.machine, *environments(pythons), "--set-commit-hash", ctx.commit, "--show-stderr",
+            *[a for regex in regexes for a in ("--bench", regex)], *(["--quick"] if quick else [])]
+    with private_config(REPO, results) as conf:
+        rc = asv_run("run", "--config", str(conf), *args, env=asv_environment(ctx, allow_oversubscription))
     for rec in begun.file_lost(ctx, snapshot()):
         print(f"oombench: {rec.case} {rec.params}: failed, {rec.reason}", flush=True)
     report(r for r in load_file(ctx.path).warn().records if r.run_id == ctx.run_id)
     if publish:
         from harness.drive.asv_site import publish as publish_site
-        rc = publish_site(REPO, REPO / ".asv" / "html", results) or rc
-        print(f"oombench: site in {REPO / '.asv' / 'html'} (serve it: python -m asv preview)")
+        site = REPO / ".asv" / "html"
+        rc = publish_site(REPO, site, results) or rc
+        print(f"oombench: site in {site} (serve it: {preview_command(site)})")
     return rc
+
+
+def preview_command(site: Path) -> str:
+    """asv's preview of ``site`` under the interpreter that has asv (this one: under the system
+    python3, ``python -m asv`` finds no asv when set-up put it in .venv)."""
+    return shlex.join([sys.executable, "-m", "asv", "preview", "--config", str(REPO / "asv.conf.json"),
+                       "--html-dir", str(site)])

@@ -49,6 +49,6 @@ def build(dest: Path, python: str, platforms: list[str], extra: list[str]) -> in
               "chainer, must be built into a wheel first: pip wheel chainer==7.8.1 -w DIR)", file=sys.stderr)
         return rc
     print(f"oombench: {len(list(dest.glob('*.whl')))} wheels in {dest}. On the offline box:\n"
-          f"  PIP_NO_INDEX=1 PIP_FIND_LINKS={dest.resolve()} python3 -m asv run -E virtualenv ...\n"
+          f"  PIP_NO_INDEX=1 PIP_FIND_LINKS={dest.resolve()} python3 -m asv run --config asv.versions.conf.json ...\n"
           f"  pip install --no-index --find-links {dest.resolve()} asv asv-runner   # for -E existing")
     return 0
