@@ -61,6 +61,8 @@ NEEDS = {
     # A stack overlays the interpreter that runs it (the box's GPU stack): pip is all it needs.
     "stack": (("pip",), ""),
 }
+# compare measures as run does and then gates: one set-up with both's needs.
+NEEDS["compare"] = (tuple(dict.fromkeys(NEEDS["run"][0] + NEEDS["gate"][0])), "bench,torch,chainer,gate")
 NEEDS["docs"] = NEEDS["pages"]  # the docs are written from the same records, with the same stack
 # Chainer 7.8.1, the last release, is an sdist whose setup.py imports pkg_resources, which
 # setuptools 81 removed, and pip builds it in isolation with the newest setuptools. So it is

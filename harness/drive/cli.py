@@ -81,8 +81,7 @@ def _test(args) -> int:
 
 
 def _compare(args) -> int:
-    bootstrap.ensure("run")
-    bootstrap.ensure("gate")
+    bootstrap.ensure("compare")
     from harness.drive import compare
     try:
         return compare.main(args.base, args.new, profile=args.profile, bench=args.bench,
