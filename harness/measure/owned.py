@@ -2,7 +2,7 @@
 everything the folder holds, so a file it did not make is never deleted.
 
 A command that makes a folder whole (``pages``, ``stack``) writes a marker file in it naming the
-command and the entries it made. Before it replaces that folder, ``refusal`` says why it may not:
+command and the entries it made (the folder's own; what lies inside a folder it made is its). Before it replaces that folder, ``refusal`` says why it may not:
 the path is a file, or the folder holds an entry the marker does not list (a user's file, or a
 folder made by anything else); an empty or missing folder is free. The refusal names a fresh path
 beside it. Temporary folders a command builds beside its target carry the builder's pid in
@@ -42,6 +42,11 @@ def fresh(path: Path) -> Path:
     return path.with_name(f"{path.name}-{n}")
 
 
+def _printable(name: str) -> str:
+    """A file name on one line: its control characters escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
 def _arg(flag: str, path: Path) -> str:
     return f"{flag} {path}" if flag else str(path)
 
@@ -60,7 +65,10 @@ def refusal(folder: Path, marker: str, flag: str = "") -> str | None:
         return f"{named} cannot be read ({e.strerror}): name a new folder, {fix}"
     if not others:
         return None
-    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    if (folder / marker).is_file() and _listed(folder, marker) is None:
+        return (f"{named} was made by an older oombench, whose marker does not list what it made: delete the "
+                f"folder yourself, or name a new one, {fix}")
+    shown = ", ".join(map(_printable, others[:3])) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
     return f"{named} holds what oombench did not make ({shown}) and would be replaced whole: name a new folder, {fix}"
 
 

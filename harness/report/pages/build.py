@@ -197,7 +197,7 @@ def _json(path: Path):
 
 class _Compiled(BytecodeCache):
     """The templates compiled once a process: each build makes its own environment (its rows'
-    ceilings, its page names), and compiling them is most of a small build's work."""
+    ceilings, its page names), which would otherwise compile every template again."""
 
     def __init__(self):
         self.codes = {}

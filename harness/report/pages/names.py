@@ -1,7 +1,8 @@
 """The file each page is written to: data never chooses a path, and no two pages of a build share one.
 
 A case's page is named after it (a slug where the name is not a plain word), its records' page
-is ``provenance-`` and the same name. Two names can still meet after slugging (a case named
+is ``provenance-`` and the same name (each family's records on a page of their own: one page of
+every record grew too long to open). Two names can still meet after slugging (a case named
 ``Provenance`` slugs to what ``dd35a81646``'s records' page is called, and a case-insensitive disk
 reads ``A.html`` as ``a.html``), so the names of a build are made unique together, after slugging:
 a name another page also wants, or one of the build's fixed pages, gets a hash of its owner.
