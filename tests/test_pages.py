@@ -16,7 +16,7 @@ import pytest
 from harness.drive import asv_site
 from harness.drive import cli
 from harness.report import tables
-from harness.report.pages import build, model
+from harness.report.pages import build, model, names
 from harness.report.pages.families import Family, family
 
 from conftest import results_with
@@ -276,7 +276,7 @@ def test_a_rate_on_the_pages_is_read_against_its_own_hosts_ceiling_though_a_late
         results = results_with(tmp_path / name, *files)
         (tmp_path / name / "pages").mkdir()
         build.write_pages(results, tmp_path / name / "pages")
-        return (tmp_path / name / "pages" / build.page_name("beyond")).read_text()
+        return (tmp_path / name / "pages" / names.page_name("beyond")).read_text()
     marked = "another host&#39;s ceiling"  # as the page escapes it
     own = beyond_page("both", a_ceilings, a_beyond, b_ceilings)
     assert "(0.99 of pinned H2D)" in own and marked not in own
@@ -284,19 +284,19 @@ def test_a_rate_on_the_pages_is_read_against_its_own_hosts_ceiling_though_a_late
 
 
 def test_names_become_collision_free_slugs_inside_the_folder():
-    assert build.page_name("unified") == "unified.html"
+    assert names.page_name("unified") == "unified.html"
     hostile = ["../../x", "a/b", "javascript:alert(1)", "index", "A", "a", "x" * 300]
-    names = [build.page_name(n) for n in hostile]
-    assert len(set(names)) == len(names) and all(re.fullmatch(r"[a-z0-9_-]{1,60}\.html", n) for n in names)
-    with pytest.raises(build.UnsafePath, match="outside"):
-        build.inside(Path("/tmp/out"), "../evil.html")
+    files = [names.page_name(n) for n in hostile]
+    assert len(set(files)) == len(files) and all(re.fullmatch(r"[a-z0-9_-]{1,60}\.html", n) for n in files)
+    with pytest.raises(names.UnsafePath, match="outside"):
+        names.inside(Path("/tmp/out"), "../evil.html")
 
 
 def test_a_failed_build_leaves_the_old_pages_whole_and_exits_2(tmp_path, monkeypatch, capsys):
     results, out = small_results(tmp_path), tmp_path / "pages"
     assert build.main(results=str(results), out=str(out)) == 0
     before = {p.name: p.read_text() for p in out.iterdir()}
-    monkeypatch.setattr(build, "page_name", lambda case: f"../../{case}.html")  # a page that would escape
+    monkeypatch.setattr(names, "page_name", lambda case: f"../../{case}.html")  # a page that would escape
     assert build.main(results=str(results), out=str(out)) == 2
     err = capsys.readouterr().err
     assert "outside" in err and len(err.strip().splitlines()) == 1
@@ -309,7 +309,7 @@ def test_pages_refuse_a_folder_of_other_files_and_a_missing_results_folder(tmp_p
     (tmp_path / "mine" / "notes.txt").write_text("keep")
     results = small_results(tmp_path)
     assert cli.main(["pages", "--no-asv", "--results", str(results), "--out", str(tmp_path / "mine")]) == 2
-    assert "not oombench pages" in capsys.readouterr().err
+    assert "did not make (notes.txt)" in capsys.readouterr().err
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
     assert cli.main(["pages", "--no-asv", "--results", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()

@@ -1,10 +1,15 @@
 """`table` and `pages` fed hostile records: case, machine and parameter names and values that try to
 leave the output folder, become links, or break the chart's text. Each run either builds (every
 file inside --out) or exits 2 with one line; never a traceback, never a file outside --out."""
+import hashlib
 import json
 import re
 import os
+import stat
+import subprocess
+import sys
 import tempfile
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.drive import cli
-from harness.report.pages import charts
+from harness.report.pages import build, charts
+from harness.report.pages import names as naming
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
@@ -105,3 +111,207 @@ def test_chart_text_is_never_parsed_as_mathtext_or_markup(text):
     assert svg.startswith("<svg") and "<script" not in svg
     if "$" in text and "\n" not in text:
         assert text.replace("<", "&lt;").replace(">", "&gt;")[:40] in svg  # the dollars stay text
+
+
+# -- names that meet after slugging --------------------------------------------------------------
+
+def digest(name: str) -> str:
+    return hashlib.sha1(name.encode()).hexdigest()[:10]
+
+
+# A name that slugs to "provenance" has the page "provenance-<its hash>.html": the records' page of
+# a case named that hash. Case variants and the build's own page names join them.
+PROVENANCE_LIKE = st.tuples(st.sampled_from(["", " ", "-", "!", "../", "ü"]),
+                            st.sampled_from(["Provenance", "PROVENANCE", "provenance", "pRoVeNaNcE"]),
+                            st.sampled_from(["", "!", " ", "/", "."])).map("".join)
+CASE_NAMES = st.one_of(
+    PROVENANCE_LIKE.flatmap(lambda n: st.just([n, digest(n)])),
+    st.sampled_from(["index", "Index", "INDEX", "provenance", "style", "chooser", "seeds", "ceilings",
+                     "Ceilings", "a b", "a-b", "A B", "a_b"]).map(lambda n: [n]),
+    st.text(min_size=1, max_size=12).flatmap(lambda n: st.just([n, n.swapcase(), n.upper()])),
+)
+CASE_SETS = st.lists(CASE_NAMES, min_size=1, max_size=3).map(lambda groups: sorted({n for g in groups for n in g}))
+
+
+def test_names_that_meet_after_slugging_get_pages_of_their_own():
+    pages = naming.names(["Provenance", digest("Provenance"), "index", "A", "a"])
+    files = [*pages.page.values(), *pages.provenance.values()]
+    assert len({f.casefold() for f in files}) == len(files) and not set(files) & set(naming.FIXED)
+    assert pages.page[digest("Provenance")] == f"{digest('Provenance')}.html"  # a plain name keeps its page
+
+
+@CI
+@given(cases=CASE_SETS)
+def test_every_page_name_of_a_build_is_its_own_and_never_a_fixed_pages(cases):
+    pages = naming.names(cases)
+    files = [*pages.page.values(), *pages.provenance.values()]
+    assert len({f.casefold() for f in files}) == len(files) == 2 * len(cases)
+    assert not {f.casefold() for f in files} & {f.casefold() for f in naming.FIXED}
+    assert all(re.fullmatch(r"[a-z0-9_-]{1,80}\.html", f) for f in files)
+    assert naming.names(reversed(cases)) == pages  # the same records name their pages the same way
+
+
+def plant_cases(root: Path, cases: list[str]) -> Path:
+    """The template's ceiling and one record of each case."""
+    recs = [template()]
+    for case in cases:
+        d = template()
+        d["case"] = case
+        recs.append(d)
+    folder = root / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").write_text("".join(json.dumps(d) + "\n" for d in recs))
+    return root / "results"
+
+
+def links(page: Path, pattern: str) -> list[tuple[str, str]]:
+    """(href, the link's text) of each link ``pattern`` (a regex around ``(?P<a>...)``) finds."""
+    return [(unescape(h), unescape(t)) for h, t in re.findall(pattern, as_written(page), re.S)]
+
+
+def as_written(page: Path) -> str:
+    return page.read_bytes().decode()  # a name's "\r" stays one
+
+
+def title(page: Path) -> str:
+    return unescape(re.search(r"<title>(.*?)</title>", as_written(page), re.S).group(1))
+
+
+def assert_every_case_opens_its_own_pages(out: Path, cases: set[str]) -> None:
+    every = cases | {"ceilings"}
+    assert len(list(out.glob("*.html"))) == 4 + 2 * len(every)  # no page written over another
+    shown = {t: h for h, t in links(out / "index.html", r'<a class="case" href="([^"]*)">(.*?)</a>')}
+    for case in every:
+        page = out / shown[case]
+        assert title(page) == f"oombench: {case}", (case, page.name)
+        ((prov, _),) = links(page, r'<a href="([^"]*)" id="(provenance-link)">')
+        assert title(out / prov) == f"oombench: provenance of {case}", (case, prov)
+    index = dict((t, h) for h, t in links(out / "provenance.html", r'<li><a href="([^"]*)">(.*?)</a>'))
+    assert {c: title(out / index[c]) for c in every} == {c: f"oombench: provenance of {c}" for c in every}
+
+
+@pytest.fixture
+def no_charts(monkeypatch):
+    """Which page a link opens does not depend on the charts on it (the slowest part of a build)."""
+    monkeypatch.setattr(charts, "pareto_svg", lambda *a, **k: "<svg></svg>")
+
+
+def test_a_case_named_after_anothers_records_page_gets_its_own_page(tmp_path, capsys, no_charts):
+    cases = {"Provenance", digest("Provenance")}
+    results, out = plant_cases(tmp_path, sorted(cases)), tmp_path / "pages"
+    assert cli.main(["pages", "--no-asv", "--results", str(results), "--out", str(out)]) == 0
+    assert_every_case_opens_its_own_pages(out, cases)
+
+
+@PAGES
+@given(cases=CASE_SETS)
+def test_every_nav_link_of_a_build_opens_its_own_case(capsys, no_charts, cases):
+    with tempfile.TemporaryDirectory() as tmp:
+        results, out = plant_cases(Path(tmp), cases), Path(tmp) / "pages"
+        assert cli.main(["pages", "--no-asv", "--results", str(results), "--out", str(out)]) == 0
+        assert_every_case_opens_its_own_pages(out, set(cases))
+
+
+def test_a_build_refuses_to_write_two_pages_to_one_path(tmp_path, capsys, monkeypatch, no_charts):
+    results, out = plant_cases(tmp_path, ["a", "b"]), tmp_path / "pages"
+    assert cli.main(["pages", "--no-asv", "--results", str(results), "--out", str(out)]) == 0
+    before = snapshot(out)
+    same = naming.Names({"a": "a.html", "b": "A.html", "ceilings": "ceilings.html"},
+                        {"a": "pa.html", "b": "pb.html", "ceilings": "pc.html"})
+    monkeypatch.setattr(build, "names", lambda cases: same)
+    assert cli.main(["pages", "--no-asv", "--results", str(results), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "two pages of one build" in err and len(err.strip().splitlines()) == 1
+    assert snapshot(out) == before
+
+
+# -- folders the pages do not own ----------------------------------------------------------------
+
+def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
+    """Each entry's mode and bytes, the folder's own mode under ""."""
+    out = {"": (folder.stat().st_mode, b"")}
+    for p in sorted(folder.rglob("*")):
+        out[str(p.relative_to(folder))] = (p.stat().st_mode, p.read_bytes() if p.is_file() else b"")
+    return out
+
+
+def pages(results: Path, out) -> int:
+    return cli.main(["pages", "--no-asv", "--results", str(results), "--out", str(out)])
+
+
+def refused_naming(capsys, fresh: Path) -> None:
+    err = capsys.readouterr().err
+    assert "did not make" in err and f"--out {fresh}" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_folder_laid_out_as_pages_but_holding_a_users_file_is_refused_and_kept(tmp_path, capsys, no_charts):
+    results, out = plant_cases(tmp_path, ["a"]), tmp_path / "d"
+    out.mkdir()
+    for name in ("index.html", "provenance.html", "thesis.tex"):
+        (out / name).write_text(f"the user's {name}")
+    before = snapshot(out)
+    assert pages(results, out) == 2
+    refused_naming(capsys, tmp_path / "d-2")
+    assert snapshot(out) == before
+
+
+def test_a_file_put_in_built_pages_stops_the_next_build_from_replacing_them(tmp_path, capsys, no_charts):
+    results, out = plant_cases(tmp_path, ["a"]), tmp_path / "pages"
+    assert pages(results, out) == 0
+    assert pages(results, out) == 0  # its own pages, a build replaces
+    (out / "notes.md").write_text("mine")
+    before = snapshot(out)
+    assert pages(results, out) == 2
+    refused_naming(capsys, tmp_path / "pages-2")
+    assert snapshot(out) == before
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
+def test_built_pages_take_the_modes_the_umask_gives(tmp_path, no_charts, mask):
+    results, out = plant_cases(tmp_path, ["a"]), tmp_path / "pages"
+    old = os.umask(mask)
+    try:
+        assert pages(results, out) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~mask
+    assert {stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {0o666 & ~mask}
+
+
+def test_pages_refuse_an_empty_out(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert pages(plant_cases(tmp_path, ["a"]), "") == 2
+    assert "--out ''" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
+def dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+KILLED = """
+import os, sys
+from harness.report.pages import build
+def killed(results, into):
+    (into / "index.html").write_text("half")
+    os._exit(9)
+build.write_pages = killed
+build.main(results=sys.argv[1], out=sys.argv[2])
+"""
+
+
+def test_a_killed_builds_folders_are_removed_by_the_next_build_and_no_others(tmp_path, no_charts):
+    results, out = plant_cases(tmp_path, ["a"]), tmp_path / "pages"
+    killed = subprocess.Popen([sys.executable, "-c", KILLED, str(results), str(out)], cwd=REPO)
+    assert killed.wait() == 9
+    (left,) = [p for p in tmp_path.iterdir() if p.name.startswith(".pages.building-")]
+    assert left.name.startswith(f".pages.building-{killed.pid}-")
+    gone = tmp_path / f".pages.old-{dead_pid()}-x1"
+    alive = tmp_path / f".pages.building-{os.getpid()}-x2"  # this process's: a build still at work
+    theirs = [tmp_path / ".pages.building-notes", tmp_path / ".other.building-1-x3"]
+    for folder in (gone, alive, *theirs):
+        folder.mkdir()
+    assert pages(results, out) == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(
+        p.name for p in (alive, *theirs))

@@ -2,7 +2,9 @@
 which it still sees in full (the GPU stack of a box is not reinstalled to compare one library)."""
 import subprocess
 import sys
+import venv
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -46,5 +48,35 @@ def test_bad_requests_are_refused_with_the_fix_before_anything_is_made(tmp_path,
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     assert stack.main(str(tmp_path / "busy"), [str(fake_wheel(tmp_path))]) == 2
-    assert "not an environment" in capsys.readouterr().err
+    assert f"name a new folder, e.g. {tmp_path / 'busy-2'}" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_environment_stack_did_not_make_is_refused_and_kept_whole(tmp_path, capsys):
+    """A user's own venv, with a notes file in it: asking for a stack there clears nothing."""
+    theirs = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(theirs)
+    (theirs / "notes.txt").write_text("mine")
+    before = snapshot(theirs)
+    assert stack.main(str(theirs), [str(fake_wheel(tmp_path))]) == 2
+    err = capsys.readouterr().err
+    assert "did not make" in err and str(tmp_path / "venv-2") in err
+    assert len(err.strip().splitlines()) == 1
+    assert snapshot(theirs) == before
+
+
+def test_a_stack_is_made_again_in_place_unless_something_else_was_put_in_it(tmp_path, capsys):
+    dest = tmp_path / "s"
+    assert stack.main(str(dest), [str(fake_wheel(tmp_path))]) == 0
+    assert stack.main(str(dest), [str(fake_wheel(tmp_path, version="0.0.2"))]) == 0
+    assert (stack.site_packages(dest) / "tabulate-0.0.2.dist-info").is_dir()
+    assert not (stack.site_packages(dest) / "tabulate-0.0.1.dist-info").exists()
+    (dest / "notes.txt").write_text("mine")
+    assert stack.main(str(dest), [str(fake_wheel(tmp_path))]) == 2
+    assert "notes.txt" in capsys.readouterr().err
+    assert (dest / "notes.txt").read_text() == "mine"
+    assert (stack.site_packages(dest) / "tabulate-0.0.2.dist-info").is_dir()

@@ -20,7 +20,10 @@ import sys
 import venv
 from pathlib import Path
 
+from harness.measure import owned
+
 PTH = "oombench-base.pth"
+MARK = ".oombench-stack"  # lists what `stack` made: a folder holding only that, `stack` may make again
 
 
 def base_site_dirs() -> list[str]:
@@ -40,9 +43,7 @@ def refusal(dest: Path, wheels: list[Path]) -> str | None:
         if w.suffix != ".whl" or not w.is_file():
             return (f"{w} is not a wheel file: download it first, e.g. `python3 -m pip download --no-deps "
                     f"--only-binary=:all: -d wheels cupy-cuda13x==13.6.0`")
-    if dest.exists() and any(dest.iterdir()) and not (dest / "pyvenv.cfg").is_file():
-        return f"{dest} exists and is not an environment: give a new folder"
-    return None
+    return owned.refusal(dest, MARK)
 
 
 def site_packages(dest: Path) -> Path:
@@ -52,8 +53,10 @@ def site_packages(dest: Path) -> Path:
 
 def make(dest: Path, wheels: list[Path]) -> Path:
     """The stack's interpreter, after installing ``wheels`` (without their dependencies: the rest
-    of the stack is this interpreter's) into a venv that falls back on this interpreter's packages."""
+    of the stack is this interpreter's) into a venv that falls back on this interpreter's packages.
+    ``dest`` is new, empty or an earlier stack (``refusal`` says so): creating clears it."""
     venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(dest)
+    owned.mark(dest, MARK, "python3 -m harness stack, which clears this folder when asked to make it again")
     target = site_packages(dest)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                     "--disable-pip-version-check", "--target", str(target), *map(str, wheels)], check=True)

@@ -407,14 +407,19 @@ def profile_times_md(path: Path) -> str:
         "`results/profile-times.json`, `results/logs/`.\n"
 
 
-def write(repo: Path, out: Path, results: Path) -> list[Path]:
-    """Every docs file from ``results`` into ``out`` (the README: ``repo``'s, refreshed, into ``out``)."""
+def render(repo: Path, results: Path) -> dict[str, str]:
+    """Every docs file made from ``results`` (the README: ``repo``'s, refreshed), by its path."""
     rows = load_rows(results)
-    written = []
     files = generate(rows)
     files["docs/headline.svg"] = headline_svg(rows)
     files["README.md"] = refresh_readme((Path(repo) / "README.md").read_text(), files["docs/headline.md"],
                                         profile_times_md(Path(repo) / PROFILE_TIMES))
+    return files
+
+
+def write(out: Path, files: dict[str, str]) -> list[Path]:
+    """``files`` under ``out``, each only where it changed; the paths written."""
+    written = []
     for rel, text in sorted(files.items()):
         path = Path(out) / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -424,15 +429,37 @@ def write(repo: Path, out: Path, results: Path) -> list[Path]:
     return written
 
 
+def out_problem(out: str | Path | None) -> str | None:
+    """Why ``--out`` cannot take the docs (one line naming the fix), or None; None is the repository."""
+    if out is None:
+        return None
+    if str(out) == "":
+        return "--out '' names no folder: name one, e.g. --out docs-out, or leave --out out for the repository"
+    path = Path(out).absolute()
+    for folder in (path, *path.parents):
+        if folder.exists() and not folder.is_dir():
+            return f"--out {out}: {folder} is a file, not a folder: name a folder, e.g. --out docs-out"
+    return None
+
+
 def main(repo: Path = REPO, out: Path | None = None) -> int:
+    problem = out_problem(out)
+    if problem:
+        print(f"oombench docs: {problem}", file=sys.stderr)
+        return 2
     out = Path(out) if out is not None else Path(repo)
     with tempfile.TemporaryDirectory(prefix="oombench-docs-") as tmp:
         try:
-            results = committed_results(Path(repo), Path(tmp))
-            changed = write(Path(repo), out, results)
+            files = render(Path(repo), committed_results(Path(repo), Path(tmp)))
         except DocsError as e:
             print(f"oombench docs: {e}", file=sys.stderr)
             return 1
+    try:
+        changed = write(out, files)
+    except OSError as e:
+        print(f"oombench docs: cannot write {e.filename} ({e.strerror}): name a folder you can write, "
+              "e.g. --out docs-out", file=sys.stderr)
+        return 2
     names = [str(p.relative_to(out)) for p in changed]
     print(f"oombench docs: {len(names)} file(s) changed in {out}" + (f": {', '.join(names)}" if names else ""))
     return 0

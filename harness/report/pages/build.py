@@ -2,7 +2,6 @@
 pages, static, from the committed results/. Data flows one way: records -> rows -> views -> HTML."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -13,14 +12,17 @@ from collections import defaultdict
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2.bccache import Bucket, BytecodeCache
 from markupsafe import Markup, escape
 
+from harness.measure import owned
 from harness.measure.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
 from harness.report.pages import charts, chooser, headline, versions
 from harness.report.pages.families import family
+from harness.report.pages.names import Names, UnsafePath, inside, names
 from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
@@ -28,39 +30,9 @@ from harness.report.specs import SEEDS, SEEDS_INTRO
 from harness.report.tables import ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOTES, OLD_CAP, WHOLE_CASE, does_not_fit
 from harness.units import GB, gb
 
-MARK = ".oombench-pages"  # the file that says a folder holds pages this build may replace whole
-RESERVED = {"index", "provenance", "style", "chooser", "seeds"}  # the build's own pages
+MARK = ".oombench-pages"  # lists what a build wrote: a folder holding only that, a build may replace whole
+BUILDING, OLD = "building", "old"  # the temporary folders beside --out: the new pages, the old ones going
 FITS_OPEN = 12  # a "what fits" table of more parameter sets than this starts folded: a screen of it is enough
-
-
-class UnsafePath(ValueError):
-    """A page would land outside the output folder."""
-
-
-# -- names: data never chooses a path or a link's scheme -----------------------------------------
-
-def page_name(case: str) -> str:
-    """The page of a case: ``NAME.html`` where the name is a plain lower-case word, else a slug of it
-    with a hash of the whole name, so two names never share a page and no name leaves the folder."""
-    if re.fullmatch(r"[a-z0-9_]{1,64}", case) and case not in RESERVED:
-        return f"{case}.html"
-    slug = re.sub(r"[^a-z0-9]+", "-", case.lower()).strip("-")[:40] or "case"
-    digest = hashlib.sha1(case.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{slug}-{digest}.html"
-
-
-def provenance_page(case: str) -> str:
-    """Each family's records on a page of their own: one page of every record grew past 300,000 px."""
-    return "provenance-" + page_name(case)
-
-
-def inside(folder: Path, name: str) -> Path:
-    """``folder / name``, refused (UnsafePath) where it resolves outside ``folder``."""
-    path = (folder / name).resolve()
-    if not path.is_relative_to(folder.resolve()):
-        raise UnsafePath(f"the page {name!r} would be written to {path}, outside {folder}")
-    return path
-
 
 
 # -- views: plain dicts and lists for the templates --------------------------------------------
@@ -93,7 +65,7 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
     envs = ft["envs"]
     schemas = {r.record.schema for r in rows if r.record.outcome == OK}
     return {"case": case, "family": fam, "envs": envs, "table": ft["shown"], "folded": ft["folded"],
-            "folded_line": ft["folded_line"], "provenance": provenance_page(case),
+            "folded_line": ft["folded_line"],
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
@@ -223,10 +195,29 @@ def _json(path: Path):
 
 # -- rendering -----------------------------------------------------------------------------------
 
-def jinja(rows: list[Row] = ()) -> Environment:
-    """The templates' environment; ``rows`` hold the ceilings each rate is read against."""
+class _Compiled(BytecodeCache):
+    """The templates compiled once a process: each build makes its own environment (its rows'
+    ceilings, its page names), which would otherwise compile every template again."""
+
+    def __init__(self):
+        self.codes = {}
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        if bucket.key in self.codes:
+            bucket.bytecode_from_string(self.codes[bucket.key])
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        self.codes[bucket.key] = bucket.bytecode_to_string()
+
+
+COMPILED = _Compiled()
+
+
+def jinja(rows: list[Row], pages: Names) -> Environment:
+    """The templates' environment; ``rows`` hold the ceilings each rate is read against, ``pages``
+    the file of each case's records."""
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, bytecode_cache=COMPILED)
     env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params,
                        code=code_spans, cell=lambda text: str(text).replace("\\|", "|"),  # a table cell's markdown escape
                        does_not_fit=does_not_fit)  # worded as the tables word it
@@ -241,7 +232,7 @@ def jinja(rows: list[Row] = ()) -> Environment:
         return "" if b is None else f"{b:.0%}"
 
     def prov(row: Row) -> str:
-        return f"{provenance_page(row.case)}#{row.rid}"
+        return f"{pages.provenance[row.case]}#{row.rid}"
 
     # the marks' notes are the markdown tables' own, so a page and a table explain a mark in the same words
     env.globals.update(prov=prov, OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE,
@@ -251,38 +242,45 @@ def jinja(rows: list[Row] = ()) -> Environment:
 
 
 def write_pages(results: Path, into: Path) -> list[Path]:
-    """Every page into ``into``, each path checked to stay inside it."""
+    """Every page into ``into``, each path checked to stay inside it and to be no other page's."""
     all_rows = load_rows(results)
     if not all_rows:
         raise ValueError(f"no record under {results / 'records'}: run `python3 -m harness run` first, or pass "
                          "--results with the folder that holds records/")
     shown = latest(all_rows)
     cases = sorted({r.case for r in shown})
-    env = jinja(all_rows)  # each rate's ceiling is its own host's, though a later host measured one
-    shutil.copy(Path(__file__).parent / "templates" / "style.css", inside(into, "style.css"))
-    common = {"cases": cases, "pages": {c: page_name(c) for c in cases}, "asv_site": "../html/index.html",
+    by_case = defaultdict(list)
+    for r in all_rows:
+        by_case[r.case].append(r)
+    pages = names(by_case)
+    env = jinja(all_rows, pages)  # each rate's ceiling is its own host's, though a later host measured one
+    common = {"cases": cases, "pages": pages.page, "prov_pages": pages.provenance, "asv_site": "../html/index.html",
               "local": local_label(results)}
-    written = []
+    written, claimed = [], set()
+
+    def claim(name: str) -> Path:
+        path = inside(into, name)
+        if str(path).casefold() in claimed:
+            raise UnsafePath(f"two pages of one build would be written to {path}: a bug in the page names")
+        claimed.add(str(path).casefold())
+        return path
 
     def write(name: str, template: str, **ctx):
-        path = inside(into, name)
+        path = claim(name)
         path.write_text(env.get_template(template).render(**common, **ctx), encoding="utf-8", errors="replace")
         written.append(path)
 
+    shutil.copyfile(Path(__file__).parent / "templates" / "style.css", claim("style.css"))
     write("index.html", "index.html", machines=machines_view(all_rows, results),
           counts={c: sum(r.case == c for r in shown) for c in cases},
           versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
     for case in cases:
-        write(page_name(case), "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
+        write(pages.page[case], "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
     write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
     write("seeds.html", "seeds.html", intro=SEEDS_INTRO, sections=seeds_view(all_rows))
-    by_case = defaultdict(list)
-    for r in all_rows:
-        by_case[r.case].append(r)
-    write("provenance.html", "provenance_index.html", prov_pages={c: provenance_page(c) for c in by_case},
-          counts={c: len(rs) for c, rs in by_case.items()})
+    write("provenance.html", "provenance_index.html", counts={c: len(rs) for c, rs in by_case.items()})
     for case, rs in sorted(by_case.items()):
-        write(provenance_page(case), "provenance.html", rows=rs, case=case)
+        write(pages.provenance[case], "provenance.html", rows=rs, case=case)
     return written
 
 
@@ -294,13 +292,18 @@ def local_label(results: Path) -> str:
 
 def build_pages(results: Path, out: Path) -> list[Path]:
     """Builds into a new folder beside ``out`` and puts it in place at the end: a build that fails
-    leaves the old pages whole."""
+    leaves the old pages whole, and a folder holding anything a build did not make is refused."""
     out = Path(out).absolute()
+    problem = owned.refusal(out, MARK, "--out")
+    if problem:
+        raise ValueError(problem)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    owned.remove_stale(out, (BUILDING, OLD))
+    tmp = Path(tempfile.mkdtemp(prefix=owned.temp_name(out, BUILDING), dir=out.parent))
     try:
         written = write_pages(Path(results), tmp)
-        inside(tmp, MARK).write_text("Built by `python3 -m harness pages`, which replaces this folder whole.\n")
+        owned.mark(tmp, MARK, "python3 -m harness pages, which replaces this folder whole")
+        owned.open_as_umask(tmp)
         _swap(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -308,11 +311,22 @@ def build_pages(results: Path, out: Path) -> list[Path]:
 
 
 def _swap(new: Path, out: Path) -> None:
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(new, out)
-    shutil.rmtree(old, ignore_errors=True)
+    """``new`` in place of ``out``, checked again just before: the old folder goes only if a build made it all."""
+    problem = owned.refusal(out, MARK, "--out")
+    if problem:
+        raise ValueError(problem)
+    old = Path(tempfile.mkdtemp(prefix=owned.temp_name(out, OLD), dir=out.parent)) / out.name
+    try:
+        if out.exists():
+            os.replace(out, old)
+        try:
+            os.replace(new, out)
+        except OSError:
+            if old.exists():
+                os.replace(old, out)
+            raise
+    finally:
+        shutil.rmtree(old.parent, ignore_errors=True)
 
 
 def check_args(results: str | None, out: str | None) -> str | None:
@@ -321,17 +335,9 @@ def check_args(results: str | None, out: str | None) -> str | None:
     out_dir = Path(out) if out else REPO / ".asv" / "pages"
     if not (results_dir / "records").is_dir():
         return f"{results_dir} holds no records/ folder: pass --results with the folder that holds records/"
-    if out_dir.exists() and not out_dir.is_dir():
-        return f"--out {out_dir} is a file: name a folder for the pages"
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not _holds_pages(out_dir):
-        return (f"--out {out_dir} holds files that are not oombench pages, and a build replaces the folder "
-                "whole: name a new or empty folder")
-    return None
-
-
-def _holds_pages(folder: Path) -> bool:
-    """A folder a build made: marked, or laid out as builds before the mark were."""
-    return (folder / MARK).exists() or all((folder / n).is_file() for n in ("index.html", "provenance.html"))
+    if out == "":
+        return "--out '' names no folder: name one, e.g. --out pages, or leave --out out for .asv/pages"
+    return owned.refusal(out_dir.absolute(), MARK, "--out")
 
 
 def main(results: str | None = None, out: str | None = None) -> int:
