@@ -53,7 +53,6 @@ def _run_refusal(args) -> str | None:
     import re
 
     from harness.measure.inputs import writable_folder
-    from harness.measure.store import COMMITTED, LOCAL
     if args.deadline is not None and not (math.isfinite(args.deadline) and args.deadline > 0):
         return f"--deadline takes a positive number of seconds (e.g. --deadline 3600), got {args.deadline!r}"
     if args.bench is not None and not args.bench.strip():
@@ -67,15 +66,16 @@ def _run_refusal(args) -> str | None:
     if args.resume is not None and (not args.resume.strip() or re.search(r"[*?\[\]/\\\s]", args.resume)):
         return (f"--resume takes one run id as `harness run` printed it (e.g. 20261123T182937-9004fb), "
                 f"got {args.resume!r}")
-    if args.results is not None and (not args.results.strip() or Path(args.results).is_file()):
-        return f"--results takes a folder (asv's files and records/ go there), got {args.results!r}"
     if args.results is not None and args.file:
         return "--file and --results both say where results go: give one of them"
     for py in args.python or []:
         if not os.access(py, os.X_OK) or os.path.isdir(py):
             return (f"--python {py} is not an executable python: pass the interpreter of an environment that has "
                     "the project's requirements, e.g. --python /path/to/venv/bin/python")
-    writable_folder(_results(args), "--results" if args.results else "the results folder")
+    if args.results is not None:
+        writable_folder(args.results, "--results")  # as given: Path('') would read as the current folder
+    else:
+        writable_folder(_results(args), "the results folder")
     writable_folder(bootstrap.REPO / ".asv", "the repository's .asv folder (asv's configuration and site)")
     _environment_refusal()
     return None
@@ -83,7 +83,7 @@ def _run_refusal(args) -> str | None:
 
 def _results(args) -> Path:
     from harness.measure.store import COMMITTED, LOCAL
-    return Path(args.results) if args.results else COMMITTED if args.file else LOCAL
+    return Path(args.results) if args.results is not None else COMMITTED if args.file else LOCAL
 
 
 def _run(args) -> int:
@@ -168,13 +168,14 @@ def _case(args) -> int:
 
 
 def _summary(args) -> int:
-    bootstrap.ensure("summary")
-    from harness.measure.store import COMMITTED, load_any
-    from harness.report.summary import table
     from harness.measure.inputs import readable
+    from harness.measure.store import COMMITTED
     path = args.path if args.path is not None else COMMITTED / "records"
     if _refused("summary", lambda: readable(path, "the record file (.jsonl) or folder", "any")):
         return 2
+    bootstrap.ensure("summary")
+    from harness.measure.store import load_any
+    from harness.report.summary import table
     recs = load_any(Path(path)).warn().records
     print(table(recs) if recs else "no records")
     return 0
@@ -206,9 +207,8 @@ def _todo(args) -> int:
 
 
 def _gate_refusal(args) -> None:
+    """--history and --report; BASE and NEW are the gate's to judge (its report says why it could not compare)."""
     from harness.measure.inputs import output_file, readable
-    readable(args.base, "BASE", "any")
-    readable(args.new, "NEW", "any")
     if args.history is not None:
         readable(args.history, "--history", "any")
     if args.report is not None:

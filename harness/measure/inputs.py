@@ -70,7 +70,7 @@ def _nearest_existing(path: Path, what: str) -> Path:
             continue
         if not stat.S_ISDIR(st.st_mode):
             raise Refused(f"{what} {_show(path)} is under {_show(up)}, which is {_kind(st.st_mode)}: "
-                          "name a path that is not inside a file")
+                          f"name a path that is not inside {_kind(st.st_mode)}")
         return up
     raise Refused(f"{what} {_show(path)}: no folder above it exists")
 
@@ -92,7 +92,7 @@ def writable_folder(path, what: str, min_free: int = MIN_FREE_BYTES) -> Path:
     p = _named(path, what, "a folder")
     st = _stat(p, what)
     if st is not None and not stat.S_ISDIR(st.st_mode):
-        raise Refused(f"{what} {_show(p)} is {_kind(st.st_mode)}: name a folder")
+        raise Refused(f"{what} takes a folder: {_show(p)} is {_kind(st.st_mode)}")
     folder = p if st is not None else _nearest_existing(p, what)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise Refused(f"{what} {_show(p)}: {folder} is read-only for this user: name a folder you can write")
@@ -109,10 +109,10 @@ def output_file(path, what: str) -> Path:
     or device, in a folder it can write."""
     p = _named(path, what, "a file")
     if os.fspath(path).endswith(os.sep):
-        raise Refused(f"{what} {_show(p)} ends in {os.sep}, naming a folder: name a file")
+        raise Refused(f"{what} takes a file: {_show(p)} ends in {os.sep}, naming a folder")
     st = _stat(p, what)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise Refused(f"{what} {_show(p)} is {_kind(st.st_mode)}: name a file")
+        raise Refused(f"{what} takes a file: {_show(p)} is {_kind(st.st_mode)}")
     if st is not None and not os.access(p, os.W_OK):
         raise Refused(f"{what} {_show(p)} is read-only for this user: name a file you can write")
     writable_folder(p.parent, what)
@@ -129,7 +129,7 @@ def readable(path, what: str, kind: str = "any") -> Path:
         raise Refused(f"{what} {_show(p)} does not exist: name {wanted} that does")
     is_dir, is_file = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
     if not (is_dir and kind != "file" or is_file and kind != "folder"):
-        raise Refused(f"{what} {_show(p)} is {_kind(st.st_mode)}: name {wanted}")
+        raise Refused(f"{what} takes {wanted}: {_show(p)} is {_kind(st.st_mode)}")
     if not os.access(p, os.R_OK | (os.X_OK if is_dir else 0)):
         raise Refused(f"{what} {_show(p)} is not readable for this user: name one you can read")
     return p

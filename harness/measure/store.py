@@ -57,9 +57,9 @@ class Loaded:
     def records(self) -> list[Record]:
         return [e.record for e in self.entries]
 
-    def warn(self, out=sys.stderr) -> "Loaded":
+    def warn(self, out=None) -> "Loaded":
         for p in self.problems:
-            print(f"oombench: skipped an unreadable record: {p}", file=out)
+            print(f"oombench: skipped an unreadable record: {p}", file=out or sys.stderr)
         return self
 
 
