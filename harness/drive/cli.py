@@ -162,7 +162,10 @@ def _case(args) -> int:
     except ValueError as e:
         print(f"oombench case: {e}", file=sys.stderr)
         return 2
-    rec = execute(case, config)
+    try:
+        rec = execute(case, config)
+    except ValueError as e:  # raised while measuring: the case's failure, not the command line's
+        raise SystemExit(f"oombench case: {e}")
     print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))
     return 0 if rec.outcome != "failed" else 1
 
@@ -171,7 +174,7 @@ def _summary(args) -> int:
     from harness.measure.inputs import readable
     from harness.measure.store import COMMITTED
     path = args.path if args.path is not None else COMMITTED / "records"
-    if _refused("summary", lambda: readable(path, "the record file (.jsonl) or folder", "any")):
+    if _refused("summary", lambda: readable(path, "PATH", "any")):
         return 2
     bootstrap.ensure("summary")
     from harness.measure.store import load_any
@@ -226,6 +229,8 @@ def _gate(args) -> int:
                         min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
                         fmt=args.format, history=args.history, report=args.report)
     except OSError as e:  # the report, checked above, could still not be written (a full disk)
+        if args.report is None:
+            raise
         print(f"oombench gate: --report {args.report} could not be written ({e.strerror}): free space there or "
               "name another file", file=sys.stderr)
         return 2
@@ -265,7 +270,7 @@ def _docs(args) -> int:
 
 def _wheelhouse(args) -> int:
     from harness.measure.inputs import writable_folder
-    if _refused("wheelhouse", lambda: writable_folder(args.dest, "the wheel folder")):
+    if _refused("wheelhouse", lambda: writable_folder(args.dest, "DEST")):
         return 2
     bootstrap.ensure("wheelhouse")
     from harness.drive.wheelhouse import build

@@ -106,6 +106,17 @@ def _parses(line: bytes) -> bool:
         return False
 
 
+def _text_lines(f):
+    """The lines of a binary file as text, split where ``str.splitlines`` splits (a stray carriage
+    return inside a line starts another, as every reader of the file counts lines); None for a
+    line longer than ``MAX_LINE_BYTES``."""
+    for raw in lines(f):
+        if raw is None:
+            yield None
+            continue
+        yield from raw.decode(errors="replace").splitlines() or [""]
+
+
 def read_lines(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str]]]:
     """(line number, object) of every JSON line, and (line number, why) of each that is not one
     (line 0: the file itself could not be read: missing, unreadable, or not a regular file)."""
@@ -117,14 +128,14 @@ def read_lines(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str]
     except OSError as e:
         return good, [(0, e.strerror)]
     with f:
-        for n, raw in enumerate(lines(f), start=1):
-            if raw is None:
+        for n, line in enumerate(_text_lines(f), start=1):
+            if line is None:
                 bad.append((n, f"longer than {MAX_LINE_BYTES} bytes: no record is"))
                 continue
-            if not raw.strip():
+            if not line.strip():
                 continue
             try:
-                obj = json.loads(raw.decode(errors="replace"))
+                obj = json.loads(line)
             except json.JSONDecodeError as e:
                 bad.append((n, f"not JSON ({e.msg})"))
                 continue
@@ -285,9 +296,10 @@ class RecordStore:
 
 
 def load_any(path: Path) -> Loaded:
-    """Records of a file, or of every *.jsonl under a folder (a store's root or a results folder)."""
+    """Records of every *.jsonl under a folder (a store's root or a results folder), or of a file
+    (anything but a regular one is refused by name)."""
     path = Path(path)
-    return load_file(path) if path.is_file() else RecordStore(path).load()
+    return RecordStore(path).load() if path.is_dir() else load_file(path)
 
 
 @dataclass(frozen=True)
