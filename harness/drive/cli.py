@@ -174,7 +174,7 @@ def _summary(args) -> int:
     from harness.measure.inputs import readable
     from harness.measure.store import COMMITTED
     path = args.path if args.path is not None else COMMITTED / "records"
-    if _refused("summary", lambda: readable(path, "PATH", "any")):
+    if _refused("summary", lambda: readable(path, "PATH", "any", "a record file (.jsonl) or a folder of them")):
         return 2
     bootstrap.ensure("summary")
     from harness.measure.store import load_any

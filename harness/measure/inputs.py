@@ -119,10 +119,10 @@ def output_file(path, what: str) -> Path:
     return p
 
 
-def readable(path, what: str, kind: str = "any") -> Path:
+def readable(path, what: str, kind: str = "any", wanted: str | None = None) -> Path:
     """A path to read: it exists, is readable, and is a folder (``kind="folder"``), a regular
-    file (``"file"``) or either (``"any"``)."""
-    wanted = {"folder": "a folder", "file": "a file", "any": "a file or folder"}[kind]
+    file (``"file"``) or either (``"any"``); ``wanted`` names what it should be, for the message."""
+    wanted = wanted or {"folder": "a folder", "file": "a file", "any": "a file or folder"}[kind]
     p = _named(path, what, wanted)
     st = _stat(p, what)
     if st is None:
