@@ -14,12 +14,15 @@ import os
 import time
 from pathlib import Path
 
+from harness.measure.inputs import disk_full, disk_is_full, disk_nearly_full
 from harness.measure.outcomes import FAILED
 from harness.measure.record import Record
 from harness.measure.store import RecordStore, RunContext, append_line, load_file, read_lines
 from harness.units import gb
 
 
+# How a case ended that had no space to file into (``check.ended``): measured again on --resume.
+DISK_FULL = "disk_full"
 # Where the kernel counts the processes its out-of-memory killer ended in this cgroup: v2, then v1.
 OOM_EVENTS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
@@ -70,7 +73,11 @@ def reason(entry: dict, host_bytes: int | None = None, kills_now: int | None = N
 
 def raised(ctx: RunContext, case: str, params: dict, error: BaseException, environment) -> Record:
     """The ``failed`` record of a case whose measuring raised (not out of memory, which is
-    does-not-fit): filed before the error reaches asv, which shows its traceback."""
+    does-not-fit): filed before the error reaches asv, which shows its traceback. A full disk
+    is named as such: the case did nothing wrong, and a --resume with space measures it."""
+    if disk_is_full(error):
+        return Record(case=case, params=params, outcome=FAILED, reason=disk_full(ctx.path.parent, ctx.run_id),
+                      check={"ended": DISK_FULL}, environment=environment, run_id=ctx.run_id, commit=ctx.commit)
     return Record(case=case, params=params, outcome=FAILED, reason=f"{type(error).__name__}: {error}"[:2000],
                   check={"ended": "raised", "error": type(error).__name__}, environment=environment,
                   run_id=ctx.run_id, commit=ctx.commit)
@@ -79,14 +86,26 @@ def raised(ctx: RunContext, case: str, params: dict, error: BaseException, envir
 def file_lost(ctx: RunContext, environment) -> list[Record]:
     """A ``failed`` record, in the run's file, for each case begun in this harness run whose
     process ended without one."""
-    import psutil
-    host, kills = psutil.virtual_memory().total, oom_kills()
-    filed = [Record(case=e["case"], params=e["params"], outcome=FAILED, reason=reason(e, host, kills),
-                    check={"ended": "oom_killed" if oom_killed(e, kills) else "died"},
-                    environment=environment, run_id=ctx.run_id, commit=ctx.commit) for e in _lost(ctx)]
+    filed = [Record(case=e["case"], params=e["params"], outcome=FAILED, environment=environment, run_id=ctx.run_id,
+                    commit=ctx.commit, **why) for e, why in _why_lost(ctx)]
     for rec in filed:
         RecordStore.append(ctx.path, rec)
     return filed
+
+
+def _why_lost(ctx: RunContext):
+    """(begun entry, the reason and check of its failed record) of each case lost: a process that
+    died while the disk it files into was full most likely died of it, and is said to have."""
+    import psutil
+    host, kills = psutil.virtual_memory().total, oom_kills()
+    full = disk_nearly_full(ctx.path.parent)
+    for e in _lost(ctx):
+        if full and not oom_killed(e, kills):
+            yield e, {"reason": f"its process (pid {e['pid']}) ended without a record: "
+                                f"{disk_full(ctx.path.parent, ctx.run_id)}", "check": {"ended": DISK_FULL}}
+        else:
+            ended = "oom_killed" if oom_killed(e, kills) else "died"
+            yield e, {"reason": reason(e, host, kills), "check": {"ended": ended}}
 
 
 def _lost(ctx: RunContext) -> list[dict]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness import cases
@@ -19,6 +20,7 @@ from harness.drive import begun, plain_asv
 from harness.drive.runner import execute
 from harness.measure.devices import discover
 from harness.measure.environment import snapshot
+from harness.measure.inputs import disk_full, disk_is_full
 from harness.measure.lifeline import die_with_parent, watch
 from harness.measure.machine import machine_name
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, SKIPPED
@@ -48,15 +50,32 @@ def measure(case_name: str, fallback_results: Path = LOCAL, **params) -> Record:
     if rec is None:
         _before_deadline(ctx)
         _not_died_before(ctx, case_name, params)
-        if ctx.run_id:
-            begun.begin(ctx, case_name, params)
-        try:
-            rec = execute(cases.get(case_name), params, devices=devices, run=ctx)
-        except Exception as e:
-            RecordStore.append(ctx.path, begun.raised(ctx, case_name, params, e, snapshot(devices)))
-            raise
-        RecordStore.append(ctx.path, rec)
+        with disk_full_named(ctx):
+            if ctx.run_id:
+                begun.begin(ctx, case_name, params)
+            try:
+                rec = execute(cases.get(case_name), params, devices=devices, run=ctx)
+            except Exception as e:
+                RecordStore.append(ctx.path, begun.raised(ctx, case_name, params, e, snapshot(devices)))
+                raise
+            RecordStore.append(ctx.path, rec)
     return for_asv(rec)
+
+
+class DiskFull(RuntimeError):
+    """The disk the run files into has no space left; the message names it and the way on."""
+
+
+@contextmanager
+def disk_full_named(ctx: RunContext):
+    """A write that found the disk full (ENOSPC) raises ``DiskFull`` naming the disk, which asv
+    shows, instead of a bare OSError. The case's failed record says the same where it fits."""
+    try:
+        yield
+    except OSError as e:
+        if not disk_is_full(e):
+            raise
+        raise DiskFull(disk_full(ctx.path.parent, ctx.run_id)) from e
 
 
 def _watch_harness(ctx: RunContext) -> None:

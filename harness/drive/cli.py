@@ -25,14 +25,39 @@ from pathlib import Path
 from harness.drive import bootstrap, profiles
 
 
+def _refused(command: str, check) -> bool:
+    """Runs ``check``, a command's checks of its arguments: each raises ``inputs.Refused`` or
+    returns a message where a check fails. Where one does, prints its one line and says so: the
+    command exits 2 before any work."""
+    from harness.measure.inputs import Refused
+    try:
+        problem = check()
+    except Refused as e:
+        problem = str(e)
+    if isinstance(problem, str) and problem:
+        print(f"oombench {command}: {problem}", file=sys.stderr)
+        return True
+    return False
+
+
+def _environment_refusal() -> None:
+    """The settings the harness reads from the environment, bounded (``Refused`` where not)."""
+    from harness.measure.inputs import host_memory_bytes
+    host_memory_bytes()
+
+
 def _run_refusal(args) -> str | None:
     """What is wrong with ``run``'s arguments, in one line that names the fix; None if nothing.
     Standard library only: checked before set-up, machine.json or asv are touched."""
     import math
     import os
     import re
+
+    from harness.measure.inputs import writable_folder
     if args.deadline is not None and not (math.isfinite(args.deadline) and args.deadline > 0):
         return f"--deadline takes a positive number of seconds (e.g. --deadline 3600), got {args.deadline!r}"
+    if args.bench is not None and not args.bench.strip():
+        return "--bench takes a regular expression over benchmark names (e.g. --bench 'tricks\\.'), got ''"
     if args.bench is not None:
         try:
             re.compile(args.bench)
@@ -42,33 +67,48 @@ def _run_refusal(args) -> str | None:
     if args.resume is not None and (not args.resume.strip() or re.search(r"[*?\[\]/\\\s]", args.resume)):
         return (f"--resume takes one run id as `harness run` printed it (e.g. 20261123T182937-9004fb), "
                 f"got {args.resume!r}")
-    if args.results is not None and (not args.results.strip() or Path(args.results).is_file()):
-        return f"--results takes a folder (asv's files and records/ go there), got {args.results!r}"
     if args.results is not None and args.file:
         return "--file and --results both say where results go: give one of them"
     for py in args.python or []:
         if not os.access(py, os.X_OK) or os.path.isdir(py):
             return (f"--python {py} is not an executable python: pass the interpreter of an environment that has "
                     "the project's requirements, e.g. --python /path/to/venv/bin/python")
+    if args.results is not None:
+        writable_folder(args.results, "--results")  # as given: Path('') would read as the current folder
+    else:
+        writable_folder(_results(args), "the results folder")
+    writable_folder(bootstrap.REPO / ".asv", "the repository's .asv folder (asv's configuration and site)")
+    _environment_refusal()
     return None
 
 
+def _results(args) -> Path:
+    from harness.measure.store import COMMITTED, LOCAL
+    return Path(args.results) if args.results is not None else COMMITTED if args.file else LOCAL
+
+
 def _run(args) -> int:
-    refusal = _run_refusal(args)
-    if refusal:
-        print(f"oombench run: {refusal}", file=sys.stderr)
+    if _refused("run", lambda: _run_refusal(args)):
         return 2
     bootstrap.ensure("run")
-    from harness.drive import suite
-    from harness.measure.store import COMMITTED, LOCAL
-    results = Path(args.results) if args.results else COMMITTED if args.file else LOCAL
+    from harness.drive import suite, todo
+    from harness.measure.inputs import disk_full, disk_is_full
+    if args.bench is not None and _refused("run", lambda: todo.unmatched(args.bench)):
+        return 2
     try:
         return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
                          publish=not args.no_publish, pythons=args.python, resume=args.resume,
-                         deadline_s=args.deadline, results=results, profile=args.profile, wait=not args.no_wait)
+                         deadline_s=args.deadline, results=_results(args), profile=args.profile,
+                         wait=not args.no_wait)
     except suite.RunRefused as e:
         print(f"oombench run: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if not disk_is_full(e):
+            raise
+        print(f"oombench run: {disk_full(e.filename or _results(args))}; what was measured is kept: "
+              "`python3 -m harness run --resume RUN_ID` (the id it printed) measures the rest", file=sys.stderr)
+        return 1
 
 
 def _test(args) -> int:
@@ -109,47 +149,64 @@ def _machine(args) -> int:
 
 
 def parse_params(pairs: list[str]) -> dict:
-    """``name=value`` strings as {name: text}; the case's config converts and checks each value."""
+    """``name=value`` strings as {name: text}; the case's config converts and checks each value.
+    ValueError naming the fix where a pair is not one."""
     params = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"parameters are name=value, got {pair!r}")
+        if not sep or not name:
+            raise ValueError(f"parameters are name=value, got {pair!r}")
         if name in params:
-            raise SystemExit(f"parameter {name} given twice ({name}={params[name]} and {pair}): give it once")
+            raise ValueError(f"parameter {name} given twice ({name}={params[name]} and {pair}): give it once")
         params[name] = text
     return params
 
 
 def _case(args) -> int:
+    if _refused("case", _environment_refusal):
+        return 2
     bootstrap.ensure("case")
     from harness import cases
     from harness.drive.runner import execute
     from harness.report.summary import table
     try:
         case = cases.get(args.name)
-        rec = execute(case, case.config(parse_params(args.params)))
+        config = case.config(parse_params(args.params))
     except ValueError as e:
-        raise SystemExit(f"oombench: {e}")
+        print(f"oombench case: {e}", file=sys.stderr)
+        return 2
+    try:
+        rec = execute(case, config)
+    except ValueError as e:  # raised while measuring: the case's failure, not the command line's
+        raise SystemExit(f"oombench case: {e}")
     print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))
     return 0 if rec.outcome != "failed" else 1
 
 
 def _summary(args) -> int:
-    bootstrap.ensure("summary")
-    from harness.measure.store import COMMITTED, load_any
-    from harness.report.summary import table
-    path = Path(args.path) if args.path else COMMITTED / "records"
-    if not path.exists():
-        print(f"oombench summary: {path} does not exist: name a record file (.jsonl) or a folder of them",
-              file=sys.stderr)
+    from harness.measure.inputs import readable
+    from harness.measure.store import COMMITTED
+    path = args.path if args.path is not None else COMMITTED / "records"
+    if _refused("summary", lambda: readable(path, "PATH", "any", "a record file (.jsonl) or a folder of them")):
         return 2
-    recs = load_any(path).warn().records
+    bootstrap.ensure("summary")
+    from harness.measure.store import load_any
+    from harness.report.summary import table
+    recs = load_any(Path(path)).warn().records
     print(table(recs) if recs else "no records")
     return 0
 
 
+def _read_results(command: str, results: str | None) -> bool:
+    """``--results``, a folder of records to read, refused (True) where it is not one."""
+    from harness.measure.inputs import results_folder
+    from harness.measure.store import COMMITTED
+    return _refused(command, lambda: results_folder(COMMITTED if results is None else results))
+
+
 def _table(args) -> int:
+    if _read_results("table", args.results):
+        return 2
     bootstrap.ensure("table")
     from harness.measure.store import COMMITTED
     from harness.report.tables import main
@@ -158,18 +215,38 @@ def _table(args) -> int:
 
 
 def _todo(args) -> int:
+    if _read_results("todo", args.results):
+        return 2
     bootstrap.ensure("todo")
     from harness.drive import todo
     return todo.main(args.profile, args.machine, args.results)
 
 
+def _gate_refusal(args) -> None:
+    """--history and --report; BASE and NEW are the gate's to judge (its report says why it could not compare)."""
+    from harness.measure.inputs import output_file, readable
+    if args.history is not None:
+        readable(args.history, "--history", "any")
+    if args.report is not None:
+        output_file(args.report, "--report")
+
+
 def _gate(args) -> int:
+    if _refused("gate", lambda: _gate_refusal(args)):
+        return 2
     bootstrap.ensure("gate")
     from harness.report.gate import gate
     from harness.units import MB
-    rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
-                    min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
-                    fmt=args.format, history=args.history, report=args.report, allow=args.allow)
+    try:
+        rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
+                        min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
+                        fmt=args.format, history=args.history, report=args.report, allow=args.allow)
+    except OSError as e:  # the report, checked above, could still not be written (a full disk)
+        if args.report is None:
+            raise
+        print(f"oombench gate: --report {args.report} could not be written ({e.strerror}): free space there or "
+              "name another file", file=sys.stderr)
+        return 2
     print(text, file=sys.stderr if rc == 2 and text.startswith("oombench gate:") else sys.stdout)
     return rc
 
@@ -205,6 +282,9 @@ def _docs(args) -> int:
 
 
 def _wheelhouse(args) -> int:
+    from harness.measure.inputs import writable_folder
+    if _refused("wheelhouse", lambda: writable_folder(args.dest, "DEST")):
+        return 2
     bootstrap.ensure("wheelhouse")
     from harness.drive.wheelhouse import build
     return build(Path(args.dest), args.python, args.platform or ["manylinux_2_28_x86_64"], args.package)

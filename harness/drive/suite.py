@@ -168,6 +168,13 @@ def refuse_live(store: RecordStore, resume: str) -> None:
                          f"wait for it to end, or stop it (kill {live['pid']}), then --resume {resume}")
 
 
+def resumable(store: RecordStore, resume: str, machine: str, commit: str) -> None:
+    try:
+        store.resumable(resume, machine, commit)
+    except StoreError as e:
+        raise RunRefused(str(e)) from None
+
+
 def run(bench: str | None = None, quick: bool = False, allow_oversubscription: bool = False,
         publish: bool = True, pythons: list[str] | None = None, resume: str | None = None,
         deadline_s: float | None = None, results: Path = LOCAL, profile: str = "standard",
@@ -181,6 +188,8 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
     store = RecordStore.of_results(results)
     if resume is not None:
         refuse_live(store, resume)
+        # Checked before the lock too, which makes the results folder: a refused resume leaves nothing.
+        resumable(store, resume, machine_info(snapshot())["machine"], head_commit())
     with signals_stop_the_run():
         try:
             with locks.held(locks.results_lock(results), f"results folder {results}", wait=wait):
@@ -204,10 +213,7 @@ def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, r
     if resume is not None:
         # Each case of the run that has a record is read back from it, not measured again; a
         # what-fits search goes on from the probes its log holds.
-        try:
-            store.resumable(resume, info["machine"], commit)
-        except StoreError as e:
-            raise RunRefused(str(e)) from None
+        resumable(store, resume, info["machine"], commit)
         refuse_live(store, resume)
     run_id = resume or f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
     deadline = time.time() + deadline_s if deadline_s is not None else None

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness import cases
 from harness.drive import profiles
+from harness.drive.begun import DISK_FULL
 from harness.measure.store import COMMITTED, REPO, latest
 from harness.report.pages.model import load_rows
 
@@ -82,9 +83,10 @@ def matching(exprs: list[str], all_benches: list[Bench]) -> list[Bench]:
     return [b for b in all_benches if not exprs or any(re.search(e, n) for e in exprs for n in b.names())]
 
 
-# A case whose process ended without a measurement (killed or crashed) or whose code raised has
-# no answer yet: running it again may give one. One the out-of-memory killer ended has: host memory.
-NOT_ANSWERS = ("died", "raised")
+# A case whose process ended without a measurement (killed or crashed), whose code raised or that
+# found the disk full has no answer yet: running it again may give one. One the out-of-memory
+# killer ended has: host memory.
+NOT_ANSWERS = ("died", "raised", DISK_FULL)
 
 
 def filed(results: Path) -> dict[str, set[tuple[str, str]]]:
@@ -149,6 +151,16 @@ def this_machine() -> str:
     from harness.measure.machine import machine_name
     env = snapshot()
     return machine_name(env.devices, env.cpu)
+
+
+def unmatched(bench: str, all_benches: list[Bench] | None = None) -> str | None:
+    """Why ``--bench`` would run nothing (the fix named), or None where it selects a benchmark.
+    asv matches a benchmark's name alone or followed by its parameter set; so does this."""
+    names = {n for b in all_benches or benches() for full in b.names() for n in (full, full.removesuffix(b.args))}
+    if any(re.search(bench, n) for n in names):
+        return None
+    return (f"--bench {bench!r} matches no benchmark: benchmarks are named family.Class.method(params), e.g. "
+            f"{min(names)}, the classes those of benchmarks/*.py")
 
 
 def main(profile: str, machines: list[str] | None, results: str | None) -> int:

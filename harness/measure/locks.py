@@ -22,6 +22,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from harness.measure.inputs import write_whole
+
 LOCK_DIR_ENV = "OOMBENCH_LOCK_DIR"
 
 
@@ -70,9 +72,8 @@ def describe_holder(lock: Path) -> str:
 
 
 def _write_holder(lock: Path, what: str) -> None:
-    tmp = holder_file(lock).with_name(holder_file(lock).name + f".{os.getpid()}")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "argv": sys.argv, "what": what, "since": time.time()}))
-    os.replace(tmp, holder_file(lock))
+    mine = {"pid": os.getpid(), "argv": sys.argv, "what": what, "since": time.time()}
+    write_whole(holder_file(lock), json.dumps(mine))
 
 
 @contextmanager

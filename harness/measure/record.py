@@ -114,8 +114,10 @@ def _validate(d: dict) -> None:
     for name in ("work", "memory", "check", "gpu_busy", "budget"):
         _is(d.get(name, {}), dict, name)
     for k, v in d["params"].items():
-        if not (v is None or isinstance(v, (str, bool, int)) or _finite(v)):
-            raise ValueError(f"params.{_short(k)} must be a string, number or boolean, got {_short(v)}")
+        _name(k, "params")
+        if not (v is None or isinstance(v, (bool, int)) or _finite(v) or isinstance(v, str) and len(v) <= NAME_MAX):
+            raise ValueError(f"params.{_short(k)} must be a string of at most {NAME_MAX} characters, a number "
+                             f"or a boolean, got {_short(v)}")
     for k, v in d.get("work", {}).items():
         _number(v, f"work.{_short(k)}")
     for k, v in d.get("memory", {}).items():
@@ -126,12 +128,16 @@ def _validate(d: dict) -> None:
         _count(d["requested_bytes"], "requested_bytes")
     if "created" in d:
         _number(d["created"], "created")
-    if "schema" in d and (type(d["schema"]) is not int or d["schema"] < 1):
+    if "schema" in d and (type(d["schema"]) is not int or not 1 <= d["schema"] < 2**31):
         raise ValueError(f"schema must be a whole number from 1, got {_short(d['schema'])}")
     _validate_timing(d.get("timing"), d["outcome"])
     _validate_environment(d["environment"])
 
 
+# The longest parameter name or value, library name or version a record may hold: each is a
+# word or a version, and a longer one is no measurement's. Far below the 4,300 digits past which
+# Python refuses to read a number, so no reader that parses a version's digits can be stopped.
+NAME_MAX = 1000
 _SECONDS = ("median_s", "q25_s", "q75_s", "min_s", "max_s")
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = _SHORT.maxother = 60
@@ -148,6 +154,11 @@ def _known(d: dict, kind, prefix: str) -> None:
     unknown = sorted(set(d) - names)
     if unknown:
         raise ValueError(f"unknown field {prefix}{_short(unknown[0])}; the fields are {', '.join(sorted(names))}")
+
+
+def _name(value, where: str) -> None:
+    if not (isinstance(value, str) and 0 < len(value) <= NAME_MAX):
+        raise ValueError(f"{where} holds {_short(value)}: a name of 1 to {NAME_MAX} characters is wanted")
 
 
 def _is(value, kind, name: str, none: bool = False) -> None:
@@ -222,6 +233,9 @@ def _validate_environment(env: dict) -> None:
     for name, kind in (("framework_cuda", dict), ("shims", (list, tuple)), ("executable", str), ("host", dict)):
         if name in env:
             _is(env[name], kind, f"environment.{name}")
+    for lib, version in env["libraries"].items():
+        _name(lib, "environment.libraries")
+        _name(version, f"environment.libraries.{_short(lib)}")
     if isinstance(env["num_cpu"], bool) or not 0 <= env["num_cpu"] < 2**31:
         raise ValueError(f"environment.num_cpu must be a whole number >= 0, got {_short(env['num_cpu'])}")
     _is(env.get("host", {}).get("id"), str, "environment.host.id", none=True)

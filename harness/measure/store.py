@@ -12,8 +12,9 @@ for a local run)::
 
 Records are appended one line at a time, flushed and synced, so a run that fails or is killed
 keeps everything measured before it. A line cut short by a kill is repaired before the next
-append (the fragment is moved to ``<file>.torn``), and loading reports every line it cannot
-read as ``file:line``, never drops one silently.
+append (the fragment is moved to ``<file>.torn``; a last line that parses is kept), and loading
+reports every line it cannot read as ``file:line``, never drops one silently. Only regular files
+are read (``harness.measure.inputs.open_regular``), a line at most ``MAX_LINE_BYTES`` long.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from harness.measure.inputs import MAX_LINE_BYTES, Refused, lines, open_regular, write_whole
 from harness.measure.record import Record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,9 +57,9 @@ class Loaded:
     def records(self) -> list[Record]:
         return [e.record for e in self.entries]
 
-    def warn(self, out=sys.stderr) -> "Loaded":
+    def warn(self, out=None) -> "Loaded":
         for p in self.problems:
-            print(f"oombench: skipped an unreadable record: {p}", file=out)
+            print(f"oombench: skipped an unreadable record: {p}", file=out or sys.stderr)
         return self
 
 
@@ -73,43 +75,77 @@ def append_line(path: Path, obj: dict) -> None:
 
 
 def repair(path: Path) -> None:
-    """A file whose last line has no newline was cut mid-write: the fragment is moved to
-    ``<file>.torn`` so that the next record starts on a line of its own."""
+    """A file whose last line has no newline was cut mid-write, or lacks only its newline. A
+    last line that parses (a JSON object, written whole) is kept and given its newline; one that
+    does not is moved to ``<file>.torn``. Either way the next line starts on a line of its own."""
     if not path.exists() or path.stat().st_size == 0:
         return
+    open_regular(path).close()  # a FIFO or a device is refused, never written to
     with open(path, "rb+") as f:
-        data = f.read()
-        if data.endswith(b"\n"):
+        size = f.seek(0, os.SEEK_END)
+        start = max(0, size - MAX_LINE_BYTES - 1)
+        f.seek(start)
+        tail = f.read()
+        if tail.endswith(b"\n"):
             return
-        cut = data.rfind(b"\n") + 1
-        with open(str(path) + ".torn", "ab") as torn:
-            torn.write(data[cut:] + b"\n")
-        f.truncate(cut)
+        cut = tail.rfind(b"\n") + 1
+        if _parses(tail[cut:]) or (cut == 0 and start > 0):  # whole, or past any record's length: kept
+            f.write(b"\n")
+        else:
+            with open(str(path) + ".torn", "ab") as torn:
+                torn.write(tail[cut:] + b"\n")
+            f.truncate(start + cut)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _text_lines(f):
+    """The lines of a binary file as text, split where ``str.splitlines`` splits (a stray carriage
+    return inside a line starts another, as every reader of the file counts lines); None for a
+    line longer than ``MAX_LINE_BYTES``."""
+    for raw in lines(f):
+        if raw is None:
+            yield None
+            continue
+        yield from raw.decode(errors="replace").splitlines() or [""]
 
 
 def read_lines(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str]]]:
     """(line number, object) of every JSON line, and (line number, why) of each that is not one
-    (line 0: the file itself could not be read)."""
+    (line 0: the file itself could not be read: missing, unreadable, or not a regular file)."""
     good, bad = [], []
     try:
-        text = Path(path).read_text(errors="replace")
+        f = open_regular(path)
+    except Refused as e:
+        return good, [(0, str(e).removeprefix(f"{path} "))]
     except OSError as e:
         return good, [(0, e.strerror)]
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            bad.append((n, f"not JSON ({e.msg})"))
-            continue
-        except (RecursionError, ValueError) as e:  # nested past the parser's depth, or a number past int's digits
-            bad.append((n, f"not a record's JSON ({type(e).__name__}: {str(e)[:80]})"))
-            continue
-        if not isinstance(obj, dict):
-            bad.append((n, "not a JSON object"))
-            continue
-        good.append((n, obj))
+    with f:
+        for n, line in enumerate(_text_lines(f), start=1):
+            if line is None:
+                bad.append((n, f"longer than {MAX_LINE_BYTES} bytes: no record is"))
+                continue
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                bad.append((n, f"not JSON ({e.msg})"))
+                continue
+            except (RecursionError, ValueError) as e:  # nested past the parser's depth, or a number past int's digits
+                bad.append((n, f"not a record's JSON ({type(e).__name__}: {str(e)[:80]})"))
+                continue
+            if not isinstance(obj, dict):
+                bad.append((n, "not a JSON object"))
+                continue
+            good.append((n, obj))
     return good, bad
 
 
@@ -209,9 +245,7 @@ class RecordStore:
         me = psutil.Process()
         state = self.run_state(run_file)
         state.parent.mkdir(parents=True, exist_ok=True)
-        tmp = state.with_name(state.name + f".{os.getpid()}")
-        tmp.write_text(json.dumps({"pid": me.pid, "started": me.create_time(), "argv": sys.argv}))
-        os.replace(tmp, state)
+        write_whole(state, json.dumps({"pid": me.pid, "started": me.create_time(), "argv": sys.argv}))
 
     def live_run(self, run_id: str) -> dict | None:
         """The state of run ``run_id`` where its process still runs (on any machine's records
@@ -219,7 +253,8 @@ class RecordStore:
         import psutil
         for path in sorted(self.root.glob(f"*/*-{run_id}{STATE_SUFFIX}")) if self.root.exists() else []:
             try:
-                state = json.loads(path.read_text())
+                with open_regular(path) as f:
+                    state = json.loads(f.read(MAX_LINE_BYTES))
                 if psutil.Process(state["pid"]).create_time() == state["started"]:
                     return state
             except (OSError, ValueError, KeyError, TypeError, psutil.Error):
@@ -261,9 +296,10 @@ class RecordStore:
 
 
 def load_any(path: Path) -> Loaded:
-    """Records of a file, or of every *.jsonl under a folder (a store's root or a results folder)."""
+    """Records of every *.jsonl under a folder (a store's root or a results folder), or of a file
+    (anything but a regular one is refused by name)."""
     path = Path(path)
-    return load_file(path) if path.is_file() else RecordStore(path).load()
+    return RecordStore(path).load() if path.is_dir() else load_file(path)
 
 
 @dataclass(frozen=True)

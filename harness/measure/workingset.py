@@ -11,20 +11,16 @@ the host has available, so that a sweep never pushes the box into swap or the OO
 """
 from __future__ import annotations
 
-import os
-
 import psutil
 
+from harness.measure.inputs import HOST_MEMORY_ENV, host_memory_bytes
 from harness.measure.outcomes import Skip
 from harness.measure.safety import OPT_IN_ENV, OPT_IN_FLAG, ManagedGuard, OversubscriptionRefused
-from harness.units import GB, gb
+from harness.units import gb
 
 # The sweep a case declares; benchmark classes pick the subset they run (see benchmarks/unified.py).
 FRACTIONS = (0.02, 0.1, 0.25, 0.4, 0.8, 1.5)
 HOST_CAP_FRACTION = 0.5
-# Some VMs (the lent multi-GPU boxes among them) report little memory until it is first used:
-# this names what the host really has, in GB (10^9 bytes), the unit every message here writes.
-HOST_MEMORY_ENV = "OOMBENCH_HOST_MEMORY_GB"
 
 
 def card(devices, ordinal: int = 0):
@@ -62,14 +58,10 @@ def admit_managed(fraction: float, nbytes: int, guard: ManagedGuard) -> None:
 
 
 def host_available(environ=None) -> int:
-    environ = os.environ if environ is None else environ
-    stated = environ.get(HOST_MEMORY_ENV)
-    if stated:
-        try:
-            return int(float(stated) * GB)
-        except ValueError:
-            raise ValueError(f"{HOST_MEMORY_ENV} must be a number of GB, got {stated!r}") from None
-    return int(psutil.virtual_memory().available)
+    """Host memory available, in bytes. Some VMs (the lent multi-GPU boxes among them) report little
+    memory until it is first used: ``HOST_MEMORY_ENV`` states what the host really has, in GB."""
+    stated = host_memory_bytes(environ)
+    return stated if stated is not None else int(psutil.virtual_memory().available)
 
 
 def need_host(nbytes: int, what: str, available: int | None = None) -> None:

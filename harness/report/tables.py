@@ -81,14 +81,14 @@ def _axis_names(case: cases.Case, names: list[str]) -> list[str]:
     return names
 
 
-def _where(case: cases.Case, pairs: list[str]) -> dict:
+def _where(case: cases.Case, pairs: list[str], option: str = "--where") -> dict:
     """{name: value}: a parameter's value as the case declares it (16 for "16", or the error
     naming the allowed values, as a config converts it); the machine's as written."""
     where = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
-            raise ValueError(f"--where takes name=value, got {pair!r}")
+            raise ValueError(f"{option} takes name=value, got {pair!r}")
         _axis_names(case, [name])
         where[name] = value if name == MACHINE else case.value(name, value)
     return where
@@ -244,6 +244,8 @@ def _why_failed(check: dict) -> str:
         return " (its process died: killed or crashed)"
     if check.get("ended") == "oom_killed":
         return " (host memory ran out: the kernel's out-of-memory killer ended it)"
+    if check.get("ended") == "disk_full":
+        return " (the disk it files into was full)"
     if check.get("ended") == "raised":
         return f" ({md(check.get('error'))})"
     verdict = _loss_gap(check)
@@ -324,7 +326,7 @@ def _one_case_per_cell(was: Row, row: Row) -> None:
 
 def versus_pairs(case: cases.Case, text: str | None) -> tuple:
     """``--versus`` as ((name, value), ...): "technique=fp32" or several, "technique=fp32,budget=card"."""
-    return tuple(_where(case, text.split(",")).items()) if text else ()
+    return tuple(_where(case, text.split(","), "--versus").items()) if text else ()
 
 
 def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):
