@@ -237,17 +237,18 @@ def _gate(args) -> int:
     bootstrap.ensure("gate")
     from harness.report.gate import gate
     from harness.units import MB
-    try:
-        rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
-                        min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
-                        fmt=args.format, history=args.history, report=args.report, allow=args.allow)
-    except OSError as e:  # the report, checked above, could still not be written (a full disk)
-        if args.report is None:
-            raise
-        print(f"oombench gate: --report {args.report} could not be written ({e.strerror}): free space there or "
-              "name another file", file=sys.stderr)
-        return 2
-    print(text, file=sys.stderr if rc == 2 and text.startswith("oombench gate:") else sys.stdout)
+    rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
+                    min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
+                    fmt=args.format, history=args.history, report=args.report, allow=args.allow)
+    # A refusal (the gate's last line on exit 2, e.g. a report it could not write) goes to stderr,
+    # as every command's refusal does; the comparison before it, if any, stays on stdout.
+    body, _, last = text.rpartition("\n")
+    if rc == 2 and last.startswith("oombench gate:"):
+        if body:
+            print(body)
+        print(last, file=sys.stderr)
+    else:
+        print(text)
     return rc
 
 
