@@ -8,8 +8,11 @@
 - ``fsdp``: FSDP2 (``fully_shard``), one process per GPU.
 
 One-process strategies are timed by the runner like any case. Multi-process ones are launched
-through ``harness.workloads.launch`` while the runner's PeakMemory samples every GPU from outside (NVML);
-rank 0's own timing and each rank's allocator peak come back as the Workload's measurements.
+through ``harness.workloads.launch`` (torch's elastic launcher), on ``nodes`` node agents of this
+box or, under a multi-node launch (``launch.Nodes.from_env``), one agent per box; rank 0's own
+timing, each rank's peaks and each rank's GPU-busy share come back as the Workload's measurements,
+and the check says how the ranks were laid out (nodes, GPUs per node, transport). A box that does
+not hold rank 0 of a multi-node launch skips: node 0's record holds every rank.
 """
 from __future__ import annotations
 
@@ -53,6 +56,14 @@ def _check_fits_strategy(job: Job) -> None:
         raise Skip(f"batch {job.batch} does not split into {job.micro_batches} equal micro-batches: use a multiple")
     if job.device == "cpu" and job.strategy == "dp":
         raise Skip("nn.DataParallel replicates over CUDA devices; on the CPU use ddp (gloo) instead")
+    if (job.nodes != 1 or job.transport != "fast") and job.strategy not in MULTI_PROCESS:
+        raise Skip(f"nodes and transport apply to the multi-process strategies ({', '.join(MULTI_PROCESS)}): "
+                   f"use nodes=1 transport=fast with {job.strategy}")
+    if job.gpus % job.nodes:
+        raise Skip(f"gpus={job.gpus} does not split evenly over nodes={job.nodes}: use a multiple of {job.nodes}")
+    if job.cut != "balanced" and not (job.strategy in MODEL_PARALLEL and job.model == "resnet50" and job.gpus == 2):
+        raise Skip(f"cut={job.cut} is ResNet50's cut in two for naive_mp and pipeline: use gpus=2 with those, "
+                   "or cut=balanced")
 
 
 def _need_runtime(job: Job) -> None:
@@ -130,9 +141,41 @@ def loss_check(first: float, last: float) -> dict:
 def _multi_process(job: Job) -> Workload:
     from harness.workloads.distributed import worker
     from harness.workloads.launch import launch
-    ranks = launch(worker, job.gpus, (job,), timeout_s=LAUNCH_TIMEOUT_S)
+    nodes = _nodes(job)
+    here = launch(worker, job.gpus, (job,), timeout_s=LAUNCH_TIMEOUT_S, nodes=nodes)
+    if 0 not in here:
+        raise Skip(f"rank 0 ran on another node of this {nodes.count}-node launch, whose record holds every rank's "
+                   "figures")
+    ranks = here[0]  # rank 0 gathered every rank's result
     memory = {label: v for r in ranks for label, v in r["memory"].items()}
     check = {**loss_check(ranks[0]["loss_first"], ranks[0]["loss"]),
-             "rank_median_s": [r["timing"]["median_s"] for r in ranks]}
-    return Workload(step=lambda: None, check=lambda: check, work=job.work(),
-                    gpus=_gpus(job), timing=Timing.from_dict(ranks[0]["timing"]), memory=memory)
+             "rank_median_s": [r["timing"]["median_s"] for r in ranks],
+             "launch": {"nodes": nodes.count, "gpus_per_node": job.gpus // nodes.count, "transport": job.transport,
+                        "rendezvous": "localhost" if nodes.local else nodes.endpoint}}
+    return Workload(step=lambda: None, check=lambda: check, work=job.work(), gpus=_gpus(job),
+                    timing=Timing.from_dict(ranks[0]["timing"]), memory=memory, busy=ranks_busy(ranks))
+
+
+def _nodes(job: Job):
+    """A multi-node launch (``harness run --nnodes``, or SLURM's) spreads the ranks over boxes;
+    else ``job.nodes`` node agents share this one."""
+    from harness.workloads.launch import Nodes
+    launched = Nodes.from_env(transport=job.transport)
+    if launched.count > 1 and job.nodes > 1:
+        raise Skip(f"nodes={job.nodes} runs node agents on one box; under a {launched.count}-node launch use nodes=1")
+    if launched.count > 1:
+        return launched
+    return Nodes(count=job.nodes, transport=job.transport)
+
+
+def ranks_busy(ranks: list) -> dict:
+    """The GPU-busy share each rank read of its own GPU over its timed steps, per GPU, with the
+    GPUs sampled named; summed over the GPUs as one process's GPUs are (``busy.across_gpus``)."""
+    from harness.measure.busy import across_gpus
+    read = [r["busy"] for r in ranks if r.get("busy", {}).get("fraction") is not None]
+    if not read:
+        reasons = "; ".join(sorted({r.get("busy", {}).get("reason", "no reading") for r in ranks}))
+        return {"source": "none", "reason": reasons} if any(r.get("busy") for r in ranks) else {}
+    shares = [b["fraction"] for b in read]
+    return {"fraction": round(across_gpus(shares), 4), "source": read[0]["source"],
+            "gpus": shares, "sampled": [b["gpu"] for b in read]}
