@@ -126,7 +126,7 @@ def gpu_label(local: int) -> str:
     """This rank's GPU as the case's process numbers the GPUs of its box (``gpuN``, the ordinal
     past those of earlier nodes of the box: ``launch.FIRST_GPU``), or, for a rank on another box
     of a multi-node launch, with that node's number before it (``node1.gpu0``)."""
-    from harness.workloads.launch import FIRST_GPU, Nodes
+    from harness.workloads.nodes import FIRST_GPU, Nodes
     ordinal = int(os.environ.get(FIRST_GPU, 0)) + local
     node = int(os.environ.get("GROUP_RANK", 0))
     return f"node{node}.gpu{ordinal}" if Nodes.from_env().count > 1 and node != 0 else f"gpu{ordinal}"

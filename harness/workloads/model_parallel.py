@@ -36,7 +36,7 @@ class Stages:
 
     def __init__(self, job: parallel_job.Job, devices: list[str]):
         import torch
-        model = parallel_job.build_model(job)
+        self.model = model = parallel_job.build_model(job)  # whose layers the stages hold
         layers = parallel_job.layers(job, model)
         x, self.targets = parallel_job.batch(job)
         self.sizes = layer_bytes(layers, x)

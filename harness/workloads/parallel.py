@@ -16,9 +16,11 @@ not hold rank 0 of a multi-node launch skips: node 0's record holds every rank.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import statistics
 import time
+from dataclasses import replace
 
 from harness.measure.workload import Workload
 from harness.measure.outcomes import CheckFailed, Skip
@@ -159,12 +161,13 @@ def _multi_process(job: Job) -> Workload:
 def _nodes(job: Job):
     """A multi-node launch (``harness run --nnodes``, or SLURM's) spreads the ranks over boxes;
     else ``job.nodes`` node agents share this one."""
-    from harness.workloads.launch import Nodes
+    from harness.workloads.nodes import Nodes
     launched = Nodes.from_env(transport=job.transport)
     if launched.count > 1 and job.nodes > 1:
         raise Skip(f"nodes={job.nodes} runs node agents on one box; under a {launched.count}-node launch use nodes=1")
     if launched.count > 1:
-        return launched
+        # One rendezvous per case: a finished one is closed. Every node names it alike.
+        return replace(launched, run_id=f"{launched.run_id}-{hashlib.sha1(repr(job).encode()).hexdigest()[:12]}")
     return Nodes(count=job.nodes, transport=job.transport)
 
 
