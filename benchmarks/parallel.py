@@ -16,7 +16,8 @@ ONE_NODE = {"nodes": 1, "transport": "fast"}
 CUTS = ["balanced", "seed003"]
 TRANSPORTS = ["fast", "sockets"]
 IMAGE_SIZES = [1024, 2048]  # the tutorial's, and one larger
-LM = {"batch": 16, "depth": 12, "width": 1024, "seq_len": 1024, **ONE_NODE}
+LM_SHAPE = {"batch": 16, "depth": 12, "width": 1024, "seq_len": 1024}
+LM = {**LM_SHAPE, **ONE_NODE}
 TINY_LM = {"device": "cpu", "batch": 4, "depth": 2, "width": 32, "seq_len": 16, **ONE_NODE}
 DATA_PARALLEL = ["dp", "ddp", "fsdp"]
 ALL_GPUS = [1, 2, 4, 8]
@@ -88,7 +89,7 @@ class LmPipeline(_OnDevice):
 
 class LmTwoNodes(_OnDevice):
     case = LM_CASE
-    fixed = dict(LM, strategy="ddp", device="cuda", gpus=2, micro_batches=1, nodes=2)
+    fixed = dict(LM_SHAPE, strategy="ddp", device="cuda", gpus=2, micro_batches=1, nodes=2)
     param_names = ["transport"]
     params = [TRANSPORTS]
 

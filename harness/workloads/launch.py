@@ -73,17 +73,18 @@ def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0, gpus=
     with locks.gpus_held(locks.visible_gpu_uuids(range(on_box) if gpus is None else gpus)), \
             _keeper() as group, tempfile.TemporaryDirectory(prefix="oombench-ranks-") as logs:
         plan = _Plan(worker, args, per_node, nodes, group, logs, timeout_s, _rendezvous(nodes))
-        others = [_start_node(plan, n) for n in range(1, nodes.count)] if nodes.local else []
-        try:
-            with _deadline(timeout_s):
+        with _deadline(timeout_s) as over:
+            others = [_start_node(plan, n) for n in range(1, nodes.count)] if nodes.local else []
+            try:
                 return _agent(_on_slice(plan, 0), node=0)
-        except _Failed as e:
-            raise _root_cause(logs, e.failures) from None
-        finally:
-            for p in others:  # done with node 0 (elastic's exit barrier), or failed: killed either way
-                p.join(1)
-                p.kill()
-                p.join()
+            except _Failed as e:
+                raise _root_cause(logs, e.failures) from None
+            finally:
+                over()
+                for p in others:  # done with node 0 (elastic's exit barrier), or failed: killed either way
+                    p.join(1)
+                    p.kill()
+                    p.join()
 
 
 @dataclass(frozen=True)
@@ -129,18 +130,25 @@ NODE_FAILED = signal.SIGUSR1  # what another node's agent on this box sends the 
 
 @contextmanager
 def _deadline(timeout_s: float):
-    """In the main thread, while node 0's agent runs: past ``timeout_s``, or once another node
-    of this box has failed, an exception out of the agent, whose own clean-up stops the workers."""
-    def expired(signum, frame):
-        raise LaunchError(f"ranks ran past {timeout_s:.0f} s; all were killed. Give the case a smaller size "
-                          "or a longer timeout")
+    """While node 0's agent runs in the main thread (until ``over()`` is called): past
+    ``timeout_s``, or once another node of this box has failed, an exception out of the agent,
+    whose own clean-up stops the workers. Its handlers stay until the other nodes are stopped, so a
+    late word from one of them is ignored rather than left to SIGUSR1's default (ending the case)."""
+    running = [True]
 
-    def node_failed(signum, frame):
-        raise _Failed({})
-    before = signal.signal(signal.SIGALRM, expired), signal.signal(NODE_FAILED, node_failed)
+    def stop(error):
+        def handler(signum, frame):
+            if running[0]:
+                running[0] = False
+                raise error()
+        return handler
+    late = LaunchError(f"ranks ran past {timeout_s:.0f} s; all were killed. Give the case a smaller size or a "
+                       "longer timeout")
+    before = (signal.signal(signal.SIGALRM, stop(lambda: late)),
+              signal.signal(NODE_FAILED, stop(lambda: _Failed({}))))
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
-        yield
+        yield lambda: running.__setitem__(0, False)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before[0])
