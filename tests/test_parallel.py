@@ -278,3 +278,30 @@ def test_the_launchers_arguments_and_slurms_environment_describe_the_nodes():
         Nodes.of_launcher(2, 0, None, None, environ={})
     with pytest.raises(ValueError, match="--node-rank 2 is not one of 0..1"):
         Nodes.of_launcher(2, 2, "head:1", None, environ={})
+
+
+def test_only_the_node_holding_rank_0_of_a_multi_node_launch_files_the_record(monkeypatch):
+    from harness.measure.outcomes import Skip
+    from harness.workloads import launch as launcher, parallel
+    from harness.workloads.nodes import Nodes
+    for k, v in Nodes(count=2, endpoint="head:29500", run_id="lm1").to_env().items():
+        monkeypatch.setenv(k, v)
+    from harness.measure.timing import Timing
+    report = {"timing": Timing(0.5, 0.5, 0.5, 0.5, 0.5, 3, 1).to_dict(), "loss_first": 3.0, "loss": 2.0, "memory": {},
+              "busy": {}}
+    asked = []
+
+    def fake(worker, world, args, timeout_s, nodes, here):
+        asked.append(nodes)
+        return {r: [report, report] for r in here}
+    job = lm_job("ddp", "cpu", 2, 1, **{k: v for k, v in TINY.items() if k not in ("nodes", "transport")})
+    monkeypatch.setattr(launcher, "launch", lambda *a, **k: fake(*a, **k, here=[1]))
+    with pytest.raises(Skip, match="rank 0 ran on another node"):
+        parallel._multi_process(job)
+    monkeypatch.setattr(launcher, "launch", lambda *a, **k: fake(*a, **k, here=[0]))
+    work = parallel._multi_process(job)
+    assert work.check()["launch"] == {"nodes": 2, "gpus_per_node": 1, "transport": "fast", "rendezvous": "head:29500"}
+    # one rendezvous per case, named alike on every node: a finished rendezvous is closed
+    assert asked[0].run_id == asked[1].run_id != "lm1" and asked[0].run_id.startswith("lm1-")
+    other = parallel._nodes(replace(job, batch=8))
+    assert other.run_id != asked[0].run_id

@@ -70,7 +70,7 @@ def _check_fits_strategy(job: Job) -> None:
 
 def _need_runtime(job: Job) -> None:
     if job.device == "cuda":
-        need_torch_cuda(job.gpus)
+        need_torch_cuda(_on_this_box(job))
     else:
         need_module("torch", "pip install 'oombench[torch]'")
     if job.model == "resnet50":  # before any worker starts: a missing torchvision is a skip, not a crash
@@ -116,7 +116,14 @@ def _one_process(job: Job) -> Workload:
 
 
 def _gpus(job: Job) -> tuple:
-    return tuple(range(job.gpus)) if job.device == "cuda" else ()
+    return tuple(range(_on_this_box(job))) if job.device == "cuda" else ()
+
+
+def _on_this_box(job: Job) -> int:
+    """The GPUs of this box the case uses: all its ``gpus``, but their share under a multi-node launch."""
+    from harness.workloads.nodes import Nodes
+    boxes = Nodes.from_env().count if job.strategy in MULTI_PROCESS else 1
+    return job.gpus // boxes if job.gpus % boxes == 0 else job.gpus
 
 
 def bubble(stages, sync, step_s: float) -> dict:
@@ -145,10 +152,10 @@ def _multi_process(job: Job) -> Workload:
     from harness.workloads.launch import launch
     nodes = _nodes(job)
     here = launch(worker, job.gpus, (job,), timeout_s=LAUNCH_TIMEOUT_S, nodes=nodes)
-    if 0 not in here:
+    if not nodes.local and 0 not in here:
         raise Skip(f"rank 0 ran on another node of this {nodes.count}-node launch, whose record holds every rank's "
                    "figures")
-    ranks = here[0]  # rank 0 gathered every rank's result
+    ranks = next(iter(here.values()))  # every rank gathered every rank's report
     memory = {label: v for r in ranks for label, v in r["memory"].items()}
     check = {**loss_check(ranks[0]["loss_first"], ranks[0]["loss"]),
              "rank_median_s": [r["timing"]["median_s"] for r in ranks],
