@@ -21,10 +21,10 @@ def exits_on_rank_1(rank, world, pid_dir):
 
 
 def hangs_with_a_child(rank, world, pid_dir):
-    child = subprocess.Popen(["sleep", "60"])  # a grandchild: must die with its worker's group
+    child = subprocess.Popen(["sleep", "600"])  # a grandchild: must die with its rank
     note_pid(pid_dir, f"{rank}-child", child.pid)
     note_pid(pid_dir, rank)
-    time.sleep(60)
+    time.sleep(600)  # past any deadline the tests give
 
 
 def note_pid(pid_dir, name, pid=None):

@@ -41,9 +41,9 @@ def worker(rank: int, world: int, job: parallel_job.Job) -> list:
         timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat,
                             begin=lambda: (peak.steps_begin(), sampled.begin()))
         peak.steps_end()
+        losses = trainer["losses"]()  # after the timed steps, as every strategy reports them
         _long_enough(torch, dist, trainer["step"], sync, sampled, timing.median_s, device)
         reading = sampled.reading(gpu_label(local))
-    losses = trainer["losses"]()
     dist.all_reduce(losses)  # mean of equal shards' means: the global batch's loss
     first, last = (float(v) / world for v in losses)
     mine = {"timing": timing.to_dict(), "loss_first": first, "loss": last,
