@@ -2,15 +2,23 @@
 10 of 1024 x 1024 images and of 2048 x 2048, and the shared transformer LM (12 blocks of width 1024, 1024 tokens,
 batch 16). ``batch`` is the global batch everywhere, so seconds per step compare directly across
 strategies and GPU counts; scaling efficiency is single's seconds over (gpus x a strategy's).
-GPU counts a box lacks skip with the reason. The CPU classes are the newcomer's run: a tiny LM
-on gloo, two CPU workers, seconds apiece."""
+GPU counts a box lacks skip with the reason. ``cut`` (added last, so that earlier results keep
+their keys) is where model parallel cuts ResNet50: balanced, or after ``layer2`` as seed 003 did.
+The ``*TwoNodes`` classes run DDP as two rendezvoused node agents of one GPU each on this box,
+with NCCL's fast transports and over sockets (as between hosts without a fast link): the network's
+cost is the difference. The CPU classes are the newcomer's run: a tiny LM on gloo, two CPU
+workers, seconds apiece."""
 from benchmarks.common import _OnDevice, _OnHost
 
 RESNET_CASE, LM_CASE = "parallel_resnet50", "parallel_lm"
 TUTORIAL = {"batch": 10}
+ONE_NODE = {"nodes": 1, "transport": "fast"}
+CUTS = ["balanced", "seed003"]
+TRANSPORTS = ["fast", "sockets"]
 IMAGE_SIZES = [1024, 2048]  # the tutorial's, and one larger
-LM = {"batch": 16, "depth": 12, "width": 1024, "seq_len": 1024}
-TINY_LM = {"device": "cpu", "batch": 4, "depth": 2, "width": 32, "seq_len": 16}
+LM_SHAPE = {"batch": 16, "depth": 12, "width": 1024, "seq_len": 1024}
+LM = {**LM_SHAPE, **ONE_NODE}
+TINY_LM = {"device": "cpu", "batch": 4, "depth": 2, "width": 32, "seq_len": 16, **ONE_NODE}
 DATA_PARALLEL = ["dp", "ddp", "fsdp"]
 ALL_GPUS = [1, 2, 4, 8]
 SEVERAL_GPUS = [2, 4, 8]
@@ -18,30 +26,37 @@ SEVERAL_GPUS = [2, 4, 8]
 
 class ResnetSingle(_OnDevice):
     case = RESNET_CASE
-    fixed = dict(TUTORIAL, strategy="single", device="cuda", gpus=1, micro_batches=1)
+    fixed = dict(TUTORIAL, **ONE_NODE, cut="balanced", strategy="single", device="cuda", gpus=1, micro_batches=1)
     param_names = ["image_size"]
     params = [[224, *IMAGE_SIZES]]
 
 
 class ResnetDataParallel(_OnDevice):
     case = RESNET_CASE
-    fixed = dict(TUTORIAL, device="cuda", micro_batches=1)
+    fixed = dict(TUTORIAL, **ONE_NODE, cut="balanced", device="cuda", micro_batches=1)
     param_names = ["strategy", "gpus", "image_size"]
     params = [DATA_PARALLEL, ALL_GPUS, IMAGE_SIZES]
 
 
 class ResnetModelParallel(_OnDevice):
     case = RESNET_CASE
-    fixed = dict(TUTORIAL, strategy="naive_mp", device="cuda", micro_batches=1)
-    param_names = ["gpus", "image_size"]
-    params = [SEVERAL_GPUS, IMAGE_SIZES]
+    fixed = dict(TUTORIAL, **ONE_NODE, strategy="naive_mp", device="cuda", micro_batches=1)
+    param_names = ["gpus", "image_size", "cut"]
+    params = [SEVERAL_GPUS, IMAGE_SIZES, CUTS]
 
 
 class ResnetPipeline(_OnDevice):
     case = RESNET_CASE
-    fixed = dict(TUTORIAL, strategy="pipeline", device="cuda")
-    param_names = ["gpus", "micro_batches", "image_size"]
-    params = [SEVERAL_GPUS, [2, 5, 10], IMAGE_SIZES]
+    fixed = dict(TUTORIAL, **ONE_NODE, strategy="pipeline", device="cuda")
+    param_names = ["gpus", "micro_batches", "image_size", "cut"]
+    params = [SEVERAL_GPUS, [2, 5, 10], IMAGE_SIZES, CUTS]
+
+
+class ResnetTwoNodes(_OnDevice):
+    case = RESNET_CASE
+    fixed = dict(TUTORIAL, strategy="ddp", device="cuda", gpus=2, micro_batches=1, nodes=2, cut="balanced")
+    param_names = ["image_size", "transport"]
+    params = [IMAGE_SIZES, TRANSPORTS]
 
 
 class LmSingle(_OnDevice):
@@ -70,6 +85,13 @@ class LmPipeline(_OnDevice):
     fixed = dict(LM, strategy="pipeline", device="cuda")
     param_names = ["gpus", "micro_batches"]
     params = [SEVERAL_GPUS, [2, 4, 8]]
+
+
+class LmTwoNodes(_OnDevice):
+    case = LM_CASE
+    fixed = dict(LM_SHAPE, strategy="ddp", device="cuda", gpus=2, micro_batches=1, nodes=2)
+    param_names = ["transport"]
+    params = [TRANSPORTS]
 
 
 class LmCpuSingle(_OnHost):

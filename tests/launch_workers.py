@@ -21,10 +21,10 @@ def exits_on_rank_1(rank, world, pid_dir):
 
 
 def hangs_with_a_child(rank, world, pid_dir):
-    child = subprocess.Popen(["sleep", "60"])  # a grandchild: must die with its worker's group
+    child = subprocess.Popen(["sleep", "600"])  # a grandchild: must die with its rank
     note_pid(pid_dir, f"{rank}-child", child.pid)
     note_pid(pid_dir, rank)
-    time.sleep(60)
+    time.sleep(600)  # past any deadline the tests give
 
 
 def note_pid(pid_dir, name, pid=None):
@@ -36,9 +36,10 @@ def note_pid(pid_dir, name, pid=None):
     os.replace(tmp, os.path.join(pid_dir, str(name)))
 
 
-def multicast_settings(rank, world):
-    names = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
-    return {n: os.environ.get(n) for n in names}
+def nccl_settings(rank, world):
+    names = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "NCCL_P2P_DISABLE",
+             "NCCL_SHM_DISABLE")
+    return {n: os.environ[n] for n in names if n in os.environ}
 
 
 def runs_out_of_memory_on_rank_1(rank, world):
@@ -52,3 +53,16 @@ def skips_on_rank_0(rank, world):
     if rank == 0:
         raise Skip("needs something this box lacks")
     return rank
+
+
+def forks_a_child_and_raises(rank, world, pid_dir):
+    """Rank 1 starts a child, then fails; rank 0 starts one and waits as if in a collective."""
+    child = subprocess.Popen(["sleep", "60"])
+    note_pid(pid_dir, f"{rank}-child", child.pid)
+    note_pid(pid_dir, rank)
+    if rank == 1:
+        deadline = time.monotonic() + 120  # fail once rank 0 has noted its child too, so that the test sees both
+        while not os.path.exists(os.path.join(pid_dir, "0")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise RuntimeError("boom after starting a child")
+    time.sleep(60)

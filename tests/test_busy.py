@@ -1,6 +1,8 @@
 """How busy a step's GPUs were, as NVML reads them, with a stand-in pynvml: a step over several
-GPUs counts the time any of them worked, so GPUs taking turns are not read as waiting on the host."""
+GPUs counts the time any of them worked, so GPUs taking turns are not read as waiting on the host;
+a rank of a multi-process case reads its own GPU over its own timed steps."""
 import sys
+import time
 import types
 
 import pytest
@@ -44,3 +46,69 @@ def test_gpus_that_take_turns_read_as_busy_together(monkeypatch):
                                                     ([10, 43], (1,), 0.43)])
 def test_the_share_sums_the_steps_own_gpus_and_stops_at_one(monkeypatch, shares, gpus, fraction):
     assert busy_of(monkeypatch, shares, gpus)["fraction"] == fraction
+
+
+# ---- a rank of a multi-process case reads its own GPU over its own timed steps ----------------------
+
+class SinceKept(Utilisation):
+    """Utilisation that keeps the instant each reading started from; ``empty``: no sample at all."""
+
+    def __init__(self, shares, empty=False):
+        super().__init__(shares)
+        self.since, self.empty = [], empty
+
+    def nvmlDeviceGetSamples(self, handle, kind, since):
+        self.since.append(since)
+        return (kind, []) if self.empty else super().nvmlDeviceGetSamples(handle, kind, since)
+
+
+def sampled(monkeypatch, fake, gpus, label="gpu1"):
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with busy.Sampled(gpus) as s:
+        before = int(time.time() * 1e6)
+        s.begin()
+        return s.reading(label), before
+
+
+def test_a_rank_reads_its_own_gpu_from_the_start_of_its_timed_steps(monkeypatch):
+    fake = SinceKept([10, 43])
+    got, before = sampled(monkeypatch, fake, [1])
+    assert got == {"fraction": 0.43, "source": "nvml", "gpu": "gpu1"}
+    assert fake.since and min(fake.since) >= before  # the samples read are the steps', none from before
+    assert fake.open == 0  # NVML shut down again
+
+
+def test_a_rank_without_a_reading_says_why_and_a_cpu_rank_reads_nothing(monkeypatch):
+    got, _ = sampled(monkeypatch, SinceKept([10, 43], empty=True), [0], "gpu0")
+    assert got["source"] == "none" and "no utilisation sample" in got["reason"] and got["gpu"] == "gpu0"
+    assert sampled(monkeypatch, SinceKept([10]), [])[0] == {}
+
+
+def test_a_rank_runs_more_steps_only_where_its_timed_ones_were_too_short(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", Utilisation([50]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with busy.Sampled([0]) as s:
+        s.begin()
+        assert 1 <= s.steps_short(busy.NVML_MIN_S / 10) <= 10
+        s.t0 -= busy.NVML_MIN_S  # steps that lasted the whole window already
+        assert s.steps_short(busy.NVML_MIN_S / 10) == 0
+    assert busy.Sampled([]).steps_short(0.1) == 0
+
+
+def test_a_parallel_records_busy_share_is_each_ranks_gpu_and_never_empty_on_gpus():
+    from harness.workloads.parallel import ranks_busy
+    read = [{"busy": {"fraction": 0.45, "source": "nvml", "gpu": "gpu0"}},
+            {"busy": {"fraction": 0.43, "source": "nvml", "gpu": "gpu1"}}]
+    assert ranks_busy(read) == {"fraction": 0.88, "source": "nvml", "gpus": [0.45, 0.43], "sampled": ["gpu0", "gpu1"]}
+    unread = [{"busy": {"source": "none", "reason": "nvml: no utilisation sample over the steps", "gpu": "gpu0"}}]
+    assert ranks_busy(unread) == {"source": "none", "reason": "nvml: no utilisation sample over the steps"}
+    assert ranks_busy([{"busy": {}}, {"busy": {}}]) == {}  # CPU ranks
+
+
+def test_the_runner_files_what_the_ranks_read_where_they_ran_the_steps():
+    from harness.measure.timing import Timing
+    from harness.measure.workload import Workload
+    ranks = {"fraction": 0.9, "source": "nvml", "gpus": [0.9], "sampled": ["gpu0"]}
+    w = Workload(step=lambda: None, check=dict, work={}, gpus=(0,), timing=Timing(1, 1, 1, 1, 1, 3, 1), busy=ranks)
+    assert busy.gpu_busy(w, 1.0) == ranks

@@ -100,7 +100,7 @@ def test_the_launcher_holds_the_gpus_lock(monkeypatch, holder, capfd):
     monkeypatch.setattr(locks, "visible_gpu_uuids", lambda ordinals: ["GPU-test-0"])
     other = holder(locks.gpu_lock("GPU-test-0"), seconds=1.5)
     t0 = time.monotonic()
-    assert launch(launch_workers.multicast_settings, 2, timeout_s=30)
+    assert launch(launch_workers.nccl_settings, 2, timeout_s=120)
     assert time.monotonic() - t0 > 0.5
     assert f"GPU GPU-test-0 is in use by pid {other.pid}" in capfd.readouterr().err
 

@@ -88,7 +88,7 @@ def _results(args) -> Path:
 
 
 def _run(args) -> int:
-    if _refused("run", lambda: _run_refusal(args)):
+    if _refused("run", lambda: _run_refusal(args) or _export_nodes(args)):
         return 2
     bootstrap.ensure("run")
     from harness.drive import suite, todo
@@ -163,7 +163,7 @@ def parse_params(pairs: list[str]) -> dict:
 
 
 def _case(args) -> int:
-    if _refused("case", _environment_refusal):
+    if _refused("case", lambda: _environment_refusal() or _export_nodes(args)):
         return 2
     bootstrap.ensure("case")
     from harness import cases
@@ -181,6 +181,35 @@ def _case(args) -> int:
         raise SystemExit(f"oombench case: {e}")
     print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))
     return 0 if rec.outcome != "failed" else 1
+
+
+# ---- several nodes: torchrun's arguments, handed to the cases ---------------------------------------
+
+def _add_launcher(p) -> None:
+    """torchrun's multi-node arguments, for the parallel cases' ranks (default: SLURM's ``srun``
+    environment where it spans several nodes, else this box alone)."""
+    from harness.workloads.nodes import BACKENDS
+    g = p.add_argument_group("several nodes (each node runs this command; node 0 files the records)")
+    g.add_argument("--nnodes", type=int, metavar="N", help="nodes in the rendezvous")
+    g.add_argument("--node-rank", type=int, metavar="R", help="this node's number, 0..N-1 (static rendezvous)")
+    g.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="the rendezvous, the same on every node")
+    g.add_argument("--rdzv-id", metavar="ID", help="the job's name, the same on every node")
+    g.add_argument("--rdzv-backend", choices=BACKENDS, default="c10d", help="as torchrun's (default: c10d)")
+
+
+def _export_nodes(args) -> str | None:
+    """The nodes the arguments (or SLURM) describe, put in the environment that asv hands each
+    case's fresh process; a one-line refusal where they do not add up."""
+    import os
+
+    from harness.workloads.nodes import Nodes
+    try:
+        nodes = Nodes.of_launcher(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id, args.rdzv_backend)
+    except ValueError as e:
+        return str(e)
+    if nodes is not None:
+        os.environ.update(nodes.to_env())
+    return None
 
 
 def _summary(args) -> int:
@@ -341,6 +370,7 @@ def _add_run(sub) -> None:
     r.add_argument("--results", metavar="DIR", help="file the results into DIR (asv's files and records/)")
     r.add_argument("--no-wait", action="store_true",
                    help="where another run holds the results folder, exit (status 2) naming it instead of waiting")
+    _add_launcher(r)
     r.set_defaults(func=_run)
 
 
@@ -360,6 +390,7 @@ def _add_inspect(sub) -> None:
     c.add_argument("name")
     c.add_argument("params", nargs="*", help="name=value")
     c.add_argument("--json", action="store_true")
+    _add_launcher(c)
     c.set_defaults(func=_case)
     s = sub.add_parser("summary", help="print filed records")
     s.add_argument("path", nargs="?")

@@ -14,6 +14,7 @@ a few extra steps after the timed ones (so profiling never touches the timing or
 """
 from __future__ import annotations
 
+import math
 import time
 
 from harness.measure.timing import no_prepare
@@ -87,16 +88,73 @@ def _nvml(workload) -> list[float] | None:
             _prepared(workload)
             workload.step()
             workload.sync()
-        shares = []
-        for handle in handles:
-            _, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, since)
-            values = [s.sampleValue.uiVal for s in samples if s.timeStamp >= since]
-            if not values:
-                return None
-            shares.append(sum(values) / len(values) / 100)
-        return shares
+        shares = [_share(nvml, handle, since) for handle in handles]
+        return None if None in shares else shares
     finally:
         nvml.nvmlShutdown()
+
+
+def _share(nvml, handle, since_us: int) -> float | None:
+    """A GPU's mean utilisation over the driver's samples since ``since_us``; None without any."""
+    _, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, since_us)
+    values = [s.sampleValue.uiVal for s in samples if s.timeStamp >= since_us]
+    return sum(values) / len(values) / 100 if values else None
+
+
+class Sampled:
+    """How busy one rank's GPU was over its own timed steps, where the steps run in a rank of a
+    multi-process case: NVML's utilisation samples from ``begin()`` (called as the timed steps
+    begin: nothing runs beside the steps, so the timing is untouched) to ``reading()``. The rank
+    runs ``steps_short`` more steps where its timed ones were too short for several samples.
+    ``gpus``: the rank's CUDA ordinals (none on the CPU: no reading)."""
+
+    def __init__(self, gpus):
+        self.gpus, self.handles, self.problem = list(gpus), [], None
+        self.since, self.t0 = None, None
+
+    def __enter__(self):
+        if self.gpus:
+            try:
+                import pynvml
+
+                from harness.measure.devices import cuda_gpu
+                pynvml.nvmlInit()
+                self.nvml = pynvml
+                cards = [cuda_gpu(o) for o in self.gpus]
+                if None in cards:
+                    raise LookupError(f"no NVML device behind CUDA device(s) {self.gpus}")
+                self.handles = [pynvml.nvmlDeviceGetHandleByUUID(c.uuid) for c in cards]
+            except Exception as e:  # the reading says why; the steps run all the same
+                self.problem = f"nvml: {type(e).__name__}: {e}"[:200]
+        return self
+
+    def __exit__(self, *exc):
+        if getattr(self, "nvml", None) is not None:
+            self.nvml.nvmlShutdown()
+
+    def begin(self) -> None:
+        self.since, self.t0 = int(time.time() * 1e6), time.perf_counter()
+
+    def steps_short(self, step_s: float) -> int:
+        """Untimed steps still to run for the window to last NVML_MIN_S."""
+        if not self.handles or self.t0 is None or step_s <= 0:
+            return 0
+        return max(0, math.ceil((NVML_MIN_S - (time.perf_counter() - self.t0)) / step_s))
+
+    def reading(self, label: str) -> dict:
+        """{"fraction", "source": "nvml", "gpu": label} (over this rank's GPUs, summed as
+        ``across_gpus``), {"source": "none", "reason", "gpu"} where NVML could not say, {} on the CPU."""
+        if not self.gpus:
+            return {}
+        if self.handles and self.since is not None:
+            try:
+                shares = [_share(self.nvml, h, self.since) for h in self.handles]
+                if None not in shares:
+                    return {"fraction": round(across_gpus(shares), 4), "source": "nvml", "gpu": label}
+                self.problem = "nvml: no utilisation sample over the steps"
+            except Exception as e:
+                self.problem = f"nvml: {type(e).__name__}: {e}"[:200]
+        return {"source": "none", "reason": self.problem or "nvml: the steps never began", "gpu": label}
 
 
 def across_gpus(shares: list[float]) -> float:
@@ -108,9 +166,12 @@ def across_gpus(shares: list[float]) -> float:
 
 
 def gpu_busy(workload, step_s: float) -> dict:
-    """{"fraction": 0..1, "source": "cupti" | "nvml"}; {} for a case without a GPU or one
-    whose steps run in other processes; {"source": ..., "reason": ...} where neither could say."""
-    if not workload.gpus or workload.timing is not None:
+    """{"fraction": 0..1, "source": "cupti" | "nvml"}; {} for a case without a GPU; what the
+    processes that ran the steps read (``Workload.busy``) where they were not this one;
+    {"source": ..., "reason": ...} where neither could say."""
+    if workload.timing is not None:
+        return workload.busy
+    if not workload.gpus:
         return {}
     reasons = []
     readers = (("cupti", lambda: _cupti_reading(workload, step_s)), ("nvml", lambda: _nvml_reading(workload)))

@@ -16,7 +16,7 @@ pid (passed in, never guessed from ``getppid() == 1``, which a child subreaper s
 - ``end_tree(pid)``: what the harness does on SIGTERM, SIGINT or SIGHUP: the process, its
   descendants and everything left in its session, asked to stop, then killed.
 
-Standard library and psutil only: a spawned worker imports this before anything else.
+Standard library and psutil only: a probe imports this before anything else.
 """
 from __future__ import annotations
 
@@ -153,13 +153,3 @@ def end_tree(pid: int, grace_s: float = 2.0) -> list:
     kill_all(left)
     _, left = psutil.wait_procs(left, timeout=grace_s)
     return left
-
-
-def run_bound(parent: int, blob: bytes, *live):
-    """A spawned worker's entry: bound to ``parent`` before its arguments are unpickled (that
-    imports the worker's modules, which can take long), then ``fn(*args, *live)`` from ``blob``.
-    ``live`` holds what only multiprocessing can pass (its queues)."""
-    bind(parent)
-    import pickle
-    fn, args = pickle.loads(blob)
-    return fn(*args, *live)

@@ -29,3 +29,5 @@ class Workload:
     # memory. The runner then files these instead of timing ``step``.
     timing: Timing | None = None
     memory: dict = field(default_factory=dict)
+    # And the GPU-busy share those processes read over their steps (``harness.measure.busy``).
+    busy: dict = field(default_factory=dict)

@@ -202,7 +202,16 @@ FAMILIES = (
         "is the global batch under every strategy, so seconds per step compare directly, and the scaling "
         "efficiency of a strategy on k GPUs is single's seconds per step over k times its own. The cuts are "
         "the harness's: each layer is sized from a shape-only run on PyTorch's meta device and the cuts "
-        "minimise the largest stage. A GPU count the box lacks skips with the reason.",
+        "minimise the largest stage (`cut=seed003` cuts ResNet50 after `layer2` instead, as seed 003 did). A GPU "
+        "count the box lacks skips with the reason. `ddp` and `fsdp` start their ranks under torch's elastic "
+        "launcher; `nodes=2` runs them as two rendezvoused node agents of one GPU each on one box, and "
+        "`transport=sockets` without NCCL's peer-to-peer and shared-memory paths, as between hosts without a "
+        "fast link. Over several boxes, run the same command on each with torchrun's arguments, "
+        "`python3 -m harness run --bench 'parallel\\.Lm' --nnodes 2 --rdzv-endpoint node0:29500 --rdzv-id lm1` "
+        "(`--rdzv-backend static --node-rank R` to number the nodes yourself), or under SLURM "
+        "`MASTER_ADDR=node0 srun --nodes 2 --ntasks-per-node 1 python3 -m harness run --bench 'parallel\\.Lm'` "
+        "(the node count, node number and job id come from `srun`): `gpus` is then the ranks in all, and the "
+        "node holding rank 0 files the record, whose `check.launch` says the nodes, GPUs per node and transport.",
         (Spec("parallel_lm", "strategy,gpus,micro_batches", show=PARALLEL_SHOW, where=("device=cuda",),
               versus=ONE_GPU, title="`parallel_lm`: the transformer LM", text=f"Each strategy on each GPU count. "
               f"{PARALLEL_TEXT}", bench=r"parallel\.Lm"),

@@ -5,8 +5,10 @@ sharded over ranks, gathered layer by layer when used). NCCL on GPUs, gloo on th
 
 The runner times ``step()`` in its own process, which here only waits. So each rank times its
 own steps with the harness's ``time_steps`` (collectives keep the ranks in step) and reports its
-timing, its own peak memory over them (its allocator's and its GPU's) and the global loss; rank
-0's timing stands for the step.
+timing, its own peak memory over them (its allocator's and its GPU's), how busy its GPU was over
+them, and the global loss; rank 0's timing stands for the step. Every rank's report is gathered
+to every rank (``all_gather_object``), so that whichever node's agent holds rank 0, on this box
+or on another, hands the case every rank's figures.
 """
 from __future__ import annotations
 
@@ -14,15 +16,17 @@ import os
 import resource
 
 from harness.workloads import parallel_job
+from harness.measure import busy
 from harness.measure.memory import PeakMemory
 from harness.measure.timing import time_steps
 
 
-def worker(rank: int, world: int, job: parallel_job.Job) -> dict:
-    """Runs under ``harness.workloads.launch.launch``; returns what the parent files in the record."""
+def worker(rank: int, world: int, job: parallel_job.Job) -> list:
+    """Runs under ``harness.workloads.launch.launch``; returns every rank's report, by rank."""
     import torch
     import torch.distributed as dist
-    device = _device(torch, job, rank, world)
+    local = int(os.environ.get("LOCAL_RANK", rank))  # this rank's GPU among those its node sees
+    device = _device(torch, job, local, world)
     backend = "nccl" if job.device == "cuda" else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=world,
                             device_id=torch.device(device) if job.device == "cuda" else None)
@@ -31,25 +35,42 @@ def worker(rank: int, world: int, job: parallel_job.Job) -> dict:
     # The peaks cover the timed steps alone, as in the runner's own cases: the allocator's, and the
     # device's (NVML: the context and NCCL's buffers included), which the parent cannot see apart
     # from the build, the whole launch being its set-up.
-    peak = PeakMemory(gpus=[rank] if job.device == "cuda" else [])
-    with peak:
-        timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat, begin=peak.steps_begin)
+    gpus = [local] if job.device == "cuda" else []
+    peak = PeakMemory(gpus=gpus)
+    with peak, busy.Sampled(gpus) as sampled:
+        timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat,
+                            begin=lambda: (peak.steps_begin(), sampled.begin()))
         peak.steps_end()
-    losses = trainer["losses"]()
+        losses = trainer["losses"]()  # after the timed steps, as every strategy reports them
+        _long_enough(torch, dist, trainer["step"], sync, sampled, timing.median_s, device)
+        reading = sampled.reading(gpu_label(local))
     dist.all_reduce(losses)  # mean of equal shards' means: the global batch's loss
     first, last = (float(v) / world for v in losses)
-    result = {"timing": timing.to_dict(), "loss_first": first, "loss": last,
-              "memory": _memory(torch, job, device, rank, peak.bytes)}
+    mine = {"timing": timing.to_dict(), "loss_first": first, "loss": last,
+            "memory": _memory(torch, job, device, rank, local, peak.bytes), "busy": reading}
+    everyone = [None] * world
+    dist.all_gather_object(everyone, mine)
     # Only on success: after an error a peer may be stuck in a collective and the destroy with
     # it; the launcher kills every rank instead.
     dist.destroy_process_group()
-    return result
+    return everyone
 
 
-def _device(torch, job, rank, world) -> str:
+def _long_enough(torch, dist, step, sync, sampled, step_s: float, device) -> None:
+    """Untimed steps after the timed ones until the GPU-busy window is long enough for the
+    driver's samples; the same count on every rank (the largest any rank needs), since each step
+    holds collectives that every rank must join."""
+    need = torch.tensor([sampled.steps_short(step_s)], device=device)
+    dist.all_reduce(need, op=dist.ReduceOp.MAX)
+    for _ in range(int(need.item())):
+        step()
+    sync()
+
+
+def _device(torch, job, local, world) -> str:
     if job.device == "cuda":
-        torch.cuda.set_device(rank)
-        return f"cuda:{rank}"
+        torch.cuda.set_device(local)
+        return f"cuda:{local}"
     # Share the host's cores between ranks instead of each rank taking them all.
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     return "cpu"
@@ -101,13 +122,23 @@ def _is_block(layer, model) -> bool:
     return own and bool(list(layer.children())) and any(True for _ in layer.parameters())
 
 
-def _memory(torch, job, device, rank, steps: dict) -> dict:
-    """The rank's peaks over its timed steps; ``steps``: its ``PeakMemory.bytes``, of which only
-    the device level of its own GPU is taken (what was in use before is the parent's reading, taken
-    before any rank started)."""
+def gpu_label(local: int) -> str:
+    """This rank's GPU as the case's process numbers the GPUs of its box (``gpuN``, the ordinal
+    past those of earlier nodes of the box: ``launch.FIRST_GPU``), or, for a rank on another box
+    of a multi-node launch, with that node's number before it (``node1.gpu0``)."""
+    from harness.workloads.nodes import FIRST_GPU, Nodes
+    ordinal = int(os.environ.get(FIRST_GPU, 0)) + local
+    node = int(os.environ.get("GROUP_RANK", 0))
+    return f"node{node}.gpu{ordinal}" if Nodes.from_env().count > 1 and node != 0 else f"gpu{ordinal}"
+
+
+def _memory(torch, job, device, rank, local, steps: dict) -> dict:
+    """The rank's peaks over its timed steps: the allocator's by global rank, the device level
+    of its own GPU (``local`` on its node) by ``gpu_label``, the figure that the case's reading of
+    that GPU before any rank started is taken from; ``steps``: its ``PeakMemory.bytes``."""
     if job.device == "cuda":
-        used = f"device.used.gpu{rank}"
+        used = f"device.used.gpu{local}"
         return {f"allocator.torch.max_allocated.cuda:{rank}": int(torch.cuda.max_memory_allocated(device)),
                 f"allocator.torch.max_reserved.cuda:{rank}": int(torch.cuda.max_memory_reserved(device)),
-                **({used: steps[used]} if used in steps else {})}
+                **({f"device.used.{gpu_label(local)}": steps[used]} if used in steps else {})}
     return {f"host.max_rss.rank{rank}": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}

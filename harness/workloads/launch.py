@@ -1,40 +1,58 @@
-"""Starts one worker process per rank for torch.distributed, and leaves none behind.
+"""Starts a case's ranks with torch's elastic launcher, on one node or several, and leaves none
+of them behind.
 
-A distributed worker that outlives its parent keeps its GPU memory and blocks the card for the
-next case (or for everyone on a shared host). So each worker:
-- runs in its own session (``os.setsid``), so that the parent can kill it together with anything
-  it started (``os.killpg``);
-- is bound to its parent's pid before anything else (``harness.measure.lifeline.run_bound``):
-  the kernel's parent-death signal is set, and the parent checked to be the launcher, before
-  its arguments are unpickled (which imports the worker's modules), and a watchdog follows the
-  parent's pid; so even a parent killed by asv's time-out, under a child subreaper, leaves no
-  orphan;
-- reports its result, or its traceback, through a queue.
-The launcher holds the lock of each GPU the ranks use (``harness.measure.locks``): another run
-on those GPUs waits for the launch to end.
-The parent waits for every rank up to a deadline; on the first error, exit or time-out it kills
-every worker's group and raises ``LaunchError`` naming the rank and what it said.
+``elastic_launch`` runs in the case's own process rather than as a ``torchrun`` subprocess, so
+that the case's process stays the owner of its ranks: asv's fresh process per case is the agent
+(its SIGTERM, asv's time-out or ``harness run`` stopping, reaches elastic's own handler, which
+stops the workers), the GPU locks taken here cover the launch, and each rank's return value comes
+back as elastic's dict by rank, with no channel of our own.
+
+What elastic does not do, and this module adds:
+- a deadline: elastic waits on a hung rank for ever. A real-time timer in the main thread raises
+  ``LaunchError`` out of the agent, whose own clean-up then stops every worker.
+- SIGKILL of the case: nothing in it runs. Each rank asks the kernel for SIGKILL when its agent
+  dies (``lifeline.die_with_parent``), then checks that the agent is still its parent (it may have
+  died first).
+- what a rank starts: elastic signals each worker's pid alone, and a rank's child would live on.
+  A keeper process leads a process group that every rank joins first thing (a child inherits the
+  group); it kills the whole group once its stdin, a pipe only the case holds, closes: at the
+  launch's end, or when the case dies however it dies. (A child that makes a session of its own
+  has left on purpose: daemons are out of reach.)
+- several nodes on one box (``local_nodes``): node 0's agent runs here; each other node's agent
+  is a spawned child with its own ``CUDA_VISIBLE_DEVICES``, rendezvoused with c10d on localhost.
+- the root cause: when one rank fails, its peers fail too (a collective lost its peer). Every
+  rank records its exception in elastic's error file; the earliest that is not a lost peer is
+  the launch's outcome (``Skip``, ``DoesNotFit`` with the bytes asked, or ``LaunchError``).
 """
 from __future__ import annotations
 
+import glob
+import json
 import os
-import pickle
-import queue as queues
 import signal
 import socket
-import time
-import traceback
+import subprocess
+import sys
+import tempfile
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
 
 from harness.measure import locks
-from harness.measure.lifeline import run_bound
-from harness.measure.outcomes import DoesNotFit, Skip, is_out_of_memory
+from harness.measure.lifeline import ORPHANED, die_with_parent
+from harness.measure.outcomes import DoesNotFit, Skip, is_out_of_memory, requested_bytes
 from harness.measure.safety import MULTICAST_OFF
+from harness.workloads.nodes import FIRST_GPU, Nodes
 
-POLL_S = 0.2
+SOCKETS = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}  # NCCL over sockets, as between hosts
+TRANSPORTS = {"fast": {}, "sockets": SOCKETS}
+SHUTDOWN_S = 5  # a worker that ignores elastic's SIGTERM this long is killed
+# The keeper: blocks until the case's end of the pipe closes, then kills its group (itself last).
+KEEPER = "import os, sys; sys.stdin.buffer.read(); os.killpg(0, 9)"
 
 
 class LaunchError(RuntimeError):
-    """A worker failed, exited or ran past the deadline; every worker was killed."""
+    """A rank failed, exited or ran past the deadline; every rank was killed."""
 
 
 def free_port() -> int:
@@ -43,117 +61,246 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0, gpus=None) -> list:
-    """``worker(rank, world, *args)`` in ``world`` fresh processes (spawn); returns each rank's
-    return value, by rank. A Skip or out-of-memory in a worker comes back as Skip or DoesNotFit.
-    ``gpus``: the CUDA devices the ranks use, locked for the launch (default: one per rank,
-    those this box has; none on a CPU box)."""
-    ordinals = range(world) if gpus is None else gpus
-    with locks.gpus_held(locks.visible_gpu_uuids(ordinals)):
-        return _launch(worker, world, args, timeout_s)
+def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0, gpus=None, nodes: Nodes = Nodes()) -> dict:
+    """``worker(rank, world, *args)`` in ``world`` ranks over ``nodes``; returns the return value of
+    each rank of this box, by global rank. ``gpus``: the CUDA devices this box's ranks use, locked
+    for the launch (default: one per rank of this box; none on a CPU box). Call it from the main
+    thread: the deadline is a signal."""
+    if world % nodes.count:
+        raise Skip(f"{world} ranks do not split evenly over {nodes.count} nodes: use a multiple of {nodes.count}")
+    per_node = world // nodes.count
+    on_box = world if nodes.local else per_node
+    with locks.gpus_held(locks.visible_gpu_uuids(range(on_box) if gpus is None else gpus)), \
+            _keeper() as group, tempfile.TemporaryDirectory(prefix="oombench-ranks-") as logs:
+        plan = _Plan(worker, args, per_node, nodes, group, logs, timeout_s, _rendezvous(nodes))
+        with _deadline(timeout_s) as over:
+            others = [_start_node(plan, n) for n in range(1, nodes.count)] if nodes.local else []
+            try:
+                return _agent(_on_slice(plan, 0), node=0)
+            except _Failed as e:
+                raise _root_cause(logs, e.failures) from None
+            finally:
+                over()
+                for p in others:  # done with node 0 (elastic's exit barrier), or failed: killed either way
+                    p.join(1)
+                    p.kill()
+                    p.join()
 
 
-def _launch(worker, world: int, args: tuple, timeout_s: float) -> list:
-    import multiprocessing as mp
-    ctx = mp.get_context("spawn")  # fork would copy a CUDA context, which CUDA forbids
-    results = ctx.Queue()
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world), **MULTICAST_OFF}
-    procs = [ctx.Process(target=run_bound, args=(os.getpid(), _payload(worker, rank, world, env, args), results),
-                         daemon=False) for rank in range(world)]
+@dataclass(frozen=True)
+class _Plan:
+    worker: object
+    args: tuple
+    per_node: int
+    nodes: Nodes
+    group: int  # the keeper's process group, which every rank joins
+    logs: str  # elastic's error files, every node of this box under it
+    timeout_s: float
+    rendezvous: dict  # elastic's rendezvous settings, the same for every node
+    env: dict = field(default_factory=dict)  # set for this node's workers
+
+
+def _rendezvous(nodes: Nodes) -> dict:
+    if nodes.local and nodes.count == 1:  # a store on a free port, as `torchrun --standalone`
+        return dict(rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", run_id=uuid.uuid4().hex, local_addr="127.0.0.1")
+    if nodes.local:  # several agents of this box, c10d on localhost
+        return dict(rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{free_port()}", run_id=uuid.uuid4().hex,
+                    local_addr="127.0.0.1")
+    return dict(rdzv_backend=nodes.backend, rdzv_endpoint=nodes.endpoint, run_id=nodes.run_id)
+
+
+class _Failed(Exception):
+    def __init__(self, failures: dict):
+        super().__init__("ranks failed")
+        self.failures = failures
+
+
+@contextmanager
+def _keeper():
+    keeper = subprocess.Popen([sys.executable, "-I", "-S", "-c", KEEPER], stdin=subprocess.PIPE, process_group=0)
     try:
-        for p in procs:
-            p.start()
-        return _collect(procs, results, world, time.monotonic() + timeout_s, timeout_s)
+        yield keeper.pid
     finally:
-        kill_all(procs)
-        results.close()
+        keeper.stdin.close()  # the keeper kills the group: any rank left, and what ranks started
+        keeper.wait()
 
 
-def _payload(worker, rank, world, env, args) -> bytes:
-    """The worker's call, pickled here so that the spawned process unpickles it (importing the
-    worker's modules) only once it is bound to this one."""
-    return pickle.dumps((_entry, (worker, rank, world, env, args)))
+NODE_FAILED = signal.SIGUSR1  # what another node's agent on this box sends the case when its ranks fail
 
 
-def _collect(procs, results, world, deadline, timeout_s) -> list:
-    done: dict[int, object] = {}
-    exited: set[int] = set()
-    while len(done) < world:
-        try:
-            rank, status, payload = results.get(timeout=POLL_S)
-        except queues.Empty:
-            exited = _raise_if_dead(procs, done, exited)
-            if time.monotonic() > deadline:
-                raise LaunchError(f"workers ran past {timeout_s:.0f} s (ranks not done: "
-                                  f"{sorted(set(range(world)) - set(done))}); all were killed. "
-                                  "Give the case a smaller size or a longer timeout") from None
-            continue
-        if status == "ok":
-            done[rank] = payload
-        else:
-            _raise_from_worker(rank, status, payload)
-    return [done[r] for r in range(world)]
+@contextmanager
+def _deadline(timeout_s: float):
+    """While node 0's agent runs in the main thread (until ``over()`` is called): past
+    ``timeout_s``, or once another node of this box has failed, an exception out of the agent,
+    whose own clean-up stops the workers. Its handlers stay until the other nodes are stopped, so a
+    late word from one of them is ignored rather than left to SIGUSR1's default (ending the case)."""
+    running = [True]
 
-
-def _raise_if_dead(procs, done, exited: set) -> set:
-    """Ranks found gone without a result. A worker may put its result and exit between one
-    empty poll and this look, so a rank counts as lost only when it was already gone at the
-    previous empty poll: its result, flushed before it exited, would have arrived in between."""
-    gone = {rank for rank, p in enumerate(procs) if rank not in done and p.exitcode is not None}
-    for rank in sorted(gone & exited):
-        raise LaunchError(f"rank {rank} exited with code {procs[rank].exitcode} before reporting a result "
-                          "(killed, or it called exit); all workers were killed")
-    return gone
-
-
-def _raise_from_worker(rank, status, payload):
-    kind, message, text = payload
-    if status == "skip":
-        raise Skip(message)
-    if status == "oom":
-        raise DoesNotFit(f"rank {rank}: {message}")
-    raise LaunchError(f"rank {rank} failed with {kind}: {message}; all workers were killed.\n"
-                      f"Its traceback:\n{text}")
-
-
-def kill_all(procs) -> None:
-    """SIGKILL to each worker's process group (the worker and what it started), then reap."""
-    for p in procs:
-        if p.pid is None:
-            continue
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            # No group of that id: the worker had not reached setsid yet, or is gone.
-            if p.exitcode is None:
-                p.kill()
-    for p in procs:
-        if p.pid is not None:
-            p.join(timeout=10)
-
-
-# ---- in the worker ----------------------------------------------------------------------------
-
-def _entry(worker, rank, world, env, args, results):
-    os.setsid()
-    os.environ.update(env, RANK=str(rank), LOCAL_RANK=str(rank))
+    def stop(error):
+        def handler(signum, frame):
+            if running[0]:
+                running[0] = False
+                raise error()
+        return handler
+    late = LaunchError(f"ranks ran past {timeout_s:.0f} s; all were killed. Give the case a smaller size or a "
+                       "longer timeout")
+    before = (signal.signal(signal.SIGALRM, stop(lambda: late)),
+              signal.signal(NODE_FAILED, stop(lambda: _Failed({}))))
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
-        payload = worker(rank, world, *args)
-    except BaseException as e:  # everything goes back to the parent, which decides
-        results.put((rank, _status(e), (type(e).__name__, str(e), traceback.format_exc())))
-        _flush(results)
-        os._exit(1)  # skip exit handlers: NCCL's can block on a peer stuck in a collective
-    results.put((rank, "ok", payload))
-    _flush(results)
+        yield lambda: running.__setitem__(0, False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before[0])
+        signal.signal(NODE_FAILED, before[1])
 
 
-def _status(e: BaseException) -> str:
-    if isinstance(e, Skip):
-        return "skip"
-    return "oom" if is_out_of_memory(e) else "error"
+def _config(plan: _Plan, node: int):
+    """elastic's LaunchConfig for one node of the plan; fields a torch release lacks are left out."""
+    from torch.distributed.launcher.api import LaunchConfig
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    nodes = plan.nodes
+    static = {"rank": nodes.node_rank} if plan.rendezvous["rdzv_backend"] == "static" else {}
+    wanted = dict(min_nodes=nodes.count, max_nodes=nodes.count, nproc_per_node=plan.per_node, **plan.rendezvous,
+                  rdzv_configs={"join_timeout": max(60, int(plan.timeout_s)), **static}, max_restarts=0,
+                  monitor_interval=0.1, start_method="spawn", shutdown_timeout=SHUTDOWN_S,
+                  logs_specs=DefaultLogsSpecs(log_dir=os.path.join(plan.logs, f"node{node}")))
+    known = {f.name for f in fields(LaunchConfig)}
+    return LaunchConfig(**{k: v for k, v in wanted.items() if k in known})
 
 
-def _flush(results):
-    # The queue's feeder thread must hand the message over before this process exits.
-    results.close()
-    results.join_thread()
+def _agent(plan: _Plan, node: int) -> dict:
+    """One node's agent, in this process: its ranks' return values by global rank."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+    try:
+        # The workers inherit this process's environment when elastic starts them.
+        with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}):
+            return elastic_launch(_config(plan, node), _rank)(plan.worker, plan.args, os.getpid(), plan.group)
+    except ChildFailedError as e:
+        raise _Failed({rank: f.exitcode for rank, f in e.failures.items()}) from None
+
+
+@contextmanager
+def _environment(values: dict):
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# ---- the other nodes of a box -------------------------------------------------------------------
+
+def _on_slice(plan: _Plan, node: int) -> _Plan:
+    """Several nodes on one box: node ``node`` sees its own ``per_node`` GPUs alone, as on a box
+    of its own; one node, or one node of many boxes, sees what the box shows."""
+    if not (plan.nodes.local and plan.nodes.count > 1):
+        return plan
+    first = node * plan.per_node
+    visible = _visible()[first:first + plan.per_node]
+    return replace(plan, env={"CUDA_VISIBLE_DEVICES": ",".join(visible), FIRST_GPU: str(first)}) if visible else plan
+
+
+def _start_node(plan: _Plan, node: int):
+    """Node ``node``'s agent, a spawned child of this process."""
+    import multiprocessing as mp
+    p = mp.get_context("spawn").Process(target=_node_agent, args=(_on_slice(plan, node), node, os.getpid()))
+    p.start()
+    return p
+
+
+def _visible() -> list[str]:
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is not None:
+        return [v for v in value.split(",") if v]
+    from harness.measure.devices import discover
+    return [str(g.index) for g in discover().gpus]
+
+
+def _node_agent(plan: _Plan, node: int, case: int):
+    _join(case, plan.group)
+    try:
+        _agent(plan, node)
+    except BaseException:
+        # Node 0's ranks may wait on this node's in a collective for long: stop them now. The case
+        # reads the root cause from the error files.
+        os.kill(case, NODE_FAILED)
+        os._exit(1)
+
+
+# ---- in each rank -------------------------------------------------------------------------------
+
+def _join(agent: int, group: int) -> None:
+    """First thing in a rank (or a node's agent): die with the agent, check it is still there,
+    and join the keeper's group, so that whatever this process starts is killed with it."""
+    die_with_parent()
+    if os.getppid() != agent:
+        os._exit(ORPHANED)
+    try:
+        os.setpgid(0, group)
+    except OSError:  # the keeper is gone: the launch is over
+        os._exit(ORPHANED)
+
+
+def _rank(worker, args, agent: int, group: int):
+    _join(agent, group)
+    try:
+        return worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), *args)
+    except BaseException as e:
+        # torch's own error file (what ChildFailedError reads), then an exit that skips exit
+        # handlers: NCCL's can block on a peer stuck in a collective.
+        from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+        get_error_handler().record_exception(e)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+# ---- how the launch failed ------------------------------------------------------------------------
+
+LOST_PEER = ("DistBackendError", "Connection closed by peer", "Connection reset by peer", "Broken pipe")
+
+
+def _root_cause(logs: str, failures: dict) -> Exception:
+    """The failure that came first, from every error file of this box's ranks: a rank's own error
+    before the lost-peer errors it caused in the others; else a rank that exited with no error."""
+    found = []
+    for path in glob.glob(os.path.join(logs, "node*", "**", "error.json"), recursive=True):
+        try:
+            with open(path) as f:
+                found.append(_error(json.load(f), os.path.relpath(path, logs).split(os.sep)))
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+    if found:
+        _lost, _stamp, node, local, message, trace = min(found)
+        return _outcome(f"node {node} local rank {local}", message, trace)
+    if not failures:
+        return LaunchError("another node's agent on this box failed with no error file; all ranks were killed")
+    rank, code = min(failures.items())
+    return LaunchError(f"rank {rank} exited with code {code} before reporting a result (killed, or it "
+                       "called exit); all ranks were killed")
+
+
+def _error(data: dict, parts: list[str]) -> tuple:
+    """One error file, at nodeN/RUN/attempt_K/LOCAL_RANK/error.json under the launch's logs, as a
+    tuple that sorts root causes first."""
+    body = data.get("message", {})
+    message = body.get("message", "") if isinstance(body, dict) else str(body)
+    info = body.get("extraInfo", {}) if isinstance(body, dict) else {}
+    lost = any(s in message for s in LOST_PEER)
+    return lost, int(info.get("timestamp") or 0), int(parts[0][4:]), int(parts[-2]), message, info.get("py_callstack", "")
+
+
+def _outcome(where: str, message: str, trace: str) -> Exception:
+    kind, _, text = message.partition(": ")
+    if kind == "Skip":
+        return Skip(text)
+    if kind in ("OutOfMemoryError", "MemoryError", "DoesNotFit") or is_out_of_memory(RuntimeError(message)):
+        return DoesNotFit(f"{where}: {text}", requested_bytes(text))
+    return LaunchError(f"{where} failed with {message}; all ranks were killed.\nIts traceback:\n{trace}")

@@ -16,19 +16,31 @@ from __future__ import annotations
 import time
 
 from harness.workloads import parallel_job
-from harness.workloads.stages import layer_bytes, split_balanced, stage_ranges
+from harness.workloads.stages import cut_after, layer_bytes, split_balanced, stage_ranges
+
+CUTS = ("balanced", "seed003")
+
+
+def cuts(job: parallel_job.Job, model, layers, sizes, k: int) -> list[int]:
+    """``balanced``: where the largest stage is smallest (``split_balanced``); ``seed003``: after
+    ResNet50's ``layer2``, where seed 003 (the PyTorch model-parallel tutorial) cut it in two."""
+    if job.cut == "balanced":
+        return split_balanced(sizes, k)
+    if job.cut == "seed003" and job.model == "resnet50" and k == 2:
+        return cut_after(layers, model.layer2)
+    raise ValueError(f"cut={job.cut!r} cuts ResNet50 in two; use cut=balanced for {job.model} on {k} devices")
 
 
 class Stages:
-    """The model's layers, cut where ``split_balanced`` says, stage s on ``devices[s]``."""
+    """The model's layers, cut as ``job.cut`` says (``cuts``), stage s on ``devices[s]``."""
 
     def __init__(self, job: parallel_job.Job, devices: list[str]):
         import torch
-        model = parallel_job.build_model(job)
+        self.model = model = parallel_job.build_model(job)  # whose layers the stages hold
         layers = parallel_job.layers(job, model)
         x, self.targets = parallel_job.batch(job)
         self.sizes = layer_bytes(layers, x)
-        self.cuts = split_balanced(self.sizes, len(devices))
+        self.cuts = cuts(job, model, layers, self.sizes, len(devices))
         self.devices = devices
         self.stages = [torch.nn.Sequential(*layers[a:b]).to(dev)
                        for (a, b), dev in zip(stage_ranges(self.cuts, len(layers)), devices)]

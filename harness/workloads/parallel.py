@@ -8,14 +8,19 @@
 - ``fsdp``: FSDP2 (``fully_shard``), one process per GPU.
 
 One-process strategies are timed by the runner like any case. Multi-process ones are launched
-through ``harness.workloads.launch`` while the runner's PeakMemory samples every GPU from outside (NVML);
-rank 0's own timing and each rank's allocator peak come back as the Workload's measurements.
+through ``harness.workloads.launch`` (torch's elastic launcher), on ``nodes`` node agents of this
+box or, under a multi-node launch (``launch.Nodes.from_env``), one agent per box; rank 0's own
+timing, each rank's peaks and each rank's GPU-busy share come back as the Workload's measurements,
+and the check says how the ranks were laid out (nodes, GPUs per node, transport). A box that does
+not hold rank 0 of a multi-node launch skips: node 0's record holds every rank.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import statistics
 import time
+from dataclasses import replace
 
 from harness.measure.workload import Workload
 from harness.measure.outcomes import CheckFailed, Skip
@@ -53,11 +58,19 @@ def _check_fits_strategy(job: Job) -> None:
         raise Skip(f"batch {job.batch} does not split into {job.micro_batches} equal micro-batches: use a multiple")
     if job.device == "cpu" and job.strategy == "dp":
         raise Skip("nn.DataParallel replicates over CUDA devices; on the CPU use ddp (gloo) instead")
+    if (job.nodes != 1 or job.transport != "fast") and job.strategy not in MULTI_PROCESS:
+        raise Skip(f"nodes and transport apply to the multi-process strategies ({', '.join(MULTI_PROCESS)}): "
+                   f"use nodes=1 transport=fast with {job.strategy}")
+    if job.gpus % job.nodes:
+        raise Skip(f"gpus={job.gpus} does not split evenly over nodes={job.nodes}: use a multiple of {job.nodes}")
+    if job.cut != "balanced" and not (job.strategy in MODEL_PARALLEL and job.model == "resnet50" and job.gpus == 2):
+        raise Skip(f"cut={job.cut} is ResNet50's cut in two for naive_mp and pipeline: use gpus=2 with those, "
+                   "or cut=balanced")
 
 
 def _need_runtime(job: Job) -> None:
     if job.device == "cuda":
-        need_torch_cuda(job.gpus)
+        need_torch_cuda(_on_this_box(job))
     else:
         need_module("torch", "pip install 'oombench[torch]'")
     if job.model == "resnet50":  # before any worker starts: a missing torchvision is a skip, not a crash
@@ -103,7 +116,14 @@ def _one_process(job: Job) -> Workload:
 
 
 def _gpus(job: Job) -> tuple:
-    return tuple(range(job.gpus)) if job.device == "cuda" else ()
+    return tuple(range(_on_this_box(job))) if job.device == "cuda" else ()
+
+
+def _on_this_box(job: Job) -> int:
+    """The GPUs of this box the case uses: all its ``gpus``, but their share under a multi-node launch."""
+    from harness.workloads.nodes import Nodes
+    boxes = Nodes.from_env().count if job.strategy in MULTI_PROCESS else 1
+    return job.gpus // boxes if job.gpus % boxes == 0 else job.gpus
 
 
 def bubble(stages, sync, step_s: float) -> dict:
@@ -130,9 +150,42 @@ def loss_check(first: float, last: float) -> dict:
 def _multi_process(job: Job) -> Workload:
     from harness.workloads.distributed import worker
     from harness.workloads.launch import launch
-    ranks = launch(worker, job.gpus, (job,), timeout_s=LAUNCH_TIMEOUT_S)
+    nodes = _nodes(job)
+    here = launch(worker, job.gpus, (job,), timeout_s=LAUNCH_TIMEOUT_S, nodes=nodes)
+    if not nodes.local and 0 not in here:
+        raise Skip(f"rank 0 ran on another node of this {nodes.count}-node launch, whose record holds every rank's "
+                   "figures")
+    ranks = next(iter(here.values()))  # every rank gathered every rank's report
     memory = {label: v for r in ranks for label, v in r["memory"].items()}
     check = {**loss_check(ranks[0]["loss_first"], ranks[0]["loss"]),
-             "rank_median_s": [r["timing"]["median_s"] for r in ranks]}
-    return Workload(step=lambda: None, check=lambda: check, work=job.work(),
-                    gpus=_gpus(job), timing=Timing.from_dict(ranks[0]["timing"]), memory=memory)
+             "rank_median_s": [r["timing"]["median_s"] for r in ranks],
+             "launch": {"nodes": nodes.count, "gpus_per_node": job.gpus // nodes.count, "transport": job.transport,
+                        "rendezvous": "localhost" if nodes.local else nodes.endpoint}}
+    return Workload(step=lambda: None, check=lambda: check, work=job.work(), gpus=_gpus(job),
+                    timing=Timing.from_dict(ranks[0]["timing"]), memory=memory, busy=ranks_busy(ranks))
+
+
+def _nodes(job: Job):
+    """A multi-node launch (``harness run --nnodes``, or SLURM's) spreads the ranks over boxes;
+    else ``job.nodes`` node agents share this one."""
+    from harness.workloads.nodes import Nodes
+    launched = Nodes.from_env(transport=job.transport)
+    if launched.count > 1 and job.nodes > 1:
+        raise Skip(f"nodes={job.nodes} runs node agents on one box; under a {launched.count}-node launch use nodes=1")
+    if launched.count > 1:
+        # One rendezvous per case: a finished one is closed. Every node names it alike.
+        return replace(launched, run_id=f"{launched.run_id}-{hashlib.sha1(repr(job).encode()).hexdigest()[:12]}")
+    return Nodes(count=job.nodes, transport=job.transport)
+
+
+def ranks_busy(ranks: list) -> dict:
+    """The GPU-busy share each rank read of its own GPU over its timed steps, per GPU, with the
+    GPUs sampled named; summed over the GPUs as one process's GPUs are (``busy.across_gpus``)."""
+    from harness.measure.busy import across_gpus
+    read = [r["busy"] for r in ranks if r.get("busy", {}).get("fraction") is not None]
+    if not read:
+        reasons = "; ".join(sorted({r.get("busy", {}).get("reason", "no reading") for r in ranks}))
+        return {"source": "none", "reason": reasons} if any(r.get("busy") for r in ranks) else {}
+    shares = [b["fraction"] for b in read]
+    return {"fraction": round(across_gpus(shares), 4), "source": read[0]["source"],
+            "gpus": shares, "sampled": [b["gpu"] for b in read]}

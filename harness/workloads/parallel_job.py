@@ -33,6 +33,9 @@ class Job:
     seed: int = 0
     warmup: int = 2
     repeat: int = 10
+    nodes: int = 1  # node agents the ranks are spread over: on this box, or one per box of a rendezvous
+    transport: str = "fast"  # "sockets": NCCL without its peer-to-peer and shared-memory paths
+    cut: str = "balanced"  # model parallel: "balanced" (the largest stage smallest) or "seed003" (after layer2)
 
     @property
     def lm_config(self) -> LMConfig:

@@ -50,6 +50,17 @@ def _greedy_cuts(sizes: list, k: int, bound) -> list[int]:
     return cuts
 
 
+def cut_after(layers, last) -> list[int]:
+    """The cut that ends stage 0 with module ``last`` (a hand-made cut of two stages, such as the
+    model-parallel tutorial's after ResNet50's ``layer2``): ``last`` is one of ``layers``, or a
+    container whose modules end stage 0."""
+    ends = [i for i, layer in enumerate(layers) if layer is last or any(layer is m for m in last.modules())]
+    if not ends or ends[-1] == len(layers) - 1:
+        raise ValueError(f"{type(last).__name__} ends no stage of these {len(layers)} layers: cut after a module "
+                         "among them that is not the last")
+    return [ends[-1] + 1]
+
+
 def stage_ranges(cuts: list[int], n: int) -> list[tuple[int, int]]:
     edges = [0, *cuts, n]
     return list(zip(edges[:-1], edges[1:]))
