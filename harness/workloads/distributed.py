@@ -80,7 +80,9 @@ def _trainer(torch, job, device, rank, world) -> dict:
     model = parallel_job.build_model(job).to(device)
     if job.strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
-        net = DistributedDataParallel(model, device_ids=[rank] if job.device == "cuda" else None)
+        # The GPU as this rank's node numbers it (``device``, from LOCAL_RANK), never the global
+        # rank: a rank on a second node sees its GPUs from 0.
+        net = DistributedDataParallel(model, device_ids=[torch.device(device)] if job.device == "cuda" else None)
     elif job.strategy == "fsdp":
         net = _fully_shard(torch, job, model, world)
     else:
