@@ -153,16 +153,7 @@ def gpu_matmul(precision: str, n: int = GPU_MATMUL_N) -> Workload:
         ref = (a[rows].double() @ b.double()).cpu().numpy()
         return checked(f"matmul_{precision}", rel_err(c[rows].double().cpu().numpy(), ref), MATMUL_TOLERANCE[precision])
 
-    step = partial(torch.matmul, a, b, out=c)
-    if precision == "bf16":
-        # A planted regression, to test `harness compare` (reverted in the next commit): one extra
-        # kernel a step, C's first 2% of rows computed again (the same values), 2% more work.
-        again = slice(0, n // 50)
-
-        def step():
-            torch.matmul(a, b, out=c)
-            torch.matmul(a[again], b, out=c[again])
-    return Workload(step=step, sync=torch_sync((0,)), gpus=(0,),
+    return Workload(step=partial(torch.matmul, a, b, out=c), sync=torch_sync((0,)), gpus=(0,),
                     check=check, work={"flops": 2 * n**3}, warmup=3, repeat=20)
 
 
