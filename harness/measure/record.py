@@ -229,7 +229,8 @@ def _validate_timing(timing, outcome: str) -> None:
     _is(samples, (list, tuple), "timing.samples_s")
     if samples and len(samples) != timing["steps"]:
         raise ValueError(f"timing.samples_s holds {len(samples)} steps, timing.steps says {timing['steps']}")
-    if not all(_finite(s) and s > 0 for s in samples):
+    plain = all(type(s) is float and 0 < s < math.inf for s in samples)  # NaN fails the comparison
+    if not (plain or all(_finite(s) and s > 0 for s in samples)):
         raise ValueError("timing.samples_s must hold finite numbers of seconds > 0")
 
 

@@ -136,8 +136,12 @@ def load_rows(results: Path) -> list[Row]:
     """Every valid record under results/records, with the file and line it came from."""
     root = Path(results)
     loaded = RecordStore.of_results(root).load().warn()
-    return [Row(record_id(str(e.path.relative_to(root.parent)), e.line), cases.upgraded(e.record),
-                str(e.path.relative_to(root.parent)), e.line) for e in loaded.entries]
+    sources = {}  # each file's path, relative to the results folder's parent, made once
+    for e in loaded.entries:
+        if e.path not in sources:
+            sources[e.path] = str(e.path.relative_to(root.parent))
+    return [Row(record_id(sources[e.path], e.line), cases.upgraded(e.record), sources[e.path], e.line)
+            for e in loaded.entries]
 
 
 def latest(rows: list[Row]) -> list[Row]:
