@@ -1,6 +1,8 @@
 """The tooling case: its made-up records are the same every time and all valid, and its check
 fails a command that did not do its work."""
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +41,11 @@ def test_a_machine_is_named_alike_whether_its_devices_can_be_cached_or_not():
     gpu = GPU(0, "NVIDIA H200", 141 * 2**30, 140 * 2**30, "9.0", "GPU-1")
     hashable, listed = Devices(gpus=(gpu,)), Devices(gpus=[gpu], peer=[[True]])
     assert machine_name(hashable) == machine_name(listed) == "nvidia-h200-x1"
+
+
+def test_the_commands_timed_are_this_checkouts_whatever_else_is_installed(tmp_path):
+    done = tooling._harness("--help")
+    assert done.returncode == 0
+    run = subprocess.run([sys.executable, "-c", "import harness; print(harness.__file__)"], cwd=tooling.ROOT,
+                         capture_output=True, text=True)
+    assert run.stdout.strip() == str(Path(tooling.__file__).resolve().parents[1] / "__init__.py")
