@@ -43,9 +43,10 @@ def test_a_machine_is_named_alike_whether_its_devices_can_be_cached_or_not():
     assert machine_name(hashable) == machine_name(listed) == "nvidia-h200-x1"
 
 
-def test_the_commands_timed_are_this_checkouts_whatever_else_is_installed(tmp_path):
-    done = tooling._harness("--help")
-    assert done.returncode == 0
-    run = subprocess.run([sys.executable, "-c", "import harness; print(harness.__file__)"], cwd=tooling.ROOT,
-                         capture_output=True, text=True)
-    assert run.stdout.strip() == str(Path(tooling.__file__).resolve().parents[1] / "__init__.py")
+def test_the_commands_timed_are_this_checkouts_whatever_else_is_installed(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(tooling.subprocess, "run", lambda argv, **kw: seen.update(argv=argv, **kw))
+    tooling._harness("gate", "a", "b")
+    assert seen["argv"][1:] == ["-m", "harness", "gate", "a", "b"]
+    # python -m imports from its working folder first: the harness beside this file, not an installed one
+    assert (Path(seen["cwd"]) / "harness" / "cases" / "tooling.py").resolve() == Path(tooling.__file__).resolve()

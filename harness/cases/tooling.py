@@ -36,8 +36,13 @@ def _folders(n: int) -> tuple[Path, Path, Path]:
     return root / "results", root / "base", root / "new"
 
 
+# The folder holding this harness package: the commands run from there, so they are this code's,
+# not those of another checkout installed in the same interpreter.
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def _harness(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=ROOT)
 
 
 def _expect(done: subprocess.CompletedProcess, codes: tuple, what: str) -> None:
