@@ -5,7 +5,7 @@ from harness.cases.tooling import PROBES
 from benchmarks.common import _Case
 
 
-class Tools(_Case):
+class ToolsCpu(_Case):
     case = "tooling"
     param_names = ["probe"]
     params = [list(PROBES)]
