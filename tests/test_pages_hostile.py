@@ -315,3 +315,13 @@ def test_a_killed_builds_folders_are_removed_by_the_next_build_and_no_others(tmp
     assert pages(results, out) == 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(
         p.name for p in (alive, *theirs))
+
+
+def test_charts_drawn_in_worker_processes_are_those_drawn_in_the_build_itself():
+    args = ([(1.0, 2.0, "fp32", True), (2.0, 1.0, "bf16 $x$", False)], "peak (GB)", "samples/s", "tricks on a box")
+    with charts.drawing(cpus=2) as draw:
+        pending = [draw(*args), draw(*args[:3], "another")]
+    with charts.drawing(cpus=1) as draw:
+        inline = draw(*args)
+    assert pending[0]() == inline() == charts.pareto_svg(*args)
+    assert pending[1]() == charts.pareto_svg(*args[:3], "another")

@@ -78,3 +78,17 @@ def test_every_committed_record_file_still_loads():
     loaded = store.load()
     assert len(store.files()) > 10 and len(loaded.records) > 100
     assert loaded.problems == []
+
+
+def test_records_of_one_file_with_one_environment_share_it_and_each_other_environment_is_read_and_checked(tmp_path):
+    a, b = sample_record(), sample_record(fake_devices(count=1))
+    bad = {**a.to_dict(), "environment": {**a.to_dict()["environment"], "num_cpu": -1}}
+    path = tmp_path / "m" / "run.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(json.dumps(x) for x in (a.to_dict(), a.to_dict(), b.to_dict(), bad, a.to_dict())) + "\n")
+    loaded = load_file(path)
+    assert loaded.records == [a, a, b, a]
+    first, second, other, last = (r.environment for r in loaded.records)
+    assert first is second and other is not first and other == b.environment
+    assert [p.split(": ")[0] for p in loaded.problems] == [f"{path}:4"]  # a changed environment is checked
+    assert "num_cpu" in loaded.problems[0]

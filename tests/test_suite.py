@@ -90,6 +90,8 @@ FITS = (["technique", "budget"], [["fp32", "bf16_autocast", "checkpoint"], ["16G
 FITS_BATCH = (FITS[0], [FITS[1][0] + ["save_on_cpu", "cpu_offload", "drop_references", "keep_references"], FITS[1][1]])
 EXPECTED["tricks.WhatFits.track_budget_bytes_per_sample"] = ("bytes", *FITS_BATCH)
 EXPECTED["tricks.WhatFitsSequence.track_budget_bytes_per_token"] = ("bytes", *FITS)
+# The tools on a long history: one command's wall time; its memory is the command's, not this process's.
+EXPECTED["tooling.ToolsCpu.track_seconds_per_step"] = ("seconds", ["probe"], [["gate_50k", "pages_50k"]])
 
 
 def asv_env(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 
 import psutil
 
@@ -21,6 +22,19 @@ def slug(text: str) -> str:
 
 
 def machine_name(devices: Devices, cpu: str = "") -> str:
+    try:
+        return _named(devices, cpu)
+    except TypeError:  # devices holding a list somewhere (made by hand): named afresh
+        return _name(devices, cpu)
+
+
+@lru_cache(maxsize=4096)
+def _named(devices: Devices, cpu: str) -> str:
+    """Named once per distinct environment: readers of many records ask it for each of them."""
+    return _name(devices, cpu)
+
+
+def _name(devices: Devices, cpu: str) -> str:
     if devices.gpus:
         counts = Counter(g.name for g in devices.gpus)
         return "+".join(f"{slug(name)}-x{n}" for name, n in sorted(counts.items()))

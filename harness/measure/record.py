@@ -11,6 +11,7 @@ import math
 import reprlib
 import time
 from dataclasses import asdict, dataclass, field, fields
+from functools import cache
 
 from harness.measure.budget import Budget
 from harness.measure.environment import Environment
@@ -87,18 +88,26 @@ class Record:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Record":
-        """The record a line holds; ValueError naming the field where it is not a valid one."""
-        _validate(d)
+    def from_dict(cls, d: dict, seen: list | None = None) -> "Record":
+        """The record a line holds; ValueError naming the field where it is not a valid one.
+        ``seen``: a list the caller keeps over the records of one file, holding the last
+        environment read as [its dict, its Environment]: a record whose environment equals that
+        dict shares the Environment, checked and built once (a file's records nearly always share
+        one). The caller must not change those dicts afterwards."""
+        raw = d.get("environment") if isinstance(d, dict) else None
+        same = bool(seen) and seen[0] == raw
+        _validate(d, environment=not same)
         d = dict(d)
         d.setdefault("schema", 1)
-        d["environment"] = Environment.from_dict(d["environment"])
+        d["environment"] = seen[1] if same else Environment.from_dict(raw)
+        if seen is not None and not same:
+            seen[:] = [raw, d["environment"]]
         d["timing"] = Timing.from_dict(d["timing"]) if d.get("timing") else None
         return cls(**d)
 
 
 
-def _validate(d: dict) -> None:
+def _validate(d: dict, environment: bool = True) -> None:
     """ValueError naming the first field of ``d`` (one JSON line) that a Record cannot hold: a
     wrong type, a number that is not finite or is negative, an unknown field. Every reader goes
     through here, so a figure that reaches a table or the gate is one that can be computed with."""
@@ -131,7 +140,8 @@ def _validate(d: dict) -> None:
     if "schema" in d and (type(d["schema"]) is not int or not 1 <= d["schema"] < 2**31):
         raise ValueError(f"schema must be a whole number from 1, got {_short(d['schema'])}")
     _validate_timing(d.get("timing"), d["outcome"])
-    _validate_environment(d["environment"])
+    if environment:
+        _validate_environment(d["environment"])
 
 
 # The longest parameter name or value, library name or version a record may hold: each is a
@@ -146,11 +156,20 @@ _SHORT.maxlevel = 2
 
 def _short(value) -> str:
     """A value as a message quotes it: short, and shallow however deeply the value nests."""
+    if type(value) is str and len(value) <= _SHORT.maxstring:
+        text = repr(value)
+        if len(text) <= _SHORT.maxstring:  # what reprlib gives such a string, without its cost
+            return text
     return _SHORT.repr(value)
 
 
+@cache
+def _field_names(kind) -> frozenset:
+    return frozenset(f.name for f in fields(kind))
+
+
 def _known(d: dict, kind, prefix: str) -> None:
-    names = {f.name for f in fields(kind)}
+    names = _field_names(kind)
     unknown = sorted(set(d) - names)
     if unknown:
         raise ValueError(f"unknown field {prefix}{_short(unknown[0])}; the fields are {', '.join(sorted(names))}")
@@ -221,7 +240,8 @@ def _validate_timing(timing, outcome: str) -> None:
     _is(samples, (list, tuple), "timing.samples_s")
     if samples and len(samples) != timing["steps"]:
         raise ValueError(f"timing.samples_s holds {len(samples)} steps, timing.steps says {timing['steps']}")
-    if not all(_finite(s) and s > 0 for s in samples):
+    plain = all(type(s) is float and 0 < s < math.inf for s in samples)  # NaN fails the comparison
+    if not (plain or all(_finite(s) and s > 0 for s in samples)):
         raise ValueError("timing.samples_s must hold finite numbers of seconds > 0")
 
 

@@ -154,9 +154,10 @@ def load_file(path: Path) -> Loaded:
     file order whichever check caught it."""
     out = Loaded()
     lines, bad = read_lines(path)
+    where, seen = Path(path), []  # seen: the environment its records share, read once (Record.from_dict)
     for n, obj in lines:
         try:
-            out.entries.append(Stored(Record.from_dict(obj), Path(path), n))
+            out.entries.append(Stored(Record.from_dict(obj, seen), where, n))
         except (KeyError, TypeError, ValueError) as e:
             bad.append((n, f"not a record ({e})"))
     out.problems = [f"{path}:{n}: {why}" if n else f"{path}: {why}" for n, why in sorted(bad)]

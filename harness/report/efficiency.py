@@ -93,23 +93,30 @@ class Ceilings:
     """The ok ceiling records among ``records``, found by probe, host, run and machine kind."""
 
     def __init__(self, records):
+        # by probe, by (probe, host) and by (probe, machine kind), each in the order of ``records``
         self.by_probe: dict[str, list[Record]] = {}
+        self.by_host: dict[tuple[str, str], list[Record]] = {}
+        self.by_kind: dict[tuple[str, str], list[Record]] = {}
         for rec in records:
             probe = rec.params.get("probe") if rec.case == CEILINGS else None
             if rec.outcome == OK and isinstance(probe, str) and rate(rec, _unit(rec, probe)):
                 self.by_probe.setdefault(probe, []).append(rec)
+                self.by_host.setdefault((probe, host_key(rec.environment)), []).append(rec)
+                self.by_kind.setdefault((probe, _kind(rec)), []).append(rec)
 
     def find(self, rec: Record, probe: str) -> tuple[Record, bool] | None:
         """(the ceiling, whether it came from the record's own host), or None."""
-        found = self.by_probe.get(probe, [])
         host = host_key(rec.environment)
-        mine = [c for c in found if host and host_key(c.environment) == host]
+        mine = self.by_host.get((probe, host), []) if host else []
         same_run = [c for c in mine if rec.run_id and c.run_id == rec.run_id]
         if same_run or mine:
             return max(same_run or mine, key=lambda c: c.created), True
-        kind = machine_name(rec.environment.devices, rec.environment.cpu)
-        alike = [c for c in found if machine_name(c.environment.devices, c.environment.cpu) == kind]
+        alike = self.by_kind.get((probe, _kind(rec)), [])
         return (max(alike, key=lambda c: c.created), False) if alike else None
+
+
+def _kind(rec: Record) -> str:
+    return machine_name(rec.environment.devices, rec.environment.cpu)
 
 
 def _unit(rec: Record, probe: str) -> str | None:

@@ -551,17 +551,26 @@ def write_report(path: Path, md: str, base_path, new_path, pattern) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def history_floors(history: Path, base_path: Path, base: list[Record]) -> noise.Floors:
+    """The floors learned from ``history``; where it is BASE's own path, from BASE's records as
+    already read (a history of many records is read once)."""
+    if history.resolve() == base_path.resolve():
+        return noise.Floors(base)
+    return noise.history_floors(history)
+
+
 def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[int, str, str]:
     if history is not None and (not str(history) or not Path(history).exists()):
         raise GateError(f"--history {history} does not exist: pass a folder of records to learn the noise floors "
                         "from, or leave --history out for results/records")
-    base = only(load_set(base_path, "BASE"), pattern)
+    base_all = load_set(base_path, "BASE")
+    base = only(base_all, pattern)
     new = only(load_set(new_path, "NEW"), pattern)
     kinds = one_kind(base, "BASE", opts.cross_machine), one_kind(new, "NEW", opts.cross_machine)
     if not opts.cross_machine and kinds[0] != kinds[1]:
         raise GateError(f"BASE is {kinds[0] or 'empty'} and NEW is {kinds[1] or 'empty'}: compare records of one "
                         "machine kind, or pass --cross-machine to match on case and parameters alone")
-    floors = noise.history_floors(Path(history) if history is not None else HISTORY)
+    floors = history_floors(Path(history) if history is not None else HISTORY, Path(base_path), base_all)
     report = compare(base, new, floors, opts)
     if report.common == 0:
         raise GateError("no case is in both sets, so nothing was compared: check that BASE and NEW measured the "

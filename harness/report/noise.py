@@ -103,8 +103,8 @@ def pair_class(base: Record, new: Record) -> str:
 @lru_cache(maxsize=None)
 def d2(n: int) -> float:
     """The expected range of ``n`` independent standard normal values."""
-    from scipy import integrate, stats
-    value, _ = integrate.quad(lambda x: 1 - stats.norm.cdf(x) ** n - stats.norm.sf(x) ** n, -12, 12, limit=200)
+    from scipy import integrate, special  # ndtr: the normal cdf that stats.norm wraps, at a fraction of its cost a call
+    value, _ = integrate.quad(lambda x: 1 - special.ndtr(x) ** n - special.ndtr(-x) ** n, -12, 12, limit=200)
     return value
 
 

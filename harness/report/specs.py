@@ -265,6 +265,17 @@ FAMILIES = (
                  "sequences of the LM that trains under each budget."),
          replace(FITS_SEQUENCE, title="What fits: the longest sequence", text="The longest single sequence of "
                  "the LM that trains under each budget."))),
+    Family(
+        "tooling", "The suite's own tools on a long history", ("tooling",),
+        "How long the gate and the comparison pages take on a results folder of 50,000 records, made up "
+        "the same way every time (`harness/workloads/synthetic.py`: a ceilings probe and a grid of tricks on "
+        "four machines, run after run), whatever is committed. Each figure is one command's wall time as a "
+        "user runs it, a fresh interpreter and its imports included: `gate_50k` compares the first half of "
+        "the runs (BASE, and the history its floors are learned from) with the second, `--cross-machine`; "
+        "`pages_50k` builds the pages of all of them (`--no-asv`). CPU only, on any box; the box's other "
+        "load at the time is not in the record, so read a figure from a shared box as an upper bound.",
+        (Spec("tooling", "probe", show="step", title="Each command on 50,000 records",
+              text="Seconds per command, one column per box.", bench=r"tooling\."),)),
 )
 # The headline: every technique on the LM, each figure against fp32 on the same card.
 HEADLINE = Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),

@@ -59,7 +59,8 @@ def ceiling_rows(rows: list[Row], machine: str, probes: tuple) -> list[tuple[str
     return out
 
 
-def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
+def family_view(case: str, rows: list[Row], all_rows: list[Row], draw=None) -> dict:
+    """``draw``: what draws a chart (``charts.drawing``'s), where not ``charts.pareto_svg`` right away."""
     fam = family(case)
     ft = family_table(rows)
     envs = ft["envs"]
@@ -69,15 +70,15 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
-            "sections": answer_sections(case, newest_stack(rows)) if fam.pareto else [],
+            "sections": answer_sections(case, newest_stack(rows), draw) if fam.pareto else [],
             "baseline": fmt_params(dict(fam.baseline)) if fam.baseline else "",
             "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
             "answers": answers_view(fam.answer, rows) if fam.answer else None}
 
 
-def answer_sections(case: str, rows: list[Row]) -> list[dict]:
-    return gpu_sections(headline.gpu_tables(rows), charts_for(case, rows))
+def answer_sections(case: str, rows: list[Row], draw=None) -> list[dict]:
+    return gpu_sections(headline.gpu_tables(rows), charts_for(case, rows, draw))
 
 
 def gpu_sections(tables: list[dict], charts: list[dict]) -> list[dict]:
@@ -111,7 +112,7 @@ def answers_view(column: str, rows: list[Row]) -> dict:
     return {"column": column, "columns": columns, "table": dict(table)}
 
 
-def charts_for(case: str, rows: list[Row]) -> list[dict]:
+def charts_for(case: str, rows: list[Row], draw=None) -> list[dict]:
     """One chart per workload and GPU (machine and library versions): a frontier drawn across
     16k to 2M nodes, or across two cards, compares nothing."""
     groups = defaultdict(list)
@@ -129,8 +130,17 @@ def charts_for(case: str, rows: list[Row]) -> list[dict]:
         points = [(x, y, name, on) for (x, y), name, on in zip(xy, names, front)]
         title = f"{case} on {env[0]}: {workload}" if workload != "(none)" else f"{case} on {env[0]}"
         out.append({"workload": workload, "env": env, "unit": unit, "frontier": [r for r, on in zip(pts, front) if on],
-                    "svg": charts.pareto_svg(points, f"{memory} (GB)", unit, title)})
+                    "svg": (draw or charts.pareto_svg)(points, f"{memory} (GB)", unit, title)})
     return out
+
+
+def drawn(view: dict) -> dict:
+    """A family's view with each chart's SVG in place of the callable that waits for it."""
+    for section in view["sections"]:
+        for chart in section["charts"]:
+            if callable(chart["svg"]):
+                chart["svg"] = chart["svg"]()
+    return view
 
 
 def legend_names(techniques: list[dict]) -> list[str]:
@@ -213,9 +223,9 @@ class _Compiled(BytecodeCache):
 COMPILED = _Compiled()
 
 
-def jinja(rows: list[Row], pages: Names) -> Environment:
+def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environment:
     """The templates' environment; ``rows`` hold the ceilings each rate is read against, ``pages``
-    the file of each case's records."""
+    the file of each case's records; ``linked`` gathers the id of each record a page links to."""
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, bytecode_cache=COMPILED)
     env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params,
@@ -232,6 +242,8 @@ def jinja(rows: list[Row], pages: Names) -> Environment:
         return "" if b is None else f"{b:.0%}"
 
     def prov(row: Row) -> str:
+        if linked is not None:
+            linked.add(row.rid)
         return f"{pages.provenance[row.case]}#{row.rid}"
 
     # the marks' notes are the markdown tables' own, so a page and a table explain a mark in the same words
@@ -253,7 +265,8 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     for r in all_rows:
         by_case[r.case].append(r)
     pages = names(by_case)
-    env = jinja(all_rows, pages)  # each rate's ceiling is its own host's, though a later host measured one
+    linked = set()  # the records a figure links to: the provenance pages hold those, written last
+    env = jinja(all_rows, pages, linked)  # each rate's ceiling is its own host's, though a later host measured one
     common = {"cases": cases, "pages": pages.page, "prov_pages": pages.provenance, "asv_site": "../html/index.html",
               "local": local_label(results)}
     written, claimed = [], set()
@@ -271,16 +284,23 @@ def write_pages(results: Path, into: Path) -> list[Path]:
         written.append(path)
 
     shutil.copyfile(Path(__file__).parent / "templates" / "style.css", claim("style.css"))
-    write("index.html", "index.html", machines=machines_view(all_rows, results),
-          counts={c: sum(r.case == c for r in shown) for c in cases},
-          versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
-    for case in cases:
-        write(pages.page[case], "family.html", v=family_view(case, [r for r in shown if r.case == case], shown))
-    write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
-    write("seeds.html", "seeds.html", intro=SEEDS_INTRO, sections=seeds_view(all_rows))
-    write("provenance.html", "provenance_index.html", counts={c: len(rs) for c, rs in by_case.items()})
-    for case, rs in sorted(by_case.items()):
-        write(pages.provenance[case], "provenance.html", rows=rs, case=case)
+    shown_of = defaultdict(list)
+    for r in shown:
+        shown_of[r.case].append(r)
+    with charts.drawing() as draw:  # the charts are drawn while the other pages are written
+        views = {case: family_view(case, shown_of[case], shown, draw) for case in cases}
+        write("index.html", "index.html", machines=machines_view(all_rows, results),
+              counts={c: len(shown_of[c]) for c in cases},
+              versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
+        write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
+        write("seeds.html", "seeds.html", intro=SEEDS_INTRO, sections=seeds_view(all_rows))
+        for case in cases:
+            write(pages.page[case], "family.html", v=drawn(views[case]))
+    shown_by_case = {c: [r for r in rs if r.rid in linked] for c, rs in by_case.items()}
+    write("provenance.html", "provenance_index.html", counts={c: len(rs) for c, rs in shown_by_case.items()},
+          totals={c: len(rs) for c, rs in by_case.items()})
+    for case, rs in sorted(shown_by_case.items()):
+        write(pages.provenance[case], "provenance.html", rows=rs, case=case, total=len(by_case[case]))
     return written
 
 

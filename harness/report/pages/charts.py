@@ -6,7 +6,11 @@ is parsed as mathtext ("$" and "\\" stay what they are) and TeX is never used.""
 from __future__ import annotations
 
 import io
+import os
 import textwrap
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from functools import partial
 
 import matplotlib
 
@@ -48,3 +52,21 @@ def pareto_svg(points: list[tuple], x_label: str, y_label: str, title: str) -> s
     plt.close(fig)
     svg = out.getvalue()
     return svg[svg.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML
+
+
+def _draw(*args) -> str:
+    return pareto_svg(*args)  # looked up when called, in the worker: a stand-in a test puts in place is used
+
+
+@contextmanager
+def drawing(cpus: int | None = None):
+    """``draw(points, x_label, y_label, title)``, giving a callable that returns that chart's SVG.
+    With several CPUs the charts are drawn beside the build in worker processes, one a CPU: each
+    chart stands alone, and matplotlib draws one at a time in a process. With one CPU each is
+    drawn when it is read."""
+    cpus = cpus or len(os.sched_getaffinity(0))
+    if cpus < 2:
+        yield lambda *args: partial(_draw, *args)
+        return
+    with ProcessPoolExecutor(cpus) as pool:
+        yield lambda *args: pool.submit(_draw, *args).result

@@ -96,11 +96,17 @@ def trial(row, workload: Workload) -> Trial | None:
                  timing.median_s if row.record.outcome == OK and timing else None, row)
 
 
-def way_label(way: str, tried: list[Trial]) -> str:
-    """The way's parameters, less those every trial of the workload shares (they name no way)."""
+def shared(tried: list[Trial]) -> set[str]:
+    """The parameters every trial of the workload holds at one value (they name no way)."""
+    ways = [json.loads(w) for w in {t.way for t in tried}]
+    names = {k for w in ways for k in w}
+    return {k for k in names if len({json.dumps(w.get(k)) for w in ways}) == 1}
+
+
+def way_label(way: str, same: set[str]) -> str:
+    """The way's parameters, less those in ``same`` (``shared``)."""
     params = json.loads(way)
-    shared = {k for k in params if len({json.dumps(json.loads(t.way).get(k)) for t in tried}) == 1}
-    return " ".join(f"{k}={v}" for k, v in params.items() if k not in shared) or "(one way)"
+    return " ".join(f"{k}={v}" for k, v in params.items() if k not in same) or "(one way)"
 
 
 def cards(rows) -> list[tuple[str, str, int, str | None]]:
@@ -117,11 +123,12 @@ def view(rows) -> dict:
     card_list = cards(rows)
     for wl in WORKLOADS:
         tried = [t for t in (trial(r, wl) for r in rows) if t is not None]
+        same = shared(tried)
         for key, label, size, machine in card_list:
             answer = choose(tried, size, machine)
-            labelled = [(t, way_label(t.way, tried)) for t in answer]
+            labelled = [(t, way_label(t.way, same)) for t in answer]
             # Not offered on any machine of this pick: a way offered on one box is no "left" way.
-            left = sorted({way_label(t.way, tried) for t in tried if machine is None or t.machine == machine}
+            left = sorted({way_label(t.way, same) for t in tried if machine is None or t.machine == machine}
                           - {label for _, label in labelled})
             sections.append({"id": f"{key}--{wl.key}", "card": label, "workload": wl.label,
                              "size": size, "answer": labelled, "left": left})

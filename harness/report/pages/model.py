@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from harness import cases
@@ -62,16 +63,21 @@ class Row:
     def case(self) -> str:
         return self.record.case
 
-    @property
+    @cached_property
+    def params_key(self) -> str:
+        """The parameters as one text, the same for equal parameters: what readers group rows by."""
+        return json.dumps(self.record.params, sort_keys=True)
+
+    @cached_property
     def machine(self) -> str:
         env = self.record.environment
         return machine_name(env.devices, env.cpu)
 
-    @property
+    @cached_property
     def versions(self) -> str:
         return versions_of(self.record)
 
-    @property
+    @cached_property
     def environment_key(self) -> tuple[str, str]:
         return self.machine, self.versions
 
@@ -130,15 +136,18 @@ def load_rows(results: Path) -> list[Row]:
     """Every valid record under results/records, with the file and line it came from."""
     root = Path(results)
     loaded = RecordStore.of_results(root).load().warn()
-    return [Row(record_id(str(e.path.relative_to(root.parent)), e.line), cases.upgraded(e.record),
-                str(e.path.relative_to(root.parent)), e.line) for e in loaded.entries]
+    sources = {}  # each file's path, relative to the results folder's parent, made once
+    for e in loaded.entries:
+        if e.path not in sources:
+            sources[e.path] = str(e.path.relative_to(root.parent))
+    return [Row(record_id(sources[e.path], e.line), cases.upgraded(e.record), sources[e.path], e.line)
+            for e in loaded.entries]
 
 
 def latest(rows: list[Row]) -> list[Row]:
     """One row per (case, parameters, machine, versions): the latest, where a box ran a case more than once."""
-    keep = store_latest(rows, key=lambda r: (r.case, json.dumps(r.record.params, sort_keys=True), r.environment_key),
-                        record=lambda r: r.record)
-    return sorted(keep.values(), key=lambda r: (r.case, json.dumps(r.record.params, sort_keys=True)))
+    keep = store_latest(rows, key=lambda r: (r.case, r.params_key, r.environment_key), record=lambda r: r.record)
+    return sorted(keep.values(), key=lambda r: (r.case, r.params_key))
 
 
 def newest_stack(rows: list[Row]) -> list[Row]:
@@ -146,7 +155,7 @@ def newest_stack(rows: list[Row]) -> list[Row]:
     answer a machine gives is its own stack's; stacks kept to compare versions are read against it
     on the versions table, not beside it."""
     def where(r: Row) -> tuple:
-        return r.case, json.dumps(r.record.params, sort_keys=True), r.machine
+        return r.case, r.params_key, r.machine
 
     keep = {where(r): r for r in sorted(rows, key=lambda r: (age(libraries(r.record)), r.record.created))}
     return [r for r in rows if keep[where(r)] is r]
