@@ -80,7 +80,7 @@ class Family:
 
 
 LM = ("workload=lm",)
-ONE_GPU = "strategy=single,gpus=1,micro_batches=1"
+ONE_GPU = "strategy=single,gpus=1,micro_batches=1,nodes=1,transport=fast"
 PARALLEL_SHOW = "step,peak,scaling,loss"
 PARALLEL_TEXT = ("Step and peak also as a multiple of `single` on the same machine; the peak is the largest "
                  "GPU's. `of linear` is the scaling efficiency: single's step over the GPU count times the "
@@ -212,11 +212,11 @@ FAMILIES = (
         "`MASTER_ADDR=node0 srun --nodes 2 --ntasks-per-node 1 python3 -m harness run --bench 'parallel\\.Lm'` "
         "(the node count, node number and job id come from `srun`): `gpus` is then the ranks in all, and the "
         "node holding rank 0 files the record, whose `check.launch` says the nodes, GPUs per node and transport.",
-        (Spec("parallel_lm", "strategy,gpus,micro_batches", show=PARALLEL_SHOW, where=("device=cuda",),
+        (Spec("parallel_lm", "strategy,gpus,micro_batches,nodes,transport", show=PARALLEL_SHOW, where=("device=cuda",),
               versus=ONE_GPU, title="`parallel_lm`: the transformer LM", text=f"Each strategy on each GPU count. "
               f"{PARALLEL_TEXT}", bench=r"parallel\.Lm"),
-         Spec("parallel_resnet50", "image_size,strategy,gpus,micro_batches", show=PARALLEL_SHOW,
-              where=("device=cuda",), versus=ONE_GPU, title="`parallel_resnet50`: ResNet50",
+         Spec("parallel_resnet50", "image_size,strategy,gpus,micro_batches,cut,nodes,transport", show=PARALLEL_SHOW,
+              where=("device=cuda",), versus=f"{ONE_GPU},cut=balanced", title="`parallel_resnet50`: ResNet50",
               text=f"Each strategy on each GPU count, by image size. {PARALLEL_TEXT}",
               bench=r"parallel\.Resnet"))),
     Family(
