@@ -217,7 +217,7 @@ print(json.dumps({"left": names, "noted": sorted(noted), "code": case.returncode
 # Each scenario runs REPEATS times: a few by default; OOMBENCH_KILL_REPEATS=50 for the issue's 50
 # runs without a failure.
 REPEATS = int(os.environ.get("OOMBENCH_KILL_REPEATS", "2"))
-TIMEOUT_S = 90  # past the ranks' start on a loaded 2-core box (torch imported in each), so that they do hang at its end
+TIMEOUT_S = 30  # past the ranks' start (torch imported in each: seconds on 2 cores), so that they do hang at its end
 SCENARIOS = {  # scenario: (worker, the launch's timeout, what the case's error must say)
     "sigterm": ("hangs_with_a_child", 300, None),
     "sigkill": ("hangs_with_a_child", 300, None),
