@@ -33,8 +33,11 @@ def test_the_config_holds_the_repository_s_paths_wherever_it_lies():
         assert Path(conf.repo) == REPO
 
 
+# A command started from a terminal: Python turns SIGINT into KeyboardInterrupt only where the
+# process did not inherit it ignored, as a job started in the background of a script does.
 HOLD = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 from harness.drive import asvconf, scratch
 with scratch.private_dir("asv") as tmp, asvconf.private_config(Path(sys.argv[1]), tmp) as conf:
