@@ -11,6 +11,7 @@ from pathlib import Path
 from asv.config import Config
 
 from harness.drive import asvconf, scratch
+from harness.measure.owned import pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,7 +85,7 @@ def test_a_kill_9_leaves_a_folder_the_next_command_removes(tmp_path):
     proc.wait()
     assert tmp.exists() and conf.exists()  # nothing runs on SIGKILL
     deadline = time.monotonic() + 10
-    while scratch.running(proc.pid) and time.monotonic() < deadline:
+    while pid_alive(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     with scratch.private_dir("asv", tmp_path), asvconf.private_config(REPO):
         assert not tmp.exists() and not conf.exists()

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from harness.measure.owned import pid_alive
+
 PREFIX = "oombench-"
 # Ended by raising, so that the clean-up on the way out runs; SIGINT already raises KeyboardInterrupt.
 ENDING = (signal.SIGTERM, signal.SIGHUP)
@@ -28,24 +30,12 @@ def owner(path: Path, kind: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def running(pid: int) -> bool:
-    """Whether ``pid`` names a process (another user's included). A reused pid keeps a leftover
-    a while longer; a newer process's folder is never taken for a dead one's."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep(parent: Path, kind: str) -> list[Path]:
     """Removes the folders of ``kind`` under ``parent`` whose owner is gone; returns them."""
     gone = []
     for path in Path(parent).glob(f"{PREFIX}{kind}-*"):
         pid = owner(path, kind)
-        if pid is not None and pid != os.getpid() and not running(pid) and path.is_dir() and not path.is_symlink():
+        if pid is not None and pid != os.getpid() and not pid_alive(pid) and path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
             gone.append(path)
     return gone

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +58,7 @@ from pathlib import Path
 from harness import cases
 from harness.cases import fits
 from harness.measure.machine import host_key, machine_label
+from harness.measure.inputs import write_whole
 from harness.measure.outcomes import OK
 from harness.measure.record import Record
 from harness.measure.store import COMMITTED, load_any
@@ -543,12 +543,7 @@ def write_report(path: Path, md: str, base_path, new_path, pattern) -> None:
     head = f"## oombench gate: {markdown.escape(base_path)} against {markdown.escape(new_path)}{scope}"
     text = "\n\n".join([head, md, READ_MORE]) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_whole(path, text)
 
 
 def history_floors(history: Path, base_path: Path, base: list[Record]) -> noise.Floors:
