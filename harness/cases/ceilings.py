@@ -153,34 +153,8 @@ def gpu_matmul(precision: str, n: int = GPU_MATMUL_N) -> Workload:
         ref = (a[rows].double() @ b.double()).cpu().numpy()
         return checked(f"matmul_{precision}", rel_err(c[rows].double().cpu().numpy(), ref), MATMUL_TOLERANCE[precision])
 
-    step = partial(torch.matmul, a, b, out=c)
-    if precision == "bf16":
-        # Planted for `harness compare`'s GPU test, reverted in the next commit: after each product,
-        # a spin kernel (torch.cuda._sleep) as long as 2% of one product, calibrated here.
-        spin = _cycles_for(torch, 0.02 * _seconds_each(torch, step))
-
-        def step():
-            torch.matmul(a, b, out=c)
-            torch.cuda._sleep(spin)
-    return Workload(step=step, sync=torch_sync((0,)), gpus=(0,),
+    return Workload(step=partial(torch.matmul, a, b, out=c), sync=torch_sync((0,)), gpus=(0,),
                     check=check, work={"flops": 2 * n**3}, warmup=3, repeat=20)
-
-
-def _seconds_each(torch, step, times: int = 20) -> float:
-    for _ in range(3):
-        step()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(times):
-        step()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / times
-
-
-def _cycles_for(torch, seconds: float, probe: int = 10_000_000) -> int:
-    rate = probe / _seconds_each(torch, lambda: torch.cuda._sleep(probe), times=5)
-    return int(seconds * rate)
 
 
 # ---- several GPUs ---------------------------------------------------------------------------
