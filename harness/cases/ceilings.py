@@ -153,32 +153,8 @@ def gpu_matmul(precision: str, n: int = GPU_MATMUL_N) -> Workload:
         ref = (a[rows].double() @ b.double()).cpu().numpy()
         return checked(f"matmul_{precision}", rel_err(c[rows].double().cpu().numpy(), ref), MATMUL_TOLERANCE[precision])
 
-    step = partial(torch.matmul, a, b, out=c)
-    if precision == "bf16":
-        # Planted for `harness compare`'s GPU test, reverted in the next commit: after each product,
-        # the first k rows of C computed again (the same values), k a multiple of 128 chosen here
-        # so that the extra product takes 2% of the whole one: added work, not idle time.
-        whole = _seconds_each(torch, step)
-        k = min(range(128, n // 4 + 1, 128), key=lambda k: abs(
-            _seconds_each(torch, partial(torch.matmul, a[:k], b, out=c[:k])) - 0.02 * whole))
-
-        def step():
-            torch.matmul(a, b, out=c)
-            torch.matmul(a[:k], b, out=c[:k])
-    return Workload(step=step, sync=torch_sync((0,)), gpus=(0,),
+    return Workload(step=partial(torch.matmul, a, b, out=c), sync=torch_sync((0,)), gpus=(0,),
                     check=check, work={"flops": 2 * n**3}, warmup=3, repeat=20)
-
-
-def _seconds_each(torch, step, times: int = 20) -> float:
-    for _ in range(3):
-        step()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(times):
-        step()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / times
 
 
 # ---- several GPUs ---------------------------------------------------------------------------
