@@ -143,6 +143,13 @@ def code_spans(text: str) -> Markup:
     return Markup("").join(Markup("<code>{}</code>").format(p) if i % 2 else escape(p) for i, p in enumerate(parts))
 
 
+def words(text) -> Markup:
+    """Text whose hyphenated words are kept whole ("nvidia-h100-80gb-hbm3-x1", "cupy-cuda13x"): a
+    table squeezed by the screen breaks its lines between words, never at a hyphen inside a value."""
+    return Markup(" ").join(Markup('<span class="word">{}</span>').format(w) if "-" in w else escape(w)
+                            for w in str(text).split(" "))
+
+
 def machines_view(rows: list[Row], results: Path) -> list[dict]:
     out = []
     for machine in sorted({r.machine for r in rows}):
@@ -189,7 +196,7 @@ def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environme
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, bytecode_cache=COMPILED)
     env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params,
-                       code=code_spans, cell=lambda text: str(text).replace("\\|", "|"),  # a table cell's markdown escape
+                       code=code_spans, words=words, cell=lambda text: str(text).replace("\\|", "|"),  # a table cell's markdown escape
                        does_not_fit=does_not_fit)  # worded as the tables word it
     ceilings = Ceilings(r.record for r in rows)
 
