@@ -4,7 +4,7 @@ The library is Chart.js 4 (MIT), vendored minified under ``vendor/`` with its li
 beside the pages: scatter charts, tooltips on hover and tap, and click events are built in, it is
 one file of about 200 KB with no dependency, and it is well kept (frequent releases, wide use).
 uPlot is smaller, but hovering a point of its scatter mode is a demo to copy by hand; ECharts and
-plotly.js do what is needed here at five to fifteen times the size.
+plotly.js do what is needed here at a megabyte or more.
 
 A page opened from ``file://`` can fetch nothing, so each chart's data travel as JSON inside the
 page, every text in them computed here with the pages' own formatters. Each technique has its own
