@@ -22,6 +22,7 @@ from harness.drive.asvconf import private_config
 from harness.drive.scratch import private_dir
 
 VENDOR = Path(__file__).parent / "asv_vendor"
+LEGEND_CSS = Path(__file__).parent / "asv_legend.css"  # keeps the graph's legend beside the plot, off the data
 # CDN address in asv's pages -> file under asv_vendor/ (copied to <site>/vendor/)
 CDN = {
     "https://code.jquery.com/jquery-3.3.1.min.js": "jquery.min.js",
@@ -38,12 +39,15 @@ CDN = {
 
 
 def localize(site: Path) -> list[str]:
-    """Point the site's CDN addresses at local copies; returns the addresses still remote."""
+    """Point the site's CDN addresses at local copies, and add oombench's legend style after
+    asv's own; returns the addresses still remote."""
     shutil.copytree(VENDOR, site / "vendor", dirs_exist_ok=True)
+    shutil.copyfile(LEGEND_CSS, site / LEGEND_CSS.name)
     for page in site.glob("*.html"):
         text = page.read_text()
         for url, local in CDN.items():
             text = text.replace(url, f"vendor/{local}")
+        text = text.replace("</head>", f'<link rel="stylesheet" href="{LEGEND_CSS.name}">\n</head>', 1)
         # The CDN tags carry subresource-integrity hashes of the minified CDN files; flot's local
         # copy is the unminified source, and a local file needs no integrity check: drop them.
         text = re.sub(r'(<(?:script|link)\b[^>]*"vendor/[^>]*>)',

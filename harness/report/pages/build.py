@@ -59,8 +59,7 @@ def ceiling_rows(rows: list[Row], machine: str, probes: tuple) -> list[tuple[str
     return out
 
 
-def family_view(case: str, rows: list[Row], all_rows: list[Row], draw=None) -> dict:
-    """``draw``: what draws a chart (``charts.drawing``'s), where not ``charts.pareto_svg`` right away."""
+def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
     fam = family(case)
     ft = family_table(rows)
     envs = ft["envs"]
@@ -70,22 +69,22 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row], draw=None) -> d
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
-            "sections": answer_sections(case, newest_stack(rows), draw) if fam.pareto else [],
+            "sections": answer_sections(case, newest_stack(rows)) if fam.pareto else [],
             "baseline": fmt_params(dict(fam.baseline)) if fam.baseline else "",
             "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
             "answers": answers_view(fam.answer, rows) if fam.answer else None}
 
 
-def answer_sections(case: str, rows: list[Row], draw=None) -> list[dict]:
-    return gpu_sections(headline.gpu_tables(rows), charts_for(case, rows, draw))
+def answer_sections(case: str, rows: list[Row]) -> list[dict]:
+    return gpu_sections(headline.gpu_tables(rows), charts.charts_for(case, rows))
 
 
-def gpu_sections(tables: list[dict], charts: list[dict]) -> list[dict]:
+def gpu_sections(tables: list[dict], figures: list[dict]) -> list[dict]:
     """One section per GPU (machine and library versions): its answer table, then its charts, so
     whoever reads one GPU reads one block; in the tables' order, a GPU with charts and no table last."""
     by_env = defaultdict(list)
-    for ch in charts:
+    for ch in figures:
         by_env[ch["env"]].append(ch)
     sections = [{**t, "charts": by_env.pop(t["env"], [])} for t in tables]
     return sections + [{"env": env, "lines": [], "budget_lines": [], "charts": chs} for env, chs in by_env.items()]
@@ -110,45 +109,6 @@ def answers_view(column: str, rows: list[Row]) -> dict:
             r, key, value, lower_bound(r.case, r.record.check, key), host_bound(r.case, r.record.check, key),
             old_cap(r.record, key))
     return {"column": column, "columns": columns, "table": dict(table)}
-
-
-def charts_for(case: str, rows: list[Row], draw=None) -> list[dict]:
-    """One chart per workload and GPU (machine and library versions): a frontier drawn across
-    16k to 2M nodes, or across two cards, compares nothing."""
-    groups = defaultdict(list)
-    for r in rows:
-        if r.record.outcome == OK and r.peak() is not None:
-            groups[(fmt_params(r.workload), r.environment_key)].append(r)
-    memory = "peak device memory gain" if family(case).memory == "device" else "peak host RSS"
-    out = []
-    for (workload, env), wrows in sorted(groups.items()):
-        unit = wrows[0].rate()[1]
-        pts = [r for r in wrows if r.rate()[1] == unit]
-        xy = [(r.peak() / GB, r.rate()[0]) for r in pts]
-        front = pareto(xy)
-        names = legend_names([r.technique for r in pts])
-        points = [(x, y, name, on) for (x, y), name, on in zip(xy, names, front)]
-        title = f"{case} on {env[0]}: {workload}" if workload != "(none)" else f"{case} on {env[0]}"
-        out.append({"workload": workload, "env": env, "unit": unit, "frontier": [r for r, on in zip(pts, front) if on],
-                    "svg": (draw or charts.pareto_svg)(points, f"{memory} (GB)", unit, title)})
-    return out
-
-
-def drawn(view: dict) -> dict:
-    """A family's view with each chart's SVG in place of the callable that waits for it."""
-    for section in view["sections"]:
-        for chart in section["charts"]:
-            if callable(chart["svg"]):
-                chart["svg"] = chart["svg"]()
-    return view
-
-
-def legend_names(techniques: list[dict]) -> list[str]:
-    """Each technique named by what differs within its chart: "budget=card micro_batch=8" on
-    every point would push the one word that tells them apart out of the legend."""
-    keys = [k for k in dict.fromkeys(k for t in techniques for k in t)
-            if len({str(t.get(k)) for t in techniques}) > 1]
-    return [fmt_params({k: t.get(k) for k in keys}) if keys else fmt_params(t) for t in techniques]
 
 
 def fits_view(case: str, rows: list[Row]) -> dict:
@@ -181,6 +141,13 @@ def code_spans(text: str) -> Markup:
     """A spec's text with its `backtick` spans as <code>, everything escaped."""
     parts = str(text).split("`")
     return Markup("").join(Markup("<code>{}</code>").format(p) if i % 2 else escape(p) for i, p in enumerate(parts))
+
+
+def words(text) -> Markup:
+    """Text whose hyphenated words are kept whole ("nvidia-h100-80gb-hbm3-x1", "cupy-cuda13x"): a
+    table squeezed by the screen breaks its lines between words, never at a hyphen inside a value."""
+    return Markup(" ").join(Markup('<span class="word">{}</span>').format(w) if "-" in w else escape(w)
+                            for w in str(text).split(" "))
 
 
 def machines_view(rows: list[Row], results: Path) -> list[dict]:
@@ -229,7 +196,7 @@ def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environme
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, bytecode_cache=COMPILED)
     env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params,
-                       code=code_spans, cell=lambda text: str(text).replace("\\|", "|"),  # a table cell's markdown escape
+                       code=code_spans, words=words, cell=lambda text: str(text).replace("\\|", "|"),  # a table cell's markdown escape
                        does_not_fit=does_not_fit)  # worded as the tables word it
     ceilings = Ceilings(r.record for r in rows)
 
@@ -247,7 +214,8 @@ def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environme
         return f"{pages.provenance[row.case]}#{row.rid}"
 
     # the marks' notes are the markdown tables' own, so a page and a table explain a mark in the same words
-    env.globals.update(prov=prov, OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE,
+    env.globals.update(prov=prov, chart_spec=lambda chart: charts.spec(chart, prov), chart_script=charts.SCRIPT,
+                       OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE,
                        HOST_BOUND_NOTE=NOTES[HOST_BOUND], HOST_SET_NOTE=NOTES[HOST_SET][2:],
                        OLD_CAP_NOTE=NOTES[OLD_CAP][2:])
     return env
@@ -284,18 +252,17 @@ def write_pages(results: Path, into: Path) -> list[Path]:
         written.append(path)
 
     shutil.copyfile(Path(__file__).parent / "templates" / "style.css", claim("style.css"))
+    shutil.copyfile(charts.VENDORED, claim(charts.SCRIPT))
     shown_of = defaultdict(list)
     for r in shown:
         shown_of[r.case].append(r)
-    with charts.drawing() as draw:  # the charts are drawn while the other pages are written
-        views = {case: family_view(case, shown_of[case], shown, draw) for case in cases}
-        write("index.html", "index.html", machines=machines_view(all_rows, results),
-              counts={c: len(shown_of[c]) for c in cases},
-              versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
-        write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
-        write("seeds.html", "seeds.html", intro=SEEDS_INTRO, sections=seeds_view(all_rows))
-        for case in cases:
-            write(pages.page[case], "family.html", v=drawn(views[case]))
+    write("index.html", "index.html", machines=machines_view(all_rows, results),
+          counts={c: len(shown_of[c]) for c in cases},
+          versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
+    write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
+    write("seeds.html", "seeds.html", intro=SEEDS_INTRO, sections=seeds_view(all_rows))
+    for case in cases:
+        write(pages.page[case], "family.html", v=family_view(case, shown_of[case], shown))
     shown_by_case = {c: [r for r in rs if r.rid in linked] for c, rs in by_case.items()}
     write("provenance.html", "provenance_index.html", counts={c: len(rs) for c, rs in shown_by_case.items()},
           totals={c: len(rs) for c, rs in by_case.items()})

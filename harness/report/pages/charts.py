@@ -1,72 +1,97 @@
-"""Throughput against peak memory, one chart per workload and GPU, drawn by matplotlib as inline
-SVG (the pages then need no script and work offline). Each technique has its own colour and
-marker, keyed in a legend outside the axes, so no label is printed over another; points on the
-Pareto frontier are filled and joined, the others hollow. Every text comes from records, so none
-is parsed as mathtext ("$" and "\\" stay what they are) and TeX is never used."""
+"""Throughput against peak memory, one chart per workload and GPU, drawn in the reader's browser.
+
+The library is Chart.js 4 (MIT), vendored minified under ``vendor/`` with its licence and copied
+beside the pages: scatter charts, tooltips on hover and tap, and click events are built in, it is
+one file of about 200 KB with no dependency, and it is well kept (frequent releases, wide use).
+uPlot is smaller, but hovering a point of its scatter mode is a demo to copy by hand; ECharts and
+plotly.js do what is needed here at a megabyte or more.
+
+A page opened from ``file://`` can fetch nothing, so each chart's data travel as JSON inside the
+page, every text in them computed here with the pages' own formatters. Each technique has its own
+colour and marker; the key is a list under the canvas, never over a point, each line a link to
+the record as its point is. Both axes start at zero: a window fitted to the points would show a
+0.1% difference as the chart's whole height."""
 from __future__ import annotations
 
-import io
-import os
 import textwrap
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
-from functools import partial
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 
-import matplotlib
+from harness.measure.outcomes import OK
+from harness.report.pages.families import family
+from harness.report.pages.fmt import fmt_params, fmt_rate
+from harness.report.pages.model import Row, pareto
+from harness.units import GB, gb
 
-matplotlib.use("Agg")  # no display on build machines
-import matplotlib.pyplot as plt  # noqa: E402
-
-# Text stays text in the SVG (searchable, small); no date, so rebuilt pages do not differ.
-plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "oombench", "font.size": 9, "text.usetex": False})
-PLAIN = {"parse_math": False}
-MARKERS = "osD^vP*X<>ph"
-
-
-def style(i: int) -> dict:
-    """Twenty colours and eleven markers: two techniques of one chart never look alike."""
-    return {"color": plt.get_cmap("tab20")(i % 20), "marker": MARKERS[i % len(MARKERS)]}
-
-
-def pareto_svg(points: list[tuple], x_label: str, y_label: str, title: str) -> str:
-    """points: [(peak GB, rate, technique, on_frontier), ...], one per technique."""
-    fig, ax = plt.subplots(figsize=(4.4, 3.2))  # with its legend, under half of a page 1400 px wide: two a row
-    front = sorted((x, y) for x, y, _, on in points if on)
-    if front:
-        ax.plot(*zip(*front), color="#888", linewidth=1, drawstyle="steps-post", zorder=2)
-    for i, (x, y, text, on) in enumerate(points):
-        st = style(i)
-        ax.scatter([x], [y], s=40, marker=st["marker"], edgecolors=st["color"], linewidths=1.3,
-                   facecolors=st["color"] if on else "none", zorder=3, label="\n".join(textwrap.wrap(text, 30)) or text)
-    ax.set_xlabel(x_label, **PLAIN)
-    ax.set_ylabel(y_label, **PLAIN)
-    ax.set_title("\n".join(textwrap.wrap(title, 56)), fontsize=9, **PLAIN)
-    ax.grid(True, alpha=0.3)
-    ax.locator_params(axis="x", nbins=4)  # on a narrow axis, long tick labels would touch
-    legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
-                       ncol=1 if len(points) <= 14 else 2)
-    for text in legend.get_texts():
-        text.set_parse_math(False)
-    out = io.StringIO()
-    fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")  # the legend inside the image
-    plt.close(fig)
-    svg = out.getvalue()
-    return svg[svg.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML
+VENDORED = Path(__file__).parent / "vendor" / "chart.umd.min.js"
+SCRIPT = "chart.umd.min.js"  # the file name beside the pages
+# Ten colours (matplotlib's tab10), then the next marker: forty techniques of one chart never look
+# alike. A marker is filled on the Pareto frontier and hollow off it, in the key as on the canvas.
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+MARKERS = (("circle", "●", "○"), ("rect", "■", "□"), ("rectRot", "◆", "◇"), ("triangle", "▲", "△"))
+WRAP = 30  # characters a tooltip line holds: a 390 px screen shows it whole
 
 
-def _draw(*args) -> str:
-    return pareto_svg(*args)  # looked up when called, in the worker: a stand-in a test puts in place is used
+@dataclass(frozen=True)
+class Point:
+    row: Row
+    name: str  # what tells this technique from the others of its chart
+    peak: int  # bytes
+    rate: float
+    front: bool  # on the Pareto frontier
+    colour: str
+    marker: str  # Chart.js's point style
+    glyph: str  # the same mark as text, for the key
 
 
-@contextmanager
-def drawing(cpus: int | None = None):
-    """``draw(points, x_label, y_label, title)``, giving a callable that returns that chart's SVG.
-    With several CPUs the charts are drawn beside the build in worker processes, one a CPU: each
-    chart stands alone, and matplotlib draws one at a time in a process. With one CPU each is
-    drawn when it is read."""
-    cpus = cpus or len(os.sched_getaffinity(0))
-    if cpus < 2:
-        yield lambda *args: partial(_draw, *args)
-        return
-    with ProcessPoolExecutor(cpus) as pool:
-        yield lambda *args: pool.submit(_draw, *args).result
+def legend_names(techniques: list[dict]) -> list[str]:
+    """Each technique named by what differs within its chart: "budget=card micro_batch=8" on
+    every point would push the one word that tells them apart out of the key."""
+    keys = [k for k in dict.fromkeys(k for t in techniques for k in t)
+            if len({str(t.get(k)) for t in techniques}) > 1]
+    return [fmt_params({k: t.get(k) for k in keys}) if keys else fmt_params(t) for t in techniques]
+
+
+def points(rows: list[Row]) -> list[Point]:
+    """One point per row (rows of one rate unit), styled by its place in the chart."""
+    xy = [(r.peak(), r.rate()[0]) for r in rows]
+    out = []
+    for i, (row, name, (peak, rate), front) in enumerate(zip(rows, legend_names([r.technique for r in rows]),
+                                                             xy, pareto(xy))):
+        shape, filled, hollow = MARKERS[(i // len(COLOURS)) % len(MARKERS)]
+        out.append(Point(row, name, peak, rate, front, COLOURS[i % len(COLOURS)], shape, filled if front else hollow))
+    return out
+
+
+def charts_for(case: str, rows: list[Row]) -> list[dict]:
+    """One chart per workload and GPU (machine and library versions): a frontier drawn across
+    16k to 2M nodes, or across two cards, compares nothing."""
+    groups = defaultdict(list)
+    for r in rows:
+        if r.record.outcome == OK and r.peak() is not None:
+            groups[(fmt_params(r.workload), r.environment_key)].append(r)
+    memory = "peak device memory gain" if family(case).memory == "device" else "peak host RSS"
+    out = []
+    for (workload, env), wrows in sorted(groups.items()):
+        unit = wrows[0].rate()[1]
+        pts = points([r for r in wrows if r.rate()[1] == unit])
+        title = f"{case} on {env[0]}: {workload}" if workload != "(none)" else f"{case} on {env[0]}"
+        out.append({"workload": workload, "env": env, "unit": unit, "title": title, "points": pts,
+                    "x_label": f"{memory} (GB)", "y_label": unit, "memory": memory,
+                    "frontier": [p.row for p in pts if p.front]})
+    return out
+
+
+def spec(chart: dict, link) -> dict:
+    """What the page's script draws, as JSON: ``link(row)`` is the address of a row's record."""
+    pts = chart["points"]
+    return {"x_label": chart["x_label"], "y_label": chart["y_label"],
+            "points": [{"x": p.peak / GB, "y": p.rate, "title": textwrap.wrap(p.name, WRAP) or [p.name],
+                        "lines": [f"{fmt_rate(p.rate)} {chart['unit']}", f"{gb(p.peak, 2)} {chart['memory']}"]
+                        + (["on the Pareto frontier"] if p.front else []),
+                        "href": link(p.row), "colour": p.colour, "marker": p.marker, "front": p.front}
+                       for p in pts],
+            "frontier": [{"x": p.peak / GB, "y": p.rate} for p in sorted(pts, key=lambda p: (p.peak, -p.rate))
+                         if p.front]}

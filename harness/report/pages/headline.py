@@ -67,9 +67,16 @@ def gpu_tables(rows: list[Row]) -> list[dict]:
         bases = [r for r in rs if is_base(r, pairs)]
         for r in rs:
             tables[env].append({"workload": workload, **line(r, base_for(r, bases))})  # a baseline reads 1.00x
-    # GPUs first: a CPU box's figures are the footnote, not the answer.
-    order = sorted(tables.items(), key=lambda kv: (not any(r.gpu_memory for r in (l["row"] for l in kv[1])), kv[0]))
+    order = sorted(tables.items(), key=lambda kv: says_most(*kv))
     return [{"env": env, **split_by_budget(lines)} for env, lines in order]
+
+
+def says_most(env: tuple, lines: list[dict]) -> tuple:
+    """Orders GPUs so that the page opens on the one that compares most: GPUs first (a CPU box's
+    figures are the footnote, not the answer), then the most techniques measured (a 2-GPU box
+    that ran ddp and fsdp says more than a 1-GPU box that could only run single)."""
+    measured = {l["technique"] for l in lines if l["row"].record.outcome == OK}
+    return not any(l["row"].gpu_memory for l in lines), -len(measured), env
 
 
 def split_by_budget(lines: list[dict]) -> dict:
