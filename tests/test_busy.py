@@ -39,7 +39,7 @@ def busy_of(monkeypatch, shares, gpus) -> dict:
 
 def test_gpus_that_take_turns_read_as_busy_together(monkeypatch):
     got = busy_of(monkeypatch, [45, 43], (0, 1))  # naive model parallel: one stage at a time
-    assert got == {"fraction": 0.88, "source": "nvml", "gpus": [0.45, 0.43]}
+    assert got == {"fraction": 0.88, "source": "nvml", "gpus": [0.45, 0.43], "sampled": ["gpu0", "gpu1"]}
 
 
 @pytest.mark.parametrize("shares, gpus, fraction", [([30, 30], (0, 1), 0.6), ([90, 95], (0, 1), 1.0),

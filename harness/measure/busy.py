@@ -11,6 +11,11 @@ a few extra steps after the timed ones (so profiling never touches the timing or
   over those steps, where the profiler saw no GPU activity or is not available, per GPU (kept as
   ``gpus``) and summed over a step's GPUs (``across_gpus``). Coarser: the driver samples every
   1/6 s to 1 s.
+
+Every reading names the GPUs it read (``sampled``: ``gpuN``, N the CUDA device of the process
+that ran the steps), and a GPU case that neither could read says why (``source: none``, with
+the ``reason`` of each: no NVML here, no device behind the ordinal, no sample): a GPU case's
+record never holds an empty busy share, which the gate would read as "busy unknown".
 """
 from __future__ import annotations
 
@@ -78,7 +83,7 @@ def _nvml(workload) -> list[float] | None:
     from harness.measure.devices import cuda_gpu
     gpus = [cuda_gpu(o) for o in workload.gpus]  # the cards CUDA devices are, CUDA_VISIBLE_DEVICES honoured
     if any(g is None for g in gpus):
-        return None
+        raise LookupError(f"no NVML device behind CUDA device(s) {list(workload.gpus)}")
     nvml.nvmlInit()
     try:
         handles = [nvml.nvmlDeviceGetHandleByUUID(g.uuid) for g in gpus]
@@ -165,10 +170,15 @@ def across_gpus(shares: list[float]) -> float:
     return min(1.0, sum(shares))
 
 
+def label(ordinal: int) -> str:
+    """A GPU as a reading names it: the CUDA device of the process that ran the steps."""
+    return f"gpu{ordinal}"
+
+
 def gpu_busy(workload, step_s: float) -> dict:
-    """{"fraction": 0..1, "source": "cupti" | "nvml"}; {} for a case without a GPU; what the
-    processes that ran the steps read (``Workload.busy``) where they were not this one;
-    {"source": ..., "reason": ...} where neither could say."""
+    """{"fraction": 0..1, "source": "cupti" | "nvml", "sampled": [the GPUs read]}; {} for a case
+    without a GPU; what the processes that ran the steps read (``Workload.busy``) where they were
+    not this one; {"source": "none", "reason": ...} where neither could say."""
     if workload.timing is not None:
         return workload.busy
     if not workload.gpus:
@@ -182,7 +192,7 @@ def gpu_busy(workload, step_s: float) -> dict:
             reasons.append(f"{source}: {type(e).__name__}: {e}"[:200])
             continue
         if reading is not None:
-            return {**reading, "source": source}
+            return {**reading, "source": source, "sampled": [label(o) for o in workload.gpus]}
         reasons.append(f"{source}: saw no GPU activity")
     return {"source": "none", "reason": "; ".join(reasons)}
 
