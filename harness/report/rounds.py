@@ -25,7 +25,6 @@ import statistics
 
 from harness.measure.outcomes import OK
 from harness.measure.record import Record
-from harness.measure.store import latest
 from harness.measure.timing import Timing
 
 
@@ -40,7 +39,7 @@ def pooled(recs: list[Record]) -> dict[tuple[str, str], Record]:
 def one(rounds: list[Record]) -> Record:
     """The newest round, carrying the timing of all (``timing``); the newest round that did not
     end ok where there is one."""
-    ordered = list(latest(rounds, key=id).values())  # oldest first, by ``created``
+    ordered = sorted(rounds, key=lambda r: r.created)
     lost = [r for r in ordered if r.outcome != OK or r.timing is None]
     if lost:
         return lost[-1]
