@@ -5,10 +5,10 @@ cannot be trusted or holds nothing to compare.
 BASE and NEW are record files or folders of them. Cases are matched on (case, parameters) within
 one machine kind: a side that mixes kinds, or two sides of different kinds, are refused unless
 ``cross_machine`` is asked for, because a comparison across kinds compares hardware, not code.
-Where a side holds a case more than once, its latest record stands for it (where each side holds
-the rounds of one ``harness compare`` session, ``all_rounds``, all of them: ``harness.report.rounds``); with ``cross_machine``,
-NEW's latest record of BASE's own kind stands for it wherever NEW has one, however much newer
-NEW's records of other kinds are.
+Where a side holds a case more than once, its latest record stands for it (all of them, where each
+side holds the rounds of one ``harness compare`` session: ``all_rounds``, ``harness.report.rounds``);
+with ``cross_machine``, NEW's latest record of BASE's own kind stands for it wherever NEW has one,
+however much newer NEW's records of other kinds are.
 
 The gate fails closed. Every line of both sides must be a valid record (else exit 2, "file:line:
 why"). A case ok in BASE fails when in NEW it is missing, skipped, failed or does not fit (unless
