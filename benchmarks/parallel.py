@@ -6,12 +6,16 @@ GPU counts a box lacks skip with the reason. ``cut`` (added last, so that earlie
 their keys) is where model parallel cuts ResNet50: balanced, or after ``layer2`` as seed 003 did.
 The ``*TwoNodes`` classes run DDP as two rendezvoused node agents of one GPU each on this box,
 with NCCL's fast transports and over sockets (as between hosts without a fast link): the network's
-cost is the difference. The CPU classes are the newcomer's run: a tiny LM on gloo, two CPU
+cost is the difference. ``ResnetScaling`` runs ResNet50 at 1024 x 1024 by data parallel at batch 16,
+which splits evenly over 1, 2, 4 and 8 GPUs (the tutorial's 10 does not over 4 or 8), so its
+scaling efficiency reads at every GPU count; its one-GPU step holds under a third of an 80 GB
+card. The CPU classes are the newcomer's run: a tiny LM on gloo, two CPU
 workers, seconds apiece."""
 from benchmarks.common import _OnDevice, _OnHost
 
 RESNET_CASE, LM_CASE = "parallel_resnet50", "parallel_lm"
 TUTORIAL = {"batch": 10}
+SCALING = {"batch": 16, "image_size": 1024}  # a global batch every GPU count of ALL_GPUS divides
 ONE_NODE = {"nodes": 1, "transport": "fast"}
 CUTS = ["balanced", "seed003"]
 TRANSPORTS = ["fast", "sockets"]
@@ -36,6 +40,20 @@ class ResnetDataParallel(_OnDevice):
     fixed = dict(TUTORIAL, **ONE_NODE, cut="balanced", device="cuda", micro_batches=1)
     param_names = ["strategy", "gpus", "image_size"]
     params = [DATA_PARALLEL, ALL_GPUS, IMAGE_SIZES]
+
+
+class ResnetScalingSingle(_OnDevice):
+    case = RESNET_CASE
+    fixed = dict(SCALING, **ONE_NODE, cut="balanced", strategy="single", device="cuda", gpus=1, micro_batches=1)
+    param_names = []
+    params = []
+
+
+class ResnetScaling(_OnDevice):
+    case = RESNET_CASE
+    fixed = dict(SCALING, **ONE_NODE, cut="balanced", device="cuda", micro_batches=1)
+    param_names = ["strategy", "gpus"]
+    params = [DATA_PARALLEL, ALL_GPUS]
 
 
 class ResnetModelParallel(_OnDevice):

@@ -39,7 +39,7 @@ def busy_of(monkeypatch, shares, gpus) -> dict:
 
 def test_gpus_that_take_turns_read_as_busy_together(monkeypatch):
     got = busy_of(monkeypatch, [45, 43], (0, 1))  # naive model parallel: one stage at a time
-    assert got == {"fraction": 0.88, "source": "nvml", "gpus": [0.45, 0.43]}
+    assert got == {"fraction": 0.88, "source": "nvml", "gpus": [0.45, 0.43], "sampled": ["gpu0", "gpu1"]}
 
 
 @pytest.mark.parametrize("shares, gpus, fraction", [([30, 30], (0, 1), 0.6), ([90, 95], (0, 1), 1.0),
@@ -112,3 +112,33 @@ def test_the_runner_files_what_the_ranks_read_where_they_ran_the_steps():
     ranks = {"fraction": 0.9, "source": "nvml", "gpus": [0.9], "sampled": ["gpu0"]}
     w = Workload(step=lambda: None, check=dict, work={}, gpus=(0,), timing=Timing(1, 1, 1, 1, 1, 3, 1), busy=ranks)
     assert busy.gpu_busy(w, 1.0) == ranks
+
+
+# ---- a one-process case: NVML read over its timed steps where they lasted long enough ------------
+
+def one_process(monkeypatch, lasted_s: float):
+    """gpu_busy of a case whose timed steps NVML sampled for ``lasted_s``; (reading, extra steps run)."""
+    fake = SinceKept([80])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(busy, "_profiled", lambda *a: None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    extra = []
+    step = types.SimpleNamespace(gpus=(0,), timing=None, prepare=no_prepare, step=lambda: extra.append(1),
+                                 sync=lambda: None)
+    monkeypatch.setattr(busy, "NVML_MIN_S", 0.05)
+    with busy.Sampled(step.gpus) as timed:
+        timed.begin()
+        timed.end()
+        timed.lasted = lasted_s
+        return busy.gpu_busy(step, 0.01, timed), len(extra), fake.since[0] == timed.since
+
+
+def test_a_one_process_case_is_read_over_its_timed_steps_where_they_lasted_long_enough(monkeypatch):
+    got, extra, from_timed = one_process(monkeypatch, lasted_s=1.0)
+    assert got == {"fraction": 0.8, "gpus": [0.8], "source": "nvml", "sampled": ["gpu0"]}
+    assert extra == 0 and from_timed  # no step ran for the reading: it is the timed steps'
+
+
+def test_timed_steps_too_short_for_the_driver_are_read_over_extra_steps(monkeypatch):
+    got, extra, from_timed = one_process(monkeypatch, lasted_s=0.001)
+    assert got["fraction"] == 0.8 and extra >= 1 and not from_timed

@@ -51,6 +51,8 @@ CLASSES = {
     "parallel.ResnetSingle": (["image_size"], [[224, 1024, 2048]], "device"),
     "parallel.ResnetDataParallel": (["strategy", "gpus", "image_size"], [["dp", "ddp", "fsdp"], [1, 2, 4, 8], [1024, 2048]],
                                      "device"),
+    "parallel.ResnetScalingSingle": ([], [], "device"),
+    "parallel.ResnetScaling": (["strategy", "gpus"], [["dp", "ddp", "fsdp"], [1, 2, 4, 8]], "device"),
     "parallel.ResnetModelParallel": (["gpus", "image_size", "cut"], [[2, 4, 8], [1024, 2048], ["balanced", "seed003"]],
                                      "device"),
     "parallel.ResnetPipeline": (["gpus", "micro_batches", "image_size", "cut"],

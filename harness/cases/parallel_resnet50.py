@@ -16,7 +16,7 @@ from harness.cases.base import Case
 DEVICES = ("cuda", "cpu")
 GPUS = (1, 2, 3, 4, 8)
 MICRO_BATCHES = (1, 2, 5, 10)
-BATCHES = (2, 10, 20, 40, 80)
+BATCHES = (2, 10, 16, 20, 40, 80)
 IMAGE_SIZES = (64, 224, 512, 1024, 2048)
 NODES = (1, 2)
 # Parameters added after records were filed, at the values those records ran at.

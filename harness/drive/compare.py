@@ -9,8 +9,9 @@ point asv's benchmarks call (``harness.drive.bench.measure``); per case the two 
 A B B A A B ..., so that a drift of the box over the session weighs on both alike.
 
 Which cases: those this checkout's ``benchmarks/`` select by ``--profile`` or ``--bench``, as
-``harness run`` selects them. The gate (``harness.report.gate``) then compares the last round
-of each side, its noise floors learned from BASE's rounds alone: the within-session noise of
+``harness run`` selects them. The gate (``harness.report.gate``) then judges every round of each
+side (``harness.report.rounds``: the median of a side's round medians, a rank test over all its
+rounds' steps), its noise floors learned from BASE's rounds alone: the within-session noise of
 one code, never widened by the difference being judged. The worktrees are removed on the way
 out, whether the run ends, fails or is stopped; the records stay in the compare's folder.
 """
@@ -38,8 +39,8 @@ from harness.report.summary import row
 
 BASE, NEW = "base", "new"
 LETTER = {BASE: "A", NEW: "B"}
-# Three rounds give BASE three runs of each case to learn its noise from, and end on A B, the
-# two sides' last runs side by side: the pair the gate compares.
+# Three rounds give BASE three runs of each case to learn its noise from, and each side three
+# votes, so that one round that landed badly does not decide the verdict.
 ROUNDS = 3
 # What a case's fresh process runs, with the worktree's harness first on its path.
 CASE = "import json, sys; from harness.drive.bench import measure; measure(sys.argv[1], **json.loads(sys.argv[2]))"
@@ -183,7 +184,7 @@ def judge(folder: Path, report: Path, threshold: float) -> int:
     """The gate of NEW's records against BASE's, with floors learned from BASE's rounds."""
     from harness.report.gate import gate
     base, new = folder / BASE / "records", folder / NEW / "records"
-    rc, text = gate(base, new, threshold=threshold, history=base, report=report)
+    rc, text = gate(base, new, threshold=threshold, history=base, report=report, all_rounds=True)
     print(text, file=sys.stderr if rc == 2 else sys.stdout)
     return rc
 
@@ -201,7 +202,8 @@ def heading(commits: dict[str, str], revs: tuple[str, str], machine: str, second
     return [f"## oombench compare: `{commits[BASE][:8]}` ({revs[0]}) against `{commits[NEW][:8]}` ({revs[1]})",
             f"Both measured on {machine} in one session, {seconds / 60:.1f} min: {cases} case(s), {rounds} round(s) "
             f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
-            "a fresh process; the gate compares the last round of each side, its floors learned from BASE's rounds."]
+            "a fresh process; the gate judges every round of each side (the median of its rounds' medians), its floors "
+            "learned from BASE's rounds."]
 
 
 def main(base_rev: str, new_rev: str = "HEAD", *, profile: str = "standard", bench: str | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from harness import cases
 from harness.cases.base import Case, Config
 from harness.measure import budget
-from harness.measure.busy import gpu_busy
+from harness.measure.busy import Sampled, gpu_busy
 from harness.measure.devices import Devices, discover
 from harness.measure.environment import snapshot
 from harness.measure.memory import PeakMemory
@@ -40,13 +40,16 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
         with peak:
             workload = case.build(**params, **extra)
             try:
-                timing = workload.timing or time_steps(workload.step, sync=workload.sync, prepare=workload.prepare,
-                                                       warmup=workload.warmup, repeat=workload.repeat,
-                                                       begin=peak.steps_begin)
-                peak.steps_end()
-                work = workload.work
-                check = workload.check()
-                busy = gpu_busy(workload, timing.median_s)
+                # NVML sampled beside the timed steps (where this process runs them).
+                with Sampled(() if workload.timing else workload.gpus) as timed:
+                    timing = workload.timing or time_steps(workload.step, sync=workload.sync, prepare=workload.prepare,
+                                                           warmup=workload.warmup, repeat=workload.repeat,
+                                                           begin=lambda: (peak.steps_begin(), timed.begin()))
+                    timed.end()
+                    peak.steps_end()
+                    work = workload.work
+                    check = workload.check()
+                    busy = gpu_busy(workload, timing.median_s, timed)
             finally:
                 workload.close()
     except Skip as e:

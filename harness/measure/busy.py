@@ -7,10 +7,17 @@ a few extra steps after the timed ones (so profiling never touches the timing or
 - ``cupti``: kernels, copies and memsets that PyTorch's profiler (CUPTI) saw, their union over
   each step's window, per step, over the median step time of the unprofiled timing (the
   profiler's own overhead lengthens the profiled steps on the host, never the GPU's work).
-- ``nvml``: NVML's utilisation samples (the share of each sample period in which a kernel ran)
-  over those steps, where the profiler saw no GPU activity or is not available, per GPU (kept as
+- ``nvml``: NVML's utilisation samples (the share of each sample period in which a kernel ran),
+  where the profiler saw no GPU activity or is not available: over the timed steps themselves
+  where they lasted long enough for several samples (``Sampled``, read beside them, which
+  touches neither their timing nor their peaks), else over extra steps; per GPU (kept as
   ``gpus``) and summed over a step's GPUs (``across_gpus``). Coarser: the driver samples every
   1/6 s to 1 s.
+
+Every reading names the GPUs it read (``sampled``: ``gpuN``, N the CUDA device of the process
+that ran the steps), and a GPU case that neither could read says why (``source: none``, with
+the ``reason`` of each: no NVML here, no device behind the ordinal, no sample): a GPU case's
+record never holds an empty busy share, which the gate would read as "busy unknown".
 """
 from __future__ import annotations
 
@@ -78,7 +85,7 @@ def _nvml(workload) -> list[float] | None:
     from harness.measure.devices import cuda_gpu
     gpus = [cuda_gpu(o) for o in workload.gpus]  # the cards CUDA devices are, CUDA_VISIBLE_DEVICES honoured
     if any(g is None for g in gpus):
-        return None
+        raise LookupError(f"no NVML device behind CUDA device(s) {list(workload.gpus)}")
     nvml.nvmlInit()
     try:
         handles = [nvml.nvmlDeviceGetHandleByUUID(g.uuid) for g in gpus]
@@ -94,10 +101,11 @@ def _nvml(workload) -> list[float] | None:
         nvml.nvmlShutdown()
 
 
-def _share(nvml, handle, since_us: int) -> float | None:
-    """A GPU's mean utilisation over the driver's samples since ``since_us``; None without any."""
+def _share(nvml, handle, since_us: int, until_us: int | None = None) -> float | None:
+    """A GPU's mean utilisation over the driver's samples since ``since_us`` (up to ``until_us``);
+    None without any."""
     _, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, since_us)
-    values = [s.sampleValue.uiVal for s in samples if s.timeStamp >= since_us]
+    values = [s.sampleValue.uiVal for s in samples if since_us <= s.timeStamp <= (until_us or s.timeStamp)]
     return sum(values) / len(values) / 100 if values else None
 
 
@@ -110,7 +118,7 @@ class Sampled:
 
     def __init__(self, gpus):
         self.gpus, self.handles, self.problem = list(gpus), [], None
-        self.since, self.t0 = None, None
+        self.since, self.t0, self.until, self.lasted = None, None, None, 0.0
 
     def __enter__(self):
         if self.gpus:
@@ -134,6 +142,21 @@ class Sampled:
 
     def begin(self) -> None:
         self.since, self.t0 = int(time.time() * 1e6), time.perf_counter()
+
+    def end(self) -> None:
+        """The timed steps are over: what runs after them (a check, a profiler) is not theirs.
+        Nothing where they never began (measured elsewhere)."""
+        if self.t0 is None:
+            return
+        self.until, self.lasted = int(time.time() * 1e6), time.perf_counter() - self.t0
+
+    def timed_shares(self) -> list[float] | None:
+        """Each GPU's utilisation over the timed steps (``begin`` to ``end``), where they lasted
+        NVML_MIN_S or more and every GPU has a sample; None otherwise."""
+        if not self.handles or self.until is None or self.lasted < NVML_MIN_S:
+            return None
+        shares = [_share(self.nvml, h, self.since, self.until) for h in self.handles]
+        return None if None in shares else shares
 
     def steps_short(self, step_s: float) -> int:
         """Untimed steps still to run for the window to last NVML_MIN_S."""
@@ -165,16 +188,22 @@ def across_gpus(shares: list[float]) -> float:
     return min(1.0, sum(shares))
 
 
-def gpu_busy(workload, step_s: float) -> dict:
-    """{"fraction": 0..1, "source": "cupti" | "nvml"}; {} for a case without a GPU; what the
-    processes that ran the steps read (``Workload.busy``) where they were not this one;
-    {"source": ..., "reason": ...} where neither could say."""
+def label(ordinal: int) -> str:
+    """A GPU as a reading names it: the CUDA device of the process that ran the steps."""
+    return f"gpu{ordinal}"
+
+
+def gpu_busy(workload, step_s: float, timed: Sampled | None = None) -> dict:
+    """{"fraction": 0..1, "source": "cupti" | "nvml", "sampled": [the GPUs read]}; {} for a case
+    without a GPU; what the processes that ran the steps read (``Workload.busy``) where they were
+    not this one; {"source": "none", "reason": ...} where neither could say. ``timed``: NVML as
+    it sampled the timed steps, read before any extra step is run."""
     if workload.timing is not None:
         return workload.busy
     if not workload.gpus:
         return {}
     reasons = []
-    readers = (("cupti", lambda: _cupti_reading(workload, step_s)), ("nvml", lambda: _nvml_reading(workload)))
+    readers = (("cupti", lambda: _cupti_reading(workload, step_s)), ("nvml", lambda: _nvml_reading(workload, timed)))
     for source, read in readers:
         try:
             reading = read()
@@ -182,7 +211,7 @@ def gpu_busy(workload, step_s: float) -> dict:
             reasons.append(f"{source}: {type(e).__name__}: {e}"[:200])
             continue
         if reading is not None:
-            return {**reading, "source": source}
+            return {**reading, "source": source, "sampled": [label(o) for o in workload.gpus]}
         reasons.append(f"{source}: saw no GPU activity")
     return {"source": "none", "reason": "; ".join(reasons)}
 
@@ -192,9 +221,10 @@ def _cupti_reading(workload, step_s: float) -> dict | None:
     return None if fraction is None else {"fraction": round(fraction, 4)}
 
 
-def _nvml_reading(workload) -> dict | None:
-    """The shares summed (``across_gpus``), each GPU's kept beside."""
-    shares = _nvml(workload)
+def _nvml_reading(workload, timed: Sampled | None) -> dict | None:
+    """The shares summed (``across_gpus``), each GPU's kept beside: over the timed steps where
+    ``timed`` read them, else over steps run for it."""
+    shares = (timed.timed_shares() if timed is not None else None) or _nvml(workload)
     if shares is None:
         return None
     return {"fraction": round(across_gpus(shares), 4), "gpus": [round(v, 4) for v in shares]}

@@ -5,9 +5,10 @@ cannot be trusted or holds nothing to compare.
 BASE and NEW are record files or folders of them. Cases are matched on (case, parameters) within
 one machine kind: a side that mixes kinds, or two sides of different kinds, are refused unless
 ``cross_machine`` is asked for, because a comparison across kinds compares hardware, not code.
-Where a side holds a case more than once, its latest record stands for it; with ``cross_machine``,
-NEW's latest record of BASE's own kind stands for it wherever NEW has one, however much newer
-NEW's records of other kinds are.
+Where a side holds a case more than once, its latest record stands for it (all of them, where each
+side holds the rounds of one ``harness compare`` session: ``all_rounds``, ``harness.report.rounds``);
+with ``cross_machine``, NEW's latest record of BASE's own kind stands for it wherever NEW has one,
+however much newer NEW's records of other kinds are.
 
 The gate fails closed. Every line of both sides must be a valid record (else exit 2, "file:line:
 why"). A case ok in BASE fails when in NEW it is missing, skipped, failed or does not fit (unless
@@ -63,7 +64,7 @@ from harness.measure.outcomes import OK
 from harness.measure.record import Record
 from harness.measure.store import COMMITTED, load_any
 from harness.measure.store import latest as store_latest
-from harness.report import markdown, noise
+from harness.report import markdown, noise, rounds
 from harness.units import MB, gb
 
 # Memory labels that are peaks (the others are levels before the case, or a final level).
@@ -91,6 +92,9 @@ class Options:
     min_bytes: int = 64 * MB
     cross_machine: bool = False
     allow: frozenset = frozenset()  # keys of ALLOW
+    # Each side's records are rounds of one session (``harness compare``): every round of a case
+    # is judged (``harness.report.rounds``), not its latest alone.
+    rounds: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,9 +188,14 @@ def latest(recs: list[Record]) -> dict[tuple[str, str], Record]:
     return store_latest(recs, key=lambda r: (r.case, params_text(r)))
 
 
-def pairs(base: list[Record], new: list[Record]) -> dict[tuple[str, str], tuple[Record | None, Record | None]]:
+def pairs(base: list[Record], new: list[Record], all_rounds: bool = False
+          ) -> dict[tuple[str, str], tuple[Record | None, Record | None]]:
     """(case, parameters) -> (BASE's record, NEW's record): each side's latest, NEW's of BASE's
-    record's own machine kind wherever NEW has one (only a cross-machine NEW mixes kinds)."""
+    record's own machine kind wherever NEW has one (only a cross-machine NEW mixes kinds); with
+    ``all_rounds``, each side's rounds of the case read as one (``rounds.pooled``)."""
+    if all_rounds:
+        b, n = rounds.pooled(base), rounds.pooled(new)
+        return {key: (b.get(key), n.get(key)) for key in sorted(set(b) | set(n))}
     b, n = latest(base), latest(new)
     same_kind = store_latest(new, key=lambda r: (noise.kind_of(r), r.case, params_text(r)))
     out = {}
@@ -398,7 +407,7 @@ def compare_one(report: Report, old: Record, cur: Record, floors: noise.Floors, 
 def compare(base: list[Record], new: list[Record], floors: noise.Floors | None = None,
             opts: Options = Options()) -> Report:
     floors = floors if floors is not None else noise.history_floors(HISTORY)
-    matched = pairs(base, new)
+    matched = pairs(base, new, opts.rounds)
     common = {key: p for key, p in matched.items() if None not in p}
     if common and all(old == cur for old, cur in common.values()):
         raise GateError(f"BASE and NEW hold the same {len(common)} record(s): the gate compares two measurements; "
@@ -448,6 +457,9 @@ def notes(report: Report, opts: Options, kind: str) -> list[str]:
            f"floor a = learned across hosts, w = within one host, d = default; bigger when a peak grows by more "
            f"than max({bytes_text(opts.min_bytes)}, {max(PEAK_REL, opts.threshold):.0%}); a what-fits search "
            "by its answer and the peak of the probe at it, never its wall time"]
+    if opts.rounds:
+        out.append("rounds: each side's time is the median of its rounds' medians, the rank test over all its "
+                   f"rounds' steps; floors learned from BASE's rounds alone, at least {noise.SESSION_MIN_FLOOR:.0%}")
     if opts.cross_machine:
         out.append(f"cross-machine: matched on case and parameters alone, NEW's record of BASE's kind first; "
                    f"floors are those of BASE's kind ({kind})")
@@ -510,12 +522,13 @@ def refusal(e: GateError, fmt: str) -> str:
 
 def gate(base_path: Path, new_path: Path, threshold: float = 0.0, k: float = 2.0, min_bytes: int = 64 * MB,
          pattern: str | None = None, cross_machine: bool = False, fmt: str = "text",
-         history: Path | None = None, report: Path | None = None, allow=()) -> tuple[int, str]:
+         history: Path | None = None, report: Path | None = None, allow=(), all_rounds: bool = False) -> tuple[int, str]:
     """(exit code, text): 0 pass, 1 regressions, 2 input that cannot be compared or a report that
     cannot be written (the text says why). ``report``: a markdown file for a pull-request comment,
-    written whatever the outcome. ``allow``: keys of ALLOW, what the gate then lets through."""
+    written whatever the outcome. ``allow``: keys of ALLOW, what the gate then lets through.
+    ``all_rounds``: each side holds rounds of one session on one box (``Options.rounds``)."""
     try:
-        opts = Options(threshold, k, min_bytes, cross_machine, check_allow(allow))
+        opts = Options(threshold, k, min_bytes, cross_machine, check_allow(allow), all_rounds)
         rc, text, md = _gate(base_path, new_path, opts, pattern, fmt, history)
     except GateError as e:
         rc, text, md = 2, refusal(e, "text"), refusal(e, "markdown")
@@ -546,11 +559,12 @@ def write_report(path: Path, md: str, base_path, new_path, pattern) -> None:
     write_whole(path, text)
 
 
-def history_floors(history: Path, base_path: Path, base: list[Record]) -> noise.Floors:
+def history_floors(history: Path, base_path: Path, base: list[Record], session: bool = False) -> noise.Floors:
     """The floors learned from ``history``; where it is BASE's own path, from BASE's records as
-    already read (a history of many records is read once)."""
+    already read (a history of many records is read once), at least ``noise.SESSION_MIN_FLOOR``
+    where those are rounds of one session (``session``)."""
     if history.resolve() == base_path.resolve():
-        return noise.Floors(base)
+        return noise.Floors(base, least=noise.SESSION_MIN_FLOOR if session else noise.MIN_FLOOR)
     return noise.history_floors(history)
 
 
@@ -565,7 +579,7 @@ def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[in
     if not opts.cross_machine and kinds[0] != kinds[1]:
         raise GateError(f"BASE is {kinds[0] or 'empty'} and NEW is {kinds[1] or 'empty'}: compare records of one "
                         "machine kind, or pass --cross-machine to match on case and parameters alone")
-    floors = history_floors(Path(history) if history is not None else HISTORY, Path(base_path), base_all)
+    floors = history_floors(Path(history) if history is not None else HISTORY, Path(base_path), base_all, opts.rounds)
     report = compare(base, new, floors, opts)
     if report.common == 0:
         raise GateError("no case is in both sets, so nothing was compared: check that BASE and NEW measured the "

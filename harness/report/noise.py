@@ -27,7 +27,10 @@ noise from a change, whereas the history holds many hosts and repeats of each ca
   record nor its parameters say, a middle value. The gate's output names each default it used.
 
 No floor is below ``MIN_FLOOR``: a change smaller than that is not worth failing a build for,
-however steady the case.
+however steady the case. Floors learned from the rounds of one ``harness compare`` session (one
+box, one interpreter, both commits alternating) go down to ``SESSION_MIN_FLOOR``: there the host
+and its drift are out of the comparison, and a change of a few percent in a GPU-bound step is
+what the compare exists to catch.
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ from harness.measure.store import load_any
 
 Z = 2.326  # one-sided 1%: the floor is what two honest runs exceed once in a hundred
 MIN_FLOOR = 0.02
+SESSION_MIN_FLOOR = 0.01
 ALPHA = 0.002  # the rank test's p threshold, as asv compare's
 BUSY_BOUND = 0.8  # under this GPU-busy fraction a step waits on the host
 # Floors where history is too thin, by class of step: across hosts, and within one host.
@@ -108,8 +112,8 @@ def d2(n: int) -> float:
     return value
 
 
-def quantile_floor(sigma: float) -> float:
-    return max(MIN_FLOOR, math.expm1(Z * math.sqrt(2) * sigma))
+def quantile_floor(sigma: float, least: float = MIN_FLOOR) -> float:
+    return max(least, math.expm1(Z * math.sqrt(2) * sigma))
 
 
 def log_range(values) -> float:
@@ -129,9 +133,11 @@ class Floors:
     ``stack`` (record -> label, such as its library versions) keeps apart runs that differ by
     more than host and time: the spread is measured within each label and averaged over them, so
     a history holding a case under two library versions does not count their difference as the
-    noise that is to tell a version effect from chance. Without it every run is one stack."""
+    noise that is to tell a version effect from chance. Without it every run is one stack.
+    ``least``: no learned floor is below it."""
 
-    def __init__(self, history: list[Record], stack=None):
+    def __init__(self, history: list[Record], stack=None, least: float = MIN_FLOOR):
+        self.least = least
         self.runs: dict[tuple, dict[tuple[str, str], list[float]]] = {}
         for rec in history:
             host = host_key(rec.environment)
@@ -157,7 +163,7 @@ class Floors:
             return Floor(DEFAULT_ACROSS[klass], f"default ({klass}): history has {most} host(s)", False)
         sigma = statistics.mean(log_range(m) / d2(len(m)) for m in several)
         hosts = len({h for hosts in self.stacks(key) if len(hosts) >= 2 for h in hosts})
-        return Floor(quantile_floor(sigma), f"learned across {hosts} hosts", True)
+        return Floor(quantile_floor(sigma, self.least), f"learned across {hosts} hosts", True)
 
     def within(self, key: tuple, klass: str) -> Floor:
         repeated = [v for hosts in self.stacks(key) for v in hosts.values() if len(v) >= 2]
@@ -165,7 +171,7 @@ class Floors:
             return Floor(DEFAULT_WITHIN[klass], f"default ({klass}): no host ran it twice", False)
         sigma = statistics.mean(log_range(v) / d2(len(v)) for v in repeated)
         hosts = len({h for hosts in self.stacks(key) for h, v in hosts.items() if len(v) >= 2})
-        return Floor(quantile_floor(sigma), f"learned within {hosts} host(s)", True)
+        return Floor(quantile_floor(sigma, self.least), f"learned within {hosts} host(s)", True)
 
     def floor(self, key: tuple, klass: str, same_host: bool) -> Floor:
         across = self.across(key, klass)
