@@ -133,6 +133,8 @@ class Case:
 
     def _pick(self, name: str, value):
         allowed = self.params[name]
+        if hasattr(allowed, "pick"):  # values composed of parts (a way out of several knobs): parsed, not listed
+            return allowed.pick(value)
         for declared in allowed:
             if _same(declared, value):
                 return declared
