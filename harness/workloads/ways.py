@@ -109,8 +109,7 @@ def parse(text) -> Way:
     tokens = text.split(SEP)
     unknown = [t for t in tokens if t not in TOKENS]
     if unknown:
-        raise ValueError(f"{text!r}: unknown knob {unknown[0]!r}; a way joins by {SEP!r} knobs of: "
-                         f"{', '.join(TOKENS)}")
+        raise ValueError(f"{text!r}: unknown knob {unknown[0]!r}; a way joins by {SEP!r} knobs of: {', '.join(TOKENS)}")
     seen = {}
     for token in tokens:
         knob = TOKENS[token]
