@@ -207,3 +207,28 @@ def test_a_fresh_process_takes_the_allocator_setting_before_torch_is_imported():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "backend:cudaMallocAsync"
+
+
+def test_a_table_ranks_a_combination_beside_single_ways_against_fp32_on_the_card(tmp_path):
+    from harness.measure.environment import snapshot
+    from harness.measure.record import Record, Timing
+    from harness.measure.store import RecordStore
+    from harness.report import tables
+    from harness.report.pages.model import load_rows
+    path = tmp_path / "results" / "records" / "test-machine" / "0000000-20261126T000000-000000.jsonl"
+    path.parent.mkdir(parents=True)
+    resnet = dict(TINY, device="cuda", workload="resnet50_1024", batch=10, micro_batch=10)
+    for technique, budget, seconds in (("fp32", "card", 1.0), ("checkpoint+bf16_autocast", "16GB", 0.5),
+                                       ("checkpoint", "16GB", 1.5)):
+        params = cases.get("tricks").config(dict(resnet, technique=technique, budget=budget)).params
+        RecordStore.append(path, Record(case="tricks", params=dict(params), outcome="ok", environment=snapshot(),
+                                        work={"samples": 10}, timing=Timing(seconds, seconds, seconds, seconds, seconds,
+                                                                            10, 1)))
+    rows = load_rows(tmp_path / "results")
+    case = cases.get("tricks")
+    where = tables._where(case, ["workload=resnet50_1024", "technique=checkpoint+bf16_autocast"], "--where")
+    assert where["technique"] == "bf16_autocast+checkpoint"
+    text = tables.render(rows, "tricks", ["technique"], "budget", ["step"], {"workload": "resnet50_1024"},
+                         versus=tables.versus_pairs(case, "technique=fp32,budget=card"))[0].splitlines()
+    assert text[2:] == ["| fp32 | not run | 1,000.0 ms |", "| checkpoint | 1,500.0 ms (1.50x) | not run |",
+                        "| bf16_autocast+checkpoint | 500.0 ms (0.50x) | not run |"]
