@@ -127,11 +127,6 @@ def canonical(text) -> str:
     return parse(text).name
 
 
-def is_combination(text) -> bool:
-    """Whether ``text`` names more than one knob (a "+"-joined name)."""
-    return SEP in str(text)
-
-
 def applies(way: Way, workload: str, image_models, token_models) -> None:
     """Skips a way with a knob that means nothing for ``workload``, naming the knob."""
     for token in way.tokens():
