@@ -70,6 +70,33 @@ class Seed003Accumulation(_OnDevice):
     params = [[w for w in WORKLOADS if w.startswith("resnet50_")], [5, 2, 1], EMULATED]
 
 
+# The ways combined on seed 003: each precision that computes faster than strict fp32 (TF32, and
+# bf16 and fp16 autocast: the seed's 16 GB card, a P100, has fp16 but no bf16), with and without
+# checkpointing, each at micro-batches of 10 (none), 5 and 2; and the offloads under bf16.
+SEED_003_COMBINED = [*(f"{p}{c}" for c in ("", "+checkpoint") for p in ("tf32", "bf16_autocast", "fp16_autocast")),
+                     "bf16_autocast+save_on_cpu", "bf16_autocast+cpu_offload"]
+
+
+class Seed003Combined(_OnDevice):
+    """Seed 003 under the emulated 16 GB card, by ways combined: ResNet50 at batch 10 of
+    1024 x 1024 and 2048 x 2048 images, {tf32, bf16_autocast, fp16_autocast} x {alone,
+    checkpointing} x micro-batches {10, 5, 2}, and bf16 autocast with activations on the host or
+    everything but the forward offloaded; each checked against fp32's loss curve, held to the
+    largest of its knobs' tolerances. Ways that do not fit are does-not-fit records.
+
+    The whole grid is 48 cases, about half an hour of one GPU. ``profiles.SEED_003_COMBINED``
+    takes the ten that answer the issue's question in about five minutes: at 1024, where bf16
+    alone already fits (``Seed003Budget``), what TF32 costs made to fit by accumulation (5, 2)
+    or checkpointing, bf16 with checkpointing and the two offloads under bf16; at 2048, where
+    no single way fits 16 GB, bf16 accumulated over 2, bf16 and fp16 with checkpointing, and TF32
+    with checkpointing over 5. fp32 on the whole card (``ResnetSeed``) runs first, so each check
+    reads fp32's curve from its record instead of training a reference of its own."""
+    case = "tricks"
+    fixed = SEED_003
+    param_names = ["workload", "technique", "micro_batch", "budget"]
+    params = [[w for w in WORKLOADS if w.startswith("resnet50_")], SEED_003_COMBINED, [10, 5, 2], ["16GB"]]
+
+
 class Accumulation(_OnDevice):
     """The optimizer step fixed at 64 sequences, cut into ever smaller micro-batches."""
     case = "tricks"
@@ -130,6 +157,14 @@ class WhatFits(_Fits):
         return self.record.check["budget_bytes_per_sample"]
 
     track_budget_bytes_per_sample.unit = "bytes"
+
+
+class WhatFitsCombined(WhatFits):
+    """The largest batch of 1024-token sequences for the leading combinations: bf16 autocast or
+    bf16 parameters with checkpointing (activations down to each block's input), and bf16
+    autocast with checkpointing and parameters, gradients and optimizer state on the host."""
+    params = [["bf16_autocast+checkpoint", "bf16_params+checkpoint", "bf16_autocast+checkpoint+cpu_offload"],
+              list(BUDGETS)]
 
 
 class WhatFitsSequence(_Fits):

@@ -74,8 +74,9 @@ PROBE_PARAMS = dict(device="cpu", workload="lm", technique="bf16_autocast", budg
                     width=32, depth=2, seq_len=16)
 
 
-def test_the_real_probe_trains_in_its_own_process_and_answers_in_json():
-    config = cases.get("tricks").config(PROBE_PARAMS)
+@pytest.mark.parametrize("technique", ["bf16_autocast", "checkpoint+expandable_segments+bf16_autocast"])
+def test_the_real_probe_trains_in_its_own_process_and_answers_in_json(technique):
+    config = cases.get("tricks").config(dict(PROBE_PARAMS, technique=technique))
     argv = fits.probe_argv(config, 1.0, over="seq_len")(24)
     assert argv.count(config.to_json()) == 1 and Config.from_json(argv[argv.index(config.to_json())]) == config
     done = subprocess.run(argv, capture_output=True, text=True, env=fits.probe_env(), timeout=120)
@@ -356,7 +357,8 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
     assert rec.timing.median_s < 4 * 0.5 + 2  # two rounds of half a second, not six
 
 
-def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monkeypatch, records_dir):
+@pytest.mark.parametrize("technique", ["save_on_cpu", "bf16_autocast+checkpoint+save_on_cpu"])
+def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monkeypatch, records_dir, technique):
     # the same roomy card as above: only the technique differs. save_on_cpu's probes would each
     # take the host's share its guard allows, so side by side they would run the host out
     from harness.cases import fits as fits_case
@@ -364,7 +366,7 @@ def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monke
     monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
         lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap)]))
     run = set_run(monkeypatch, records_dir, run_id="run1")
-    rec = execute("fits", dict(CASE_PARAMS, technique="save_on_cpu"), run=run)
+    rec = execute("fits", dict(CASE_PARAMS, technique=technique), run=run)
     assert rec.outcome == "ok", rec.reason
     assert rec.check["max_batch"] == 150 and rec.check["side_by_side"] == 1
     (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")

@@ -81,6 +81,11 @@ CLASSES = {
                              [SEED_003, ["fp32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint",
                                          "channels_last", "save_on_cpu", "cpu_offload"], EMULATED], "device"),
     "tricks.Seed003Accumulation": (["workload", "micro_batch", "budget"], [SEED_003, [5, 2, 1], EMULATED], "device"),
+    "tricks.Seed003Combined": (["workload", "technique", "micro_batch", "budget"],
+                               [SEED_003, ["tf32", "bf16_autocast", "fp16_autocast", "tf32+checkpoint",
+                                           "bf16_autocast+checkpoint", "fp16_autocast+checkpoint",
+                                           "bf16_autocast+save_on_cpu", "bf16_autocast+cpu_offload"],
+                                [10, 5, 2], ["16GB"]], "device"),
     "ceilings.Pageable": (["direction", "size_mib"], [["h2d", "d2h"], [64, 128, 256, 512, 1024, 2048]], "device"),
 }
 EXPECTED = {}
@@ -92,6 +97,9 @@ FITS = (["technique", "budget"], [["fp32", "bf16_autocast", "checkpoint"], ["16G
 FITS_BATCH = (FITS[0], [FITS[1][0] + ["save_on_cpu", "cpu_offload", "drop_references", "keep_references"], FITS[1][1]])
 EXPECTED["tricks.WhatFits.track_budget_bytes_per_sample"] = ("bytes", *FITS_BATCH)
 EXPECTED["tricks.WhatFitsSequence.track_budget_bytes_per_token"] = ("bytes", *FITS)
+EXPECTED["tricks.WhatFitsCombined.track_budget_bytes_per_sample"] = (
+    "bytes", FITS[0], [["bf16_autocast+checkpoint", "bf16_params+checkpoint", "bf16_autocast+checkpoint+cpu_offload"],
+                       FITS[1][1]])
 # The tools on a long history: one command's wall time; its memory is the command's, not this process's.
 EXPECTED["tooling.ToolsCpu.track_seconds_per_step"] = ("seconds", ["probe"], [["gate_50k", "pages_50k"]])
 

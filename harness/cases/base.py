@@ -133,6 +133,11 @@ class Case:
 
     def _pick(self, name: str, value):
         allowed = self.params[name]
+        if hasattr(allowed, "pick"):  # values composed of parts (a way out of several knobs): parsed, not listed
+            try:
+                return allowed.pick(value)
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
         for declared in allowed:
             if _same(declared, value):
                 return declared

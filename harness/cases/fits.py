@@ -36,7 +36,7 @@ from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
 from harness.cases.tricks import CASE as TRICKS
 from harness.cases.tricks import PARAMS as TRICK_PARAMS
-from harness.workloads.tricks import GROWS_ON_HOST, applies
+from harness.workloads.tricks import applies, grows_on_host
 
 NAME = "fits"
 PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
@@ -146,7 +146,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     found = {}
     # Probes of a technique that grows in host memory run one at a time: side by side, each would
     # take the host's share its guard allows, and together they would run the host out.
-    width = 1 if technique in GROWS_ON_HOST else fits.side_by_side(cap, free)
+    width = 1 if grows_on_host(technique) else fits.side_by_side(cap, free)
 
     def step():
         found["known"] = log.bounds(key, cap)

@@ -21,6 +21,10 @@ Parameters:
   previous step's logits, outputs and loss dead before the next forward, gradients set to None)
   and ``keep_references`` (the everyday loop that keeps them alive into the next forward, and
   zeroed gradients allocated: what ``drop_references`` is measured against; both LM only);
+  or a combination of them, one per knob, joined by "+" (``bf16_autocast+checkpoint``; a
+  ``harness.workloads.ways.Way``: any order is taken and filed in its one canonical order, and
+  two values of one knob, two precisions say, are refused), which may add an allocator setting
+  (``expandable_segments``, ``cuda_malloc_async``) set before torch starts;
 - ``budget``: the card emulated (``harness.measure.budget``): 16GB, 24GB, 40GB, 80GB, or ``card``
   (the whole card). On CUDA torch's caching allocator is capped at it before anything is
   allocated; out of memory under it is does-not-fit. The fp32 references of the check train
@@ -39,7 +43,7 @@ again in fp32 on the whole batch (``harness.workloads.tricks.references``; where
 filed fp32's record at the same shape, its curve stands for that run), and every step's
 loss is held within the technique's tolerance of the reference's after as many applied updates
 (a step the fp16 GradScaler skipped applied none), the gap taken as a share of the first loss
-(``harness.workloads.tricks.TOLERANCE``). Over it, the reference trains twice more: the curve is
+(``harness.workloads.tricks.TOLERANCE``; a combination's is the largest of its knobs'). Over it, the reference trains twice more: the curve is
 then held to the nearest of its three runs, and the widest gap among them (the GPU's
 nondeterministic sums) is allowed on top. Both curves (the technique's and that nearest run's),
 the gap, the tolerance, that spread, the runs it was read from and the reference are recorded.
@@ -56,7 +60,8 @@ from harness.measure.store import this_interpreters
 from harness.measure.timing import torch_sync
 from harness.measure.workload import Workload
 from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference, losses_checked,
-                                      make_trainer, other_rate)
+                                      make_trainer, other_rate, process, use_allocator)
+from harness.workloads.ways import parse
 
 CASE_NAME = "tricks"
 # Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
@@ -71,12 +76,12 @@ PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "bu
 
 def build(device, workload, technique, budget, batch, micro_batch, vocab, width, depth, seq_len,
           run_file=None) -> Workload:
+    use_allocator(parse(technique))  # before torch starts: its allocator reads the setting once
     torch = need_torch(device)
     from harness.workloads.models import parameter_count
-    from harness.workloads.training import float32_matmul
     with contextlib.ExitStack() as stack:
         uncap = _capped(stack, device, budget)  # before anything is allocated
-        stack.enter_context(float32_matmul(technique == "tf32"))
+        stack.enter_context(process(technique))
         trainer, work = make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len)
         stack.callback(trainer.close)
         # Held for the case's life once built: close() puts the previous settings back.

@@ -58,12 +58,25 @@ BUDGET_CUPY = [
 # (single, dp, ddp and fsdp on one GPU); the LM's new ways out, its long sequences, and the whole
 # of seed 001's and 002's what-fits tables (every technique under every budget).
 WAYS_OUT_LM = "(save_on_cpu|cpu_offload|drop_references|keep_references)"
+# Seed 003's ways combined under 16 GB, the ten of ``benchmarks.tricks.Seed003Combined`` that take
+# about five minutes of one GPU (its docstring says which and why), after fp32 on the whole card,
+# whose curve their checks read.
+SEED_003_COMBINED = [
+    r"^tricks\.ResnetSeed\.\w+\('resnet50_(1024|2048)', 'fp32'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_1024', 'tf32', [52], '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_1024', '(tf32|bf16_autocast)\+checkpoint', 10, '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_1024', 'bf16_autocast\+(save_on_cpu|cpu_offload)', 10, '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_2048', 'bf16_autocast', 2, '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_2048', '(bf16|fp16)_autocast\+checkpoint', 10, '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_2048', 'tf32\+checkpoint', 5, '16GB'\)",
+]
 BUDGET_TORCH = [
     r"^tricks\.Seed003Budget\.\w+\('resnet50_1024', '\w+', '16GB'\)",
     r"^tricks\.Seed003Accumulation\.\w+\('resnet50_1024', \d+, '16GB'\)",
     r"^tricks\.Seed003Budget\.\w+\('resnet50_2048', '\w+', '16GB'\)",
     r"^tricks\.Seed003Accumulation\.\w+\('resnet50_2048', \d+, '16GB'\)",
     r"^tricks\.Seed003(Budget|Accumulation)\.\w+\('resnet50_\d+', [^)]*'(24GB|40GB|80GB)'\)",
+    SEED_003_COMBINED[0], r"^tricks\.Seed003Combined\.",
     r"^parallel\.(Resnet|Lm)Single\.",
     r"^parallel\.ResnetDataParallel\.\w+\('(dp|ddp|fsdp)', 1, \d+\)",
     r"^parallel\.LmDataParallel\.\w+\('(dp|ddp|fsdp)', 1\)",
@@ -71,6 +84,7 @@ BUDGET_TORCH = [
     r"^tricks\.LongSequence\.",
     r"^tricks\.WhatFitsSequence\.",
     r"^tricks\.WhatFits\.",
+    r"^tricks\.WhatFitsCombined\.",
 ]
 
 VERSIONS = [

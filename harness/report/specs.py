@@ -96,7 +96,7 @@ PAGEABLE_SPECS = (
 LONG_SEQUENCE = Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
                      where=("device=cuda", "batch=1"), bench=r"tricks\.LongSequence")
 FITS_BATCH = Spec("fits", "technique,machine", across="budget", show="check:max_batch", where=("over=batch",),
-                  bench=r"tricks\.WhatFits$")
+                  bench=r"tricks\.WhatFits(Combined)?$")
 FITS_SEQUENCE = Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
                      bench=r"tricks\.WhatFitsSequence")
 FAMILIES = (
@@ -300,7 +300,9 @@ SEEDS = (
            where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE,
            title=f"Seed 003: ResNet50, batch 10 of {w[-4:]} x {w[-4:]} images, under each card",
            text="The model-parallel example that ran out of memory on a 16 GB card, on one GPU under each "
-                "budget, by every single-GPU way out (accumulation as `fp32` at a smaller `micro_batch`); "
+                "budget, by every single-GPU way out (accumulation as `fp32` at a smaller `micro_batch`) and "
+                "by ways combined (`bf16_autocast+checkpoint`: each knob of the way, joined by `+`, checked "
+                "against fp32's curve within the largest of its knobs' tolerances); "
                 "step, peak and loss also as a multiple of fp32 on the whole card. A way out whose loss "
                 "curve leaves fp32's tolerance is marked failed, with both curves in its record, and the "
                 "step and peak its steps measured follow the verdict (the step where its record kept one): "
@@ -309,7 +311,8 @@ SEEDS = (
                 "The fp32 reference trains on the whole card after the case. Activations kept on the CPU "
                 "that would pass half the host's available memory in one forward do not fit; a case whose "
                 "process died (killed or crashed) is failed with that reason.",
-           bench=r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation)") for w in ("resnet50_1024", "resnet50_2048")),
+           bench=r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation|Seed003Combined)")
+      for w in ("resnet50_1024", "resnet50_2048")),
     replace(HEADLINE, title="Seed 002: the NLP tricks on one LM",
             text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
                  "`drop_references` (the previous step's logits and loss released before the next forward) "
@@ -317,8 +320,9 @@ SEEDS = (
     replace(FITS_BATCH, title="Seed 002: the largest batch that fits",
             text="The largest batch of the LM's 1024-token sequences that trains under each budget, by each way "
                  "out: the precisions, checkpointing, activations kept on the CPU (`save_on_cpu`), parameters, "
-                 "gradients and optimizer state offloaded (`cpu_offload`), and `drop_references` against "
-                 "`keep_references`. Each probe is a process of its own."),
+                 "gradients and optimizer state offloaded (`cpu_offload`), `drop_references` against "
+                 "`keep_references`, and the leading combinations (`bf16_autocast+checkpoint`). Each probe is a "
+                 "process of its own."),
     replace(LONG_SEQUENCE, title="Seed 001: one ever longer sequence",
             text="Memory grows with sequence length: one sequence per step at two widths, by technique."),
     replace(FITS_SEQUENCE, title="Seed 001: the longest sequence that fits",

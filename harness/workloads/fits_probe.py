@@ -31,16 +31,17 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
     """``params``: the ``tricks`` parameters of a validated config (the step the search starts
     from); the probe trains it grown to ``n`` along ``over``. Its ``budget`` is the whole card:
     the probe's cap is ``cap_bytes``."""
-    from harness.workloads.tricks import make_trainer
+    from harness.workloads.tricks import make_trainer, process, use_allocator
+    from harness.workloads.ways import parse
     from harness.measure.requirements import need_torch
+    use_allocator(parse(params["technique"]))  # before torch starts, as the tricks case does
     torch = need_torch(params["device"])
     cuda = params["device"] == "cuda"
     if cuda:
         cap_torch(cap_bytes, 0)
     result = {"pid": os.getpid(), "n": n}
-    from harness.workloads.training import float32_matmul
     try:
-        with float32_matmul(params["technique"] == "tf32"):  # as the tricks case runs it
+        with process(params["technique"]):  # as the tricks case runs it
             trainer, _ = make_trainer(**{k: v for k, v in dict(params, **sizes(over, n)).items() if k != "budget"})
             try:
                 for _ in range(STEPS):

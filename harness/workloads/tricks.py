@@ -1,13 +1,24 @@
-"""The training step of the everyday memory tricks: the model, its data and the trainer one
-technique builds, shared by the ``tricks`` case (which times it) and the what-fits probe (which
-runs it under a memory cap). ``harness.cases.tricks`` documents the parameters."""
+"""The training step of the everyday memory tricks: the model, its data and the trainer one way
+out builds, shared by the ``tricks`` case (which times it) and the what-fits probe (which runs it
+under a memory cap). ``harness.cases.tricks`` documents the parameters.
+
+A way out is a ``harness.workloads.ways.Way``: knobs, each applied here by its own piece, in the
+order a step is built: the model and its data (``data``, ``embedding``), the model
+(``checkpoint``), where its parameters live (``offload``'s cpu_offload, ``embedding``'s
+cpu_embedding, else the device, in ``precision``'s parameter dtype), the inputs' layout
+(``channels_last``, the parameter dtype), the step (``precision``'s autocast and scaler,
+``offload``'s save_on_cpu, ``references``) and the process (``process``: TF32 and the allocator
+setting). A new knob adds one piece; a way of several knobs runs each piece at once."""
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import sys
 
 from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
 from harness.measure.requirements import need_torch
+from harness.workloads import ways
 from harness.workloads.training import LR, learning_rate
 
 DEVICES = ("cpu", "cuda")
@@ -15,15 +26,16 @@ DEVICES = ("cpu", "cuda")
 # example that ran out of memory on a 16 GB card (batch 10 there).
 RESNETS = {"resnet50": 224, "resnet50_1024": 1024, "resnet50_2048": 2048}
 WORKLOADS = ("lm", "encdec", *RESNETS)
-PRECISION_TECHNIQUES = ("fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params")
-TECHNIQUES = PRECISION_TECHNIQUES + ("checkpoint", "pad_longest", "seq_cap", "cpu_embedding", "tied_embeddings",
-                                     "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
-                                     "keep_references")
+PRECISION_TECHNIQUES = ways.KNOBS["precision"]
+# The single ways: one knob each, named as they always were. The technique parameter takes any
+# combination of them too (``ways.Names``).
+TECHNIQUES = ways.Names(PRECISION_TECHNIQUES + ("checkpoint", "pad_longest", "seq_cap", "cpu_embedding",
+                                                "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload",
+                                                "drop_references", "keep_references"))
 # drop_references is the loop every other technique runs (``harness.workloads.training``), named for
 # seed 002's advice; keep_references is the everyday loop it is measured against: the previous
 # step's logits (batch x seq x vocab floats) alive through the next forward.
-LM_ONLY = ("pad_longest", "seq_cap", "cpu_embedding", "drop_references", "keep_references")
-IMAGE_ONLY = ("channels_last",)  # a memory format of 4-d image tensors
+LM_ONLY, IMAGE_ONLY = ways.LM_ONLY, ways.IMAGE_ONLY
 # What these keep in host memory grows with the batch and the sequence: each process may take the
 # host's share its guard allows (``_saving``), so no two of them should run on one host at once.
 GROWS_ON_HOST = ("save_on_cpu",)
@@ -47,50 +59,98 @@ SEED = 0
 # the forward and backward as fp32 does and the Adam update on the CPU instead of the device: other
 # kernels, rounding only. channels_last runs other convolution kernels (NHWC) in every layer of
 # the forward and backward, each summing in its own order: rounding, but in every step and
-# amplified as the batch is memorised, so it is held as TF32 is.
+# amplified as the batch is memorised, so it is held as TF32 is. An allocator setting changes
+# where tensors live, not one sum.
+# A way of several knobs is held to the largest of its knobs' tolerances (``tolerance``): the
+# knobs that only reorder sums perturb the curve as the lowest precision among them does, by far
+# less; and to fp32's curve from above only where one of its knobs changes the model or the data.
 ONE_SIDED = ("tied_embeddings", "pad_longest", "seq_cap")
 REFERENCE_RUNS = 3  # runs of the reference whose widest gap a curve over its tolerance is allowed
 TOLERANCE = {"fp32": 2e-3, "checkpoint": 2e-3, "cpu_embedding": 2e-3, "tf32": 1e-2, "fp16_autocast": 2e-2,
              "bf16_autocast": 3e-2, "bf16_params": 5e-2, "tied_embeddings": 0.25, "pad_longest": 0.1, "seq_cap": 0.1,
              "save_on_cpu": 2e-3, "drop_references": 2e-3, "keep_references": 2e-3, "cpu_offload": 2e-3,
-             "channels_last": 1e-2}
+             "channels_last": 1e-2, "expandable_segments": 2e-3, "cuda_malloc_async": 2e-3}
+
+
+def tolerance(technique) -> float:
+    """The gap a way's curve may keep from fp32's: the largest of its knobs' tolerances."""
+    return max(TOLERANCE[t] for t in ways.parse(technique).tokens())
+
+
+def one_sided(technique) -> bool:
+    """Whether a way is held to fp32's curve from above only: one of its knobs changes the model or data."""
+    return any(t in ONE_SIDED for t in ways.parse(technique).tokens())
+
+
+def grows_on_host(technique) -> bool:
+    return any(t in GROWS_ON_HOST for t in ways.parse(technique).tokens())
 
 
 def heads(width: int) -> int:
     return max(1, width // 64)  # 64-wide heads, as GPT-2 and most LMs since
 
 
-def applies(workload: str, technique: str):
+def applies(workload: str, technique):
     """Skips a pairing that means nothing; the values themselves were checked by the case's config."""
-    if technique in LM_ONLY and workload != "lm":
-        raise Skip(f"{technique} applies to workload lm only, not {workload}")
-    if technique in IMAGE_ONLY and workload not in RESNETS:
-        raise Skip(f"{technique} applies to the image models ({', '.join(RESNETS)}) only, not {workload}")
-    if technique == "tied_embeddings" and workload not in TOKEN_MODELS:
-        raise Skip(f"tied_embeddings needs a token model (lm, encdec), not {workload}")
+    ways.applies(ways.parse(technique), workload, tuple(RESNETS), TOKEN_MODELS)
 
 
-def _lm(torch, technique, batch, vocab, width, depth, seq_len):
-    from harness.workloads.models import LMConfig, tokens, transformer_lm
-    from harness.workloads.seqdata import OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
-    ragged = technique in ("pad_longest", "seq_cap")
-    # Both ragged techniques get one model with positions for the outlier: only the data differs.
-    positions = OUTLIER_FACTOR * seq_len if ragged else seq_len
+@contextlib.contextmanager
+def process(technique):
+    """The process pieces, for the case's life: the allocator setting (``use_allocator``) and
+    TF32 for fp32 matrix products under tf32 (off otherwise, as the fp32 reference needs)."""
+    from harness.workloads.training import float32_matmul
+    way = ways.parse(technique)
+    use_allocator(way)
+    with float32_matmul(way.precision == "tf32"):
+        yield
+
+
+def use_allocator(way, environ=None) -> None:
+    """Sets the way's allocator setting for this process. torch's caching allocator reads
+    ``PYTORCH_CUDA_ALLOC_CONF`` once, its backend as torch is imported: a setting other than the
+    one already in force is refused once torch is imported (a case runs in a fresh process)."""
+    environ = os.environ if environ is None else environ
+    wanted = way.process_env()
+    for key, value in wanted.items():
+        if environ.get(key) != value and "torch" in sys.modules:
+            raise RuntimeError(f"allocator {way.allocator} ({key}={value}) must be set before torch is imported: "
+                               "run the case in a fresh process, as `harness run` and asv do")
+        environ[key] = value
+
+
+# The model-and-data pieces: the LM's data by the ``data`` knob (ragged batches get one model
+# with positions for the outlier: only the data differs).
+def _plain_tokens(batch, seq_len, vocab):
+    from harness.workloads.models import tokens
+    return tokens(batch, seq_len, vocab, seed=SEED), seq_len
+
+
+def _padded(batch, seq_len, vocab):
+    from harness.workloads.seqdata import OUTLIER_FACTOR, outlier_sequences, pad_to_longest
+    return pad_to_longest(outlier_sequences(batch, seq_len, vocab, seed=SEED)), OUTLIER_FACTOR * seq_len
+
+
+def _capped(batch, seq_len, vocab):
+    from harness.workloads.seqdata import OUTLIER_FACTOR, capped, outlier_sequences
+    return capped(outlier_sequences(batch, seq_len, vocab, seed=SEED), seq_len), OUTLIER_FACTOR * seq_len
+
+
+LM_DATA = {"": _plain_tokens, "pad_longest": _padded, "seq_cap": _capped}
+
+
+def _lm(torch, way, batch, vocab, width, depth, seq_len):
+    from harness.workloads.models import LMConfig, transformer_lm
+    (x, t), positions = LM_DATA[way.data](batch, seq_len, vocab)
     model = transformer_lm(LMConfig(vocab=vocab, width=width, depth=depth, heads=heads(width), seq_len=positions,
-                                    tie_embeddings=technique == "tied_embeddings"), seed=SEED)
-    if not ragged:
-        x, t = tokens(batch, seq_len, vocab, seed=SEED)
-    elif technique == "pad_longest":
-        x, t = pad_to_longest(outlier_sequences(batch, seq_len, vocab, seed=SEED))
-    else:
-        x, t = capped(outlier_sequences(batch, seq_len, vocab, seed=SEED), seq_len)
+                                    tie_embeddings=way.embedding == "tied_embeddings"), seed=SEED)
     return model, x, t
 
 
-def _encdec(torch, technique, batch, vocab, width, depth, seq_len):
+def _encdec(torch, way, batch, vocab, width, depth, seq_len):
     from harness.workloads.models import EncDecConfig, encoder_decoder, tokens
     model = encoder_decoder(EncDecConfig(vocab=vocab, width=width, depth=depth, heads=heads(width), seq_len=seq_len,
-                                         shared_embedding=technique == "tied_embeddings"), seed=SEED)
+                                         shared_embedding=way.embedding == "tied_embeddings"), seed=SEED)
     x, t = tokens(batch, seq_len, vocab, seed=SEED)
     return model, (x, x), t  # copy task: the decoder predicts the source's next token
 
@@ -137,25 +197,30 @@ class CpuEmbedding:
 
 
 def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len):
-    """(trainer, work per step): what ``build`` times and what a "what fits" probe runs. Close the
-    trainer when done with it (``cpu_offload`` holds a process group)."""
-    applies(workload, technique)
+    """(trainer, work per step): what ``build`` times and what a "what fits" probe runs, for the
+    way ``technique`` names (a ``Way`` or its name). Close the trainer when done with it
+    (``cpu_offload`` holds a process group). The process pieces are the caller's (``process``)."""
+    way = ways.parse(technique)
+    applies(workload, way)
     torch = need_torch(device)
     from harness.workloads.training import Trainer, image_loss_sum, precision, split, token_loss_sum
-    prec = precision(technique if technique in PRECISION_TECHNIQUES else "fp32")
+    prec = precision(way.precision)
     if workload in RESNETS:
         model, x, t = _resnet(torch, batch, RESNETS[workload])
     else:
-        model, x, t = (_lm if workload == "lm" else _encdec)(torch, technique, batch, vocab, width, depth, seq_len)
-    model.checkpoint_blocks = technique == "checkpoint"
+        model, x, t = (_lm if workload == "lm" else _encdec)(torch, way, batch, vocab, width, depth, seq_len)
+    model.checkpoint_blocks = way.checkpoint
     with contextlib.ExitStack() as held:
-        forward, inputs = _placed(torch, model, x if isinstance(x, tuple) else (x,), technique, device, prec, held)
+        if prec.param_dtype is not None:  # on the host, before any placement: no fp32 copy on the device
+            model.to(dtype=prec.param_dtype)
+        forward, inputs = PLACEMENTS[_placement(way)](torch, model, x if isinstance(x, tuple) else (x,), device, held)
+        inputs = _laid_out(torch, model, inputs, way, prec)
         micro = split(inputs + (t.to(device),), micro_batch)
         loss_sum = image_loss_sum if workload in RESNETS else token_loss_sum
         trainer = Trainer(model, [(m[:-1], m[-1]) for m in micro], loss_sum, prec, torch.device(device).type,
                           lr=adam_rate(workload, width),
-                          forward=forward, saving=_saving(torch, technique, device),
-                          keep_references=technique == "keep_references")
+                          forward=forward, saving=_saving(torch, way, device),
+                          keep_references=way.references == "keep_references")
         trainer.on_close.append(held.pop_all().close)  # what the placement holds, until the trainer closes
     work = {"samples": batch} if workload in RESNETS else {"tokens": trainer.count}
     return trainer, work
@@ -183,39 +248,54 @@ def other_rate(params, check: dict) -> bool:
     return trained_at(check) != adam_rate(params["workload"], width)
 
 
-def _placed(torch, model, inputs, technique, device, prec, held):
-    """(forward, inputs): the model and its inputs where and how ``technique`` puts them; what
-    must outlive this (the process group of ``cpu_offload``) is entered on ``held``."""
-    forward = model
-    if technique == "cpu_embedding":
-        # Every part but the embedding is moved: moving it too and back would put the
-        # vocab x width matrix on the device for a moment, and into the allocator's peak.
-        for name, child in model.named_children():
-            if name != "embed":
-                child.to(device)
-        forward = CpuEmbedding(model, device)
-    elif technique == "cpu_offload":
-        from harness.workloads.offload import offloaded, world_of_one
-        held.enter_context(world_of_one(device))
-        offloaded(model, blocks(model), device)
-        inputs = tuple(i.to(device) for i in inputs)
-    else:
-        model.to(device=device, dtype=prec.param_dtype)
-        inputs = tuple(i.to(device) for i in inputs)
-    if technique == "channels_last":
+# The placement pieces: where the parameters live, by the knob that decides it (at most one
+# does: ``ways.CONFLICTS``). Each returns (forward, inputs on the device) and enters on ``held``
+# what must outlive it.
+def _placement(way) -> str:
+    return next((v for v in (way.offload, way.embedding) if v and v in PLACEMENTS), "")
+
+
+def _on_device(torch, model, inputs, device, held):
+    model.to(device)
+    return model, tuple(i.to(device) for i in inputs)
+
+
+def _embedding_on_cpu(torch, model, inputs, device, held):
+    # Every part but the embedding is moved: moving it too and back would put the
+    # vocab x width matrix on the device for a moment, and into the allocator's peak.
+    for name, child in model.named_children():
+        if name != "embed":
+            child.to(device)
+    return CpuEmbedding(model, device), inputs
+
+
+def _offloaded(torch, model, inputs, device, held):
+    from harness.workloads.offload import offloaded, world_of_one
+    held.enter_context(world_of_one(device))
+    offloaded(model, blocks(model), device)
+    return model, tuple(i.to(device) for i in inputs)
+
+
+PLACEMENTS = {"": _on_device, "cpu_embedding": _embedding_on_cpu, "cpu_offload": _offloaded}
+
+
+def _laid_out(torch, model, inputs, way, prec):
+    """The inputs pieces: NHWC weights and images under channels_last, floating inputs in the
+    parameters' dtype under bf16_params."""
+    if way.channels_last:
         model.to(memory_format=torch.channels_last)
         inputs = tuple(i.to(memory_format=torch.channels_last) for i in inputs)
     if prec.param_dtype is not None:
         inputs = tuple(i.to(prec.param_dtype) if i.is_floating_point() else i for i in inputs)
-    return forward, inputs
+    return inputs
 
 
-def _saving(torch, technique, device):
+def _saving(torch, way, device):
     """Where autograd keeps what the forward saves for backward: on the CPU for ``save_on_cpu``
     (pinned on CUDA, so that the copies out and back run at the pinned rate and asynchronously;
     on the CPU there is nothing to copy), held to the host's share of its memory; else where it
     was made (None)."""
-    if technique != "save_on_cpu":
+    if way.offload != "save_on_cpu":
         return None
     from harness.measure.workingset import HOST_CAP_FRACTION, host_available
     from harness.workloads.offload import activations_on_host
@@ -244,7 +324,7 @@ def references(technique: str, batch: int, micro_batch: int):
     fp32 on the whole batch; the same with activations recomputed (the same sums, less memory)
     where that does not fit beside the case; fp32 on the case's own micro-batches last (then the
     accumulation itself goes unchecked). None for fp32 on the whole batch: it is the reference."""
-    if technique == "fp32" and micro_batch == batch:
+    if ways.canonical(technique) == "fp32" and micro_batch == batch:
         return []
     runs = [(label, ref, batch) for label, ref in WHOLE_BATCH]
     if micro_batch != batch:
@@ -256,14 +336,13 @@ def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[flo
     """Trains the first reference that fits for ``steps`` steps: (its label, its losses), or
     (None, why none could run); ("itself", None) for the reference itself. ``shape``:
     make_trainer's other arguments."""
-    from harness.workloads.training import float32_matmul
     runs = references(technique, shape["batch"], shape["micro_batch"])
     if not runs:
         return "itself", None
     tried = []
     for label, ref_technique, micro in runs:
         try:
-            with float32_matmul(False):
+            with process(ref_technique):  # TF32 off: the reference is strict fp32, whatever the case ran
                 return label, _trained(steps, **dict(shape, technique=ref_technique, micro_batch=micro))
         except Exception as e:
             if not is_out_of_memory(e):
@@ -315,7 +394,7 @@ def deviation(technique: str, losses, ref_losses, skipped=()):
     """(the aligned (reference step, loss) pairs, the worst step, its gap): ``curve_gap`` of the
     technique's curve against the reference's at equal numbers of applied updates."""
     pairs = [(i, v) for i, v in aligned(losses, skipped) if i < len(ref_losses)]
-    worst, gap = curve_gap([v for _, v in pairs], [ref_losses[i] for i, _ in pairs], technique in ONE_SIDED)
+    worst, gap = curve_gap([v for _, v in pairs], [ref_losses[i] for i, _ in pairs], one_sided(technique))
     return pairs, worst, gap
 
 
@@ -326,15 +405,15 @@ def against_reference(technique: str, losses, reference: str, ref_losses, skippe
     steps the scaler skipped aligned out; CheckFailed past the technique's tolerance plus
     ``spread``, the widest gap among ``runs`` runs of the reference itself (``checked_against_reference``)."""
     pairs, worst, gap = deviation(technique, losses, ref_losses, skipped)
-    tolerance = TOLERANCE[technique]
-    compared = {"deviation": gap, "tolerance": tolerance, "reference": reference, "reference_spread": spread,
+    allowed = tolerance(technique)
+    compared = {"deviation": gap, "tolerance": allowed, "reference": reference, "reference_spread": spread,
                 "reference_runs": runs, "reference_loss_last": float(ref_losses[-1]), "losses": [v for _, v in pairs],
                 "reference_losses": [float(r) for r in ref_losses], "skipped_steps": sum(bool(s) for s in skipped)}
-    if not gap <= tolerance + spread:  # a NaN gap fails too
+    if not gap <= allowed + spread:  # a NaN gap fails too
         i, v = pairs[worst]
         raise CheckFailed(f"{technique}: loss {v:.5g} at step {worst + 1} against {ref_losses[i]:.5g} for {reference} "
                           f"after as many updates, a gap of {gap:.3g} of the first loss ({abs(ref_losses[0]):.4g}), "
-                          f"over the {tolerance:g} allowed + {spread:.3g}, the widest gap among {runs} {reference} "
+                          f"over the {allowed:g} allowed + {spread:.3g}, the widest gap among {runs} {reference} "
                           "runs", compared, priced=True)
     return compared
 

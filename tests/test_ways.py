@@ -1,0 +1,234 @@
+"""Ways out as knobs: a way's one name (today's techniques as shorthands, any order of a
+combination filed in one, contradictions refused in one line), each knob's piece applied alone
+and together on a tiny CPU model, and old names building the trainer they always built."""
+import contextlib
+import os
+from dataclasses import fields
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import cases
+from harness.drive.runner import execute
+from harness.workloads import tricks as trick_steps
+from harness.workloads import ways
+from harness.workloads.ways import Way
+
+from test_tricks import STEP, TINY
+
+SINGLE = list(trick_steps.TECHNIQUES)
+
+
+@pytest.mark.parametrize("name", SINGLE)
+def test_every_single_technique_names_itself(name):
+    assert ways.parse(name).name == name
+
+
+@pytest.mark.parametrize("text, way", [
+    ("fp32", Way()), ("checkpoint", Way(checkpoint=True)), ("fp32+checkpoint", Way(checkpoint=True)),
+    ("checkpoint+bf16_autocast", Way(precision="bf16_autocast", checkpoint=True)),
+    ("save_on_cpu+bf16_autocast", Way(precision="bf16_autocast", offload="save_on_cpu")),
+    ("expandable_segments+tf32", Way(precision="tf32", allocator="expandable_segments")),
+])
+def test_shorthands_and_combinations_parse_to_their_knobs(text, way):
+    assert ways.parse(text) == way
+
+
+def test_a_combination_has_one_name_in_the_order_of_the_knobs():
+    assert ways.canonical("checkpoint+bf16_autocast") == "bf16_autocast+checkpoint"
+    assert ways.canonical("fp32+checkpoint") == "checkpoint"  # fp32 is every knob at its default
+    assert ways.canonical("keep_references+cpu_offload+checkpoint+tf32") == \
+        "tf32+checkpoint+cpu_offload+keep_references"
+
+
+@pytest.mark.parametrize("text, match", [
+    ("bf16_autocast+fp16_autocast", "sets the precision twice"),
+    ("fp32+tf32", "sets the precision twice"),
+    ("checkpoint+checkpoint", "sets the checkpoint twice"),
+    ("cpu_embedding+tied_embeddings", "sets the embedding twice"),
+    ("save_on_cpu+cpu_offload", "sets the offload twice"),
+    ("cpu_embedding+cpu_offload", "both decide where the parameters live"),
+    ("bf16+checkpoint", "unknown knob 'bf16'"),
+    ("checkpoint+", "unknown knob ''"),
+    ("", "a way is knob names"),
+])
+def test_contradictions_and_unknown_knobs_are_refused_in_one_line(text, match):
+    with pytest.raises(ValueError, match=match) as e:
+        ways.parse(text)
+    assert "\n" not in str(e.value)
+
+
+def test_the_tricks_config_files_a_combination_by_its_one_name_and_refuses_a_contradiction():
+    case = cases.get("tricks")
+    assert case.config(dict(TINY, technique="checkpoint+bf16_autocast")).technique == "bf16_autocast+checkpoint"
+    assert case.config(dict(TINY, technique="fp32")).technique == "fp32"
+    with pytest.raises(ValueError, match="case 'tricks': technique: 'tf32\\+bf16_params' sets the precision twice"):
+        case.value("technique", "tf32+bf16_params")
+    assert list(case.params["technique"]) == SINGLE  # the grids still list the single ways
+
+
+def knob_values(knob):
+    default = next(f.default for f in fields(Way) if f.name == knob)
+    return st.sampled_from([default, *(True if knob in ways.FLAGS else t for t in ways.KNOBS[knob])])
+
+
+WAYS = st.builds(Way, **{knob: knob_values(knob) for knob in ways.KNOBS}).filter(
+    lambda w: not (w.offload == "cpu_offload" and w.embedding == "cpu_embedding"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(WAYS, st.randoms(use_true_random=False))
+def test_a_way_round_trips_through_its_name_in_any_order(way, random):
+    tokens = way.name.split("+")
+    random.shuffle(tokens)
+    assert ways.parse("+".join(tokens)) == way and ways.parse(way.name).name == way.name
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([*ways.TOKENS, "bf16", "x+y"]), min_size=1, max_size=5))
+def test_any_text_parses_to_a_way_named_by_its_own_tokens_or_is_refused_in_one_line(tokens):
+    text = "+".join(tokens)
+    try:
+        way = ways.parse(text)
+    except ValueError as e:
+        assert "\n" not in str(e)
+        return
+    assert set(way.name.split("+")) <= set(tokens) and ways.parse(way.name) == way
+
+
+def shape(trainer):
+    """What a trainer's knobs decided, read from the trainer itself."""
+    model = trainer.model
+    return {"checkpoint": model.checkpoint_blocks, "precision": trainer.prec.name,
+            "dtypes": {p.dtype for p in model.parameters()}, "saving": trainer.saving is not contextlib.nullcontext,
+            "keep": trainer.keep_references, "embedding_on": model.embed.weight.device.type,
+            "forward": type(trainer.forward).__name__, "tied": model.head.weight is model.embed.weight,
+            "positions": model.position.weight.shape[0]}
+
+
+def built(technique, **kw):
+    trainer, work = trick_steps.make_trainer(**dict(STEP, technique=technique, **kw))
+    try:
+        return shape(trainer), work
+    finally:
+        trainer.close()
+
+
+PLAIN = built("fp32")[0]
+# What each old name built before it was a knob, as the differences from fp32's trainer.
+OLD = {"tf32": {"precision": "tf32"}, "fp16_autocast": {"precision": "fp16_autocast"},
+       "bf16_autocast": {"precision": "bf16_autocast"},
+       "bf16_params": {"precision": "bf16_params", "dtypes": {torch.bfloat16}},
+       "checkpoint": {"checkpoint": True}, "save_on_cpu": {"saving": True},
+       "keep_references": {"keep": True, "forward": "KeptOutput"}, "drop_references": {},
+       "cpu_embedding": {"forward": "CpuEmbedding"}, "tied_embeddings": {"tied": True}}
+
+
+@pytest.mark.parametrize("technique", sorted(OLD))
+def test_an_old_name_builds_the_trainer_it_always_built(technique):
+    assert built(technique)[0] == dict(PLAIN, **OLD[technique])
+
+
+def test_the_data_knobs_build_one_model_for_the_outlier_and_count_only_real_tokens():
+    padded, capped = built("pad_longest"), built("seq_cap")
+    assert padded[0]["positions"] == capped[0]["positions"] > STEP["seq_len"]
+    assert capped[1]["tokens"] < padded[1]["tokens"]
+
+
+def test_combined_knobs_each_do_their_part():
+    got, _ = built("bf16_params+checkpoint+save_on_cpu+keep_references")
+    assert got == dict(PLAIN, precision="bf16_params", dtypes={torch.bfloat16}, checkpoint=True, saving=True,
+                       keep=True, forward="KeptOutput")
+    got, _ = built("cpu_embedding+checkpoint+bf16_autocast")
+    assert got == dict(PLAIN, precision="bf16_autocast", checkpoint=True, forward="CpuEmbedding")
+
+
+def losses(technique, steps=4, **kw):
+    trainer, _ = trick_steps.make_trainer(**dict(STEP, technique=technique, **kw))
+    try:
+        with trick_steps.process(technique):
+            for _ in range(steps):
+                trainer.step()
+        return [float(v) for v in trainer.losses]
+    finally:
+        trainer.close()
+
+
+def test_checkpointing_under_bf16_draws_bf16s_curve():
+    bf16, both = losses("bf16_autocast"), losses("bf16_autocast+checkpoint")
+    assert trick_steps.curve_gap(both, bf16)[1] <= trick_steps.TOLERANCE["checkpoint"]
+    assert both != losses("fp32")  # bf16 itself did change the sums
+
+
+def test_accumulated_micro_batches_draw_the_whole_batchs_curve_under_a_combination():
+    # TF32 is fp32 on the CPU: accumulation may change the sums only by their order
+    whole, accumulated = losses("tf32+checkpoint"), losses("tf32+checkpoint", micro_batch=1)
+    assert trick_steps.curve_gap(accumulated, whole)[1] <= trick_steps.TOLERANCE["fp32"]
+
+
+def test_a_combination_is_checked_against_fp32_within_the_largest_of_its_knobs_tolerances():
+    assert trick_steps.tolerance("bf16_autocast+checkpoint") == trick_steps.TOLERANCE["bf16_autocast"]
+    assert trick_steps.tolerance("checkpoint") == trick_steps.TOLERANCE["checkpoint"]
+    assert trick_steps.one_sided("bf16_autocast+seq_cap") and not trick_steps.one_sided("bf16_autocast+checkpoint")
+    rec = execute("tricks", dict(TINY, technique="checkpoint+tf32", micro_batch=2))
+    assert rec.ok, rec.reason
+    assert rec.params["technique"] == "tf32+checkpoint"
+    assert rec.check["reference"] == "fp32" and rec.check["tolerance"] == trick_steps.TOLERANCE["tf32"]
+    assert 0 <= rec.check["deviation"] <= rec.check["tolerance"]
+
+
+def test_a_knob_that_means_nothing_for_the_workload_skips_the_combination_naming_it():
+    rec = execute("tricks", dict(TINY, workload="encdec", technique="bf16_autocast+seq_cap"))
+    assert rec.outcome == "skipped" and "seq_cap applies to workload lm only" in rec.reason
+
+
+def test_the_allocator_knob_is_set_before_torch_starts_and_refused_after(monkeypatch):
+    environ = {}
+    trick_steps.use_allocator(Way(), environ)
+    assert environ == {}  # torch's default: nothing set
+    with pytest.raises(RuntimeError, match="before torch is imported"):  # torch is imported here
+        trick_steps.use_allocator(ways.parse("expandable_segments"), environ)
+    environ[ways.ALLOC_ENV] = "expandable_segments:True"  # as the fresh process that set it holds it
+    trick_steps.use_allocator(ways.parse("bf16_autocast+expandable_segments"), environ)
+    assert environ == {ways.ALLOC_ENV: "expandable_segments:True"}
+
+
+def test_a_fresh_process_takes_the_allocator_setting_before_torch_is_imported():
+    import subprocess
+    import sys
+    from pathlib import Path
+    # the case's module and its pieces import without starting torch: the setting still counts then
+    code = ("import os, sys; import harness.cases.tricks; from harness.workloads import tricks, ways; "
+            "assert 'torch' not in sys.modules; tricks.use_allocator(ways.parse('cuda_malloc_async')); "
+            "print(os.environ['PYTORCH_CUDA_ALLOC_CONF'])")
+    env = {k: v for k, v in os.environ.items() if k != ways.ALLOC_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "backend:cudaMallocAsync"
+
+
+def test_a_table_ranks_a_combination_beside_single_ways_against_fp32_on_the_card(tmp_path):
+    from harness.measure.environment import snapshot
+    from harness.measure.record import Record, Timing
+    from harness.measure.store import RecordStore
+    from harness.report import tables
+    from harness.report.pages.model import load_rows
+    path = tmp_path / "results" / "records" / "test-machine" / "0000000-20261126T000000-000000.jsonl"
+    path.parent.mkdir(parents=True)
+    resnet = dict(TINY, device="cuda", workload="resnet50_1024", batch=10, micro_batch=10)
+    for technique, budget, seconds in (("fp32", "card", 1.0), ("checkpoint+bf16_autocast", "16GB", 0.5),
+                                       ("checkpoint", "16GB", 1.5)):
+        params = cases.get("tricks").config(dict(resnet, technique=technique, budget=budget)).params
+        RecordStore.append(path, Record(case="tricks", params=dict(params), outcome="ok", environment=snapshot(),
+                                        work={"samples": 10}, timing=Timing(seconds, seconds, seconds, seconds, seconds,
+                                                                            10, 1)))
+    rows = load_rows(tmp_path / "results")
+    case = cases.get("tricks")
+    where = tables._where(case, ["workload=resnet50_1024", "technique=checkpoint+bf16_autocast"], "--where")
+    assert where["technique"] == "bf16_autocast+checkpoint"
+    text = tables.render(rows, "tricks", ["technique"], "budget", ["step"], {"workload": "resnet50_1024"},
+                         versus=tables.versus_pairs(case, "technique=fp32,budget=card"))[0].splitlines()
+    assert text[2:] == ["| fp32 | not run | 1,000.0 ms |", "| checkpoint | 1,500.0 ms (1.50x) | not run |",
+                        "| bf16_autocast+checkpoint | 500.0 ms (0.50x) | not run |"]
