@@ -22,7 +22,7 @@ def selected(profile: str) -> set[str]:
 NAMES = asv_names()
 
 
-@pytest.mark.parametrize("profile", ["quick", "standard", "budget", "versions"])
+@pytest.mark.parametrize("profile", ["quick", "standard", "budget", "versions", "fragmentation"])
 def test_every_expression_selects_something(profile):
     for expr in profiles.benchmarks(profile):
         assert any(re.search(expr, n) for n in NAMES), f"{profile}: {expr} matches no benchmark"
