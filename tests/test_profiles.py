@@ -82,7 +82,7 @@ def test_versions_takes_only_cupy_and_chainer_cases_each_pool_and_way():
 
 
 def test_an_unknown_profile_names_the_choices():
-    with pytest.raises(ValueError, match="quick, standard, budget, versions, full"):
+    with pytest.raises(ValueError, match="quick, standard, budget, versions, fragmentation, full"):
         profiles.benchmarks("fast")
 
 
