@@ -230,3 +230,29 @@ def test_the_limited_pool_is_held_to_its_live_bytes_or_the_budget(monkeypatch):
     cupy = SimpleNamespace(cuda=SimpleNamespace(MemoryPool=Pool, set_allocator=lambda f: None))
     assert allocator.use_cupy_pool(cupy, "limited_pool", None, 1000).limit == 1250
     assert allocator.use_cupy_pool(cupy, "limited_pool", 1100, 1000).limit == 1100
+
+
+def test_a_setting_never_searched_is_aimed_by_the_defaults_answer_and_decided_by_its_own_probes(
+        monkeypatch, records_dir):
+    from conftest import set_run
+    from harness.cases import fits as fits_case
+    monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
+
+    def boundary(b):
+        probe = "import json, os, sys; print(json.dumps({'fits': int(sys.argv[1]) <= int(sys.argv[2]), 'pid': os.getpid()}))"
+        monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
+            lambda n: [sys.executable, "-S", "-c", probe, str(n), str(b)]))
+
+    params = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", allocator="default",
+                  vocab=128, width=32, depth=2, seq_len=16)
+    boundary(5)
+    first = execute("fits", params, run=set_run(monkeypatch, records_dir, run_id="run1"))
+    for answer in (7, 5):  # the setting fits more than the default, or (in another run) as much
+        boundary(answer)
+        run = set_run(monkeypatch, records_dir, run_id=f"run-{answer}")
+        second = execute("fits", dict(params, allocator="expandable"), run=run)
+        assert second.outcome == "ok" and second.check["max_batch"] == answer  # only its own probes decide
+        if answer == 7:  # the setting's first search: the default's answer aims it
+            assert second.check["earlier_bracket"] == [5, 6] and second.check["earlier_runs"] == [0, 0]
+    assert second.check["earlier_bracket"] == [7, 8]  # its own earlier search, once there is one
+    assert first.check["max_batch"] == 5

@@ -152,6 +152,10 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     log, key = _probe_log(run_file), search_key(params, over, allocator)
     earlier = probe_log.EarlierRuns(*RecordStore.earlier_probe_logs(run_file)) if run_file else probe_log.EarlierRuns()
     hint = earlier.bracket(key, cap)  # the earlier logs are read once, here: it holds for the whole search
+    if hint == (None, None) and allocator != "default":
+        # Never searched under this setting: the default's answer aims the first probes (a setting
+        # moves it by a few sizes at most); only this run's probes decide the answer, as ever.
+        hint = earlier.bracket(search_key(params, over, "default"), cap)
     # Each probe is a fresh process: the allocator setting is in its environment from its start.
     env = settings.environ_with(allocator, fits.probe_env())
     prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap, over), env=env,
