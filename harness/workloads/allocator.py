@@ -10,8 +10,8 @@ all of them; on a whole card of 80 GB or more a workload of 20-odd GB never reac
 it acts under an emulated budget), and ``split512`` (``max_split_size_mb:512``: no cached block
 over 512 MB is cut for a smaller request; 512 MB lies above every activation of both fragmenting
 workloads, whose largest, ResNet50's first stage at 1024 x 1024, holds 335 MB in bf16 for ten
-images, and below the LM's logits and their gradient, 0.5 to 2.1 GB a step as the number of
-tokens varies, the blocks whose sizes move from step to step).
+images, and below the LM's logits (bf16, and their fp32 copy for the loss), 0.8 to 2.1 GB as a
+step's token count moves with its length: the blocks whose sizes change from step to step).
 
 Why before torch is imported, not merely before CUDA starts: c10 chooses the allocator's backend
 (native or cudaMallocAsync) in a static initializer when libc10_cuda loads, at ``import torch``,
