@@ -15,8 +15,8 @@ literals, so a profile can take one parameter set of a class and leave the rest.
   rates are read against come from one interpreter, in a run of their own;
 - ``fragmentation``: the allocator settings on training that fragments (one GPU call of minutes:
   the LM under every setting, ResNet50 under the default, ``expandable`` and ``async``, both at
-  one shape under the default (the LM also with expandable segments), CuPy's pools, and what fits
-  on a 24 GB card with expandable segments); ``full`` adds the other settings;
+  one shape under the default, CuPy's pools, and what fits on a 24 GB card with expandable
+  segments); ``full`` adds the other settings;
 - ``full``: every benchmark and parameter set (hours: the what-fits searches alone take many
   minutes each).
 
@@ -77,13 +77,13 @@ BUDGET_TORCH = [
     r"^tricks\.WhatFits\.",
 ]
 
-# The LM that fragments under every setting, on the whole card and on a 24 GB card (where the gc
-# threshold acts); ResNet50 that fragments under the default, expandable segments and cudaMallocAsync;
-# both at one shape under the default (and the LM with expandable segments); CuPy's three pools; and
-# the what-fits search the default has no record of (``tricks.WhatFits`` searches the default's).
+# The LM that fragments on the whole card under every setting but the gc threshold (which acts under
+# a cap), and on a 24 GB card under all five; ResNet50 that fragments under the default, expandable
+# segments and cudaMallocAsync; both at one shape under the default; CuPy's three pools; and the
+# what-fits search the default has no record of (``tricks.WhatFits`` searches the default's).
 FRAGMENTATION = [
-    r"^fragmentation\.LmShapes\.\w+\('uniform128-4096', ",
-    r"^fragmentation\.LmShapes\.\w+\('fixed1024', '(default|expandable)'\)",
+    r"^fragmentation\.LmShapes\.\w+\('uniform128-4096', '(default|expandable|async|split512)'\)",
+    r"^fragmentation\.LmShapes\.\w+\('fixed1024', 'default'\)",
     r"^fragmentation\.LmBudget\.\w+\('\w+(\.\d)?', '24GB'\)",
     r"^fragmentation\.ResnetShapes\.\w+\('uniform224-1024', '(default|expandable|async)'\)",
     r"^fragmentation\.ResnetShapes\.\w+\('fixed1024', 'default'\)",
