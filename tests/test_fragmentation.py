@@ -12,7 +12,6 @@ import numpy
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from harness import cases
 from harness.drive import cli
 from harness.drive.runner import execute
 from harness.measure.memory import fragmentation, reserved_peak, torch_peaks
@@ -82,7 +81,8 @@ def test_the_probes_of_a_what_fits_search_start_under_the_setting(monkeypatch):
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
     probe = ("import json, os, sys; n = int(sys.argv[1]); print(json.dumps({'fits': n <= 5, 'pid': os.getpid(), "
              "'allocator_backend': os.environ.get('PYTORCH_ALLOC_CONF')}))")
-    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: lambda n: [sys.executable, "-S", "-c", probe, str(n)])
+    monkeypatch.setattr(fits, "probe_argv",
+                        lambda config, cap, over: lambda n: [sys.executable, "-S", "-c", probe, str(n)])
     params = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", allocator="expandable",
                   vocab=128, width=32, depth=2, seq_len=16)
     rec = execute("fits", params)
@@ -239,7 +239,8 @@ def test_a_setting_never_searched_is_aimed_by_the_defaults_answer_and_decided_by
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
 
     def boundary(b):
-        probe = "import json, os, sys; print(json.dumps({'fits': int(sys.argv[1]) <= int(sys.argv[2]), 'pid': os.getpid()}))"
+        probe = ("import json, os, sys; "
+                 "print(json.dumps({'fits': int(sys.argv[1]) <= int(sys.argv[2]), 'pid': os.getpid()}))")
         monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
             lambda n: [sys.executable, "-S", "-c", probe, str(n), str(b)]))
 
