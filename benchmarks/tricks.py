@@ -150,7 +150,7 @@ class WhatFits(_Fits):
     """The largest batch of 1024-token sequences; beside the precisions and checkpointing, the
     activations kept on the CPU, everything else offloaded, and seed 002's dropped references
     against the everyday loop that keeps them."""
-    fixed = {**GPU_LM, "over": "batch"}
+    fixed = {**GPU_LM, "over": "batch", "allocator": "default"}
     params = [[*_Fits.params[0], "save_on_cpu", "cpu_offload", "drop_references", "keep_references"], list(BUDGETS)]
 
     def track_budget_bytes_per_sample(self, *values):
@@ -169,7 +169,7 @@ class WhatFitsCombined(WhatFits):
 
 class WhatFitsSequence(_Fits):
     """The longest single sequence, searched from 1024 tokens up."""
-    fixed = {**GPU_LM, "over": "seq_len"}
+    fixed = {**GPU_LM, "over": "seq_len", "allocator": "default"}
 
     def track_budget_bytes_per_token(self, *values):
         return self.record.check["budget_bytes_per_token"]

@@ -81,8 +81,8 @@ def test_a_config_is_made_only_by_validating():
 
 @pytest.mark.parametrize("name, params", [
     ("tricks", TRICKS),
-    ("fits", dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", vocab=128, width=32,
-                  depth=2, seq_len=16)),
+    ("fits", dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", allocator="default",
+                  vocab=128, width=32, depth=2, seq_len=16)),
     ("unified", dict(allocator="managed_pool", placement="fault", pattern="stream", fraction=0.1)),
     ("ceilings", dict(probe="host_copy")),
 ])

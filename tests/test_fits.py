@@ -20,8 +20,8 @@ from harness.measure.outcomes import Skip
 from harness.drive.runner import execute
 
 REAL_PROBE_ARGV = fits.probe_argv  # before any test puts a fake in its place
-CASE_PARAMS = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", vocab=128, width=32,
-                   depth=2, seq_len=16)
+CASE_PARAMS = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", allocator="default",
+                   vocab=128, width=32, depth=2, seq_len=16)
 # A probe that costs a process start, not a model: fits while n is at most the argument.
 FAKE_PROBE = ("import json, os, sys; n = int(sys.argv[1]); "
               "print(json.dumps({'fits': n <= int(sys.argv[2]), 'pid': os.getpid()}))")
@@ -74,7 +74,7 @@ PROBE_PARAMS = dict(device="cpu", workload="lm", technique="bf16_autocast", budg
                     width=32, depth=2, seq_len=16)
 
 
-@pytest.mark.parametrize("technique", ["bf16_autocast", "checkpoint+expandable_segments+bf16_autocast"])
+@pytest.mark.parametrize("technique", ["bf16_autocast", "checkpoint+expandable+bf16_autocast"])
 def test_the_real_probe_trains_in_its_own_process_and_answers_in_json(technique):
     config = cases.get("tricks").config(dict(PROBE_PARAMS, technique=technique))
     argv = fits.probe_argv(config, 1.0, over="seq_len")(24)
@@ -112,7 +112,7 @@ def test_the_fits_case_hands_each_probe_exactly_its_tricks_configs_json(monkeypa
     assert execute("fits", dict(CASE_PARAMS, over="seq_len", seq_len=128)).outcome == "ok"
     ((config, argv_of),) = given
     assert isinstance(config, Config) and config.case == "tricks"
-    search = {k: v for k, v in CASE_PARAMS.items() if k not in ("budget", "over")}
+    search = {k: v for k, v in CASE_PARAMS.items() if k not in ("budget", "over", "allocator")}
     assert dict(config.params) == dict(search, seq_len=128, batch=1, micro_batch=1, budget="card")
     argv = argv_of(300)
     assert argv[3] == config.to_json() and argv[1:3] == ["-m", "harness.cases.fits_probe"]

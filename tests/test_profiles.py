@@ -22,7 +22,7 @@ def selected(profile: str) -> set[str]:
 NAMES = asv_names()
 
 
-@pytest.mark.parametrize("profile", ["quick", "standard", "budget", "versions"])
+@pytest.mark.parametrize("profile", ["quick", "standard", "budget", "versions", "fragmentation"])
 def test_every_expression_selects_something(profile):
     for expr in profiles.benchmarks(profile):
         assert any(re.search(expr, n) for n in NAMES), f"{profile}: {expr} matches no benchmark"
@@ -82,7 +82,7 @@ def test_versions_takes_only_cupy_and_chainer_cases_each_pool_and_way():
 
 
 def test_an_unknown_profile_names_the_choices():
-    with pytest.raises(ValueError, match="quick, standard, budget, versions, full"):
+    with pytest.raises(ValueError, match="quick, standard, budget, versions, fragmentation, full"):
         profiles.benchmarks("fast")
 
 

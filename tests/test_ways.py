@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from harness import cases
 from harness.drive.runner import execute
 from harness.workloads import tricks as trick_steps
-from harness.workloads import ways
+from harness.workloads import allocator, ways
 from harness.workloads.ways import Way
 
 from test_tricks import STEP, TINY
@@ -30,7 +30,7 @@ def test_every_single_technique_names_itself(name):
     ("fp32", Way()), ("checkpoint", Way(checkpoint=True)), ("fp32+checkpoint", Way(checkpoint=True)),
     ("checkpoint+bf16_autocast", Way(precision="bf16_autocast", checkpoint=True)),
     ("save_on_cpu+bf16_autocast", Way(precision="bf16_autocast", offload="save_on_cpu")),
-    ("expandable_segments+tf32", Way(precision="tf32", allocator="expandable_segments")),
+    ("expandable+tf32", Way(precision="tf32", allocator="expandable")),
 ])
 def test_shorthands_and_combinations_parse_to_their_knobs(text, way):
     assert ways.parse(text) == way
@@ -189,10 +189,10 @@ def test_the_allocator_knob_is_set_before_torch_starts_and_refused_after(monkeyp
     trick_steps.use_allocator(Way(), environ)
     assert environ == {}  # torch's default: nothing set
     with pytest.raises(RuntimeError, match="before torch is imported"):  # torch is imported here
-        trick_steps.use_allocator(ways.parse("expandable_segments"), environ)
-    environ[ways.ALLOC_ENV] = "expandable_segments:True"  # as the fresh process that set it holds it
-    trick_steps.use_allocator(ways.parse("bf16_autocast+expandable_segments"), environ)
-    assert environ == {ways.ALLOC_ENV: "expandable_segments:True"}
+        trick_steps.use_allocator(ways.parse("expandable"), environ)
+    environ.update(allocator.environ_with("expandable", {}))  # as the fresh process that set it holds it
+    trick_steps.use_allocator(ways.parse("bf16_autocast+expandable"), environ)
+    assert environ == allocator.environ_with("expandable", {})
 
 
 def test_a_fresh_process_takes_the_allocator_setting_before_torch_is_imported():
@@ -201,9 +201,9 @@ def test_a_fresh_process_takes_the_allocator_setting_before_torch_is_imported():
     from pathlib import Path
     # the case's module and its pieces import without starting torch: the setting still counts then
     code = ("import os, sys; import harness.cases.tricks; from harness.workloads import tricks, ways; "
-            "assert 'torch' not in sys.modules; tricks.use_allocator(ways.parse('cuda_malloc_async')); "
+            "assert 'torch' not in sys.modules; tricks.use_allocator(ways.parse('async')); "
             "print(os.environ['PYTORCH_CUDA_ALLOC_CONF'])")
-    env = {k: v for k, v in os.environ.items() if k != ways.ALLOC_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in allocator.ENV_VARS}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "backend:cudaMallocAsync"

@@ -13,7 +13,8 @@ MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unifie
            "chainer_gcn": "chainer_gcn", "chainer_mlp": "chainer_mlp", "chainer_cnn": "chainer_cnn",
            "torch_gcn": "torch_gcn", "parallel_resnet50": "parallel_resnet50", "parallel_lm": "parallel_lm",
            "tricks": "tricks", "fits": "fits", "pageable": "pageable",
-           "beyond": "beyond", "seed000": "seed000", "tooling": "tooling"}
+           "beyond": "beyond", "seed000": "seed000", "tooling": "tooling",
+           "fragmentation": "fragmentation", "fragmentation_cupy": "fragmentation_cupy"}
 
 
 def names() -> list[str]:

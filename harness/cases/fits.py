@@ -4,8 +4,10 @@ Parameters: ``device`` (cuda; cpu only skips, the allocator cap being a CUDA fea
 ``workload``, ``technique``, ``vocab``, ``width``, ``depth``, ``seq_len`` as in ``tricks``,
 ``budget`` (16GB, 24GB, 40GB, 80GB, or ``card``: the whole card) and ``over``: ``batch`` (the
 largest batch of ``seq_len`` tokens, searched from 1) or ``seq_len`` (the longest single
-sequence, searched from ``seq_len``; token models only). A budget larger than the card skips
-with the reason.
+sequence, searched from ``seq_len``; token models only), ``allocator``: the setting of torch's
+CUDA allocator every probe runs under (``harness.workloads.allocator``: ``default``,
+``expandable``, ``async``, ``gc0.6``, ``split512``; under ``async`` the cap holds the bytes in
+use, not the driver pool's reserve). A budget larger than the card skips with the reason.
 
 The one timed "step" is the whole search (``harness.workloads.fits``: doubling until the sizes that fit
 span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
@@ -37,10 +39,12 @@ from harness.measure.workload import Workload
 from harness.cases.tricks import CASE as TRICKS
 from harness.cases.tricks import PARAMS as TRICK_PARAMS
 from harness.workloads.tricks import applies, grows_on_host
+from harness.workloads import allocator as settings
 
 NAME = "fits"
 PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
           "technique": TRICK_PARAMS["technique"], "budget": BUDGETS, "over": fits.OVER,
+          "allocator": tuple(settings.TORCH),
           **{k: TRICK_PARAMS[k] for k in ("vocab", "width", "depth", "seq_len")}}
 
 
@@ -124,7 +128,15 @@ def probe_config(search: dict) -> Config:
     return TRICKS.config(dict(search, batch=1, micro_batch=1, budget="card"))
 
 
-def build(device, workload, technique, budget, over, vocab, width, depth, seq_len, run_file=None) -> Workload:
+def search_key(params: dict, over: str, allocator: str) -> dict:
+    """What a search's probes are logged under: its parameters and axis, and the allocator
+    setting where it is not the default (so that logs from before the setting was a parameter
+    still bound and aim the default's searches)."""
+    return dict(params, over=over, **({} if allocator == "default" else {"allocator": allocator}))
+
+
+def build(device, workload, technique, budget, over, allocator, vocab, width, depth, seq_len,
+          run_file=None) -> Workload:
     if device != "cuda":
         raise Skip("what fits needs a CUDA device: the budget is enforced by "
                    "torch.cuda.set_per_process_memory_fraction; run it with device=cuda on a GPU box")
@@ -137,10 +149,16 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
     cap = budget_bytes(budget, total)
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
-    log, key = _probe_log(run_file), dict(params, over=over)
+    log, key = _probe_log(run_file), search_key(params, over, allocator)
     earlier = probe_log.EarlierRuns(*RecordStore.earlier_probe_logs(run_file)) if run_file else probe_log.EarlierRuns()
     hint = earlier.bracket(key, cap)  # the earlier logs are read once, here: it holds for the whole search
-    prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap, over), env=fits.probe_env(),
+    if hint == (None, None) and allocator != "default":
+        # Never searched under this setting: the default's answer aims the first probes (a setting
+        # moves it by a few sizes at most); only this run's probes decide the answer, as ever.
+        hint = earlier.bracket(search_key(params, over, "default"), cap)
+    # Each probe is a fresh process: the allocator setting is in its environment from its start.
+    env = settings.environ_with(allocator, fits.probe_env())
+    prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap, over), env=env,
                                    timeout_s=fits.PROBE_TIMEOUT_S, on_result=lambda result: log.add(key, cap, result))
     start, limit = (1 if over == "batch" else seq_len), fits.LIMITS[over]
     found = {}
@@ -173,6 +191,7 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
                 "earlier_runs": earlier.runs(key), "earlier_bracket": list(hint),
+                "allocator_backends": sorted({str(r.get("allocator_backend")) for r in prober.results}),
                 "probe_seconds": [r["seconds"] for r in prober.results]}
 
     # No gpus: the probes hold the GPU work in processes of their own, so there is nothing here for
@@ -181,4 +200,4 @@ def build(device, workload, technique, budget, over, vocab, width, depth, seq_le
 
 
 CASE = Case(name=NAME, params=PARAMS, build=build, doc=__doc__, keeps_files=True, gpu_work_elsewhere=True,
-            allocator=lambda **_: "torch", outdated=outdated)
+            allocator=lambda **_: "torch", outdated=outdated, earlier={"allocator": "default"})

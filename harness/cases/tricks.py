@@ -24,7 +24,7 @@ Parameters:
   or a combination of them, one per knob, joined by "+" (``bf16_autocast+checkpoint``; a
   ``harness.workloads.ways.Way``: any order is taken and filed in its one canonical order, and
   two values of one knob, two precisions say, are refused), which may add an allocator setting
-  (``expandable_segments``, ``cuda_malloc_async``) set before torch starts;
+  (``harness.workloads.allocator``'s names: ``expandable``, ``async``, ...) set before torch starts;
 - ``budget``: the card emulated (``harness.measure.budget``): 16GB, 24GB, 40GB, 80GB, or ``card``
   (the whole card). On CUDA torch's caching allocator is capped at it before anything is
   allocated; out of memory under it is does-not-fit. The fp32 references of the check train

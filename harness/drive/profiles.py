@@ -13,6 +13,10 @@ literals, so a profile can take one parameter set of a class and leave the rest.
   two interpreters, e.g. one made by ``harness stack``): the managed, async and device pools,
   out-of-core, seed 000's arrays under 16 GB and Chainer's pools; the pinned copy ceilings their
   rates are read against come from one interpreter, in a run of their own;
+- ``fragmentation``: the allocator settings on training that fragments (one GPU call of minutes:
+  the LM under every setting, ResNet50 under the default, ``expandable`` and ``async``, both at
+  one shape under the default, CuPy's pools, and what fits on a 24 GB card with expandable
+  segments); ``full`` adds the other settings;
 - ``full``: every benchmark and parameter set (hours: the what-fits searches alone take many
   minutes each).
 
@@ -87,6 +91,20 @@ BUDGET_TORCH = [
     r"^tricks\.WhatFitsCombined\.",
 ]
 
+# The LM that fragments on the whole card under every setting but the gc threshold (which acts under
+# a cap), and on a 24 GB card under all five; ResNet50 that fragments under the default, expandable
+# segments and cudaMallocAsync; both at one shape under the default; CuPy's three pools; and the
+# what-fits search the default has no record of (``tricks.WhatFits`` searches the default's).
+FRAGMENTATION = [
+    r"^fragmentation\.LmShapes\.\w+\('uniform128-4096', '(default|expandable|async|split512)'\)",
+    r"^fragmentation\.LmShapes\.\w+\('fixed1024', 'default'\)",
+    r"^fragmentation\.LmBudget\.\w+\('\w+(\.\d)?', '24GB'\)",
+    r"^fragmentation\.ResnetShapes\.\w+\('uniform224-1024', '(default|expandable|async)'\)",
+    r"^fragmentation\.ResnetShapes\.\w+\('fixed1024', 'default'\)",
+    r"^fragmentation\.CupyPools\.",
+    r"^fragmentation\.WhatFitsAllocator\.\w+\('expandable'\)",
+]
+
 VERSIONS = [
     r"^unified\.Allocators\.\w+\('\w+', 'stream', 0\.1\)", r"^unified\.OutOfCore\.\w+\('stream', 0\.1\)",
     r"^unified\.Seed000\.\w+\('\w+', '16GB'\)",
@@ -94,7 +112,7 @@ VERSIONS = [
 ]
 
 PROFILES = {"quick": QUICK, "standard": STANDARD, "budget": BUDGET_CUPY + BUDGET_TORCH, "versions": VERSIONS,
-            "full": []}
+            "fragmentation": FRAGMENTATION, "full": []}
 
 
 def benchmarks(profile: str) -> list[str]:

@@ -241,5 +241,28 @@ class PeakMemory:
                 cuda.reset_peak_memory_stats(i)
 
 
+def fragmentation(reserved: int | None, allocated: int | None) -> float | None:
+    """Bytes an allocator held from the driver over the bytes live tensors or arrays held, at
+    their peaks: 1.0 where every cached byte was in use; None where nothing was allocated."""
+    if not reserved or not allocated or allocated <= 0:
+        return None
+    return round(reserved / allocated, 4)
+
+
+def reserved_peak(levels: dict) -> int | None:
+    """The most bytes an allocator held over the steps, from a record's levels: torch's caching
+    allocator's reserve, or a CuPy pool's total; None where neither was read."""
+    held = [v for k, v in levels.items() if k.startswith("allocator.") and ("max_reserved" in k or k.endswith("total"))]
+    return max(held) if held else None
+
+
+def torch_peaks(cuda, device: int = 0) -> dict:
+    """torch's peaks on ``device`` since they were last reset (``PeakMemory.steps_begin`` resets
+    them: read before anything else allocates, they are the steps' own) and their ratio."""
+    allocated, reserved = int(cuda.max_memory_allocated(device)), int(cuda.max_memory_reserved(device))
+    return {"peak_allocated": allocated, "peak_reserved": reserved,
+            "fragmentation": fragmentation(reserved, allocated)}
+
+
 def _ru_maxrss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -95,10 +95,11 @@ PAGEABLE_SPECS = (
 # Tables both a family and a seed show, each with its own title and text.
 LONG_SEQUENCE = Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
                      where=("device=cuda", "batch=1"), bench=r"tricks\.LongSequence")
-FITS_BATCH = Spec("fits", "technique,machine", across="budget", show="check:max_batch", where=("over=batch",),
-                  bench=r"tricks\.WhatFits(Combined)?$")
-FITS_SEQUENCE = Spec("fits", "technique,machine", across="budget", show="check:max_seq_len", where=("over=seq_len",),
-                     bench=r"tricks\.WhatFitsSequence")
+FITS_BATCH = Spec("fits", "technique,machine", across="budget", show="check:max_batch",
+                  where=("over=batch", "allocator=default"), bench=r"tricks\.WhatFits(Combined)?$")
+FITS_SEQUENCE = Spec("fits", "technique,machine", across="budget", show="check:max_seq_len",
+                     where=("over=seq_len", "allocator=default"), bench=r"tricks\.WhatFitsSequence")
+FRAGMENTATION_SHOW = "step,rate,peak,check:fragmentation"
 FAMILIES = (
     Family(
         "ceilings", "Ceilings: the box's physical limits", ("ceilings",) + tuple(s.case for s in PAGEABLE_SPECS),
@@ -269,6 +270,45 @@ FAMILIES = (
                  "sequences of the LM that trains under each budget."),
          replace(FITS_SEQUENCE, title="What fits: the longest sequence", text="The longest single sequence of "
                  "the LM that trains under each budget."))),
+    Family(
+        "fragmentation", "Allocator settings, on training that fragments",
+        ("fragmentation", "fragmentation_cupy", "fits"),
+        "PyTorch's out-of-memory message ends: \"If reserved but unallocated memory is large try setting "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation\". Reserved stays close to "
+        "allocated while every step has the same shapes; real training's shapes change. `fragmentation` "
+        "trains the LM (12 blocks, width 1024, vocab 32000, Adam, bf16 autocast) on 16,384 tokens a step cut "
+        "into sequences of one length drawn per step (`shapes=uniform128-4096`) or always 1024 (`fixed1024`), "
+        "and ResNet50 on 10 x 1024 x 1024 pixels a step in images of one side drawn per step from 224 to "
+        "1024 by 32 (`uniform224-1024`) or always 1024, the draws seeded so that every setting meets the same "
+        "sizes. `allocator` is `default`, `expandable` (`expandable_segments:True`), `async` "
+        "(`backend:cudaMallocAsync`), `gc0.6` (`garbage_collection_threshold:0.6`, which acts past 60% of "
+        "what the process may use: under an emulated card) or `split512` (`max_split_size_mb:512`), put in "
+        "the environment of the case's own process before torch is imported (the backend is chosen when "
+        "torch loads) and checked against the backend torch runs. `peak` is allocated / device, over the "
+        "timed steps; `fragmentation` is reserved over allocated at their peaks. Under `async` an emulated "
+        "card caps the bytes in use, not the driver pool's reserve. `fragmentation_cupy` runs CuPy's "
+        "`device_pool`, `async_pool` and `limited_pool` (`set_limit` at 1.25 x the largest step's live "
+        "bytes) on attention over the same lengths; its `fragmentation` is the pool's held bytes over its "
+        "used ones at the steps' ends. `fits` is the largest LM batch of 1024 tokens that trains on a 24 GB "
+        "card, each probe a fresh process under the setting.",
+        (Spec("fragmentation", "workload,allocator,machine", across="shapes", show=FRAGMENTATION_SHOW,
+              where=("device=cuda", "budget=card"), title="Reserved against allocated, by setting and shape",
+              text="Each workload on the whole card, its fragmenting shapes beside one fixed shape.",
+              bench=r"fragmentation\.(Lm|Resnet)Shapes"),
+         Spec("fragmentation", "workload,allocator,machine", across="budget", show=FRAGMENTATION_SHOW,
+              where=("device=cuda", "shapes=uniform128-4096"), title="The fragmenting LM on a 24 GB card",
+              text="Where the default's reserve outgrows the card and a setting keeps it under.",
+              bench=r"fragmentation\.LmBudget"),
+         Spec("fragmentation", "workload,allocator,machine", across="budget", show=FRAGMENTATION_SHOW,
+              where=("device=cuda", "shapes=uniform224-1024"), title="The fragmenting ResNet50 on a 16 GB card",
+              bench=r"fragmentation\.ResnetBudget"),
+         Spec("fragmentation_cupy", "pool,machine", across="shapes", show=FRAGMENTATION_SHOW,
+              title="CuPy's pools", text="Attention over 16,384 tokens a step, the lengths drawn or fixed.",
+              bench=r"fragmentation\.CupyPools"),
+         Spec("fits", "allocator,machine", across="budget", show="check:max_batch",
+              where=("over=batch", "technique=bf16_autocast"), title="What fits, by setting",
+              text="The largest batch of 1024-token sequences of the LM in bf16 autocast.",
+              bench=r"fragmentation\.WhatFitsAllocator|tricks\.WhatFits$"))),
     Family(
         "tooling", "The suite's own tools on a long history", ("tooling",),
         "How long the gate and the comparison pages take on a results folder of 50,000 records, made up "

@@ -59,4 +59,5 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
     if cuda:
         result["peak_allocated"] = int(torch.cuda.max_memory_allocated(0))
         result["peak_reserved"] = int(torch.cuda.max_memory_reserved(0))
+        result["allocator_backend"] = torch.cuda.get_allocator_backend()  # the setting its environment held
     return dict(result, fits=True)

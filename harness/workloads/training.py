@@ -115,13 +115,20 @@ class Trainer:
         self.saving = saving or contextlib.nullcontext
         self.on_close = []
         self.prec, self.device_type = prec, device_type
-        with torch.no_grad():  # the whole batch's count: every micro-batch's loss is a share of one mean
-            self.count = sum(int(loss_sum(None, None, t)[1]) for _, t in micro_batches)
+        self.feed(micro_batches)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         self.scaler = torch.amp.GradScaler(device_type, enabled=prec.scaler)
         self.losses = []
         self.skipped = []  # per step: True where the scaler found inf/NaN gradients and left the weights alone
         self.scale = self.scaler.get_scale()  # the initial scale (no device read yet); 1.0 when disabled
+
+    def feed(self, micro_batches):
+        """The micro-batches the next steps train on, and the whole batch's target count (every
+        micro-batch's loss is a share of one mean). A workload whose shapes change from step to
+        step feeds each step its own."""
+        with self.torch.no_grad():
+            self.count = sum(int(self.loss_sum(None, None, t)[1]) for _, t in micro_batches)
+        self.micro_batches = micro_batches
 
     def _autocast(self):
         if self.prec.autocast is None:

@@ -32,12 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from harness.measure.outcomes import Skip
+from harness.workloads import allocator as settings
 
 SEP = "+"
-ALLOC_ENV = "PYTORCH_CUDA_ALLOC_CONF"
-# Named allocator settings, as ``PYTORCH_CUDA_ALLOC_CONF`` spells them (None: torch's default).
-ALLOCATORS = {"default": None, "expandable_segments": "expandable_segments:True",
-              "cuda_malloc_async": "backend:cudaMallocAsync"}
+# The named allocator settings are ``harness.workloads.allocator``'s: one list for every case.
+ALLOCATORS = tuple(settings.TORCH)
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,7 @@ class Way:
 
     def process_env(self) -> dict:
         """The environment the case's fresh process needs before torch starts."""
-        conf = ALLOCATORS[self.allocator]
-        return {} if conf is None else {ALLOC_ENV: conf}
+        return settings.environ_with(self.allocator, {})
 
     def __str__(self) -> str:
         return self.name
