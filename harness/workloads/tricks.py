@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import sys
 
 from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
 from harness.measure.requirements import need_torch
