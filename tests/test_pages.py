@@ -357,20 +357,6 @@ def test_browser_the_chooser_fits_1400px_and_shows_one_picked_answer(browser_pag
     assert errors == []
 
 
-def test_a_way_out_under_a_budget_is_read_against_fp32_on_the_whole_card_at_the_full_batch():
-    from harness.report.pages import headline
-    rows = [r for r in model.latest(model.load_rows(Path(__file__).resolve().parents[1] / "results"))
-            if r.case == "tricks" and r.record.params.get("workload") == "resnet50_1024"
-            and r.machine.startswith("nvidia-h100")]
-    bases = [r for r in rows if headline.is_base(r, family("tricks").baseline)]
-    for technique, micro in (("bf16_autocast", 10), ("checkpoint", 10), ("fp32", 5)):
-        row = next(r for r in rows if r.record.params["budget"] == "16GB" and r.record.ok
-                   and r.record.params["technique"] == technique and r.record.params["micro_batch"] == micro)
-        base = headline.base_for(row, bases)
-        assert (base.record.params["technique"], base.record.params["budget"], base.record.params["micro_batch"]) == \
-            ("fp32", "card", 10), technique
-
-
 def test_the_seeds_page_holds_the_docs_seed_tables_each_cell_linked_to_the_record_it_shows(site):
     import html
     page = (site / "pages" / "seeds.html").read_text()

@@ -36,7 +36,8 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
         return Record(**fields, **common, budget=_budget(case, params, devices))
     # A case that keeps files of its own (the what-fits probes) keeps them beside the run's records.
     extra = {"run_file": run.path if run and run.run_id else None} if case.keeps_files else {}
-    peak = PeakMemory(gpus=range(devices.count))
+    # A case on the CPU holds no device memory: the GPUs' levels would be other processes'.
+    peak = PeakMemory(gpus=range(devices.count) if params.get("device") != "cpu" else ())
     timing, work = None, {}
     try:
         with peak:

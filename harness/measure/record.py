@@ -69,7 +69,11 @@ class Record:
 
     def device_bytes(self) -> int | None:
         """The most device memory the case took on any one GPU: NVML's used memory at the peak
-        less what was in use before it started (its CUDA context counts, other processes do not)."""
+        less what was in use before it started (its CUDA context counts, other processes do not).
+        None for a case that ran on the CPU (``device=cpu``): what NVML saw move meanwhile was
+        another process's or the driver's, not the case's."""
+        if self.params.get("device") == "cpu":
+            return None
         gains = [v - self.memory.get(label.replace("device.used.", "device.used_before."), 0)
                  for label, v in self.memory.items() if label.startswith("device.used.")]
         return max(gains) if gains else None
