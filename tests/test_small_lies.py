@@ -89,3 +89,41 @@ def test_a_case_on_the_cpu_samples_no_gpu_while_it_runs(monkeypatch):
     monkeypatch.setattr("harness.cases.tricks.checked_against_reference", lambda *a, **k: {})
     rec = runner.execute("tricks", params, devices=fake_devices(count=1))
     assert watched == [[]] and rec.device_bytes() is None
+
+
+# -- harness summary: whose figures, and filtered by them ---------------------------------------------
+
+def test_summary_names_each_records_machine_and_commit_and_filters_by_them(tmp_path, capsys):
+    import dataclasses
+
+    from harness.drive import cli
+    from harness.measure.store import RecordStore
+    from harness.report.summary import machine_of
+    from test_chooser import ENV
+    from conftest import fake_devices
+    other = snapshot_of(fake_devices(name="NVIDIA H200", total=143771 * 2**20))
+    recs = [dataclasses.replace(trick("fp32", 64), commit="abc123" + "0" * 34),
+            dataclasses.replace(trick("fp32", 32), commit="def456" + "0" * 34, environment=other)]
+    for rec in recs:
+        RecordStore.append(tmp_path / "r.jsonl", rec)
+    h100, h200 = machine_of(recs[0]), machine_of(recs[1])
+    assert h100 != h200 and recs[0].environment == ENV
+    assert cli.main(["summary", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:2] == ["machine", "commit"] and h100 in out and "abc1230" in out
+    assert cli.main(["summary", str(tmp_path), "--machine", h200]) == 0
+    out = capsys.readouterr().out
+    assert "micro_batch=32" in out and "micro_batch=64" not in out
+    assert cli.main(["summary", str(tmp_path), "--commit", "abc1"]) == 0
+    out = capsys.readouterr().out
+    assert "micro_batch=64" in out and "micro_batch=32" not in out
+    assert cli.main(["summary", str(tmp_path), "--machine", "nvidia-b200-x1"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and h100 in err and h200 in err
+    assert cli.main(["summary", str(tmp_path), "--commit", "main"]) == 2
+    assert "not a commit hash" in capsys.readouterr().err
+
+
+def snapshot_of(devices):
+    from harness.measure.environment import snapshot
+    return snapshot(devices)
