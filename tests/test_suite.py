@@ -11,7 +11,7 @@ import pytest
 from harness.drive import suite
 from harness.drive.bench import RUN_ENV
 from harness.measure.store import RecordStore, RunContext, StoreError
-from harness.cases.ceilings import GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
+from harness.cases.ceilings import CONTEXT_PROBES, GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
 from harness.measure.safety import OPT_IN_ENV
 
 from conftest import set_run
@@ -32,6 +32,7 @@ CLASSES = {
     "ceilings.Host": (["probe"], [HOST_PROBES], "host"),
     "ceilings.Device": (["probe"], [GPU_PROBES], "device"),
     "ceilings.Peer": (["probe"], [MULTI_GPU_PROBES], "device"),
+    "ceilings.Context": (["probe"], [CONTEXT_PROBES], "device"),
     "unified.Allocators": (["allocator", "pattern", "fraction"], [ALLOCATORS, PATTERNS, [0.1, 0.4, 0.8, 1.5]], "device"),
     "unified.Placements": (["placement", "pattern", "fraction"], [FROM_HOST, PATTERNS, [0.02, 0.1, 1.5]], "device"),
     "unified.OutOfCore": (["pattern", "fraction"], [["stream", "reduce"], [0.02, 0.1, 1.5]], "device"),

@@ -203,13 +203,19 @@ def measure_overhead(allocator: str | None) -> Overhead:
         handle = pynvml.nvmlDeviceGetHandleByIndex(gpu.index)
         before = pynvml.nvmlDeviceGetMemoryInfo(handle).used
         pooled = WARM.get(allocator, _warm_cupy)()
-        held = _held_by(pynvml, handle, os.getpid())
-        if held is not None:
-            return Overhead(max(0, held - pooled), "nvml process")
-        return Overhead(max(0, pynvml.nvmlDeviceGetMemoryInfo(handle).used - before - pooled),
-                        "device used less before")
+        held, read = held_here(pynvml, handle, before)
+        return Overhead(max(0, held - pooled), read)
     finally:
         pynvml.nvmlShutdown()
+
+
+def held_here(nvml, handle, before: int) -> tuple[int, str]:
+    """What this process holds on the device (NVML's figure for it), else the device's used memory
+    less ``before`` (read before this process started CUDA); and which of the two it is."""
+    mine = _held_by(nvml, handle, os.getpid())
+    if mine is not None:
+        return mine, "nvml process"
+    return nvml.nvmlDeviceGetMemoryInfo(handle).used - before, "device used less before"
 
 
 def _held_by(nvml, handle, pid: int) -> int | None:
