@@ -109,3 +109,15 @@ def test_the_context_probe_reads_each_stage_outside_the_allocators_pool(monkeypa
     made = ceilings.BUILDERS["context_cupy"]()
     assert made.memory == {"context.cuda": 498 * MiB, "context.cublas": 698 * MiB}
     assert made.check()["read"] == "device used less before"
+
+
+def test_the_docs_table_each_gpus_context_from_its_records():
+    from harness.report import specs
+    from harness.report.pages import model
+    from test_chooser import record
+    levels = {"context.cuda": 524_288_000, "context.cublas": 612_368_384, "context.cudnn": 700_448_768}
+    rec = record("ceilings", {"probe": "context_torch"}, device=700_448_768, check={"read": "nvml process", **levels})
+    torch_spec = next(s for s in specs.CONTEXT_SPECS if "context_torch" in s.command())
+    text = torch_spec.render([model.Row("r-0", rec, "x", 1)])
+    assert all(f"{v:,}" in text for v in levels.values())
+    assert torch_spec.render([]) is None  # no record yet: the docs leave the section out (quiet)
