@@ -164,3 +164,9 @@ def test_a_way_is_named_by_the_parameters_its_trials_do_not_all_share():
     assert same == {"micro"}  # "extra" is held by one way only: absent elsewhere is a value too
     assert [chooser.way_label(w, same) for w in ways] == ["technique=fp32", "technique=bf16", "extra=2 technique=bf16"]
     assert chooser.way_label(ways[0], chooser.shared(tried[:1])) == "(one way)"
+
+
+def test_a_budget_is_named_for_what_it_was():
+    assert chooser.ran_under("16GB") == "16GB allocator cap (context not charged)"
+    assert chooser.ran_under("p100-16gb") == "Tesla P100-PCIE-16GB, emulated"
+    assert chooser.ran_under("card") == "the whole card"

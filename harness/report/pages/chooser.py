@@ -186,6 +186,13 @@ def section(tried: list[Trial], wl: Workload, size: int, machine: str | None) ->
             "left": left}
 
 
+def ran_under(name: str) -> str:
+    """What a budget was, in a reader's words."""
+    if name in CARDS:
+        return f"{CARDS[name].model}, emulated"
+    return "the whole card" if name == "card" else f"{name} allocator cap (context not charged)"
+
+
 def view(rows) -> dict:
     """Every (card, workload) section's answer, for the template."""
     sections = []
@@ -195,5 +202,5 @@ def view(rows) -> dict:
         for key, label, size, machine in card_list:
             sections.append({"id": f"{key}--{wl.key}", "card": label, "workload": wl.label, "size": size,
                              **section(tried, wl, size, machine)})
-    return {"rule": RULE, "apart_note": APART, "cards": [(k, label) for k, label, *_ in card_list],
+    return {"rule": RULE, "apart_note": APART, "under": ran_under, "cards": [(k, label) for k, label, *_ in card_list],
             "workloads": [(w.key, w.label) for w in WORKLOADS], "sections": sections}
