@@ -164,7 +164,8 @@ def way_label(way: str, same: set[str]) -> str:
 
 def cards(rows) -> list[tuple[str, str, int, str | None]]:
     """(key, label, bytes, machine or None): the named cards, then each measured GPU with its own records."""
-    out = [(c.name, f"{c.model} ({c.total_bytes // 2**20:,} MiB)", c.total_bytes, None) for c in CARDS.values()]
+    out = [(c.name, f"{c.model} ({gb(c.total_bytes)} as nvidia-smi reports it)", c.total_bytes, None)
+           for c in CARDS.values()]
     for machine, memory in sorted({(r.machine, r.gpu_memory) for r in rows if r.gpu_memory}):
         out.append((f"m{len(out)}", f"{machine} ({gb(memory)}, its own records)", memory, machine))
     return out
