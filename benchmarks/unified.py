@@ -8,7 +8,7 @@ with the set. 0.25 stays declared by the case (``python3 -m harness case unified
 the opt-in (the device pools cannot hold it and record "does not fit").
 
 Beyond a budget: ``Beyond`` runs working sets of 1.5 and 3 x an emulated 16, 24 or 40 GB card by
-each way out (``harness.cases.beyond``), and ``Seed000`` the seed's three 8 GiB arrays under 16 GB
+each way out (``harness.cases.beyond``), and ``Seed000`` the seed's three 8 GiB arrays on an emulated P100, under a 16 GB cap
 and under the whole card. Sets that need more host memory than the host check allows skip with
 their reason.
 """
@@ -60,4 +60,4 @@ class Beyond(_OnDevice):
 class Seed000(_OnDevice):
     case = "seed000"
     param_names = ["way", "budget"]
-    params = [list(WAYS), ["16GB", "card"]]
+    params = [list(WAYS), ["p100-16gb", "16GB", "card"]]

@@ -153,3 +153,88 @@ def test_the_tricks_check_lifts_the_cap_before_its_reference_trains(monkeypatch)
                                  micro_batch=2, vocab=128, width=32, depth=2, seq_len=16))
     assert rec.outcome == "ok", rec.reason
     assert calls == ["cap lifted", "reference trained"] and rec.check["reference_budget"] == "card"
+
+
+# -- named cards: the card's total, less what this process holds outside the allocator ----------
+
+P100 = budget.CARDS["p100-16gb"].total_bytes
+CONTEXT = 600 * 2**20
+
+
+def test_a_named_card_caps_the_allocator_at_its_total_less_the_overhead_and_says_so():
+    b = budget.of("p100-16gb", CARD, "torch", overhead=budget.Overhead(CONTEXT, "nvml process"))
+    assert P100 == 16280 * 2**20 and b.limit_bytes == P100 - CONTEXT
+    assert b.to_dict() == {"name": "p100-16gb", "limit_bytes": P100 - CONTEXT, "card_bytes": CARD,
+                           "enforced": budget.ENFORCED["torch"], "emulated_bytes": P100,
+                           "overhead_bytes": CONTEXT, "overhead_read": "nvml process"}
+    d = sample_record().to_dict()
+    d["budget"] = b.to_dict()
+    assert Record.from_dict(json.loads(json.dumps(d))).budget == b.to_dict()
+    d["budget"] = dict(b.to_dict(), overhead_bytes=-1)
+    with pytest.raises(ValueError, match="budget.overhead_bytes"):
+        Record.from_dict(d)
+    with pytest.raises(Skip, match="larger than this one"):
+        budget.of("h200", CARD, "torch", overhead=budget.Overhead(0, "nvml process"))
+    with pytest.raises(ValueError, match="named card"):
+        budget.budget_bytes("p100-16gb", CARD)  # its limit is only known once measured
+
+
+def fake_nvml(monkeypatch, used: list, processes):
+    """pynvml whose device reports ``used`` (one figure a read, the last repeated) and lists ``processes``."""
+    import sys
+    import types
+    reads = iter(used)
+
+    class NVMLError(Exception):
+        pass
+
+    def running(handle):
+        if processes is None:
+            raise NVMLError("not supported")
+        return [types.SimpleNamespace(pid=pid, usedGpuMemory=n) for pid, n in processes]
+
+    last = [used[-1]]
+    monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(
+        NVMLError=NVMLError, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetComputeRunningProcesses=running,
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=next(reads, last[0]))))
+    from harness.measure import devices
+    monkeypatch.setattr(devices, "cuda_gpu", lambda ordinal, devs=None: fake_devices().gpus[0])
+    budget.measure_overhead.cache_clear()
+
+
+@pytest.mark.parametrize("processes,read", [([(1, 10), ("self", 900 * 2**20)], "nvml process"),
+                                            (None, "device used less before"), ([(1, 10)], "device used less before")])
+def test_the_overhead_is_what_this_process_holds_outside_its_pool_after_warming_up(monkeypatch, processes, read):
+    import os
+    pooled = 300 * 2**20
+    monkeypatch.setitem(budget.WARM, "torch", lambda: pooled)
+    listed = processes and [(os.getpid() if pid == "self" else pid, n) for pid, n in processes]
+    fake_nvml(monkeypatch, [2**30, 2**30 + 900 * 2**20], listed)  # before, then after the warm-up
+    overhead = budget.measure_overhead("torch")
+    assert overhead == budget.Overhead(600 * 2**20, read)
+    budget.measure_overhead.cache_clear()
+
+
+def test_a_case_emulating_a_named_card_records_the_overhead_it_measured(monkeypatch):
+    from harness.cases.base import Case
+    from harness.drive import runner
+    from harness.drive.runner import execute
+    from harness.measure.memory import PeakMemory
+    from harness.measure.workload import Workload
+    monkeypatch.setattr(runner, "PeakMemory", lambda gpus: PeakMemory())
+    devices = fake_devices(count=1)
+    card = devices.gpus[0].memory_total
+
+    def build(budget):
+        made = __import__("harness.measure.budget", fromlist=["of"]).of(
+            budget, card, "cupy", overhead=__import__("harness.measure.budget", fromlist=["Overhead"]).Overhead(
+                CONTEXT, "nvml process"))
+        return Workload(step=lambda: None, check=lambda: {"limit": made.limit_bytes}, work={"bytes": 1}, warmup=0,
+                        repeat=2)
+
+    case = Case(name="carded", params={"budget": budget.CARD_BUDGETS}, build=build, allocator=lambda **_: "cupy")
+    rec = execute(case, {"budget": "v100-16gb"}, devices=devices)
+    v100 = budget.CARDS["v100-16gb"].total_bytes
+    assert rec.budget["emulated_bytes"] == v100 and rec.budget["overhead_bytes"] == CONTEXT
+    assert rec.budget["limit_bytes"] == rec.check["limit"] == v100 - CONTEXT

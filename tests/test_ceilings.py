@@ -88,3 +88,36 @@ def test_committed_ceiling_step_peaks_equal_their_operands():
     for r in recs:
         peak = r.memory["allocator.torch.max_allocated.cuda:0"]
         assert abs(peak - OPERANDS[r.params["probe"]]) <= 2 * 2**20, (r.params, r.commit, peak)
+
+
+def test_the_context_probe_reads_each_stage_outside_the_allocators_pool(monkeypatch):
+    """A fresh process's levels after CUDA starts and after cuBLAS loads, each less what the pool
+    holds: NVML here lists no process, so each is the card's used memory less the level before."""
+    import types
+
+    from harness.cases import ceilings
+    from test_budget import fake_nvml
+    from conftest import fake_devices
+    MiB = 2**20
+    fake_nvml(monkeypatch, [1000 * MiB, 1500 * MiB, 1700 * MiB], None)  # before, after the context, after cuBLAS
+    monkeypatch.setattr(ceilings, "need_gpus", lambda n: fake_devices())
+    monkeypatch.setattr("harness.measure.workingset.card", lambda devices: devices.gpus[0])
+    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None)))
+    monkeypatch.setattr(ceilings, "need_cupy", lambda: cupy)
+    monkeypatch.setattr(ceilings, "_cupy_stages", lambda module: iter([("cuda", lambda: 2 * MiB),
+                                                                        ("cublas", lambda: 2 * MiB)]))
+    made = ceilings.BUILDERS["context_cupy"]()
+    assert made.memory == {"context.cuda": 498 * MiB, "context.cublas": 698 * MiB}
+    assert made.check()["read"] == "device used less before"
+
+
+def test_the_docs_table_each_gpus_context_from_its_records():
+    from harness.report import specs
+    from harness.report.pages import model
+    from test_chooser import record
+    levels = {"context.cuda": 524_288_000, "context.cublas": 612_368_384, "context.cudnn": 700_448_768}
+    rec = record("ceilings", {"probe": "context_torch"}, device=700_448_768, check={"read": "nvml process", **levels})
+    torch_spec = next(s for s in specs.CONTEXT_SPECS if "context_torch" in s.command())
+    text = torch_spec.render([model.Row("r-0", rec, "x", 1)])
+    assert all(f"{v:,}" in text for v in levels.values())
+    assert torch_spec.render([]) is None  # no record yet: the docs leave the section out (quiet)

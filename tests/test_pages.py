@@ -340,150 +340,21 @@ def test_table_names_the_check_keys_that_exist(capsys):
     assert "check key 'typo'" in err and "max_batch" in err
 
 
-# -- "Which way out?": the rule on hand-made trials, then the page against the record files ------
+# -- "Which way out?": its rule and answers are tested on planted records in test_chooser.py -------
 
-from harness.report.pages import chooser  # noqa: E402
-from harness.report.pages.chooser import Trial  # noqa: E402
-
-G = 10**9
-
-
-def test_a_way_that_did_not_fit_16gb_is_not_offered_at_16gb_though_its_peak_looks_small():
-    tried = [Trial("fp32", "box", 16 * G, "does_not_fit"), Trial("fp32", "box", 80 * G, "ok", 10 * G, 0.1)]
-    assert chooser.choose(tried, 16 * G) == []
-    assert [t.budget for t in chooser.choose(tried, 24 * G)] == [80 * G]  # 10 GB allocated: fits 24
-
-
-def test_a_way_ok_under_16gb_is_offered_at_16_24_and_40_with_that_record():
-    ok16 = Trial("bf16", "box", 16 * G, "ok", 20 * G, 0.2)  # an allocated peak past 16 GB: the budget decides
-    for card in (16, 24, 40):
-        assert chooser.choose([ok16], card * G) == [ok16]
-    assert chooser.choose([ok16], 15 * G) == []
-
-
-def test_ways_come_cheapest_first_and_a_failed_check_is_never_offered():
-    tried = [Trial("slow", "box", 16 * G, "ok", 1, 0.9), Trial("fast", "box", 16 * G, "ok", 1, 0.1),
-             Trial("wrong", "box", 16 * G, "ok", 1, 0.01), Trial("wrong", "box", 80 * G, "failed", 1, None)]
-    assert [t.way for t in chooser.choose(tried, 16 * G)] == ["fast", "slow"]
-
-
-def test_a_larger_cards_record_counts_only_where_its_allocator_peak_fits():
-    tried = [Trial("tf32", "box", 85 * G, "ok", 23 * G, 0.15)]
-    assert chooser.choose(tried, 16 * G) == [] and len(chooser.choose(tried, 24 * G)) == 1
-    assert chooser.choose([Trial("x", "box", 85 * G, "ok", None, 0.1)], 16 * G) == []  # no peak: no claim
-
-
-def test_a_measured_gpu_gets_its_own_records_only():
-    tried = [Trial("a", "h100", 16 * G, "ok", 1, 0.3), Trial("a", "h200", 16 * G, "ok", 1, 0.2)]
-    assert [t.machine for t in chooser.choose(tried, 80 * G, "h100")] == ["h100"]
-
-
-# Three picks, each answered from the record files read here without the harness's loader.
-PICKS = [("16gb", "resnet50_1024", "16GB"), ("16gb", "seed000", "16GB"), ("16gb", "resnet50_2048", "16GB")]
-
-
-def stack_age(rec: dict) -> tuple:
-    """Newer library releases sort later (torch, then NumPy, then CuPy): a GPU's answer is its own
-    stack's, not that of a stack kept to compare versions."""
-    libs = rec["environment"].get("libraries", {})
-    return tuple(tuple(int(n) for n in re.match(r"[\d.]*", libs.get(k, "")).group().split(".") if n)
-                 for k in ("torch", "numpy", "cupy-cuda13x"))
-
-
-def expected_answer(workload: str, budget: str) -> tuple[dict, set]:
-    """(way, GPU) -> the median step under ``budget`` of the record of the newest libraries, newest
-    of those, where that record is ok and no newest record of the way on that GPU failed its check
-    (under any budget); and the ways that only ever did not fit under it (on every GPU that ran them there)."""
-    wl = next(w for w in chooser.WORKLOADS if w.key == workload)
-    newest, outcomes = {}, {}
-    for rid, rec in raw_records().items():
-        p, gpus = rec["params"], rec["environment"]["devices"]["gpus"]
-        if rec["case"] != wl.case or not gpus or any(p.get(k) != v for k, v in wl.match.items()):
-            continue
-        way = json.dumps({k: v for k, v in p.items() if k not in wl.match and k != "budget"}, sort_keys=True)
-        if p.get("budget") == budget:
-            outcomes.setdefault(way, set()).add(rec["outcome"])
-        key = (way, gpus[0]["name"], p.get("budget"))
-        order = (stack_age(rec), rec["created"])
-        if key not in newest or order > newest[key][1]:  # a newer failure replaces an older ok
-            newest[key] = (rec["timing"]["median_s"] if rec["outcome"] == "ok" else None, order, rec["outcome"])
-    # A way whose newest record failed its check under any budget gives wrong answers on that GPU:
-    # it is offered under none.
-    wrong = {(way, gpu) for (way, gpu, _), (step, _, outcome) in newest.items() if outcome == "failed"}
-    return ({(way, gpu): v[0] for (way, gpu, b), v in newest.items() if b == budget and v[0] is not None
-             and (way, gpu) not in wrong},
-            {w for w, o in outcomes.items() if o == {"does_not_fit"}})
-
-
-def check_answer(offered: list[tuple[str, str]], workload: str, budget: str) -> None:
-    """``offered``: (record id, shown seconds per step) of one section, in page order."""
-    raw = raw_records()
-    steps, never = expected_answer(workload, budget)
-    assert steps or never, f"no record of {workload} under {budget}: the pick must name records that exist"
-    wl = next(w for w in chooser.WORKLOADS if w.key == workload)
-    shown = {}
-    for rid, step in offered:
-        rec = raw[rid]
-        way = json.dumps({k: v for k, v in rec["params"].items() if k not in wl.match and k != "budget"}, sort_keys=True)
-        assert way not in never, f"{way} did not fit {budget} yet is offered"
-        if rec["params"].get("budget") == budget:
-            shown[(way, rec["environment"]["devices"]["gpus"][0]["name"])] = step
-    for key, median in steps.items():
-        assert key in shown and close(shown[key], median), (key, shown.get(key), median)
-    times = [number(step) for _, step in offered]
-    assert times == sorted(times), "cheapest first"
-
-
-def section(html: str, sid: str) -> list[tuple[str, str]]:
-    body = re.search(rf'<section class="choice" id="{sid}">(.*?)</section>', html, re.S).group(1)
-    return re.findall(r'data-record="(r-[0-9a-f]+)" data-kind="step">([^<]+)<', body)
-
-
-@pytest.mark.parametrize("card,workload,budget", PICKS)
-def test_the_chooser_gives_the_records_answer(site, card, workload, budget):
-    html = (site / "pages" / "chooser.html").read_text()
-    check_answer(section(html, f"{card}--{workload}"), workload, budget)
-    assert chooser.RULE in html.replace("&#39;", "'") and 'href="chooser.html"' in (site / "pages" / "index.html").read_text()
-
-
-def test_seed000_on_16gb_offers_the_ways_that_ran_and_not_the_device_pool(site):
-    html = (site / "pages" / "chooser.html").read_text()
-    raw = raw_records()
-    ways = {raw[rid]["params"]["way"] for rid, _ in section(html, "16gb--seed000")}
-    steps, never = expected_answer("seed000", "16GB")
-    assert ways == {json.loads(w)["way"] for w, _ in steps} and not ways & {json.loads(w)["way"] for w in never}
-
-
-def test_browser_the_chooser_fits_1400px_and_shows_the_records_answer(browser_page, site):
+def test_browser_the_chooser_fits_1400px_and_shows_one_picked_answer(browser_page, site):
     page, base, errors = browser_page
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(f"{base}/pages/chooser.html", wait_until="networkidle")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1400
-    for card, workload, budget in PICKS:
+    for card, workload in (("p100-16gb", "resnet50_1024"), ("p100-16gb", "seed000"), ("l4-24gb", "lm")):
         page.select_option("#card", card)
         page.select_option("#workload", workload)
         visible = page.locator("section.choice:visible")
         assert visible.count() == 1 and visible.get_attribute("id") == f"{card}--{workload}"
-        cells = visible.locator("a[data-kind=step]")
-        check_answer([(cells.nth(i).get_attribute("data-record"), cells.nth(i).inner_text())
-                      for i in range(cells.count())], workload, budget)
         assert page.evaluate("document.documentElement.scrollWidth") <= 1400
     page.screenshot(path=str(site / "chooser-1400.png"))  # what the reader saw, kept with the test's pages
     assert errors == []
-
-
-def test_a_way_out_under_a_budget_is_read_against_fp32_on_the_whole_card_at_the_full_batch():
-    from harness.report.pages import headline
-    rows = [r for r in model.latest(model.load_rows(Path(__file__).resolve().parents[1] / "results"))
-            if r.case == "tricks" and r.record.params.get("workload") == "resnet50_1024"
-            and r.machine.startswith("nvidia-h100")]
-    bases = [r for r in rows if headline.is_base(r, family("tricks").baseline)]
-    for technique, micro in (("bf16_autocast", 10), ("checkpoint", 10), ("fp32", 5)):
-        row = next(r for r in rows if r.record.params["budget"] == "16GB" and r.record.ok
-                   and r.record.params["technique"] == technique and r.record.params["micro_batch"] == micro)
-        base = headline.base_for(row, bases)
-        assert (base.record.params["technique"], base.record.params["budget"], base.record.params["micro_batch"]) == \
-            ("fp32", "card", 10), technique
 
 
 def test_the_seeds_page_holds_the_docs_seed_tables_each_cell_linked_to_the_record_it_shows(site):
@@ -527,13 +398,3 @@ def test_provenance_holds_the_records_the_figures_come_from_and_not_the_runs_the
     counts = re.findall(r"</a>: (\d+) of (\d+) record\(s\)</li>", (pages / "provenance.html").read_text())
     assert sum(int(n) for n, _ in counts) == len(held)  # the index counts what each page holds, of all on file
     assert sum(int(m) for _, m in counts) == len(files) * len(synthetic.CONFIGS)
-
-
-def test_a_way_is_named_by_the_parameters_its_trials_do_not_all_share():
-    ways = [json.dumps(w, sort_keys=True) for w in ({"technique": "fp32", "micro": 1}, {"technique": "bf16", "micro": 1},
-                                                    {"technique": "bf16", "micro": 1, "extra": 2})]
-    tried = [Trial(w, "box", 16 * G, "ok", None, 0.1) for w in ways]
-    same = chooser.shared(tried)
-    assert same == {"micro"}  # "extra" is held by one way only: absent elsewhere is a value too
-    assert [chooser.way_label(w, same) for w in ways] == ["technique=fp32", "technique=bf16", "extra=2 technique=bf16"]
-    assert chooser.way_label(ways[0], chooser.shared(tried[:1])) == "(one way)"

@@ -11,7 +11,7 @@ import pytest
 from harness.drive import suite
 from harness.drive.bench import RUN_ENV
 from harness.measure.store import RecordStore, RunContext, StoreError
-from harness.cases.ceilings import GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
+from harness.cases.ceilings import CONTEXT_PROBES, GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
 from harness.measure.safety import OPT_IN_ENV
 
 from conftest import set_run
@@ -26,19 +26,20 @@ TECHNIQUES = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "
               "cpu_embedding", "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
               "keep_references"]
 SEED_003 = ["resnet50_1024", "resnet50_2048"]
-EMULATED = ["16GB", "24GB", "40GB", "80GB"]
+EMULATED = ["p100-16gb", "16GB", "24GB", "40GB", "80GB"]
 # benchmark class -> (parameter names, parameter values, what it tracks beside seconds)
 CLASSES = {
     "ceilings.Host": (["probe"], [HOST_PROBES], "host"),
     "ceilings.Device": (["probe"], [GPU_PROBES], "device"),
     "ceilings.Peer": (["probe"], [MULTI_GPU_PROBES], "device"),
+    "ceilings.Context": (["probe"], [CONTEXT_PROBES], "device"),
     "unified.Allocators": (["allocator", "pattern", "fraction"], [ALLOCATORS, PATTERNS, [0.1, 0.4, 0.8, 1.5]], "device"),
     "unified.Placements": (["placement", "pattern", "fraction"], [FROM_HOST, PATTERNS, [0.02, 0.1, 1.5]], "device"),
     "unified.OutOfCore": (["pattern", "fraction"], [["stream", "reduce"], [0.02, 0.1, 1.5]], "device"),
     "unified.Seed": (["fraction"], [[0.4, 0.8, 1.5]], "device"),
     "unified.Beyond": (["way", "pattern", "budget", "times"],
                        [WAYS, PATTERNS, ["16GB", "24GB", "40GB"], [1.5, 3.0]], "device"),
-    "unified.Seed000": (["way", "budget"], [WAYS, ["16GB", "card"]], "device"),
+    "unified.Seed000": (["way", "budget"], [WAYS, ["p100-16gb", "16GB", "card"]], "device"),
     "chainer_pool.GcnCpu": (["nodes"], [[2**14]], "host"),
     "chainer_pool.Gcn": (["pool", "nodes"], [GPU_POOLS, [2**14, 2**16, 2**18, 2**20, 2**21]], "device"),
     "chainer_pool.TorchGcnCpu": (["nodes"], [[2**14]], "host"),

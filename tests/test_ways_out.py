@@ -28,9 +28,9 @@ def test_an_emulated_card_on_the_cpu_skips_naming_the_fix():
 
 def test_the_tricks_config_takes_every_budget_and_refuses_others():
     case = cases.get("tricks")
-    for name in budgets.BUDGETS:
+    for name in budgets.CARD_BUDGETS:
         assert case.config(dict(TINY, technique="fp32", budget=name)).budget == name
-    with pytest.raises(ValueError, match=r"budget='12GB' is not one of: 16GB, 24GB, 40GB, 80GB, card"):
+    with pytest.raises(ValueError, match=r"budget='12GB' is not one of: 16GB, 24GB, 40GB, 80GB, p100-16gb, .*card"):
         case.config(dict(TINY, technique="fp32", budget="12GB"))
     assert case.allocator(**TINY) == "torch"
 
@@ -50,6 +50,12 @@ def test_on_cuda_the_allocator_is_capped_at_the_budget_and_given_the_card_back(m
     with contextlib.ExitStack() as stack:
         tricks._capped(stack, "cuda", "card")  # the whole card: left as it was
     assert len(caps) == 2
+    context = budgets.Overhead(700 * 2**20, "nvml process")
+    monkeypatch.setattr(budgets, "measure_overhead", lambda allocator: context)  # torch's, once warmed up
+    with contextlib.ExitStack() as stack:
+        tricks._capped(stack, "cuda", "p100-16gb")
+        assert caps[-1] == budgets.CARDS["p100-16gb"].total_bytes - context.bytes  # the context charged
+    assert budgets.emulated("p100-16gb").overhead_bytes == context.bytes  # for the record
 
 
 def test_a_library_workspace_failure_under_the_cap_is_does_not_fit_and_other_errors_are_not():

@@ -135,6 +135,6 @@ def bound_by(way, pattern, budget=None, times=None):
     return "matmul_fp32" if pattern == "matmul" else "device_copy"
 
 
-CASE = Case(name="beyond", params={"way": WAYS, "pattern": PATTERNS, "budget": budgets.BUDGETS, "times": TIMES},
+CASE = Case(name="beyond", params={"way": WAYS, "pattern": PATTERNS, "budget": budgets.CARD_BUDGETS, "times": TIMES},
             build=build, declared_bytes=declared_bytes, bound_by=bound_by,
             allocator=lambda way, **_: ALLOCATOR[way], doc=__doc__)

@@ -5,6 +5,12 @@ boxes and versions, and its rate (bytes/s or FLOP/s) is the ceiling. Buffers are
 than any cache (hundreds of MiB and up), inputs are random, outputs are poisoned first, and each
 probe checks its result after the timed steps.
 
+``context_torch`` and ``context_cupy`` are no rate: they read what a fresh process holds on the
+device outside its allocator's pool once CUDA started (``context.cuda``), once a first matrix
+product ran (``context.cublas``: cuBLAS's kernels and workspace) and, for torch, once a first
+convolution ran (``context.cudnn``), in its record's memory; that is what an emulated card charges
+(``harness.measure.budget``). Its step is one synchronisation.
+
 Bandwidths count what one step must move: a device copy reads and writes each byte (2 x size);
 a transfer between host and device, or between GPUs, moves each byte once. ``duplex_pinned``
 moves host-to-device and device-to-host at once, two bytes in for each byte out as a streamed
@@ -18,7 +24,7 @@ from functools import partial
 import numpy as np
 
 from harness.measure.outcomes import CheckFailed
-from harness.measure.requirements import need_gpus, need_torch_cuda
+from harness.measure.requirements import need_cupy, need_gpus, need_torch_cuda
 from harness.measure.timing import torch_sync
 from harness.cases.base import Case
 from harness.measure.workload import Workload
@@ -39,7 +45,8 @@ HOST_PROBES = ("host_copy", "cpu_matmul_fp32")
 GPU_PROBES = ("device_copy", "h2d_pinned", "d2h_pinned", "duplex_pinned",
               "matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16")
 MULTI_GPU_PROBES = ("p2p_copy",)
-PROBES = HOST_PROBES + GPU_PROBES + MULTI_GPU_PROBES
+CONTEXT_PROBES = ("context_torch", "context_cupy")
+PROBES = HOST_PROBES + GPU_PROBES + MULTI_GPU_PROBES + CONTEXT_PROBES
 
 
 def rel_err(out, ref) -> float:
@@ -157,6 +164,53 @@ def gpu_matmul(precision: str, n: int = GPU_MATMUL_N) -> Workload:
                     check=check, work={"flops": 2 * n**3}, warmup=3, repeat=20)
 
 
+# ---- what a process holds before its first allocation: the context and the libraries' own -----
+
+def _torch_stages(torch):
+    x = torch.ones(64, 64, device="cuda:0")
+    yield "cuda", lambda: torch.cuda.memory_reserved(0)
+    (x @ x).sum().item()
+    yield "cublas", lambda: torch.cuda.memory_reserved(0)
+    torch.nn.functional.conv2d(torch.ones(1, 3, 32, 32, device="cuda:0"), torch.ones(8, 3, 3, 3, device="cuda:0")).sum().item()
+    yield "cudnn", lambda: torch.cuda.memory_reserved(0)
+
+
+def _cupy_stages(cupy):
+    x = cupy.ones((64, 64), dtype=cupy.float32)
+    pool = cupy.get_default_memory_pool()
+    yield "cuda", pool.total_bytes
+    float((x @ x).sum())
+    yield "cublas", pool.total_bytes
+
+
+def context(library: str) -> Workload:
+    """The levels of ``context_torch`` / ``context_cupy``: read in a fresh process (asv gives each
+    its own) before anything else touched CUDA in it."""
+    import pynvml
+
+    from harness.measure.budget import held_here
+    from harness.measure.workingset import card
+    gpu = card(need_gpus(1))
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(gpu.index)
+        before = pynvml.nvmlDeviceGetMemoryInfo(handle).used  # before the library so much as asks CUDA
+        if library == "torch":
+            module, stages, sync = need_torch_cuda(1), _torch_stages, torch_sync((0,))
+        else:
+            module = need_cupy()
+            stages, sync = _cupy_stages, module.cuda.runtime.deviceSynchronize
+        levels, read = {}, ""
+        for stage, pooled in stages(module):
+            sync()
+            held, read = held_here(pynvml, handle, before)
+            levels[f"context.{stage}"] = max(0, held - pooled())
+    finally:
+        pynvml.nvmlShutdown()
+    return Workload(step=lambda: None, sync=sync, gpus=(0,), check=lambda: {"read": read, **levels}, work={},
+                    memory=levels, warmup=0, repeat=3)
+
+
 # ---- several GPUs ---------------------------------------------------------------------------
 
 def p2p_copy(nbytes: int = LINK_BYTES) -> Workload:
@@ -182,6 +236,8 @@ BUILDERS = {
     "matmul_fp16": partial(gpu_matmul, "fp16"),
     "matmul_bf16": partial(gpu_matmul, "bf16"),
     "p2p_copy": p2p_copy,
+    "context_torch": partial(context, "torch"),
+    "context_cupy": partial(context, "cupy"),
 }
 assert set(BUILDERS) == set(PROBES)
 

@@ -37,7 +37,7 @@ def build(way: str, budget: str) -> Workload:
     return way_workload(way, "stream", SET_BYTES, b, devices, WHAT)
 
 
-CASE = Case(name="seed000", params={"way": WAYS, "budget": budgets.BUDGETS}, build=build,
+CASE = Case(name="seed000", params={"way": WAYS, "budget": budgets.CARD_BUDGETS}, build=build,
             declared_bytes=lambda way, budget: SET_BYTES,
             bound_by=lambda way, budget: beyond_bound_by(way, "stream"),
             allocator=lambda way, budget: ALLOCATOR[way], doc=__doc__)

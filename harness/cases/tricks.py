@@ -66,7 +66,7 @@ from harness.workloads.ways import parse
 CASE_NAME = "tricks"
 # Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
 BATCHES = tuple(sorted({2**k for k in range(0, 11)} | {5, 10}))
-PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "budget": budgets.BUDGETS,
+PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "budget": budgets.CARD_BUDGETS,
           "batch": BATCHES, "micro_batch": BATCHES,
           "vocab": (128, 8192, 32000, 50304, 128256, 256000),
           "width": (32, 256, 512, 1024, 2048, 4096),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness import cases
 from harness.drive import begun, plain_asv
+from harness.drive.asv_output import THIS_RUN
 from harness.drive.runner import execute
 from harness.measure.devices import discover
 from harness.measure.environment import snapshot
@@ -59,6 +60,8 @@ def measure(case_name: str, fallback_results: Path = LOCAL, **params) -> Record:
                 RecordStore.append(ctx.path, begun.raised(ctx, case_name, params, e, snapshot(devices)))
                 raise
             RecordStore.append(ctx.path, rec)
+    if ctx.run_id and rec.ok:  # asv prints other sets' figures from earlier runs: these are this run's
+        print(THIS_RUN, file=sys.stderr)
     return for_asv(rec)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -216,14 +217,26 @@ def _summary(args) -> int:
     from harness.measure.inputs import readable
     from harness.measure.store import COMMITTED
     path = args.path if args.path is not None else COMMITTED / "records"
-    if _refused("summary", lambda: readable(path, "PATH", "any", "a record file (.jsonl) or a folder of them")):
+    if _refused("summary", lambda: _hex_prefix(args.commit)) or _refused(
+            "summary", lambda: readable(path, "PATH", "any", "a record file (.jsonl) or a folder of them")):
         return 2
     bootstrap.ensure("summary")
     from harness.measure.store import load_any
-    from harness.report.summary import table
+    from harness.report.summary import chosen, table
     recs = load_any(Path(path)).warn().records
-    print(table(recs) if recs else "no records")
+    try:
+        recs = chosen(recs, args.machine, args.commit)
+    except ValueError as e:
+        print(f"oombench summary: {e}", file=sys.stderr)
+        return 2
+    print(table(recs, provenance=True) if recs else "no records")
     return 0
+
+
+def _hex_prefix(commit: str | None) -> str | None:
+    if commit is not None and not re.fullmatch(r"[0-9a-fA-F]{1,40}", commit):
+        return f"--commit {commit!r} is not a commit hash: pass its first hex digits, as git log shows them"
+    return None
 
 
 def _read_results(command: str, results: str | None) -> bool:
@@ -392,8 +405,10 @@ def _add_inspect(sub) -> None:
     c.add_argument("--json", action="store_true")
     _add_launcher(c)
     c.set_defaults(func=_case)
-    s = sub.add_parser("summary", help="print filed records")
+    s = sub.add_parser("summary", help="print filed records, with the machine and commit of each")
     s.add_argument("path", nargs="?")
+    s.add_argument("--machine", metavar="NAME", help="only this machine's records (its results/ folder's name)")
+    s.add_argument("--commit", metavar="HASH", help="only records of commits starting with HASH")
     s.set_defaults(func=_summary)
 
 

@@ -30,11 +30,14 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
     params = config.params
     devices = devices if devices is not None else discover()
     run_id, commit = (run.run_id, run.commit) if run else (None, None)
-    common = dict(case=case.name, params=dict(params), run_id=run_id, commit=commit,
-                  budget=_budget(case, params, devices))
+    common = dict(case=case.name, params=dict(params), run_id=run_id, commit=commit)
+
+    def filed(**fields) -> Record:  # the budget is read once the case ended: a named card's is measured in it
+        return Record(**fields, **common, budget=_budget(case, params, devices))
     # A case that keeps files of its own (the what-fits probes) keeps them beside the run's records.
     extra = {"run_file": run.path if run and run.run_id else None} if case.keeps_files else {}
-    peak = PeakMemory(gpus=range(devices.count))
+    # A case on the CPU holds no device memory: the GPUs' levels would be other processes'.
+    peak = PeakMemory(gpus=range(devices.count) if params.get("device") != "cpu" else ())
     timing, work = None, {}
     try:
         with peak:
@@ -53,28 +56,33 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
             finally:
                 workload.close()
     except Skip as e:
-        return Record(outcome=SKIPPED, reason=str(e), environment=snapshot(devices), **common)
+        return filed(outcome=SKIPPED, reason=str(e), environment=snapshot(devices))
     except CheckFailed as e:
         # Steps that did their work and trained another curve keep what they cost beside the verdict:
         # a reader may still weigh that price. A wrong answer keeps no time (of work perhaps not done).
         priced = dict(timing=timing, work=work) if e.priced else {}
-        return Record(outcome=FAILED, reason=str(e), memory=peak.bytes, check=e.details, environment=snapshot(devices),
-                      **priced, **common)
+        return filed(outcome=FAILED, reason=str(e), memory=peak.bytes, check=e.details, environment=snapshot(devices),
+                     **priced)
     except Exception as e:
         if not is_out_of_memory(e):
             raise
         dnf = as_does_not_fit(e, case.declared_bytes(**params))
-        return Record(outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
-                      check={"short_of": dnf.memory}, memory=peak.bytes, environment=snapshot(devices), **common)
-    return Record(outcome=OK, timing=timing, work=work, memory={**peak.bytes, **workload.memory}, check=check,
-                  gpu_busy=busy, environment=snapshot(devices), **common)
+        return filed(outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
+                     check={"short_of": dnf.memory}, memory=peak.bytes, environment=snapshot(devices))
+    return filed(outcome=OK, timing=timing, work=work, memory={**peak.bytes, **workload.memory}, check=check,
+                 gpu_busy=busy, environment=snapshot(devices))
 
 
 def _budget(case: Case, params, devices: Devices) -> dict:
     """The emulated card a case with a ``budget`` parameter runs under, for its record whatever its
-    outcome; empty where it has none, or where there is no card to emulate one on (it skips)."""
+    outcome; empty where it has none, or where there is no card to emulate one on (it skips). A
+    named card is the one the case emulated (its overhead is read once its library warmed up):
+    read after the case, empty where it ended before that."""
     if "budget" not in params:
         return {}
+    if params["budget"] in budget.CARDS:  # measured in the case, where its library runs
+        made = budget.emulated(params["budget"])
+        return made.to_dict() if made else {}
     try:
         return budget.of(params["budget"], card_total(devices), case.allocator(**params)).to_dict()
     except Skip:

@@ -128,9 +128,11 @@ def environments(pythons: list[str] | None) -> list[str]:
     return [a for py in chosen for a in ("-E", f"existing:{py}")]
 
 
-def report(records) -> None:
-    """The run's measured cases as a table; the skipped ones as a count (their reasons came above)."""
-    records = list(records)
+def report(path: Path, run_id: str) -> None:
+    """The cases run ``run_id`` measured, from its records file, as a table (a file may hold an
+    earlier run's records too: those are not this run's figures); the skipped ones as a count
+    (their reasons came above)."""
+    records = [r for r in load_file(path).warn().records if r.run_id == run_id]
     shown = [r for r in records if r.outcome != SKIPPED]
     print("\n" + table(shown) if shown else "oombench: nothing was measured", flush=True)
     if len(shown) < len(records):
@@ -229,7 +231,7 @@ def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, r
         regexes = with_ceilings(store, env, bench) or profiles.benchmarks(profile)
         return _measure(ctx, regexes, quick, allow_oversubscription, publish, pythons, results)
     except Interrupted:
-        report(r for r in load_file(ctx.path).warn().records if r.run_id == run_id)
+        report(ctx.path, run_id)
         print(f"oombench: run {run_id} was stopped; what it measured is kept: python3 -m harness run --resume "
               f"{run_id} (with the same arguments) measures the rest", flush=True)
         raise
@@ -242,7 +244,7 @@ def _measure(ctx: RunContext, regexes, quick, allow_oversubscription, publish, p
         rc = asv_run("run", "--config", str(conf), *args, env=asv_environment(ctx, allow_oversubscription))
     for rec in begun.file_lost(ctx, snapshot()):
         print(f"oombench: {rec.case} {rec.params}: failed, {rec.reason}", flush=True)
-    report(r for r in load_file(ctx.path).warn().records if r.run_id == ctx.run_id)
+    report(ctx.path, ctx.run_id)
     if publish:
         from harness.drive.asv_site import publish as publish_site
         site = REPO / ".asv" / "html"

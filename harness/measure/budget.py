@@ -2,27 +2,68 @@
 allocator of the library the case uses.
 
 Most people who meet "CUDA out of memory" have a 16 or 24 GB card; the suite runs on 80 and
-141 GB ones. A budget makes the big card behave as the small one for the case's own
-allocations, without asking the GPU for anything past its free memory:
+141 GB ones. A budget makes the big card behave as the small one, without asking the GPU for
+anything past its free memory. Two kinds:
+
+- a named card (``CARDS``: ``p100-16gb``, ``rtx4090-24gb``, ``h100-80gb``...): the total that card
+  reports (nvidia-smi's "Total"), less what this process holds on the device outside the
+  allocator's pool: the CUDA context, the loaded module images, and the cuBLAS and cuDNN
+  workspaces taken once a first matrix product and convolution ran (``overhead``). The allocator
+  is capped at what is left, so that context and pool together fit the card as they would on it;
+- an allocator cap (``CAPS``: ``16GB``... ``80GB``): the allocator may hand out N x 10^9 bytes, and
+  nothing else is charged (the context and the workspaces come on top, as on no real card).
+
+Either way the cap is set in the allocator:
 
 - torch: ``torch.cuda.set_per_process_memory_fraction(limit / torch's total)``; the caching
   allocator raises its OutOfMemoryError past it;
 - CuPy, and Chainer through CuPy: the pool's ``set_limit(size=limit)``, for the device pool and
   for a pool over managed memory alike; the pool raises OutOfMemoryError past it.
 
-What the budget does not cap is stated, not hidden: the CUDA context, cuBLAS and cuDNN
-workspaces taken outside the pool, and a library's own caches. The record keeps the budget's
-name, its limit, the card and how it was enforced (``Record.budget``).
+The record keeps the budget's name, its limit, the card it ran on and how it was enforced, and for
+a named card that card's total and the overhead charged (``Record.budget``).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
+from functools import cache
 
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.safety import OPT_IN_ENV
 from harness.units import GB, gb
 
-BUDGETS = ("16GB", "24GB", "40GB", "80GB", "card")
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class Card:
+    name: str  # the budget's name
+    model: str  # as nvidia-smi names it
+    total_bytes: int  # the total it reports
+
+
+# Each total is nvidia-smi's "Total" for that card (MiB), as its owners posted it.
+CARDS = {c.name: c for c in (
+    # Seed 003's card: its report's nvidia-smi shows 16280MiB.
+    Card("p100-16gb", "Tesla P100-PCIE-16GB", 16280 * MiB),
+    # https://github.com/4paradigm/k8s-vgpu-scheduler/issues/7 (Tesla V100-SXM2, 16160MiB)
+    Card("v100-16gb", "Tesla V100-SXM2-16GB", 16160 * MiB),
+    # https://github.com/RLinf/RLinf/issues/255 (NVIDIA GeForce RTX 4090, 24564MiB)
+    Card("rtx4090-24gb", "NVIDIA GeForce RTX 4090", 24564 * MiB),
+    # https://github.com/modal-labs/modal-client/pull/2797 (L4 23034MiB, A100 40GB 40960MiB, A100 80GB 81920MiB)
+    Card("l4-24gb", "NVIDIA L4", 23034 * MiB),
+    Card("a100-40gb", "NVIDIA A100-SXM4-40GB", 40960 * MiB),
+    Card("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920 * MiB),
+    # Measured here: gpu_memory_mib of results/nvidia-h100-80gb-hbm3-x1/machine.json and
+    # results/nvidia-h200-x1/machine.json (NVML's totals, 85.5e9 and 150.8e9 bytes).
+    Card("h100-80gb", "NVIDIA H100 80GB HBM3", 81559 * MiB),
+    Card("h200", "NVIDIA H200", 143771 * MiB),
+)}
+CAPS = ("16GB", "24GB", "40GB", "80GB")  # allocator caps of N x 10^9 bytes
+BUDGETS = (*CAPS, "card")  # what every budgeted case runs under
+# What a case whose budget goes through ``of`` in its own process runs under: the caps and the cards.
+CARD_BUDGETS = (*CAPS, *CARDS, "card")
 # How each library's allocator is capped: what a record says was enforced.
 ENFORCED = {"torch": "torch.cuda.set_per_process_memory_fraction of torch's total",
             "cupy": "cupy.cuda.MemoryPool.set_limit",
@@ -32,13 +73,17 @@ ENFORCED = {"torch": "torch.cuda.set_per_process_memory_fraction of torch's tota
 
 @dataclass(frozen=True)
 class Budget:
-    name: str  # one of BUDGETS
+    name: str  # one of CARD_BUDGETS
     limit_bytes: int  # what the allocator may hand out
-    card_bytes: int  # the card's total memory
+    card_bytes: int  # the total memory of the card it ran on
     enforced: str  # how (ENFORCED's value), "" where nothing caps it
+    # A named card: its total, and what this process held outside the allocator (charged to it).
+    emulated_bytes: int | None = None
+    overhead_bytes: int | None = None
+    overhead_read: str | None = None  # how the overhead was read (``Overhead.read``)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
     def managed_note(self, nbytes: int, memory_free: int) -> dict:
         """What a record on managed memory says of this budget: managed pages are not capped by
@@ -57,24 +102,131 @@ class Budget:
                           f"({gb(self.limit_bytes)} of a {gb(self.card_bytes)} card)", nbytes)
 
 
+def _known(name: str) -> None:
+    if name not in CARD_BUDGETS:
+        raise ValueError(f"budget {name!r} is not one of {', '.join(CARD_BUDGETS)}: pass one of them")
+
+
+def size_bytes(name: str, card_total: int) -> int:
+    """The memory budget ``name`` stands for: a named card's total, a cap's bytes, or the whole card."""
+    _known(name)
+    return card_total if name == "card" else CARDS[name].total_bytes if name in CARDS else int(name[:-2]) * GB
+
+
 def budget_bytes(name: str, card_total: int) -> int:
-    """Bytes of budget ``name`` on a card of ``card_total`` bytes; Skip, naming the fix, when the
-    card is smaller than the budget (an emulated card must be a smaller one)."""
-    if name == "card":
-        return card_total
-    if name not in BUDGETS:
-        raise ValueError(f"budget {name!r} is not one of {', '.join(BUDGETS)}: pass one of them")
-    wanted = int(name[:-2]) * GB
+    """Bytes the allocator may hand out under cap ``name`` (or the whole card) on a card of
+    ``card_total`` bytes; Skip, naming the fix, when the card is smaller than the budget (an
+    emulated card must be a smaller one). A named card's limit depends on what this process holds
+    outside the allocator: ``of`` measures it."""
+    wanted = size_bytes(name, card_total)
+    if name in CARDS:
+        raise ValueError(f"budget {name} is a named card, whose limit is its total less this process's "
+                         f"overhead: pass one of {', '.join(CAPS)} or card here")
     if wanted > card_total:
         raise Skip(f"budget {name} is larger than this card ({gb(card_total)}): run it on a card with {name} or more")
     return wanted
 
 
-def of(name: str, card_total: int, allocator: str | None) -> Budget:
-    """Budget ``name`` on this card, enforced in ``allocator`` (a key of ENFORCED; None: not capped)."""
+@dataclass(frozen=True)
+class Overhead:
+    """What this process held on the device outside its allocator's pool, once warmed up."""
+    bytes: int
+    read: str  # how: NVML's figure for this process, or the device's used memory less what it was before
+
+
+def of(name: str, card_total: int, allocator: str | None, overhead: Overhead | None = None) -> Budget:
+    """Budget ``name`` on this card, enforced in ``allocator`` (a key of ENFORCED; None: not capped).
+    A named card charges ``overhead``; None measures it here (``measure_overhead``): call it where
+    the case's own library runs, before the case allocates."""
     if allocator is not None and allocator not in ENFORCED:
         raise ValueError(f"allocator {allocator!r} is not one of {', '.join(ENFORCED)}")
-    return Budget(name, budget_bytes(name, card_total), card_total, ENFORCED.get(allocator, ""))
+    if name not in CARDS:
+        return Budget(name, budget_bytes(name, card_total), card_total, ENFORCED.get(allocator, ""))
+    total = size_bytes(name, card_total)
+    if total > card_total:
+        raise Skip(f"card {name} ({gb(total)}) is larger than this one ({gb(card_total)}): "
+                   f"run it on a card with {gb(total)} or more")
+    overhead = overhead if overhead is not None else measure_overhead(allocator)
+    made = Budget(name, max(0, total - overhead.bytes), card_total, ENFORCED.get(allocator, ""),
+                  emulated_bytes=total, overhead_bytes=overhead.bytes, overhead_read=overhead.read)
+    _EMULATED[name] = made
+    return made
+
+
+_EMULATED: dict[str, Budget] = {}
+
+
+def emulated(name: str) -> Budget | None:
+    """The named card this process emulated under ``name`` (``of``), for its record; None if none."""
+    return _EMULATED.get(name)
+
+
+# -- the overhead: what a warmed-up library holds outside its pool ------------------------------
+
+def _warm_torch() -> int:
+    """Starts CUDA in torch and runs a first matrix product and convolution (cuBLAS and cuDNN load
+    their kernels and take their workspaces); returns what torch's pool holds then."""
+    import torch
+    x = torch.ones(64, 64, device="cuda:0")
+    (x @ x).sum().item()
+    image = torch.ones(1, 3, 32, 32, device="cuda:0")
+    torch.nn.functional.conv2d(image, torch.ones(8, 3, 3, 3, device="cuda:0")).sum().item()
+    torch.cuda.synchronize()
+    return torch.cuda.memory_reserved(0)
+
+
+def _warm_cupy() -> int:
+    """Starts CUDA in CuPy and runs a first matrix product (cuBLAS); returns what its pools hold."""
+    import cupy
+    x = cupy.ones((64, 64), dtype=cupy.float32)
+    float((x @ x).sum())
+    cupy.cuda.runtime.deviceSynchronize()
+    return cupy.get_default_memory_pool().total_bytes()
+
+
+WARM = {"torch": _warm_torch, "cupy": _warm_cupy, "cupy_managed": _warm_cupy, "chainer": _warm_cupy}
+
+
+@cache
+def measure_overhead(allocator: str | None) -> Overhead:
+    """Warms ``allocator``'s library up on CUDA device 0 and reads what this process holds there
+    outside its pool: NVML's figure for this process where NVML lists it, else the card's used
+    memory less what it was before (right only where no other process allocates meanwhile).
+    Once per process: the context and workspaces are taken once."""
+    from harness.measure.devices import cuda_gpu
+    import pynvml
+    gpu = cuda_gpu(0)
+    if gpu is None:
+        raise Skip("a named card is emulated on CUDA device 0, and this process sees none: run it on a GPU box")
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(gpu.index)
+        before = pynvml.nvmlDeviceGetMemoryInfo(handle).used
+        pooled = WARM.get(allocator, _warm_cupy)()
+        held, read = held_here(pynvml, handle, before)
+        return Overhead(max(0, held - pooled), read)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def held_here(nvml, handle, before: int) -> tuple[int, str]:
+    """What this process holds on the device (NVML's figure for it), else the device's used memory
+    less ``before`` (read before this process started CUDA); and which of the two it is."""
+    mine = _held_by(nvml, handle, os.getpid())
+    if mine is not None:
+        return mine, "nvml process"
+    return nvml.nvmlDeviceGetMemoryInfo(handle).used - before, "device used less before"
+
+
+def _held_by(nvml, handle, pid: int) -> int | None:
+    """What NVML says process ``pid`` holds on the device; None where it does not list it (a
+    container's own process ids, or a driver that does not count per process)."""
+    try:
+        procs = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    except nvml.NVMLError:
+        return None
+    used = [p.usedGpuMemory for p in procs if p.pid == pid and p.usedGpuMemory is not None]
+    return used[0] if used else None
 
 
 def enforce_torch(budget: Budget, device: int = 0) -> None:

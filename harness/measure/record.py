@@ -37,7 +37,8 @@ class Record:
     # How busy the GPU was during the timed steps: {"fraction": 0..1, "source": how it was read}.
     gpu_busy: dict = field(default_factory=dict)
     # The emulated card it ran under (``harness.measure.budget.Budget``): name, limit_bytes,
-    # card_bytes, enforced. Empty for a case without a budget.
+    # card_bytes, enforced; for a named card also emulated_bytes, overhead_bytes and overhead_read.
+    # Empty for a case without a budget.
     budget: dict = field(default_factory=dict)
     run_id: str | None = None
     commit: str | None = None
@@ -68,7 +69,11 @@ class Record:
 
     def device_bytes(self) -> int | None:
         """The most device memory the case took on any one GPU: NVML's used memory at the peak
-        less what was in use before it started (its CUDA context counts, other processes do not)."""
+        less what was in use before it started (its CUDA context counts, other processes do not).
+        None for a case that ran on the CPU (``device=cpu``): what NVML saw move meanwhile was
+        another process's or the driver's, not the case's."""
+        if self.params.get("device") == "cpu":
+            return None
         gains = [v - self.memory.get(label.replace("device.used.", "device.used_before."), 0)
                  for label, v in self.memory.items() if label.startswith("device.used.")]
         return max(gains) if gains else None
@@ -218,6 +223,11 @@ def _validate_budget(budget: dict) -> None:
         _is(budget.get(name), str, f"budget.{name}")
     for name in ("limit_bytes", "card_bytes"):
         _count(budget.get(name), f"budget.{name}")
+    for name in ("emulated_bytes", "overhead_bytes"):  # a named card's: absent for a cap
+        if name in budget:
+            _count(budget[name], f"budget.{name}")
+    if "overhead_read" in budget:
+        _is(budget["overhead_read"], str, "budget.overhead_read")
 
 
 def _validate_timing(timing, outcome: str) -> None:

@@ -100,6 +100,15 @@ FITS_BATCH = Spec("fits", "technique,machine", across="budget", show="check:max_
 FITS_SEQUENCE = Spec("fits", "technique,machine", across="budget", show="check:max_seq_len",
                      where=("over=seq_len", "allocator=default"), bench=r"tricks\.WhatFitsSequence")
 FRAGMENTATION_SHOW = "step,rate,peak,check:fragmentation"
+# What an emulated card charges (``harness.measure.budget``), as each box measured it in a fresh process.
+CONTEXT_SPECS = tuple(
+    Spec("ceilings", "probe", show=",".join(f"check:context.{s}" for s in stages), where=(f"probe=context_{lib}",),
+         title=f"What {name} holds on the device before its first array", bench=r"ceilings\.Context", quiet=True,
+         text=f"Bytes a fresh process held on the device outside {name}'s pool (NVML's figure for the process, "
+              "else the card's used memory less what it was before) once CUDA started, then once a first matrix "
+              "product loaded cuBLAS" + (", then once a first convolution loaded cuDNN" if "cudnn" in stages else "")
+              + ": what an emulated card charges against its total.")
+    for lib, name, stages in (("torch", "PyTorch", ("cuda", "cublas", "cudnn")), ("cupy", "CuPy", ("cuda", "cublas"))))
 FAMILIES = (
     Family(
         "ceilings", "Ceilings: the box's physical limits", ("ceilings",) + tuple(s.case for s in PAGEABLE_SPECS),
@@ -114,7 +123,7 @@ FAMILIES = (
         (Spec("ceilings", "probe", show="rate", title="Every probe, every box",
               text="The rate of each probe in datasheet units, one column per box; a probe the box cannot "
                    "run (GPU-to-GPU with one GPU) is skipped, one never run there says `not run`.",
-              bench=r"ceilings\."),) + PAGEABLE_SPECS),
+              bench=r"ceilings\."),) + CONTEXT_SPECS + PAGEABLE_SPECS),
     Family(
         "unified", "Unified (managed) memory with CuPy, and what experts do instead",
         ("unified", "out_of_core", "unified_seed", "beyond", "seed000"),

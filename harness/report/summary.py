@@ -2,6 +2,7 @@
 fraction of the ceiling that bounds it where the records hold that ceiling, and a host-bound mark."""
 from __future__ import annotations
 
+from harness.measure.machine import machine_name
 from harness.measure.record import Record
 from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound, rate as safe_rate
 from harness.units import RATE_UNITS, rate
@@ -27,10 +28,35 @@ def row(rec: Record, ceilings: Ceilings | None = None) -> list[str]:
     return [rec.case, params, rec.outcome, f"{t.median_s * 1e3:,.3f} ms", spread, rate_text(rec, ceilings) + mark]
 
 
-def table(recs: list[Record]) -> str:
+def machine_of(rec: Record) -> str:
+    return machine_name(rec.environment.devices, rec.environment.cpu)
+
+
+def where(rec: Record) -> list[str]:
+    """The machine a record was measured on and the commit it measured (12 digits, as git shows)."""
+    return [machine_of(rec), (rec.commit or "-")[:12]]
+
+
+def chosen(recs: list[Record], machine: str | None = None, commit: str | None = None) -> list[Record]:
+    """The records of ``machine`` (its name) and ``commit`` (a prefix of its hash), where given;
+    ValueError naming what there is where none is left."""
+    out = [r for r in recs if (machine is None or machine_of(r) == machine)
+           and (commit is None or (r.commit or "").startswith(commit.lower()))]
+    if recs and not out:
+        machines = sorted({machine_of(r) for r in recs})
+        raise ValueError(f"no record of {' and '.join(f'{k} {v}' for k, v in (('machine', machine), ('commit', commit)) if v)}"
+                         f": the records' machines are {', '.join(machines)}; pass one of them, or a prefix of "
+                         f"one of their commits")
+    return out
+
+
+def table(recs: list[Record], provenance: bool = False) -> str:
+    """The records as a table; ``provenance`` adds the machine and the commit of each."""
     header = ["case", "parameters", "outcome", "median/step", "IQR", "rate or reason"]
     ceilings = Ceilings(recs)
-    rows = [header] + [row(r, ceilings) for r in recs]
+    front = (lambda r: where(r)) if provenance else (lambda r: [])  # noqa: E731
+    header = (["machine", "commit"] if provenance else []) + header
+    rows = [header] + [front(r) + row(r, ceilings) for r in recs]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     text = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
     if any(host_bound(r) is not None for r in recs if r.ok):

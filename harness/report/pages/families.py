@@ -17,6 +17,7 @@ class Family:
     note: str = ""
     answer: str = ""  # a parameter whose value each check answers per column (fits: budget)
     baseline: tuple = ()  # (parameter, value) pairs of the row each technique is read against (x the baseline)
+    matched: tuple = ()  # parameters the baseline row must share with the row read against it, or no multiple
 
 
 FAMILIES = {
@@ -42,7 +43,7 @@ FAMILIES = {
                      ceilings=("matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16", "h2d_pinned"),
                      # fp32 on the whole card: a way out under an emulated card reads against the plain
                      # run the card allows, never against another way out (fp32 accumulated under 16 GB)
-                     baseline=(("technique", "fp32"), ("budget", "card")),
+                     baseline=(("technique", "fp32"), ("budget", "card")), matched=("micro_batch",),
                      note="Compare loss_last in each check with the fp32 row of the same workload (same seed, "
                           "same steps): a technique that hurts training shows there."),
     "fits": Family("What fits: the largest batch under each memory budget", pareto=False,

@@ -33,10 +33,14 @@ def is_base(row: Row, pairs: tuple) -> bool:
 
 def base_for(row: Row, candidates: list[Row]) -> Row | None:
     """Of the baseline rows measured on the same GPU and workload, the one sharing most of this
-    row's other parameters (a budget, a micro-batch)."""
+    row's other parameters (a budget); None where none holds the row's own values of the family's
+    ``matched`` parameters (the tricks' micro-batch: a multiple over another micro-batch would
+    charge the technique with what accumulation changes)."""
     def shared(b: Row) -> int:
         return sum(b.record.params.get(k) == v for k, v in row.technique.items())
-    ok = [b for b in candidates if b.record.outcome == OK]
+    matched = family(row.case).matched
+    ok = [b for b in candidates if b.record.outcome == OK
+          and all(b.record.params.get(k) == row.record.params.get(k) for k in matched)]
     return max(ok, key=shared, default=None)
 
 

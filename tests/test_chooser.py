@@ -1,0 +1,172 @@
+""""Which way out?": the rule on hand-made trials, and the answers for the issue's questions on
+records planted here (never the committed results)."""
+import json
+import re
+
+from harness.measure.budget import CARDS
+from harness.measure.environment import snapshot
+from harness.measure.record import Record
+from harness.measure.timing import Timing
+from harness.report.pages import chooser, model
+from harness.report.pages.chooser import Trial
+
+from conftest import fake_devices
+
+G = 10**9
+H100 = fake_devices(name="NVIDIA H100 80GB HBM3", total=81559 * 2**20)
+ENV = snapshot(H100)
+LM = {"device": "cuda", "workload": "lm", "batch": 16, "seq_len": 1024, "vocab": 32000, "width": 1024, "depth": 12}
+RESNET = {"device": "cuda", "workload": "resnet50_1024", "batch": 10, "vocab": 32000, "width": 1024, "depth": 12,
+          "seq_len": 1024}
+
+
+def record(case, params, outcome="ok", device=None, step=0.1, check=None, requested=None):
+    memory = {"device.used.gpu0": device, "device.used_before.gpu0": 0} if device is not None else {}
+    timing = Timing(step, step, step, step, step, 3, 0) if outcome == "ok" else None
+    short = {"short_of": "device"} if outcome == "does_not_fit" else {}
+    return Record(case=case, params=params, outcome=outcome, environment=ENV, timing=timing, memory=memory,
+                  check={**short, **(check or {})}, requested_bytes=requested)
+
+
+def rows(*records):
+    return [model.Row(f"r-{i}", rec, "results/records/planted.jsonl", i + 1) for i, rec in enumerate(records)]
+
+
+def picked(recs, card, workload):
+    sid = f"{card}--{workload}"
+    section = next(s for s in chooser.view(rows(*recs))["sections"] if s["id"] == sid)
+    ways = lambda key: [json.loads(t.way) for t, _ in section[key]]  # noqa: E731
+    return ways("needless"), ways("answer"), ways("apart"), section
+
+
+# -- seed 000 ---------------------------------------------------------------------------------------
+
+UNEVICTED = {"budget_enforced": False, "evicted": False}
+SEED000 = [
+    record("seed000", {"way": "device_pool", "budget": "p100-16gb"}, "does_not_fit", requested=int(25.77 * G)),
+    record("seed000", {"way": "device_pool", "budget": "16GB"}, "does_not_fit", requested=int(25.77 * G)),
+    record("seed000", {"way": "device_pool", "budget": "card"}, device=int(26.4 * G), step=0.004),
+    record("seed000", {"way": "managed_pool", "budget": "16GB"}, device=int(26.86 * G), step=0.0059, check=UNEVICTED),
+    record("seed000", {"way": "out_of_core", "budget": "16GB"}, device=int(2.2 * G), step=0.33),
+    record("seed000", {"way": "zero_copy", "budget": "16GB"}, device=int(0.6 * G), step=0.35),
+]
+
+
+def test_seed000_on_a_16gb_card_offers_host_ways_and_shows_managed_memory_apart_never_ranked():
+    needless, ways, apart, section = picked(SEED000, "p100-16gb", "seed000")
+    assert needless == [] and ways == [{"way": "out_of_core"}, {"way": "zero_copy"}]
+    assert apart == [{"way": "managed_pool"}] and "device_pool" not in json.dumps(ways)
+    assert "way=device_pool" in section["left"]
+
+
+def test_seed000_on_an_80gb_card_needs_no_way_out_and_the_h100_answers_from_its_whole_card():
+    for card in ("a100-80gb", "h100-80gb", "m8"):
+        needless, ways, apart, _ = picked(SEED000, card, "seed000")
+        assert needless == [{"way": "device_pool"}], card
+        assert {"way": "device_pool"} not in ways and apart == [{"way": "managed_pool"}]
+
+
+# -- the LM on a 24 GB card ----------------------------------------------------------------------
+
+def lm(technique, device, step, micro=16):
+    return record("tricks", {**LM, "technique": technique, "micro_batch": micro, "budget": "card"},
+                  device=int(device * G), step=step)
+
+
+LM_RECORDS = [lm("fp32", 24.50, 0.455), lm("tf32", 24.50, 0.16), lm("bf16_autocast", 18.97, 0.077),
+              lm("cpu_offload", 24.42, 0.835), lm("seq_cap", 24.03, 0.455), lm("checkpoint", 11.77, 0.547)]
+
+
+def test_the_lm_on_a_24gb_card_offers_no_way_whose_device_peak_is_past_the_card_nor_a_precision_of_the_same_run():
+    needless, ways, _, section = picked(LM_RECORDS, "l4-24gb", "lm")  # 23,034 MiB: 24.15 GB
+    assert needless == []  # fp32 holds 24.50 GB on the device
+    techniques = [w["technique"] for w in ways]
+    assert techniques == ["bf16_autocast", "seq_cap", "checkpoint"]  # cheapest step first
+    assert "cpu_offload" not in techniques and not {"fp32", "tf32"} & set(techniques)
+    assert "technique=tf32" not in " ".join(section["left"])  # no way out, so not "not offered" either
+
+
+def test_when_the_plain_run_fits_the_answer_says_no_way_out_needed_first():
+    needless, ways, _, _ = picked(LM_RECORDS, "a100-40gb", "lm")
+    assert [(w["technique"], w["micro_batch"]) for w in needless] == [("fp32", 16)]
+    assert "tf32" not in [w["technique"] for w in ways] and "cpu_offload" in [w["technique"] for w in ways]
+
+
+# -- ResNet50 at 1024 px on a 16 GB card ---------------------------------------------------------------
+
+def resnet(technique, budget, outcome="ok", device=None, step=0.1, micro=10):
+    return record("tricks", {**RESNET, "technique": technique, "micro_batch": micro, "budget": budget}, outcome,
+                  None if device is None else int(device * G), step)
+
+
+def test_resnet50_at_1024_on_a_16gb_card_offers_what_ran_under_its_emulation_and_never_what_did_not_fit_it():
+    recs = [resnet("fp32", "p100-16gb", "does_not_fit"), resnet("fp32", "card", device=21.0, step=0.2),
+            resnet("bf16_autocast", "p100-16gb", device=12.7, step=0.08),
+            resnet("fp32", "p100-16gb", device=12.1, step=0.3, micro=5),
+            resnet("checkpoint", "16GB", device=9.9, step=0.33),
+            resnet("channels_last", "p100-16gb", "does_not_fit"), resnet("channels_last", "card", device=16.5, step=0.2)]
+    needless, ways, _, section = picked(recs, "p100-16gb", "resnet50_1024")
+    assert needless == []
+    assert [(w["technique"], w["micro_batch"]) for w in ways] == [("bf16_autocast", 10), ("fp32", 5), ("checkpoint", 10)]
+    assert "micro_batch=10 technique=channels_last" in section["left"]  # 16.5 GB on the whole card: over 16,280 MiB
+    offered = dict((json.loads(t.way)["technique"], t) for t, _ in section["answer"])
+    assert offered["bf16_autocast"].row.record.params["budget"] == "p100-16gb"  # linked to that record
+
+
+def test_every_answer_on_the_page_links_to_its_record(tmp_path):
+    from html import unescape
+
+    from harness.report.pages import build
+    folder = tmp_path / "results" / "records" / "planted"
+    folder.mkdir(parents=True)
+    (folder / "planted.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in SEED000 + LM_RECORDS))
+    assert build.main(results=str(tmp_path / "results"), out=str(tmp_path / "pages")) == 0
+    html = (tmp_path / "pages" / "chooser.html").read_text()
+    body = re.search(r'<section class="choice" id="p100-16gb--seed000">(.*?)</section>', html, re.S).group(1)
+    links = re.findall(r'<a href="([^"]+)" data-record="(r-[0-9a-f]+)" data-kind="(\w+)"', body)
+    assert {kind for *_, kind in links} >= {"step", "apart", "device"}
+    for href, rid, _ in links:
+        page, anchor = unescape(href).split("#")
+        assert anchor == rid and f'id="{rid}"' in (tmp_path / "pages" / page).read_text()
+    assert "No way out needed" in re.search(r'id="a100-80gb--seed000">(.*?)</section>', html, re.S).group(1)
+
+
+# -- the rule on hand-made trials ---------------------------------------------------------------------
+
+def test_a_device_peak_past_the_card_never_fits_though_the_allocators_peak_would():
+    t = Trial("x", "box", "ok", 85 * G, device=int(24.42 * G), step_s=0.1, allocated=20 * G)
+    assert chooser.fits([t], int(24.15 * G)) is None and chooser.fits([t], 25 * G) == t
+
+
+def test_a_does_not_fit_under_an_emulation_of_at_least_the_card_refutes_a_peak_measured_elsewhere():
+    ok = Trial("x", "box", "ok", 85 * G, device=15 * G, step_s=0.1)
+    short = Trial("x", "box", "does_not_fit", CARDS["p100-16gb"].total_bytes, named=True)
+    assert chooser.fits([ok, short], CARDS["p100-16gb"].total_bytes) is None
+    assert chooser.fits([ok, short], CARDS["rtx4090-24gb"].total_bytes) == ok
+    cap = Trial("x", "box", "does_not_fit", 16 * G)  # a 16 x 10^9 cap is less than a 16,280 MiB card
+    assert chooser.fits([ok, cap], CARDS["p100-16gb"].total_bytes) == ok
+    big = Trial("x", "box", "does_not_fit", 16 * G, requested=20 * G)  # one request past the card
+    assert chooser.fits([ok, big], CARDS["p100-16gb"].total_bytes) is None
+
+
+def test_an_ok_run_under_the_cards_own_emulation_wins_and_a_failed_check_is_never_offered():
+    own = Trial("x", "box", "ok", CARDS["v100-16gb"].total_bytes, device=16 * G, step_s=0.2, named=True)
+    short = Trial("x", "box", "does_not_fit", CARDS["p100-16gb"].total_bytes, named=True)
+    assert chooser.fits([own, short], CARDS["p100-16gb"].total_bytes) == own
+    assert chooser.fits([own, Trial("x", "box", "failed", 85 * G)], CARDS["p100-16gb"].total_bytes) is None
+
+
+def test_a_way_is_named_by_the_parameters_its_trials_do_not_all_share():
+    ways = [json.dumps(w, sort_keys=True) for w in ({"technique": "fp32", "micro": 1}, {"technique": "bf16", "micro": 1},
+                                                    {"technique": "bf16", "micro": 1, "extra": 2})]
+    tried = [Trial(w, "box", "ok", 16 * G, step_s=0.1) for w in ways]
+    same = chooser.shared(tried)
+    assert same == {"micro"}  # "extra" is held by one way only: absent elsewhere is a value too
+    assert [chooser.way_label(w, same) for w in ways] == ["technique=fp32", "technique=bf16", "extra=2 technique=bf16"]
+    assert chooser.way_label(ways[0], chooser.shared(tried[:1])) == "(one way)"
+
+
+def test_a_budget_is_named_for_what_it_was():
+    assert chooser.ran_under("16GB") == "16GB allocator cap (context not charged)"
+    assert chooser.ran_under("p100-16gb") == "Tesla P100-PCIE-16GB, emulated"
+    assert chooser.ran_under("card") == "the whole card"
