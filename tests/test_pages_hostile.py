@@ -21,7 +21,7 @@ from harness.report.pages import build, charts
 from harness.report.pages import names as naming
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATE = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
+TEMPLATE = FROZEN / "records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
 HOSTILE = ["../../x", "../../../../tmp/x/evil", "a/b", "/etc/passwd", "javascript:alert(1)", "$\\foo{$", "$x$",
            "index", "provenance", "style", "..", ".", "ünï/cødé ✓", "<script>alert(1)</script>", "a\nb|c",
            "x" * 400, "C:\\x", "\\\\server\\share", "%2e%2e%2f", "data:text/html,<b>"]
@@ -293,6 +293,8 @@ def dead_pid() -> int:
 KILLED = """
 import os, sys
 from harness.report.pages import build
+
+from conftest import FROZEN
 def killed(results, into):
     (into / "index.html").write_text("half")
     os._exit(9)

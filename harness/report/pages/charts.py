@@ -40,9 +40,13 @@ def pareto_svg(points: list[tuple], x_label: str, y_label: str, title: str) -> s
                    facecolors=st["color"] if on else "none", zorder=3, label="\n".join(textwrap.wrap(text, 30)) or text)
     ax.set_xlabel(x_label, **PLAIN)
     ax.set_ylabel(y_label, **PLAIN)
-    ax.set_title("\n".join(textwrap.wrap(title, 56)), fontsize=9, **PLAIN)
+    # A long title reaches left over the y ticks: its pad clears half a tick label at the axes' top.
+    ax.set_title("\n".join(textwrap.wrap(title, 56)), fontsize=9, pad=12, **PLAIN)
     ax.grid(True, alpha=0.3)
     ax.locator_params(axis="x", nbins=4)  # on a narrow axis, long tick labels would touch
+    # Rates close together would be ticked as an offset ("+1.372e2") printed above the axes, over
+    # the title: each tick is written whole instead.
+    ax.ticklabel_format(style="plain", useOffset=False)
     legend = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
                        ncol=1 if len(points) <= 14 else 2)
     for text in legend.get_texts():
