@@ -68,7 +68,8 @@ class Workload:
     match: dict  # the parameters a record must hold to be this workload
 
 
-# The reader's workloads (issue 20): named by the parameters the records hold, never by a figure.
+# The reader's workloads: named by the parameters the records hold, never by a figure, so that a
+# name stays true whatever a later run measures.
 WORKLOADS = (
     Workload("lm", "the LM (tricks: workload=lm, batch 16, seq_len 1024)", "tricks",
              {"workload": "lm", "batch": 16, "seq_len": 1024, "device": "cuda"}),
