@@ -175,3 +175,16 @@ def test_a_docs_folder_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, m
     assert docs.main(repo=REPO, out=tmp_path) == 2
     err = capsys.readouterr().err
     assert "cannot write" in err and "headline.md" in err and len(err.strip().splitlines()) == 1, err
+
+
+# results/ named from the repository's root, the store's committed folder, asv's site of results/
+READS_RESULTS = re.compile(r'REPO\s*/\s*"results\b|\bCOMMITTED\s*/|asv_site\.publish\(REPO, [^,()]*\)')
+
+
+def test_no_test_reads_the_repositorys_results():
+    """A test that read results/ would break when a new machine, run or version is filed: tests
+    read conftest.FROZEN or records they plant; only the docs' freshness checks read what git
+    holds (``docs.committed_results``), and say to run `python3 -m harness docs`."""
+    found = [f"{p.name}:{n}: {line.strip()}" for p in sorted(Path(__file__).parent.glob("test_*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), start=1) if READS_RESULTS.search(line)]
+    assert found == [], "read conftest.FROZEN or plant records in tmp_path instead:\n" + "\n".join(found)
