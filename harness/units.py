@@ -1,9 +1,17 @@
-"""How every figure the suite prints is written, in one place.
+"""How every figure the suite prints is written, in one place: bytes, rates and times.
+
+One digit rule for every kind (``figure``): at least three significant digits, and at least one
+decimal, so that a figure never reads 0.0 and two figures of one column read alike:
+1,234.5 / 12.3 / 1.23 / 0.123 / 0.0235.
 
 Bytes are GB, 10^9 bytes, everywhere: the unit GPUs are sold in ("H100 80GB") and the one the
-memory budgets use. Rates keep their datasheet units (GB/s, TFLOP/s, tokens/s).
+memory budgets use; below 1 GB they are MB, so small peaks do not read 0.0 GB. Rates keep their
+datasheet units (GB/s, TFLOP/s, tokens/s). A step time is in milliseconds whatever its size, so a
+column of them compares at a glance; a wall time of many steps (a profile, a session) in minutes.
 """
 from __future__ import annotations
+
+import math
 
 GB = 10**9
 MB = 10**6
@@ -16,41 +24,62 @@ RATE_UNITS = {"flops": (1e12, "TFLOP/s"), "bytes": (1e9, "GB/s"),
               "tokens": (1e3, "k tokens/s")}
 
 
-def gb(n: float | None, digits: int = 1) -> str:
-    """``n`` bytes as GB (below 1 GB as MB, so small peaks do not read 0.0 GB); "-" for None.
-    ``digits``: decimals of a GB figure; an MB figure has one at most."""
-    return gbs([n], digits)
+def decimals(value: float) -> int:
+    """The decimals ``figure`` writes ``value`` with: one from 10 up (and for 0), else as many as
+    three significant digits need."""
+    size = abs(value)
+    if size >= 10 or size == 0 or not math.isfinite(size):
+        return 1
+    return 2 - math.floor(math.log10(size))
 
 
-def gbs(ns, digits: int = 1, sep: str = " / ") -> str:
-    """Several byte counts in one unit, written once: gbs([4.8e9, 5.6e9]) -> "4.8 / 5.6 GB"; the
+def figure(value: float) -> str:
+    """``value`` by the one digit rule, thousands separated: figure(1234.5) -> "1,234.5",
+    figure(1.234) -> "1.23", figure(0.0235) -> "0.0235"."""
+    places = decimals(value)
+    rounded = round(value, places)
+    if decimals(rounded) < places:  # 9.996 rounds to 10: written "10.0", as 10 is, not "10.00"
+        places = decimals(rounded)
+    return f"{value:,.{places}f}"
+
+
+def gb(n: float | None) -> str:
+    """``n`` bytes as GB (below 1 GB as MB); "-" for None."""
+    return gbs([n])
+
+
+def gbs(ns, sep: str = " / ") -> str:
+    """Several byte counts in one unit, written once: gbs([4.8e9, 5.6e9]) -> "4.80 / 5.60 GB"; the
     unit is the largest one's (MB when all are below 1 GB). None values are left out; "-" if none."""
     ns = [n for n in ns if n is not None]
     if not ns:
         return "-"
-    scale, label, digits = _unit(max(abs(n) for n in ns), digits)
-    return sep.join(f"{n / scale:,.{digits}f}" for n in ns) + f" {label}"
+    scale, label = _unit(max(abs(n) for n in ns))
+    return sep.join(figure(n / scale) for n in ns) + f" {label}"
 
 
-def _unit(n: float, digits: int) -> tuple[int, str, int]:
-    mb_digits = min(digits, 1)
-    if round(n / MB, mb_digits) < 1000:  # 999.99 MB is written 1.0 GB, not 1,000.0 MB
-        return MB, "MB", mb_digits
-    return GB, "GB", digits
+def _unit(n: float) -> tuple[int, str]:
+    if round(n / MB, decimals(n / MB)) < 1000:  # 999.96 MB is written 1.00 GB, not 1,000.0 MB
+        return MB, "MB"
+    return GB, "GB"
 
 
 def rate(value_per_s: float, unit: str) -> str:
-    """A rate of ``unit`` per second in its datasheet unit, e.g. rate(2.5e12, "flops") -> "2.5 TFLOP/s";
-    below one of the unit, three significant digits (23.5 samples/s -> "0.0235 k samples/s", not 0.0)."""
+    """A rate of ``unit`` per second in its datasheet unit: rate(2.5e12, "flops") -> "2.50 TFLOP/s"."""
     scale, label = RATE_UNITS[unit]
-    value = value_per_s / scale
-    return f"{value:,.1f} {label}" if abs(value) >= 1 else f"{value:.3g} {label}"
+    return scaled(value_per_s / scale, label)
 
 
-def seconds(s: float) -> str:
-    """A duration as people read step times: µs, ms or s."""
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} µs"
-    if s < 1:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.2f} s"
+def scaled(value: float, label: str) -> str:
+    """A figure already in the unit ``label`` names (a rate ``Row.rates`` scaled): "2.50 TFLOP/s"."""
+    return f"{figure(value)} {label}"
+
+
+def ms(seconds: float) -> str:
+    """A step time, in milliseconds: ms(0.0123) -> "12.3 ms"."""
+    return scaled(seconds * 1e3, "ms")
+
+
+def minutes(seconds: float) -> str:
+    """A wall time of many steps, in minutes: minutes(750) -> "12.5 min"."""
+    return scaled(seconds / 60, "min")

@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,10 @@ from harness.measure.store import RecordStore, RunContext
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("thorough", max_examples=10_000, deadline=None)
 settings.load_profile(os.environ.get("OOMBENCH_HYPOTHESIS", "ci"))
+
+# Records and asv results cut once from results/ and frozen here: tests read these, never the
+# repository's results/, so that filing a new machine's, run's or version's results moves no test.
+FROZEN = Path(__file__).resolve().parent / "data" / "results"
 
 
 @pytest.fixture
@@ -65,3 +70,13 @@ def results_with(root: Path, *files: Path) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(f, dest)
     return results
+
+
+def plain(text: str) -> str:
+    """A markdown text with its pipe tables as one reads them: each row ``| a | b |`` with its
+    cells unescaped and unpadded (tabulate pads them, ``markdown.escape`` escapes them)."""
+    def unescape(cell: str) -> str:
+        return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", cell.strip())
+
+    return "\n".join("| " + " | ".join(unescape(c) for c in re.split(r"(?<!\\)\|", line)[1:-1]) + " |"
+                     if line.startswith("|") else line for line in text.split("\n"))

@@ -1,7 +1,7 @@
 """asv's own site labels machines and environments short: its selectors and legends are built
 from the params in index.json's graph_param_list, so those values are checked here, on the site
-published from the committed results/ and from a box that ran the suite under two interpreters.
-The results folder published from is never written to."""
+published from a frozen copy of results (tests/data/results) and from a box that ran the suite
+under two interpreters. The results folder published from is never written to."""
 import hashlib
 import json
 import shutil
@@ -12,12 +12,11 @@ import pytest
 from harness.drive import asv_labels, asv_site
 from harness.measure.environment import Environment
 from harness.measure.machine import gpu_label, machine_info
-from tests.conftest import fake_devices
+from conftest import FROZEN, fake_devices
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "results"
-# The boxes the suite was first measured on, with the labels their pages show; other boxes are
-# checked by rule, so that a new machine's results never break these tests.
+RESULTS = FROZEN
+# The boxes of the frozen copy with the labels their pages show; any other box is checked by rule.
 FIRST_BOXES = {"cpu-intel-r-xeon-r-processor": "none", "nvidia-h100-80gb-hbm3-x1": "H100 80GB HBM3 x1",
                "nvidia-h200-x1": "H200 x1"}
 LONGEST = 44  # a CPU box's machine name: "cpu-" and 40 characters of its model (machine.py)
@@ -41,19 +40,19 @@ def assert_short(index: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def committed(tmp_path_factory):
-    """asv's site of the committed results/, and results/ before and after publishing it."""
+def frozen(tmp_path_factory):
+    """asv's site of the frozen results, and that folder before and after publishing it."""
     site = tmp_path_factory.mktemp("asv") / "html"
     before = fingerprint(RESULTS)
-    assert asv_site.publish(REPO, site) == 0
+    assert asv_site.publish(REPO, site, RESULTS) == 0
     return json.loads((site / "index.json").read_text()), before, fingerprint(RESULTS)
 
 
-def test_the_committed_results_are_published_with_short_distinct_labels(committed):
-    index, _, _ = committed
+def test_the_frozen_results_are_published_with_short_distinct_labels(frozen):
+    index, _, _ = frozen
     assert_short(index)
-    # Every committed machine's label, whichever boxes have filed results: a new box adds its own.
-    assert set(index["params"]["gpu"]) == set(committed_labels().values()) >= set(FIRST_BOXES.values())
+    # Every machine's label of the results published
+    assert set(index["params"]["gpu"]) == set(frozen_labels().values()) >= set(FIRST_BOXES.values())
     assert all(not v.startswith("/") for v in index["params"]["python"])
     # one line per machine and branch: nothing that differed was merged away
     lines = {json.dumps(p, sort_keys=True) for p in index["graph_param_list"]}
@@ -61,8 +60,8 @@ def test_the_committed_results_are_published_with_short_distinct_labels(committe
     assert {p["machine"] for p in index["graph_param_list"]} >= {"nvidia-h100-80gb-hbm3-x1", "nvidia-h200-x1"}
 
 
-def test_publishing_leaves_the_results_as_they_were_and_the_tooltips_whole(committed):
-    index, before, after = committed
+def test_publishing_leaves_the_results_as_they_were_and_the_tooltips_whole(frozen):
+    index, before, after = frozen
     assert before == after
     for machine_json in RESULTS.glob("*/machine.json"):
         full = json.loads(machine_json.read_text())
@@ -70,13 +69,13 @@ def test_publishing_leaves_the_results_as_they_were_and_the_tooltips_whole(commi
     assert "NVML" in json.loads((RESULTS / "cpu-intel-r-xeon-r-processor" / "machine.json").read_text())["gpu"]
 
 
-def committed_labels() -> dict[str, str]:
+def frozen_labels() -> dict[str, str]:
     return {json.loads(p.read_text())["machine"]: gpu_label(json.loads(p.read_text()))
             for p in RESULTS.glob("*/machine.json")}
 
 
-def test_gpu_labels_of_the_committed_machines():
-    got = committed_labels()
+def test_gpu_labels_of_the_frozen_machines():
+    got = frozen_labels()
     assert {m: got.get(m) for m in FIRST_BOXES} == FIRST_BOXES
     # Any other box, by rule: a GPU box's label ends in its GPU count, as its name does, and no two
     # GPU boxes share one (asv's selector would merge them).
@@ -100,7 +99,7 @@ TWO = {"/x/stack-cupy13/bin/python": "13.6.0", "/usr/bin/python3": "14.2.0"}
 def two_interpreters(tmp_path_factory):
     """A results folder of one H200 box that ran the suite at one commit under two interpreters,
     CuPy 13.6 and CuPy 14.2 (as `harness run --python /x/stack-cupy13/bin/python --python python3`):
-    the committed H200 result and record, once per interpreter."""
+    the frozen H200 result and record, once per interpreter."""
     root = tmp_path_factory.mktemp("two") / "results"
     box = root / "nvidia-h200-x1"
     box.mkdir(parents=True)

@@ -4,6 +4,8 @@ from harness.cases import ceilings
 from harness.measure.outcomes import OK, CheckFailed
 from harness.drive.runner import execute
 
+from conftest import FROZEN
+
 
 def run(workload):
     workload.step()
@@ -81,8 +83,8 @@ OPERANDS = {"device_copy": 2 * ceilings.DEVICE_COPY_BYTES, "h2d_pinned": 2 * cei
 def test_committed_ceiling_step_peaks_equal_their_operands():
     """Records whose memory covers the timed steps alone (schema 2): the allocator's peak is what
     the probe holds, within the allocator's 2 MiB rounding; set-up and check leave no trace."""
-    from harness.measure.store import COMMITTED, load_any
-    recs = [r for r in load_any(COMMITTED / "records").records
+    from harness.measure.store import load_any
+    recs = [r for r in load_any(FROZEN / "records").records
             if r.case == "ceilings" and r.ok and r.schema >= 2 and r.params["probe"] in OPERANDS]
     assert len(recs) >= 14, "the H100 and H200 ceilings at schema 2 should be committed"
     for r in recs:

@@ -99,7 +99,7 @@ def test_wheelhouse_downloads_binary_wheels_for_the_named_python_and_platform(tm
 
 def test_new_commands_parse():
     args = cli.parser().parse_args(["gate", "a", "b", "--threshold", "0.2"])
-    assert args.func is cli._gate and args.threshold == 0.2 and args.iqr_factor == 2.0
+    assert args.func is cli._gate and args.threshold == 0.2 and args.standard_errors == 2.0
     assert cli.parser().parse_args(["pages", "--no-asv"]).no_asv
     args = cli.parser().parse_args(["run", "--python", "/a/python", "--python", "/b/python"])
     assert args.python == ["/a/python", "/b/python"]
@@ -155,3 +155,8 @@ def test_test_hands_every_argument_to_pytest_in_order(monkeypatch, argv, to_pyte
 def test_other_commands_still_refuse_arguments_they_do_not_know(capsys):
     assert cli.main(["gate", "a.jsonl", "b.jsonl", "-k", "gate"]) == 2
     assert "unrecognized arguments: -k gate" in capsys.readouterr().err
+
+
+def test_the_gates_old_option_name_still_works_and_says_its_new_name(capsys):
+    assert cli.parser().parse_args(["gate", "a", "b", "--iqr-factor", "3"]).standard_errors == 3.0
+    assert "--iqr-factor is now --standard-errors" in capsys.readouterr().err

@@ -166,6 +166,6 @@ def test_the_command_line_and_where_convert_as_the_config_does(capsys):
     assert cli.main(["case", "tricks", *(f"{k}={v}" for k, v in dict(TRICKS, batch=3).items())]) == 2
     assert "batch='3' is not one of: 1, 2, 4" in capsys.readouterr().err
     case = cases.get("tricks")
-    assert tables._where(case, ["batch=64", "machine=H200"]) == {"batch": 64, "machine": "H200"}
+    assert tables.where_of(case, ["batch=64", "machine=H200"]) == {"batch": 64, "machine": "H200"}
     with pytest.raises(ValueError, match="batch='65' is not one of: 1, 2, 4"):
-        tables._where(case, ["batch=65"])
+        tables.where_of(case, ["batch=65"])

@@ -15,6 +15,8 @@ from harness.report import docs, specs
 from harness.report.pages.model import latest, load_rows
 from harness.report.tables import machine_label
 
+from conftest import FROZEN, plain
+
 REPO = Path(__file__).resolve().parents[1]
 STALE = "is stale: run `python3 -m harness docs` and commit what it changes"
 
@@ -43,6 +45,12 @@ def rows(every):
 
 
 @pytest.fixture(scope="module")
+def frozen_rows():
+    """The latest of the frozen records (tests/data/results): what the docs' behaviour is tested on."""
+    return latest(load_rows(FROZEN))
+
+
+@pytest.fixture(scope="module")
 def generated(every) -> dict:
     return docs.generate(every)
 
@@ -68,22 +76,27 @@ def test_the_readme_links_every_family_doc_and_stays_short():
     assert "../" not in readme  # nothing outside the repository
 
 
-def test_the_headline_chart_plots_each_technique_on_each_card(rows):
-    grid = docs.headline_rows(rows)
+def test_the_headline_chart_plots_each_technique_on_each_card(frozen_rows):
+    grid = docs.headline_rows(frozen_rows)
     plotted = {t for (t, _), r in grid.items() if r.record.outcome == OK}
     machines = {m for _, m in grid}
     assert len(plotted) >= 5 and len(machines) >= 2
-    svg = docs.headline_svg(rows)
-    assert svg == docs.headline_svg(rows), "the same records must draw the same SVG"
+    svg = docs.headline_svg(frozen_rows)
+    assert svg == docs.headline_svg(frozen_rows), "the same records must draw the same SVG"
+    for name in sorted(plotted | machines):
+        assert name in svg, f"the headline chart does not name {name}"
+
+
+def test_the_committed_headline_chart_is_what_the_committed_records_draw(rows):
+    grid = docs.headline_rows(rows)
     committed_svg = (REPO / "docs" / "headline.svg").read_text()
-    for text in (svg, committed_svg):
-        for name in sorted(plotted | machines):
-            assert name in text, f"docs/headline.svg does not name {name}"
+    for name in sorted({t for (t, _), r in grid.items() if r.record.outcome == OK} | {m for _, m in grid}):
+        assert name in committed_svg, f"docs/headline.svg does not name {name}: it {STALE}"
     # matplotlib's SVG differs between its releases; under the release that drew it, byte for byte.
     import matplotlib
     drawn_by = re.search(r"Matplotlib v([^,<\s]+)", committed_svg)
     if drawn_by and drawn_by.group(1) == matplotlib.__version__:
-        assert committed_svg == svg, f"docs/headline.svg {STALE}"
+        assert committed_svg == docs.headline_svg(rows), f"docs/headline.svg {STALE}"
 
 
 def test_harness_docs_writes_into_a_folder_what_is_committed(tmp_path, generated):
@@ -131,10 +144,11 @@ def test_each_family_is_a_module_of_benchmarks_and_covers_its_cases():
         assert {s.case for s in fam.specs} == set(fam.cases), f"a case of {fam.name} has no table"
 
 
-def test_each_family_doc_says_where_its_figures_come_from(generated, rows):
+def test_each_family_doc_says_where_its_figures_come_from(frozen_rows):
+    generated = docs.generate(load_rows(FROZEN))
     for fam in specs.FAMILIES:
-        text = generated[f"docs/results/{fam.name}.md"]
-        for r in rows:
+        text = plain(generated[f"docs/results/{fam.name}.md"])
+        for r in frozen_rows:
             if r.case in fam.cases:
                 assert machine_label(r) in text and (r.record.commit or "-")[:8] in text
                 assert r.record.environment.libraries.get("torch", "-") in text
@@ -161,3 +175,16 @@ def test_a_docs_folder_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, m
     assert docs.main(repo=REPO, out=tmp_path) == 2
     err = capsys.readouterr().err
     assert "cannot write" in err and "headline.md" in err and len(err.strip().splitlines()) == 1, err
+
+
+# results/ named from the repository's root, the store's committed folder, asv's site of results/
+READS_RESULTS = re.compile(r'REPO\s*/\s*"results\b|\bCOMMITTED\s*/|asv_site\.publish\(REPO, [^,()]*\)')
+
+
+def test_no_test_reads_the_repositorys_results():
+    """A test that read results/ would break when a new machine, run or version is filed: tests
+    read conftest.FROZEN or records they plant; only the docs' freshness checks read what git
+    holds (``docs.committed_results``), and say to run `python3 -m harness docs`."""
+    found = [f"{p.name}:{n}: {line.strip()}" for p in sorted(Path(__file__).parent.glob("test_*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), start=1) if READS_RESULTS.search(line)]
+    assert found == [], "read conftest.FROZEN or plant records in tmp_path instead:\n" + "\n".join(found)

@@ -10,9 +10,20 @@ from harness.report import efficiency as eff
 from harness.report import noise, summary, tables
 from harness.report.pages.model import load_rows
 
-REPO = Path(__file__).resolve().parents[1]
-H100 = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
+from conftest import FROZEN, plain
 
+H100 = FROZEN / "records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
+
+
+
+def render(*args, **kwargs) -> tuple[str, list[str]]:
+    """``tables.render``, its table as one reads it (``plain``)."""
+    text, notes = tables.render(*args, **kwargs)
+    return plain(text), notes
+
+
+def table(*args, **kwargs) -> str:
+    return plain(tables.table(*args, **kwargs))
 
 def base() -> dict:
     """A real H100 record, as a template."""
@@ -116,10 +127,10 @@ def test_tables_show_efficiency_beside_the_rate_and_mark_host_bound_steps(tmp_pa
     recs = [record("unified", FAULT, {"bytes": 3 * 10**9, "migrated_bytes": 10**9}, 0.1, busy=0.43),
             ceiling("h2d_pinned", 50)]
     rows = load_rows(planted(tmp_path, recs))
-    text = tables.table(rows, "unified", ["placement"], "machine", ["rate"])
+    text = table(rows, "unified", ["placement"], "machine", ["rate"])
     assert "| fault | 30.0 GB/s (migrated 0.20 of pinned H2D) †43% |" in text
     assert "† host-bound" in text
-    eff_only, _ = tables.render(rows, "unified", ["placement"], "machine", ["rate", "eff"])
+    eff_only, _ = render(rows, "unified", ["placement"], "machine", ["rate", "eff"])
     assert "| fault | 30.0 GB/s, migrated 0.20 of pinned H2D †43% |" in eff_only
     assert "10.0 GB/s migrated (0.20 of pinned H2D) † GPU busy 43%" in summary.table(recs)
 
@@ -130,9 +141,9 @@ def test_a_schema_1_peak_beside_a_step_peak_is_marked(tmp_path):
     d.update(params=dict(FAULT, placement="prefetch"), memory={"allocator.gpu0.max_allocated": 10**9})
     d.pop("schema")
     old = Record.from_dict(d)
-    text = tables.table(load_rows(planted(tmp_path, [dict_record(new, memory={"allocator.gpu0.max_allocated": 10**9}),
+    text = table(load_rows(planted(tmp_path, [dict_record(new, memory={"allocator.gpu0.max_allocated": 10**9}),
                                                      old])), "unified", ["placement"], "machine", ["peak"])
-    assert "| prefetch | 1.0 GB‡ |" in text and "| fault | 1.0 GB |" in text and tables.NOTES["‡"] in text
+    assert "| prefetch | 1.00 GB‡ |" in text and "| fault | 1.00 GB |" in text and tables.NOTES["‡"] in text
 
 
 def dict_record(rec: Record, **changes) -> Record:
@@ -159,7 +170,7 @@ def test_a_search_whose_gpu_work_ran_in_other_processes_is_never_marked_host_bou
     assert eff.host_bound(search) is None
     assert noise.step_class(search) == "host-bound"  # its time is processes starting, on any host
     search = dict_record(search, check={"max_seq_len": 65536, "probes": 4})
-    text = tables.table(load_rows(planted(tmp_path, [search])), "fits", ["technique"], "budget", ["check:max_seq_len"])
+    text = table(load_rows(planted(tmp_path, [search])), "fits", ["technique"], "budget", ["check:max_seq_len"])
     assert "| fp32 | ≥ 65,536 |" in text and "†" not in text  # filed before search_limit: it searched to 2**16
 
 
@@ -167,7 +178,7 @@ def test_an_answer_below_the_search_limit_is_exact_and_one_at_it_a_lower_bound(t
     def answer(n, limit):
         rec = dict_record(record("fits", FITS, {}, 1.0), check={"max_seq_len": n, "search_limit": limit})
         rows = load_rows(planted(tmp_path / f"{n}-{limit}", [rec]))
-        return tables.table(rows, "fits", ["technique"], "budget", ["check:max_seq_len"]).splitlines()[2]
+        return table(rows, "fits", ["technique"], "budget", ["check:max_seq_len"]).splitlines()[2]
     assert answer(65536, 2**20) == "| fp32 | 65,536 |"
     assert answer(2**20, 2**20) == "| fp32 | ≥ 1,048,576 |"
 
@@ -177,5 +188,5 @@ def test_a_failed_loss_check_says_how_far_the_curve_left_its_reference(tmp_path)
     failed = dict_record(record("tricks", params, {}, 1.0), outcome="failed", timing=None, reason="loss off",
                          check={"deviation": 0.0151, "tolerance": 0.002, "reference_spread": 0.0002,
                                 "reference": "fp32 with checkpointing"})
-    text = tables.table(load_rows(planted(tmp_path, [failed])), "tricks", ["micro_batch"], "machine", ["step"])
+    text = table(load_rows(planted(tmp_path, [failed])), "tricks", ["micro_batch"], "machine", ["step"])
     assert "| 2 | failed (loss gap 0.015 from fp32 with checkpointing, 0.0022 allowed) |" in text

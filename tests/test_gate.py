@@ -12,19 +12,20 @@ from harness.drive import cli
 from harness.measure import record
 from harness.report import gate, markdown, noise
 
+from conftest import FROZEN
+
 
 def upgraded(rec: dict):
     """The record as every reader sees it: with the parameters its case added since (budget)."""
     return cases.upgraded(gate.Record.from_dict(rec))
 
-REPO = Path(__file__).resolve().parents[1]
-RECORDS = REPO / "results/records"
+RECORDS = FROZEN / "records"
 H100 = RECORDS / "nvidia-h100-80gb-hbm3-x1"
 H200 = RECORDS / "nvidia-h200-x1"
 H100_RUN = H100 / "bfa680ee-20261124T003930-ab748b.jsonl"  # ceilings, tricks and more, one host
 H100_OTHER_HOST = H100 / "c65b18ac-20261123T235654-f472de.jsonl"
 H200_RUN = H200 / "bfa680ee-20261124T005204-346ecc.jsonl"
-BASELINE = REPO / "results/baseline/cpu-ceilings-host.jsonl"
+BASELINE = FROZEN / "baseline/cpu-ceilings-host.jsonl"
 # The history the floors are learned from, frozen at the commits these tests were written
 # against (an allowlist: records committed later move the learned floors, and must not move
 # the tests, whichever commit they come from).
@@ -280,7 +281,7 @@ def test_markdown_writes_the_verdict_first_then_the_same_rows_as_a_table(tmp_pat
     assert out.splitlines()[0] == r"**PASS\: 0 regression\(s\) in 49 case\(s\) compared\; 0 retired**"
     rows = [cells_of(line) for line in out.splitlines() if line.startswith("|")]
     assert rows[0] == ["", "before", "after", "ratio", "floor", "verdict", "case"]
-    assert ["", r"1\.477 ms", r"1\.477 ms", r"1\.000", r"2\.0\% a", "same", r"ceilings probe\=device\_copy"] in rows
+    assert ["", r"1\.48 ms", r"1\.48 ms", r"1\.000", r"2\.0\% a", "same", r"ceilings probe\=device\_copy"] in rows
 
 
 def test_the_report_file_holds_the_markdown_table_the_verdict_and_where_to_read_on(tmp_path, capsys):
@@ -293,7 +294,7 @@ def test_the_report_file_holds_the_markdown_table_the_verdict_and_where_to_read_
     assert head == f"## oombench gate: {markdown.escape(H100_RUN)} against {markdown.escape(slow)}"
     assert verdict.startswith(r"**FAIL\: ")
     rows = [cells_of(line) for line in text.splitlines() if line.startswith("|")]
-    assert [r"\+", r"1\.477 ms", r"2\.953 ms", r"2\.000", r"2\.0\% a", r"slower \(quartiles\)",
+    assert [r"\+", r"1\.48 ms", r"2\.95 ms", r"2\.000", r"2\.0\% a", r"slower \(quartiles\)",
             r"ceilings probe\=device\_copy"] in rows
     assert "[docs/results/seeds.md](docs/results/seeds.md)" in text
     assert "ratio" in capsys.readouterr().out  # the terminal still gets the text table

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from harness.measure.store import load_file
 from harness.report import gate, markdown
 
-REPO = Path(__file__).resolve().parents[1]
-REAL = (REPO / "results/records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl").read_text().splitlines()
+from conftest import FROZEN
+
+REAL = (FROZEN / "records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl").read_text().splitlines()
 VALID = json.loads(REAL[0])
 
 scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=10**300, max_value=10**400)

@@ -155,7 +155,7 @@ def test_a_read_only_asv_folder_is_refused_before_the_run(tmp_path, monkeypatch,
 
 def test_a_disk_with_too_little_space_is_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(inputs.shutil, "disk_usage", lambda p: type("U", (), {"free": 10**6})())
-    assert "1.0 MB free" in refused(capsys, ["wheelhouse", str(tmp_path / "w"), "--python", "3.12"])
+    assert "1.00 MB free" in refused(capsys, ["wheelhouse", str(tmp_path / "w"), "--python", "3.12"])
 
 
 # -- values ---------------------------------------------------------------------------------------

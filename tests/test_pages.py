@@ -1,4 +1,4 @@
-"""The comparison pages: built from the committed results/, every figure traceable to its record,
+"""The comparison pages: built from a frozen copy of records (tests/data/results), every figure traceable to its record,
 and (in a real headless browser) loading without a console error and showing the figures the
 result files hold."""
 import functools
@@ -19,10 +19,10 @@ from harness.report import tables
 from harness.report.pages import build, model, names
 from harness.report.pages.families import Family, family
 
-from conftest import results_with
+from conftest import FROZEN, plain, results_with
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "results"
+RESULTS = FROZEN
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -31,7 +31,7 @@ def raw_records() -> dict[str, dict]:
     """rid -> the record as the file holds it, read without the harness's loader."""
     out = {}
     for path in sorted((RESULTS / "records").rglob("*.jsonl")):
-        source = str(path.relative_to(REPO))
+        source = str(path.relative_to(RESULTS.parent))
         for n, line in enumerate(path.read_text().splitlines(), start=1):
             out["r-" + hashlib.sha1(f"{source}:{n}".encode()).hexdigest()[:10]] = json.loads(line)
     return out
@@ -39,11 +39,11 @@ def raw_records() -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """pages/ (the project's) and html/ (asv's), side by side as `python3 -m harness pages` lays them out."""
+    """pages/ (the project's) and html/ (asv's) of the frozen results, side by side as `python3 -m
+    harness pages` lays them out, in the test's own folder."""
     root = tmp_path_factory.mktemp("site")
-    assert asv_site.publish(REPO, REPO / ".asv" / "html") == 0
-    assert build.main(out=str(root / "pages")) == 0
-    shutil.copytree(REPO / ".asv" / "html", root / "html")
+    assert asv_site.publish(REPO, root / "html", RESULTS) == 0
+    assert build.main(results=str(RESULTS), out=str(root / "pages")) == 0
     return root
 
 
@@ -329,13 +329,13 @@ def test_summary_of_a_missing_path_exits_2_naming_the_fix(capsys):
 
 def test_table_shows_the_loss_parallel_lm_records_hold(capsys):
     assert cli.main(["table", "parallel_lm", "--down", "strategy", "--show", "loss", "--where", "device=cuda",
-                     "--where", "machine=H200"]) == 0
-    assert re.search(r"\| single \| 10\.\d{3} \|", capsys.readouterr().out)
+                     "--where", "machine=H200", "--results", str(RESULTS)]) == 0
+    assert re.search(r"\| single \| 10\.\d{3} \|", plain(capsys.readouterr().out))
 
 
 def test_table_names_the_check_keys_that_exist(capsys):
     assert cli.main(["table", "fits", "--down", "technique,machine", "--across", "budget", "--where", "over=batch",
-                     "--show", "check:typo"]) == 2
+                     "--show", "check:typo", "--results", str(RESULTS)]) == 2
     err = capsys.readouterr().err
     assert "check key 'typo'" in err and "max_batch" in err
 
@@ -360,9 +360,10 @@ def test_browser_the_chooser_fits_1400px_and_shows_one_picked_answer(browser_pag
 def test_the_seeds_page_holds_the_docs_seed_tables_each_cell_linked_to_the_record_it_shows(site):
     import html
     page = (site / "pages" / "seeds.html").read_text()
-    doc = (REPO / "docs/results/seeds.md").read_text()
-    md_rows = [[c.replace("\\|", "|") for c in line[2:-2].split(" | ")]
-               for line in doc.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    from harness.report import docs
+    doc = docs.seeds_doc(model.load_rows(RESULTS))  # the doc these records give, as `harness docs` writes it
+    md_rows = [line[2:-2].split(" | ") for line in plain(doc).splitlines()
+               if line.startswith("| ") and not line.startswith("| :---")]
     html_rows = [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", row)]
                  for row in re.findall(r"<tr>(.*?)</tr>", page)]
     assert md_rows and html_rows == md_rows

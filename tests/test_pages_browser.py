@@ -1,4 +1,4 @@
-"""What a reader sees, in Chromium at 1400 px, on the pages built from the committed results/:
+"""What a reader sees, in Chromium at 1400 px, on the pages built from a frozen copy of records (tests/data/results):
 no page scrolls sideways, every figure of the answer tables
 equals what its record files hold (computed here from the files, never typed), the tables sort
 and filter, and a screenshot of every page is kept in the test's output folder."""
@@ -12,6 +12,7 @@ from harness import cases
 
 from harness.report.pages import build
 from harness.report.pages.families import family
+from conftest import FROZEN
 from test_pages import CHROMIUM_FLAGS, chromium, raw_records
 
 WIDTH = 1400
@@ -24,7 +25,9 @@ UNITS = {"k tokens/s": ("tokens", 1e3), "k samples/s": ("samples", 1e3), "TFLOP/
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("browser") / "pages"
-    assert build.main(out=str(out)) == 0  # committed results/ only: the default
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(build, "COMMITTED", FROZEN)  # the frozen copy stands for the committed results/
+        assert build.main(out=str(out)) == 0
     return out
 
 
@@ -242,7 +245,7 @@ def test_each_group_of_the_answer_is_headed_by_the_workload_its_lines_ran(page, 
 
 def test_committed_results_carry_no_local_label_and_another_folder_is_labelled_local(pages, tmp_path):
     assert 'id="local-label"' not in (pages / "index.html").read_text()
-    src = sorted((build.COMMITTED / "records").rglob("*.jsonl"))[0]
+    src = sorted((FROZEN / "records").rglob("*.jsonl"))[0]
     dest = tmp_path / "results" / "records" / src.parent.name
     dest.mkdir(parents=True)
     shutil.copy(src, dest / src.name)

@@ -11,10 +11,10 @@ from harness.drive import cli
 from harness.report import tables
 from harness.report.pages.model import load_rows
 
-from conftest import results_with
+from conftest import FROZEN, plain, results_with
 
 REPO = Path(__file__).resolve().parents[1]
-RECORDS = REPO / "results" / "records"
+RECORDS = FROZEN / "records"
 H100_FITS = RECORDS / "nvidia-h100-80gb-hbm3-x1/d570cdd1-20261123T171437-2de948.jsonl"  # fp32, every budget
 H200_FITS = RECORDS / "nvidia-h200-x1/203233bf-20261123T164450-f5f3ac.jsonl"
 H100_ACCUMULATION = RECORDS / "nvidia-h100-80gb-hbm3-x1/d570cdd1-20261123T172337-7ef404.jsonl"
@@ -44,8 +44,18 @@ H100_HOST_A_BEYOND = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T06483
 H100_HOST_B_CEILINGS = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T065217-891639.jsonl"
 
 
+
+def render(*args, **kwargs) -> tuple[str, list[str]]:
+    """``tables.render``, its table as one reads it (``plain``)."""
+    text, notes = tables.render(*args, **kwargs)
+    return plain(text), notes
+
+
+def table(*args, **kwargs) -> str:
+    return plain(tables.table(*args, **kwargs))
+
 def fits_table(root) -> list[str]:
-    return tables.render(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"])[0].splitlines()
+    return render(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"])[0].splitlines()
 
 
 def test_the_fits_table_holds_each_cards_answers_in_the_declared_budget_order(tmp_path):
@@ -77,28 +87,28 @@ def test_a_machine_measured_under_several_stacks_shows_its_newest_releases_not_i
             if rec["case"] == "seed000" and rec["params"]["way"] == "out_of_core" and rec["outcome"] == "ok":
                 numpy_of[rec["environment"]["libraries"]["numpy"]] = rec["timing"]["median_s"]
     assert set(numpy_of) == {"2.5.2", "2.0.2"} and numpy_of["2.5.2"] != numpy_of["2.0.2"]
-    lines = tables.render(load_rows(root), "seed000", ["way"], "budget", ["step"])[0].splitlines()
+    lines = render(load_rows(root), "seed000", ["way"], "budget", ["step"])[0].splitlines()
     row = next(line for line in lines if line.startswith("| out_of_core |"))
     assert row == f"| out_of_core | {numpy_of['2.5.2'] * 1e3:,.1f} ms |"
 
 
 def test_cells_show_the_figures_asked_for_and_what_did_not_fit(tmp_path):
     root = results_with(tmp_path, H100_ACCUMULATION)
-    lines = tables.render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak", "loss"],
+    lines = render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak", "loss"],
                          {"batch": "64"})[0].splitlines()
     assert lines[0] == "| micro_batch | technique fp32 | technique bf16_autocast |"
-    assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB, 5.556 | 1,879.8 ms, 4.8 / 5.7 GB, 5.556 |"
+    assert lines[2] == "| 1 | 2,277.1 ms, 4.77 / 5.63 GB, 5.556 | 1,879.8 ms, 4.79 / 5.65 GB, 5.556 |"
     assert lines[-1].startswith("| 64 | does not fit (a 8.39 GB request failed) | 268.0 ms, 57.7 / 61.2 GB")
 
 
 def test_versus_gives_each_figure_as_a_multiple_of_the_base_rows(tmp_path):
     root = results_with(tmp_path, H100_ACCUMULATION)
-    lines = tables.render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak"],
+    lines = render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak"],
                          {"batch": "64"}, versus=(("micro_batch", "64"),))[0].splitlines()
     # bf16 autocast: 1,879.8 ms against 268.0 ms at 64 at once, 4.8 against 57.7 GB allocated
-    assert lines[2] == "| 1 | 2,277.1 ms, 4.8 / 5.6 GB | 1,879.8 ms (7.01x), 4.8 / 5.7 GB (0.08x) |"  # fp32 has no 64
+    assert lines[2] == "| 1 | 2,277.1 ms, 4.77 / 5.63 GB | 1,879.8 ms (7.01x), 4.79 / 5.65 GB (0.08x) |"  # fp32 has no 64
     assert lines[-1] == "| 64 | does not fit (a 8.39 GB request failed) | 268.0 ms, 57.7 / 61.2 GB |"
-    across = tables.render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
+    across = render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
                           versus=(("technique", "fp32"),))[0].splitlines()
     assert across[2] == "| 1 | 2,277.1 ms | 1,879.8 ms (0.83x) |"
 
@@ -109,7 +119,7 @@ H100_SEED003 = [RECORDS / "nvidia-h100-80gb-hbm3-x1" / f for f in (
 
 def test_versus_several_values_reads_each_way_out_under_a_budget_against_fp32_on_the_card(tmp_path):
     rows = load_rows(results_with(tmp_path, *H100_SEED003))
-    lines = tables.render(rows, "tricks", ["technique", "micro_batch"], "budget", ["step"],
+    lines = render(rows, "tricks", ["technique", "micro_batch"], "budget", ["step"],
                           {"workload": "resnet50_1024", "batch": "10"},
                           versus=(("technique", "fp32"), ("micro_batch", "10"), ("budget", "card")))[0].splitlines()
     by = {line.split(" |")[0][2:]: line for line in lines[2:]}
@@ -126,11 +136,11 @@ def test_versus_several_values_reads_each_way_out_under_a_budget_against_fp32_on
 def test_records_of_two_machines_are_never_folded_into_one_cell(tmp_path):
     rows = load_rows(results_with(tmp_path, H100_ACCUMULATION, H200_ACCUMULATION))
     with pytest.raises(ValueError, match="differ in machine H100 80GB HBM3 and H200: add machine to --down"):
-        tables.table(rows, "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"})
-    lines = tables.render(rows, "tricks", ["micro_batch", "machine"], "technique", ["peak"], {"batch": "64"})[0].splitlines()
+        table(rows, "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"})
+    lines = render(rows, "tricks", ["micro_batch", "machine"], "technique", ["peak"], {"batch": "64"})[0].splitlines()
     assert lines[-2:] == ["| 64, H100 80GB HBM3 | does not fit (a 8.39 GB request failed) | 57.7 / 61.2 GB |",
                           "| 64, H200 | 83.2 / 91.1 GB | 57.7 / 61.2 GB |"]
-    one, _ = tables.render(rows, "tricks", ["micro_batch"], "technique", ["peak"], {"batch": "64", "machine": "H200"})
+    one, _ = render(rows, "tricks", ["micro_batch"], "technique", ["peak"], {"batch": "64", "machine": "H200"})
     assert one.splitlines()[-1] == "| 64 | 83.2 / 91.1 GB | 57.7 / 61.2 GB |"
 
 
@@ -141,7 +151,7 @@ def test_a_box_of_several_gpus_is_named_with_their_count(tmp_path):
 
 def test_scaling_reads_each_strategy_against_single_on_the_same_box(tmp_path):
     rows = load_rows(results_with(tmp_path, *X2_RESNET))
-    lines = tables.render(rows, "parallel_resnet50", ["strategy", "gpus", "micro_batches"], "image_size",
+    lines = render(rows, "parallel_resnet50", ["strategy", "gpus", "micro_batches"], "image_size",
                           ["scaling"], versus=(("strategy", "single"), ("gpus", "1"), ("micro_batches", "1")))[0]
     by = {line.split(" |")[0][2:]: line.split(" | ")[1:] for line in lines.splitlines()[2:]}
     step = {(r.record.params["strategy"], r.record.params["gpus"], r.record.params["micro_batches"],
@@ -204,7 +214,7 @@ def test_every_table_the_docs_quote_is_what_the_command_prints_from_results(caps
         # A doc short of lines (the README's headline) may carry the footnotes in its prose instead.
         notes = [n.strip() for n in out[len(printed):].split("\n\n") if n.strip()]
         assert out.startswith(printed) and all(n in text for n in notes), \
-            f"{doc}'s table under `harness table {args}` is stale"
+            f"{doc}'s table under `harness table {args}` is stale: run `python3 -m harness docs` and commit what it changes"
 
 
 def test_a_command_the_docs_quote_without_a_table_has_no_records_to_print(committed_results, capsys):
@@ -220,11 +230,11 @@ H100_STANDARD = RECORDS / "nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab7
 
 def test_a_box_that_skipped_every_record_of_a_table_takes_no_column_but_a_skip_beside_figures_stays(tmp_path):
     root = results_with(tmp_path, CPU_STANDARD, H100_STANDARD)
-    lines = tables.render(load_rows(root), "ceilings", ["probe"], "machine", ["rate"], {})[0].splitlines()
+    lines = render(load_rows(root), "ceilings", ["probe"], "machine", ["rate"], {})[0].splitlines()
     assert lines[0] == "| probe | machine AMD EPYC | machine H100 80GB HBM3 |"  # the CPU box ran host probes
     row = {line.split(" | ")[0]: line for line in lines[2:]}
     assert row["| device_copy"].split(" | ")[1] == "skipped"  # a skip on a box that measured others stays
-    gpu_only = tables.render(load_rows(root), "tricks", ["technique"], "machine", ["rate"],
+    gpu_only = render(load_rows(root), "tricks", ["technique"], "machine", ["rate"],
                             {"device": "cuda"})[0].splitlines()
     assert gpu_only[0] == "| technique | machine H100 80GB HBM3 |"  # the CPU box skipped all of them
 
@@ -238,7 +248,7 @@ def test_a_loss_not_held_against_the_whole_batch_is_marked_and_says_why(tmp_path
     had the case's own micro-batches, or nothing): its loss is marked; one held against fp32 with
     checkpointing on the whole batch is not."""
     root = results_with(tmp_path, H100_ACCUMULATION_1024, H100_ACCUMULATION_2048)
-    text, notes = tables.render(load_rows(root), "tricks", ["workload", "micro_batch"], "budget", ["loss"],
+    text, notes = render(load_rows(root), "tricks", ["workload", "micro_batch"], "budget", ["loss"],
                                 where={"technique": "fp32", "batch": 10})
     cells = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line for line in text.splitlines()}
     assert cells[("resnet50_2048", "1")].endswith("° |") and cells[("resnet50_2048", "2")].endswith("° |")
@@ -249,10 +259,10 @@ def test_a_loss_not_held_against_the_whole_batch_is_marked_and_says_why(tmp_path
 def test_a_case_short_of_host_memory_says_so_and_one_short_of_the_cards_names_the_failed_request(tmp_path):
     root = results_with(tmp_path, H100_SEED003_HOST, H100_SEED003_DEVICE)
     def row(technique):
-        lines = tables.render(load_rows(root), "tricks", ["technique"], "budget", ["step"],
+        lines = render(load_rows(root), "tricks", ["technique"], "budget", ["step"],
                               {"workload": "resnet50_2048", "batch": "10"})[0].splitlines()
         return next(line for line in lines if line.startswith(f"| {technique} |"))
-    assert row("save_on_cpu") == "| save_on_cpu |" + " does not fit in host memory (67.11 GB asked) |" * 3
+    assert row("save_on_cpu") == "| save_on_cpu |" + " does not fit in host memory (67.1 GB asked) |" * 3
     assert row("fp32").startswith("| fp32 | does not fit (a 2.68 GB request failed) |")
     # a record that keeps the memory it ran short of is read by it, whatever its reason says
     host_file = root / "records" / H100_SEED003_HOST.parent.name / H100_SEED003_HOST.name
@@ -261,15 +271,15 @@ def test_a_case_short_of_host_memory_says_so_and_one_short_of_the_cards_names_th
         if rec["outcome"] == "does_not_fit":
             rec["check"] = {"short_of": "device"}
     host_file.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    assert "does not fit (a 67.11 GB request failed)" in row("save_on_cpu")
+    assert "does not fit (a 67.1 GB request failed)" in row("save_on_cpu")
 
 
 def test_a_loss_trained_at_another_rate_than_todays_code_gives_its_model_is_marked_and_its_step_is_not(tmp_path):
     root = results_with(tmp_path, H100_LONG_1024, H100_LONG_2048)
-    def table():
-        return tables.table(load_rows(root), "tricks", ["width", "seq_len"], "technique", ["step", "loss"],
-                            {"workload": "lm", "batch": "1"}).splitlines()
-    lines = table()
+    def lines_of():
+        return table(load_rows(root), "tricks", ["width", "seq_len"], "technique", ["step", "loss"],
+                     {"workload": "lm", "batch": "1"}).splitlines()
+    lines = lines_of()
     row = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line for line in lines if line.startswith("| ")}
     assert "◊" not in row["1024", "2048"] and "◊" not in row["1024", "4096"]  # 1024 still trains at 1e-3
     assert row["2048", "4096"].count("◊") == 3  # fp32, bf16 and checkpoint: each loss, not each step
@@ -281,13 +291,13 @@ def test_a_loss_trained_at_another_rate_than_todays_code_gives_its_model_is_mark
     for rec in recs:
         rec["check"]["lr"] = 5e-4 if rec["params"]["width"] == 2048 else 1e-3
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    assert not any("◊" in line for line in table())
+    assert not any("◊" in line for line in lines_of())
 
 
 def test_a_way_out_that_failed_its_loss_check_after_its_steps_still_shows_what_its_steps_cost(tmp_path):
     root = results_with(tmp_path, H200_MICRO2_FAILED, H100_SEED003_DIED)
     def cells(show):
-        lines = tables.render(load_rows(root), "tricks", ["technique", "micro_batch"], "budget", show,
+        lines = render(load_rows(root), "tricks", ["technique", "micro_batch"], "budget", show,
                               {"workload": "resnet50_2048", "batch": "10"})[0].splitlines()
         rows = [line.strip("| ").split(" | ") for line in lines[2:]]
         return {tuple(row[0].split(", ")): row[1:] for row in rows}  # columns: budget 24GB, 40GB
@@ -317,7 +327,7 @@ def test_an_answer_searched_under_the_old_short_cap_is_marked_until_a_search_und
     new = RECORDS / "nvidia-h100-80gb-hbm3-x1/9009c493-20261125T171513-718970.jsonl"
 
     def checkpoint(root):
-        lines = tables.table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"],
+        lines = table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"],
                              {"technique": "checkpoint"}).splitlines()
         row = next(line for line in lines if line.startswith("| checkpoint, H100"))
         return row.split(" | ")[-1].strip("| "), [line for line in lines if line.startswith("∘")]
@@ -332,13 +342,13 @@ def test_an_answer_searched_under_the_old_short_cap_is_marked_until_a_search_und
     for rec in recs:
         rec["params"]["budget"] = "card"
     (root / "records" / old.parent.name / old.name).write_text("".join(json.dumps(r) + "\n" for r in recs))
-    lines = tables.table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"]).splitlines()
+    lines = table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"]).splitlines()
     assert any("| 77 |" in line for line in lines) and not any("∘" in line for line in lines)
 
 
 def test_a_rate_is_read_against_its_own_hosts_ceiling_though_a_later_host_of_the_kind_measured_one(tmp_path):
     def out_of_core(*files):
-        text = tables.render(load_rows(results_with(tmp_path / "-".join(f.stem for f in files), *files)), "beyond",
+        text = render(load_rows(results_with(tmp_path / "-".join(f.stem for f in files), *files)), "beyond",
                              ["pattern", "budget"], "way", ["rate"], {"times": "1.5"})[0]
         return next(line for line in text.splitlines() if line.startswith("| reduce, 24GB |")).split(" | ")[-1]
     own = out_of_core(H100_HOST_A_CEILINGS, H100_HOST_A_BEYOND, H100_HOST_B_CEILINGS)
@@ -354,7 +364,7 @@ def test_an_answer_the_hosts_memory_set_is_marked_and_explained_and_no_other_is(
     path = root / "records" / source.parent.name / source.name
     recs = [json.loads(line) for line in path.read_text().splitlines()]
     def rows():
-        lines = tables.table(load_rows(root), "fits", ["technique", "machine"], "budget",
+        lines = table(load_rows(root), "fits", ["technique", "machine"], "budget",
                              ["check:max_batch"]).splitlines()
         return {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ")}, lines
     before, lines = rows()

@@ -11,8 +11,9 @@ from harness.drive import cli, todo
 from harness.measure import budget
 from harness.workloads.fits import LIMITS
 
-REPO = Path(__file__).resolve().parents[1]
-FITS_RECORD = REPO / "results/records/nvidia-h200-x1/1f1ac8ea-20261124T195405-8d7e30.jsonl"
+from conftest import FROZEN
+
+FITS_RECORD = FROZEN / "records/nvidia-h200-x1/1f1ac8ea-20261124T195405-8d7e30.jsonl"
 BENCHES = todo.benches()
 
 
@@ -102,17 +103,17 @@ def test_a_profile_selects_as_asv_does():
 
 
 def test_a_machine_without_records_that_is_not_this_box_is_refused_naming_those_there(capsys):
-    assert cli.main(["todo", "--machine", "nvidia-h100-typo"]) == 2
+    assert cli.main(["todo", "--machine", "nvidia-h100-typo", "--results", str(FROZEN)]) == 2
     err = capsys.readouterr().err
     assert "no records of nvidia-h100-typo" in err and "nvidia-h200-x1" in err
 
 
 @pytest.mark.parametrize("profile", ["budget", "standard"])
 def test_the_report_counts_what_is_filed_and_lists_the_rest_with_its_command(profile, capsys):
-    assert cli.main(["todo", "--profile", profile, "--machine", "nvidia-h200-x1"]) == 0
+    assert cli.main(["todo", "--profile", profile, "--machine", "nvidia-h200-x1", "--results", str(FROZEN)]) == 0
     out = capsys.readouterr().out
     wanted = len(todo.selected(profile, BENCHES))
-    left = todo.missing(profile, "nvidia-h200-x1", REPO / "results", BENCHES)
+    left = todo.missing(profile, "nvidia-h200-x1", FROZEN, BENCHES)
     assert out.startswith(f"nvidia-h200-x1: {wanted - len(left)} of {wanted} parameter sets of profile {profile} filed")
     assert out.count("python3 -m harness run --file --bench ") == len({b.cls for b in left})
 
@@ -120,7 +121,7 @@ def test_the_report_counts_what_is_filed_and_lists_the_rest_with_its_command(pro
 def test_a_record_its_case_calls_outdated_is_still_to_do(tmp_path):
     # one sequence at width 2048, trained at Adam's 1e-3 before the rate fell with width: its
     # losses are not today's, so the set is measured again
-    source = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/80ceb4a4-20261125T014609-dbc1ce.jsonl"
+    source = FROZEN / "records/nvidia-h100-80gb-hbm3-x1/80ceb4a4-20261125T014609-dbc1ce.jsonl"
     folder = tmp_path / "results" / "records" / "box"
     folder.mkdir(parents=True)
     wide, narrow = bench("LongSequence", "('fp32', 2048, 2048)"), bench("LongSequence", "('fp32', 1024, 4096)")
@@ -137,7 +138,7 @@ def test_a_record_its_case_calls_outdated_is_still_to_do(tmp_path):
 def test_a_loss_check_failure_filed_without_its_steps_time_is_still_to_do(tmp_path):
     # accumulation in micro-batches of 2 at 40GB failed its loss check (BatchNorm) before a failed
     # check kept its steps' time: today's run would price it, so the set is measured again
-    source = REPO / "results/records/nvidia-h200-x1/8001cb6b-20261125T043847-06b84a.jsonl"
+    source = FROZEN / "records/nvidia-h200-x1/8001cb6b-20261125T043847-06b84a.jsonl"
     folder = tmp_path / "results" / "records" / "box"
     folder.mkdir(parents=True)
     (folder / source.name).write_text(source.read_text())
@@ -156,7 +157,7 @@ def test_a_loss_check_failure_filed_without_its_steps_time_is_still_to_do(tmp_pa
 def test_a_what_fits_answer_whose_probes_capped_torch_short_of_its_budget_is_still_to_do(tmp_path):
     # checkpoint at 40GB on the H100, searched while torch's cap was a fraction of NVML's total:
     # a few hundred MB under 40 GB, so its answer may be a size under today's
-    source = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/0586d386-20261125T153851-dfded6.jsonl"
+    source = FROZEN / "records/nvidia-h100-80gb-hbm3-x1/0586d386-20261125T153851-dfded6.jsonl"
     folder = tmp_path / "results" / "records" / "box"
     folder.mkdir(parents=True)
     recs = [json.loads(line) for line in source.read_text().splitlines()]
@@ -180,7 +181,7 @@ def test_a_what_fits_answer_whose_probes_capped_torch_short_of_its_budget_is_sti
 def test_an_answer_the_hosts_memory_set_under_the_old_cap_is_not_to_do_again(tmp_path):
     # save_on_cpu at 24GB on the H100, under the old cap: 32 fit, and 33 kept more pinned host memory
     # than its guard allows. A larger cap on the device changes nothing the host decided.
-    source = REPO / "results/records/nvidia-h100-80gb-hbm3-x1/57d3f76e-20261125T134147-8f2f7a.jsonl"
+    source = FROZEN / "records/nvidia-h100-80gb-hbm3-x1/57d3f76e-20261125T134147-8f2f7a.jsonl"
     folder = tmp_path / "results" / "records" / "box"
     folder.mkdir(parents=True)
     (fit,) = [r for r in map(json.loads, source.read_text().splitlines())

@@ -1,5 +1,6 @@
-"""One way to write bytes (GB, 10^9 bytes; MB below 1 GB) and rates (datasheet units), and no
-page, table, gate or error message that writes them another way."""
+"""One way to write a figure (three significant digits, one decimal at least), bytes (GB, 10^9
+bytes; MB below 1 GB), rates (datasheet units) and times, and no page, table, gate or error
+message that writes bytes another way."""
 import ast
 import re
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 
 from harness.measure.budget import budget_bytes
 from harness import units
-from harness.units import gb, gbs, rate, seconds
+from harness.units import figure, gb, gbs, minutes, ms, rate
 
 from conftest import fake_devices
 
@@ -16,10 +17,17 @@ HARNESS = Path(__file__).resolve().parents[1] / "harness"
 H100_MEMORY = 81559 * 2**20  # what NVML reports for an H100 80GB: 85.5 x 10^9 bytes
 
 
+def test_a_figure_keeps_three_significant_digits_and_one_decimal_at_least():
+    assert [figure(v) for v in (1234.56, 12.34, 1.234, 0.1234, 0.02346, 0)] == \
+        ["1,234.6", "12.3", "1.23", "0.123", "0.0235", "0.0"]
+    assert figure(-3.2) == "-3.20"
+    # rounding up to the next power of ten takes that power's decimals
+    assert figure(9.996) == "10.0" and figure(0.09996) == "0.100" and figure(0.9996) == "1.00"
+
+
 def test_bytes_are_decimal_gb():
     assert gb(80e9) == "80.0 GB"
-    assert gb(80 * 10**9, 2) == "80.00 GB"
-    assert gb(2**30) == "1.1 GB"  # a GiB is 1.07 GB, never "1.0"
+    assert gb(2**30) == "1.07 GB"  # a GiB is 1.07 GB, never "1.0"
     assert gb(H100_MEMORY) == "85.5 GB"
     assert gb(1_234.5e9) == "1,234.5 GB"
 
@@ -27,9 +35,8 @@ def test_bytes_are_decimal_gb():
 def test_below_one_gb_is_written_in_mb():
     assert gb(5e8) == "500.0 MB"
     assert gb(64 * 10**6) == "64.0 MB"
-    assert gb(2**20) == "1.0 MB"
-    assert gb(5e8, 2) == "500.0 MB"  # an MB figure has one decimal at most
-    assert gb(999.96e6) == "1.0 GB"  # rounds to 1,000.0 MB: written as GB instead
+    assert gb(2**20) == "1.05 MB"
+    assert gb(999.96e6) == "1.00 GB"  # rounds to 1,000.0 MB: written as GB instead
     assert gb(0) == "0.0 MB"
 
 
@@ -39,34 +46,34 @@ def test_nothing_is_a_dash():
 
 
 def test_several_figures_share_one_unit_written_once():
-    assert gbs([4.8e9, 5.6e9]) == "4.8 / 5.6 GB"
-    assert gbs([0.5e9, 1.2e9]) == "0.5 / 1.2 GB"  # the largest picks the unit
+    assert gbs([4.8e9, 5.6e9]) == "4.80 / 5.60 GB"
+    assert gbs([0.5e9, 1.2e9]) == "0.500 / 1.20 GB"  # the largest picks the unit
     assert gbs([3e8, 7e8]) == "300.0 / 700.0 MB"
-    assert gbs([None, 5.6e9]) == "5.6 GB"
+    assert gbs([None, 5.6e9]) == "5.60 GB"
 
 
 def test_rates_keep_their_datasheet_units():
-    assert rate(2.5e12, "flops") == "2.5 TFLOP/s"
+    assert rate(2.5e12, "flops") == "2.50 TFLOP/s"
     assert rate(3.35e12, "bytes") == "3,350.0 GB/s"
     assert rate(25e9, "h2d_bytes") == "25.0 GB/s host-to-device"
     assert rate(12_345, "tokens") == "12.3 k tokens/s"
-    assert rate(2e6, "edges") == "2.0 M edges/s"
+    assert rate(2e6, "edges") == "2.00 M edges/s"
     assert rate(23.5, "samples") == "0.0235 k samples/s"  # never 0.0
     with pytest.raises(KeyError):
         rate(1.0, "steps")
 
 
-def test_seconds_as_step_times_are_read():
-    assert seconds(5e-5) == "50.0 µs"
-    assert seconds(0.0123) == "12.30 ms"
-    assert seconds(2.5) == "2.50 s"
+def test_a_step_time_is_in_milliseconds_whatever_its_size_and_a_wall_time_in_minutes():
+    assert ms(5e-5) == "0.0500 ms"
+    assert ms(0.0123) == "12.3 ms"
+    assert ms(2.2771) == "2,277.1 ms"
+    assert minutes(750) == "12.5 min" and minutes(90) == "1.50 min"
 
 
 def test_messages_write_bytes_through_units():
     from harness.measure.outcomes import Skip
     from harness.measure.safety import ManagedGuard, OversubscriptionRefused
     from harness.measure.workingset import need_host
-    from harness.report.gate import bytes_text
 
     with pytest.raises(OversubscriptionRefused, match=r"allocation of 60\.0 GB refused.*cap of 90\.0 GB"):
         ManagedGuard(free_bytes=100 * 10**9, fraction=0.9, allow_oversubscription=False,
@@ -76,7 +83,7 @@ def test_messages_write_bytes_through_units():
         need_host(30 * 10**9, "x", available=40 * 10**9)
     with pytest.raises(Skip, match=r"larger than this card \(25\.8 GB\)"):
         budget_bytes("40GB", 24 * 2**30)
-    assert bytes_text(2**30) == "1.07 GB" and bytes_text(64 * 2**20) == "67.1 MB"
+
 
 
 def test_the_box_is_described_in_gb_and_asvs_key_keeps_its_form():
@@ -97,9 +104,10 @@ BINARY_UNIT = re.compile(r"\b[KMGTP]iB\b")
 # 10^9 are left out: they also make millions of parameters or GFLOP; UNIT_AFTER catches those.)
 BYTE_SCALES = {2**20, 2**30}
 BYTE_NAMES = {"GB", "MB", "GiB", "MiB"}
-# A byte unit written right after a figure (scaled, or with a format spec) in an f-string:
-# f"{n / 1e9:.1f} GB"; a name such as f"{n}GB" (the budget "16GB") is not a figure.
-UNIT_AFTER = re.compile(r"^\s?[KMGT]i?B\b")
+# A unit of bytes, time or rate written right after a figure (scaled, or with a format spec) in
+# an f-string: f"{n / 1e9:.1f} GB", f"{t * 1e3:.3f} ms"; a name such as f"{n}GB" (the budget
+# "16GB") is not a figure.
+UNIT_AFTER = re.compile(r"^\s?([KMGT]i?B\b|ms\b|µs\b|min\b|(k |M |T)?[A-Za-z]+/s\b)")
 # (file, function) that may still write a binary unit, and why.
 ALLOWED = {("measure/machine.py", "_asv_memory")}  # asv's stored key, not a figure shown as such
 
@@ -161,9 +169,12 @@ def test_the_source_check_catches_hand_written_bytes(tmp_path):
     bad.write_text('def f(n):\n    """GiB in a docstring is prose."""\n'
                    '    return f"{n / 2**30:.1f} GiB", f"{n / GB:.1f}", "12 MiB", f"{n // (1 << 20)} M"\n'
                    'SIZE = 2 * 2**30  # a size, not text\n'
-                   'def g(n, p):\n    return f"{n / 1e9:,.1f} GB", f"{p / 1e6:.1f} M parameters", f"{p}GB budget"\n')
+                   'def g(n, p):\n    return f"{n / 1e9:,.1f} GB", f"{p / 1e6:.1f} M parameters", f"{p}GB budget"\n'
+                   'def h(t, r):\n    return f"{t * 1e3:,.3f} ms", f"{r / 1e12:.1f} TFLOP/s", f"{t / 60:.1f} min", f"{t}s"\n')
     assert sorted(o.split(": ", 1)[1] for o in _offences(bad, tmp_path)) == [
         "'12 MiB'", "'GiB'", "a unit written by hand: {n / 1000000000.0} GB", "a unit written by hand: {n / 2 ** 30} GiB",
+        "a unit written by hand: {r / 1000000000000.0} TFL", "a unit written by hand: {t * 1000.0} ms",
+        "a unit written by hand: {t / 60} min",
 "bytes scaled by hand in an f-string: n / 2 ** 30",
         "bytes scaled by hand in an f-string: n / GB", "bytes scaled by hand in an f-string: n // (1 << 20)"]
 
@@ -172,7 +183,7 @@ def test_no_user_facing_text_writes_gib_or_mib():
     offences = [o for p in python_sources() for o in _offences(p)]
     templates = sorted((HARNESS / "report" / "pages" / "templates").glob("*"))
     offences += [f"{t.name}: {m.group()}" for t in templates for m in BINARY_UNIT.finditer(t.read_text())]
-    assert offences == [], "write bytes with harness.units.gb:\n" + "\n".join(offences)
+    assert offences == [], "write bytes, times and rates with harness.units:\n" + "\n".join(offences)
 
 
 def test_units_stays_the_lowest_layer():

@@ -226,7 +226,7 @@ def test_a_table_ranks_a_combination_beside_single_ways_against_fp32_on_the_card
                                                                             10, 1)))
     rows = load_rows(tmp_path / "results")
     case = cases.get("tricks")
-    where = tables._where(case, ["workload=resnet50_1024", "technique=checkpoint+bf16_autocast"], "--where")
+    where = tables.where_of(case, ["workload=resnet50_1024", "technique=checkpoint+bf16_autocast"], "--where")
     assert where["technique"] == "bf16_autocast+checkpoint"
     text = tables.render(rows, "tricks", ["technique"], "budget", ["step"], {"workload": "resnet50_1024"},
                          versus=tables.versus_pairs(case, "technique=fp32,budget=card"))[0].splitlines()

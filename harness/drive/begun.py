@@ -62,7 +62,7 @@ def died(ctx: RunContext, case: str, params: dict) -> dict | None:
 
 
 def reason(entry: dict, host_bytes: int | None = None, kills_now: int | None = None) -> str:
-    host = f" ({gb(host_bytes, 0)} here)" if host_bytes else ""
+    host = f" ({gb(host_bytes)} here)" if host_bytes else ""
     if oom_killed(entry, kills_now):
         return (f"its process (pid {entry['pid']}) was ended while measuring by the kernel's out-of-memory killer: "
                 f"host memory ran out{host}; run it on a host with more memory")

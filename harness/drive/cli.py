@@ -279,7 +279,7 @@ def _gate(args) -> int:
     bootstrap.ensure("gate")
     from harness.report.gate import gate
     from harness.units import MB
-    rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.iqr_factor,
+    rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.standard_errors,
                     min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
                     fmt=args.format, history=args.history, report=args.report, allow=args.allow)
     # A refusal (the gate's last line on exit 2, e.g. a report it could not write) goes to stderr,
@@ -448,6 +448,15 @@ def _finite_non_negative(text: str) -> float:
     return value
 
 
+class _Renamed(argparse.Action):
+    """An option's old spelling: taken as the new one (``dest``), with a line on stderr naming it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        new = "--" + self.dest.replace("_", "-")
+        print(f"oombench: {option_string} is now {new}; {option_string} still works, under that name", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _add_gate(sub) -> None:
     g = sub.add_parser("gate", help="exit 1 when a case in NEW is slower or bigger than in BASE")
     g.add_argument("base", help="record file (.jsonl) or folder of them")
@@ -455,9 +464,11 @@ def _add_gate(sub) -> None:
     g.add_argument("--threshold", type=_finite_non_negative, default=0.0,
                    help="the least relative rise that can fail, for times and peaks (1.0 = twice as slow); "
                         "raises the floors learned from history, never lowers them")
-    g.add_argument("--iqr-factor", type=_finite_non_negative, default=2.0,
-                   help="k, for records without raw step times: medians within k standard errors (read from "
-                        "their IQRs) are noise")
+    g.add_argument("--standard-errors", type=_finite_non_negative, default=2.0, metavar="K",
+                   help="for records without raw step times: medians fewer than K standard errors of their "
+                        "difference apart (each error read from an IQR and a number of steps) are noise")
+    g.add_argument("--iqr-factor", type=_finite_non_negative, dest="standard_errors", action=_Renamed,
+                   help=argparse.SUPPRESS)  # its first name: it never was a factor of the IQR
     g.add_argument("--min-mb", type=_finite_non_negative, default=64,
                    help="peak-memory growth below this many MB (10^6 bytes) is never a regression")
     g.add_argument("--only", metavar="REGEX", help='gate only cases whose "case {params}" matches (both sides)')

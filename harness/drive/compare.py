@@ -36,6 +36,7 @@ from harness.measure.machine import machine_name
 from harness.measure.safety import MULTICAST_OFF
 from harness.measure.store import REPO, RecordStore, RunContext, load_file
 from harness.report.summary import row
+from harness.units import minutes
 
 BASE, NEW = "base", "new"
 LETTER = {BASE: "A", NEW: "B"}
@@ -200,7 +201,7 @@ def headed(report: Path, lines: list[str]) -> None:
 def heading(commits: dict[str, str], revs: tuple[str, str], machine: str, seconds: float, cases: int,
             rounds: int) -> list[str]:
     return [f"## oombench compare: `{commits[BASE][:8]}` ({revs[0]}) against `{commits[NEW][:8]}` ({revs[1]})",
-            f"Both measured on {machine} in one session, {seconds / 60:.1f} min: {cases} case(s), {rounds} round(s) "
+            f"Both measured on {machine} in one session, {minutes(seconds)}: {cases} case(s), {rounds} round(s) "
             f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
             "a fresh process; the gate judges every round of each side (the median of its rounds' medians), its floors "
             "learned from BASE's rounds."]

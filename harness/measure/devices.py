@@ -22,10 +22,6 @@ class GPU:
     compute_capability: str
     uuid: str
 
-    @property
-    def memory_gib(self) -> float:
-        return self.memory_total / 2**30
-
 
 @dataclass(frozen=True)
 class Devices:

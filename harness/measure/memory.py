@@ -25,6 +25,8 @@ import threading
 
 import psutil
 
+from harness.measure.record import SETUP
+
 SAMPLE_PERIOD_S = 0.005
 
 
@@ -44,7 +46,7 @@ class _Nvml:
 
     def _used(self, handle) -> int:
         # Version 2 counts the driver's reserved memory apart from "used", as nvidia-smi does;
-        # version 1 folds it into "used" (about 600 MiB on an H200).
+        # version 1 folds it into "used", which would charge every case with what no case allocated.
         try:
             return int(self.nvml.nvmlDeviceGetMemoryInfo(handle, version=self.nvml.nvmlMemory_v2).used)
         except (AttributeError, TypeError, self.nvml.NVMLError):
@@ -82,9 +84,6 @@ def _torch_cuda():
     if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
         return None
     return torch.cuda
-
-
-SETUP = "setup."
 
 
 def _vm_hwm() -> int | None:

@@ -19,6 +19,8 @@ from harness.measure.outcomes import DEVICE, DOES_NOT_FIT, HOST, OK, OUTCOMES
 from harness.measure.timing import Timing
 
 SCHEMA = 2
+# The prefix of the memory levels of a case's set-up (schema 2 on): not its steps', so never gated.
+SETUP = "setup."
 
 
 @dataclass(frozen=True)

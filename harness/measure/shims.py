@@ -15,7 +15,3 @@ def record(name: str) -> None:
 def applied() -> tuple[str, ...]:
     return tuple(_APPLIED)
 
-
-def forget() -> None:
-    """For tests: a fresh process's state."""
-    _APPLIED.clear()

@@ -35,6 +35,9 @@ PROBE_LABELS = {"h2d_pinned": "pinned H2D", "d2h_pinned": "pinned D2H", "duplex_
 UNITS = {"h2d_pinned": ("h2d_bytes", "migrated_bytes", "bytes"), "d2h_pinned": ("d2h_bytes", "bytes"),
          "duplex_pinned": ("h2d_bytes", "bytes")}
 BUSY_BOUND = 0.8  # under this fraction of GPU-busy time a step is bound by the host
+HOST_BOUND = "†"  # the mark of a host-bound figure, the GPU-busy share after it
+HOST_BOUND_NOTE = (f"{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps (the share "
+                   "follows the mark), so the figure measures the host as much as the GPU.")
 
 
 @dataclass(frozen=True)

@@ -61,15 +61,14 @@ from harness.cases import fits
 from harness.measure.machine import host_key, machine_label
 from harness.measure.inputs import write_whole
 from harness.measure.outcomes import OK
-from harness.measure.record import Record
+from harness.measure.record import SETUP, Record
 from harness.measure.store import COMMITTED, load_any
 from harness.measure.store import latest as store_latest
 from harness.report import markdown, noise, rounds
-from harness.units import MB, gb
+from harness.units import MB, gb, ms
 
 # Memory labels that are peaks (the others are levels before the case, or a final level).
 PEAK_PREFIXES = ("allocator.", "host.max_rss")
-SETUP = "setup."
 DEVICE = "device (gain over before)"
 PROBE_PEAK = "allocated by the probe at the answer"
 PEAK_REL = 0.02
@@ -215,14 +214,6 @@ def check_allow(allow) -> frozenset:
 
 
 # -- time -------------------------------------------------------------------------------------------
-def seconds_text(s: float) -> str:
-    return f"{s * 1e3:,.3f} ms"
-
-
-def bytes_text(b: float) -> str:
-    return gb(b, 2)
-
-
 def declared(case: str, params: dict) -> bool:
     """Whether this checkout's code still declares the case with these parameter values."""
     try:
@@ -266,8 +257,8 @@ def time_row(base: Record, new: Record, floors: noise.Floors, opts: Options) -> 
     else:
         mark, verdict = " ", f"same{alone}"
     code = "w" if "within" in floor.how else "a" if floor.learned else "d"
-    return Row(mark, base.case, base.params, "time", seconds_text(base.timing.median_s),
-               seconds_text(new.timing.median_s), f"{ratio:.3f}", f"{least:.1%} {code}", verdict,
+    return Row(mark, base.case, base.params, "time", ms(base.timing.median_s),
+               ms(new.timing.median_s), f"{ratio:.3f}", f"{least:.1%} {code}", verdict,
                "slower" if mark == "+" else ""), floor
 
 
@@ -346,12 +337,12 @@ def peak_rows(base: Record, new: Record, opts: Options, report: Report) -> list[
         if n is None and "missing-level" in opts.allow:
             report.allowed.append(f"missing-level: {base.case} {params_text(base)} has no {label} in NEW")
         elif n is None:
-            rows.append(Row("x", base.case, base.params, f"peak {label}", bytes_text(b), "absent", "-", "-",
+            rows.append(Row("x", base.case, base.params, f"peak {label}", gb(b), "absent", "-", "-",
                             "absent in NEW: a level BASE has (rerun NEW, or --allow missing-level to list it)",
                             "level absent"))
         elif n - b > (allowed := max(opts.min_bytes, max(PEAK_REL, opts.threshold) * b)):
-            rows.append(Row("+", base.case, base.params, f"peak {label}", bytes_text(b), bytes_text(n),
-                            f"{n / b:.3f}" if b else "-", f"+{bytes_text(allowed)}", "bigger", "bigger"))
+            rows.append(Row("+", base.case, base.params, f"peak {label}", gb(b), gb(n),
+                            f"{n / b:.3f}" if b else "-", f"+{gb(allowed)}", "bigger", "bigger"))
     return rows
 
 
@@ -369,7 +360,7 @@ def memory_rows(base: Record, new: Record, opts: Options, report: Report) -> lis
 
 # -- one case, all cases ----------------------------------------------------------------------------
 def lost_row(base: Record, after: str, verdict: str, tally: str) -> Row:
-    return Row("x", base.case, base.params, "outcome", seconds_text(base.timing.median_s), after, "-", "-", verdict, tally)
+    return Row("x", base.case, base.params, "outcome", ms(base.timing.median_s), after, "-", "-", verdict, tally)
 
 
 def compare_one(report: Report, old: Record, cur: Record, floors: noise.Floors, opts: Options) -> None:
@@ -455,7 +446,7 @@ def notes(report: Report, opts: Options, kind: str) -> list[str]:
            f"p < {noise.ALPHA} on raw step times, else medians more than {opts.k:g} standard errors apart, "
            f"each read from its IQR; with too few steps for either test, the ratio alone); "
            f"floor a = learned across hosts, w = within one host, d = default; bigger when a peak grows by more "
-           f"than max({bytes_text(opts.min_bytes)}, {max(PEAK_REL, opts.threshold):.0%}); a what-fits search "
+           f"than max({gb(opts.min_bytes)}, {max(PEAK_REL, opts.threshold):.0%}); a what-fits search "
            "by its answer and the peak of the probe at it, never its wall time"]
     if opts.rounds:
         out.append("rounds: each side's time is the median of its rounds' medians, the rank test over all its "

@@ -38,13 +38,31 @@ def escape(text) -> str:
     return _PUNCTUATION.sub(r"\\\1", one_line(text))
 
 
-def table(header, rows, right, markdown: bool) -> list[str]:
-    """The lines of a table: a markdown pipe table of escaped cells, or plain columns of
-    ``one_line`` cells; ``right``: per column, whether it is right-aligned (figures)."""
+class Markup(str):
+    """Text already written as markdown (``code``'s spans): ``table`` puts it in its cell as it is."""
+
+
+def code(text) -> Markup:
+    """``text`` as a code span: one line, fenced by more backticks than any run it holds
+    (CommonMark 0.31 §6.1), its ``|`` escaped as GitHub's tables need even inside a span."""
+    text = one_line(text).replace("|", "\\|")
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return Markup(f"{fence}{pad}{text}{pad}{fence}")
+
+
+def table(header, rows, right=(), markdown: bool = True) -> list[str]:
+    """The lines of a table: a markdown pipe table of escaped cells (``Markup`` cells as they
+    are), or plain columns of ``one_line`` cells; ``right``: per column, whether it is
+    right-aligned (figures); columns past its end are left-aligned."""
     from tabulate import tabulate
-    clean = escape if markdown else one_line
+
+    def clean(cell) -> str:
+        if not markdown:
+            return one_line(cell)
+        return cell if isinstance(cell, Markup) else escape(cell)
     body = [[clean(c) for c in row] for row in rows]
-    align = ["right" if r else "left" for r in right]
+    align = ["right" if i < len(right) and right[i] else "left" for i in range(len(header))]
     text = tabulate(body, headers=[clean(h) for h in header], tablefmt="pipe" if markdown else "plain",
                     disable_numparse=True, colalign=align)
     return [line.rstrip() for line in text.splitlines()]

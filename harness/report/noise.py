@@ -46,12 +46,12 @@ from harness.measure.machine import host_key, machine_name
 from harness.measure.outcomes import OK
 from harness.measure.record import Record
 from harness.measure.store import load_any
+from harness.report.efficiency import BUSY_BOUND
 
 Z = 2.326  # one-sided 1%: the floor is what two honest runs exceed once in a hundred
 MIN_FLOOR = 0.02
 SESSION_MIN_FLOOR = 0.01
 ALPHA = 0.002  # the rank test's p threshold, as asv compare's
-BUSY_BOUND = 0.8  # under this GPU-busy fraction a step waits on the host
 # Floors where history is too thin, by class of step: across hosts, and within one host.
 DEFAULT_ACROSS = {"GPU-bound": 0.05, "host-bound": 0.25, "busy unknown": 0.10}
 DEFAULT_WITHIN = {"GPU-bound": 0.03, "host-bound": 0.15, "busy unknown": 0.10}

@@ -60,7 +60,7 @@ class Spec:
         if not any(self.matches(r) for r in rows):
             return None
         case = cases.get(self.case)
-        where = tables._where(case, list(self.where))
+        where = tables.where_of(case, list(self.where))
         versus = tables.versus_pairs(case, self.versus)
         return tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus)
 

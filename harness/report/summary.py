@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from harness.measure.machine import machine_name
 from harness.measure.record import Record
-from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound, rate as safe_rate
-from harness.units import RATE_UNITS, rate
+from harness.report import markdown
+from harness.report.efficiency import HOST_BOUND, HOST_BOUND_NOTE, Ceilings, efficiency, host_bound, rate as safe_rate
+from harness.units import RATE_UNITS, ms, rate
 
-HOST_BOUND = "†"
+HEADER = ("case", "parameters", "outcome", "median/step", "IQR", "rate or reason")
+RIGHT = (False, False, False, True, True)  # the figures
 
 
 def rate_text(rec: Record, ceilings: Ceilings | None = None) -> str:
@@ -25,7 +27,7 @@ def row(rec: Record, ceilings: Ceilings | None = None) -> list[str]:
     spread = f"{100 * t.iqr_s / t.median_s:.1f}%" if t.median_s else ""
     busy = host_bound(rec)
     mark = f" {HOST_BOUND} GPU busy {busy:.0%}" if busy is not None else ""
-    return [rec.case, params, rec.outcome, f"{t.median_s * 1e3:,.3f} ms", spread, rate_text(rec, ceilings) + mark]
+    return [rec.case, params, rec.outcome, ms(t.median_s), spread, rate_text(rec, ceilings) + mark]
 
 
 def machine_of(rec: Record) -> str:
@@ -52,13 +54,11 @@ def chosen(recs: list[Record], machine: str | None = None, commit: str | None = 
 
 def table(recs: list[Record], provenance: bool = False) -> str:
     """The records as a table; ``provenance`` adds the machine and the commit of each."""
-    header = ["case", "parameters", "outcome", "median/step", "IQR", "rate or reason"]
     ceilings = Ceilings(recs)
     front = (lambda r: where(r)) if provenance else (lambda r: [])  # noqa: E731
-    header = (["machine", "commit"] if provenance else []) + header
-    rows = [header] + [front(r) + row(r, ceilings) for r in recs]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
+    header, right = ((("machine", "commit") + HEADER, (False, False) + RIGHT) if provenance else (HEADER, RIGHT))
+    lines = markdown.table(header, [front(r) + row(r, ceilings) for r in recs], right, markdown=False)
+    text = "\n".join(lines)
     if any(host_bound(r) is not None for r in recs if r.ok):
-        text += f"\n\n{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps."
+        text += "\n\n" + HOST_BOUND_NOTE
     return text

@@ -18,20 +18,21 @@ from harness.cases import fits
 from harness.cases.tricks import CASE_NAME as TRICKS
 from harness.measure.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, HOST, OK, SKIPPED
-from harness.report.efficiency import BUSY_BOUND, Ceilings, efficiency, host_bound
+from harness.report.efficiency import HOST_BOUND, HOST_BOUND_NOTE, Ceilings, efficiency, host_bound
 from harness.report.pages.model import Row, latest, load_rows, newest_stack
+from harness.report import markdown
+from harness.report.markdown import one_line
 from harness.report.scaling import scaling_efficiency
-from harness.units import gb, gbs
+from harness.units import gb, gbs, ms, scaled
 from harness.workloads.training import LR_WIDTH
 from harness.workloads.tricks import held_to_whole_batch, other_rate
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
-HOST_BOUND, OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE = "†", "§", "‡", "°", "◊"
+OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE = "§", "‡", "°", "◊"
 HOST_SET, OLD_CAP = "⌂", "∘"
 NOTES = {
-    HOST_BOUND: f"{HOST_BOUND} host-bound: the GPU was busy under {BUSY_BOUND:.0%} of the timed steps (the "
-                "share follows the mark), so the figure measures the host as much as the GPU.",
+    HOST_BOUND: HOST_BOUND_NOTE,
     OTHER_HOST: f"{OTHER_HOST} read against the latest ceiling of another host of the same kind: this host "
                 "measured none.",
     WHOLE_CASE: f"{WHOLE_CASE} peak of the whole case (build, warm-up, steps and check): a record written before "
@@ -68,11 +69,6 @@ def machine_label(row: Row) -> str:
     return label_of(row.record.environment)
 
 
-def md(text) -> str:
-    """Text from a record, safe inside a markdown table cell: one line, no column break."""
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
 def _axis_names(case: cases.Case, names: list[str]) -> list[str]:
     known = list(case.params) + [MACHINE]
     for name in names:
@@ -81,17 +77,17 @@ def _axis_names(case: cases.Case, names: list[str]) -> list[str]:
     return names
 
 
-def _where(case: cases.Case, pairs: list[str], option: str = "--where") -> dict:
+def where_of(case: cases.Case, pairs: list[str], option: str = "--where") -> dict:
     """{name: value}: a parameter's value as the case declares it (16 for "16", or the error
     naming the allowed values, as a config converts it); the machine's as written."""
-    where = {}
+    out = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
             raise ValueError(f"{option} takes name=value, got {pair!r}")
         _axis_names(case, [name])
-        where[name] = value if name == MACHINE else case.value(name, value)
-    return where
+        out[name] = value if name == MACHINE else case.value(name, value)
+    return out
 
 
 def _value(row: Row, name: str):
@@ -114,11 +110,7 @@ def _peak(rec, view: View) -> str:
 
 def _rate(row: Row) -> str:
     rates = row.rates()  # in datasheet units, the primary first
-    if not rates:
-        return "-"
-    value, label = rates[0]
-    digits = 1 if value >= 10 else 2 if value >= 1 else 3  # three figures at least
-    return f"{value:,.{digits}f} {label}"
+    return scaled(*rates[0]) if rates else "-"
 
 
 def _eff(row: Row, view: View) -> str:
@@ -158,7 +150,7 @@ def loss(check: dict):
 def _check_value(value) -> str:
     if value is None:
         return "-"
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else md(value)
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else one_line(value)
 
 
 def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -> str:
@@ -167,7 +159,7 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
         key = what[len("check:"):]
         return _answer(rec, key, view)
     if what == "step":
-        return f"{rec.timing.median_s * 1e3:,.1f} ms" + _ratio(row, base, what)
+        return ms(rec.timing.median_s) + _ratio(row, base, what)
     if what == "rate":
         eff = "" if "eff" in shows else _eff(row, view)
         return _rate(row) + ("" if eff in ("", "-") else f" ({eff})") + _ratio(row, base, what)
@@ -205,7 +197,7 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
-        return md(rec.outcome) + _why_failed(rec.check) + _other_rate(rec, view) + _cost_of_failed(row, shows, base, view)
+        return one_line(rec.outcome) + _why_failed(rec.check) + _other_rate(rec, view) + _cost_of_failed(row, shows, base, view)
     text = ", ".join(_show(row, s, base, view, shows) for s in shows)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
@@ -232,8 +224,8 @@ def does_not_fit(rec) -> str:
     """Which memory ran short, and the bytes the case asked of it where known."""
     known = isinstance(rec.requested_bytes, int)
     if rec.short_of() == HOST:
-        return "does not fit in host memory" + (f" ({gb(rec.requested_bytes, 2)} asked)" if known else "")
-    return "does not fit" + (f" (a {gb(rec.requested_bytes, 2)} request failed)" if known else "")
+        return "does not fit in host memory" + (f" ({gb(rec.requested_bytes)} asked)" if known else "")
+    return "does not fit" + (f" (a {gb(rec.requested_bytes)} request failed)" if known else "")
 
 
 def _why_failed(check: dict) -> str:
@@ -247,12 +239,12 @@ def _why_failed(check: dict) -> str:
     if check.get("ended") == "disk_full":
         return " (the disk it files into was full)"
     if check.get("ended") == "raised":
-        return f" ({md(check.get('error'))})"
+        return f" ({one_line(check.get('error'))})"
     verdict = _loss_gap(check)
     if verdict is None:
         return ""
     gap, allowed = verdict
-    return f" (loss gap {gap:.2g} from {md(check.get('reference') or 'fp32')}, {allowed:.2g} allowed)"
+    return f" (loss gap {gap:.2g} from {one_line(check.get('reference') or 'fp32')}, {allowed:.2g} allowed)"
 
 
 def _loss_gap(check: dict | None) -> tuple[float, float] | None:
@@ -287,7 +279,7 @@ def _check_keys(grid: dict, case_name: str, shows: list[str]) -> None:
                              f"its records hold {', '.join(sorted(map(str, held))) or 'no check keys'}")
 
 
-def _grid(rows: list[Row], case_name: str, down: list[str], across: str, where: dict) -> dict:
+def cells_at(rows: list[Row], case_name: str, down: list[str], across: str, where: dict) -> dict:
     """(values down, value across) -> the row there."""
     picked = _measured_boxes([r for r in latest(rows) if r.case == case_name
                               and all(str(_value(r, k)) == str(v) for k, v in where.items())])
@@ -326,7 +318,7 @@ def _one_case_per_cell(was: Row, row: Row) -> None:
 
 def versus_pairs(case: cases.Case, text: str | None) -> tuple:
     """``--versus`` as ((name, value), ...): "technique=fp32" or several, "technique=fp32,budget=card"."""
-    return tuple(_where(case, text.split(","), "--versus").items()) if text else ()
+    return tuple(where_of(case, text.split(","), "--versus").items()) if text else ()
 
 
 def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):
@@ -344,16 +336,15 @@ def _base(grid: dict, down: list[str], across: str, versus, key: tuple, col):
 @dataclass
 class Grid:
     """A table as cells: its header, one line per label down (the label, then each cell's text and
-    the row it shows, None where nothing ran), and the footnotes its marks need. Texts are
-    markdown-safe (``md``)."""
+    the row it shows, None where nothing ran), and the footnotes its marks need. Texts are plain
+    (one line each); ``markdown`` escapes them."""
     head: list[str]
     lines: list[tuple[str, list[tuple[str, Row | None]]]]
     notes: list[str]
 
     def markdown(self) -> str:
-        out = ["| " + " | ".join(self.head) + " |", "| --- |" + " --- |" * (len(self.head) - 1)]
-        out += [f"| {label} | " + " | ".join(text for text, _ in cells) + " |" for label, cells in self.lines]
-        return "\n".join(out)
+        body = [[label, *(text for text, _ in cells)] for label, cells in self.lines]
+        return "\n".join(markdown.table(self.head, body))
 
 
 def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
@@ -364,20 +355,20 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
     fp32 on the whole card). Rates are read against ceilings from all of ``rows``."""
     case = cases.get(case_name)
     _check_request(case, down, across, shows, versus)
-    at = _grid(rows, case_name, down, across, where or {})
+    at = cells_at(rows, case_name, down, across, where or {})
     _check_keys(at, case_name, shows)
     schemas = {r.record.schema for r in at.values() if r.record.outcome == OK}
     view = View(Ceilings(r.record for r in rows), mixed_schemas=len(schemas) > 1)
     orders = [case.ordered(d, {k[i] for k, _ in at}) for i, d in enumerate(down)]
     keys = sorted({k for k, _ in at}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
     cols = case.ordered(across, {c for _, c in at})
-    lines = [(md(", ".join(map(str, k))),
+    lines = [(one_line(", ".join(map(str, k))),
               [(cell(at.get((k, c)), shows, _base(at, down, across, versus, k, c), view), at.get((k, c))) for c in cols])
              for k in keys]
     notes = [text for mark, text in NOTES.items() if mark in view.used]
     if "peak" in shows and schemas == {1}:
         notes.append(ALL_WHOLE_CASE)
-    return Grid([", ".join(down)] + [md(f"{across} {c}") for c in cols], lines, notes)
+    return Grid([", ".join(down)] + [one_line(f"{across} {c}") for c in cols], lines, notes)
 
 
 def render(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
@@ -404,7 +395,7 @@ def main(results: str | Path, case: str, down: str, across: str, show: str, wher
                              "records/ (results/ by default)")
         c = cases.get(case)
         against = versus_pairs(c, versus)
-        text = table(load_rows(results), case, down.split(","), across, show.split(","), _where(c, where), against)
+        text = table(load_rows(results), case, down.split(","), across, show.split(","), where_of(c, where), against)
     except ValueError as e:
         print(f"oombench table: {e}", file=sys.stderr)
         return 2

@@ -277,7 +277,7 @@ def linear_estimate(points, cap: float):
     the line between the nearest two: the answer lies between them. Else on the line through the
     largest and the largest at most 3/4 of its size, None until the sizes span a factor of four
     (1, 2, 4 from a cold start): nearest the boundary because the reserved bytes grow a little
-    faster than linearly (1.2 GB a sequence at batch 9 of the fp32 LM on the H200, 1.4 at 27); a
+    faster than linearly (the allocator's larger segments and workspaces come in at larger sizes); a
     quarter of the size apart because reserved bytes move in allocator segments, and two
     neighbours can even come out in the wrong order."""
     highest = {}

@@ -23,12 +23,12 @@ from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_
 from harness.report.pages import charts, chooser, headline, versions
 from harness.report.pages.families import family
 from harness.report.pages.names import Names, UnsafePath, inside, names
-from harness.report.pages.fmt import fmt_params, fmt_rate, fmt_times
+from harness.report.pages.fmt import fmt_params, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
 from harness.report.specs import SEEDS, SEEDS_INTRO
 from harness.report.tables import ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOTES, OLD_CAP, WHOLE_CASE, does_not_fit
-from harness.units import GB, gb
+from harness.units import GB, figure, gb
 
 MARK = ".oombench-pages"  # lists what a build wrote: a folder holding only that, a build may replace whole
 BUILDING, OLD = "building", "old"  # the temporary folders beside --out: the new pages, the old ones going
@@ -55,7 +55,7 @@ def ceiling_rows(rows: list[Row], machine: str, probes: tuple) -> list[tuple[str
         for (kind, direction), rec in sorted(best_pageable(r.record for r in rows).items()):
             if kind == machine:
                 size = rec.params.get("size_mib")
-                out.append((f"pageable {direction} (best of the sweep: {gb(size * 2**20, 2)} buffers)", by_rec[id(rec)]))
+                out.append((f"pageable {direction} (best of the sweep: {gb(size * 2**20)} buffers)", by_rec[id(rec)]))
     return out
 
 
@@ -195,8 +195,7 @@ def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environme
     the file of each case's records; ``linked`` gathers the id of each record a page links to."""
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, bytecode_cache=COMPILED)
-    env.filters.update(rate=fmt_rate, times=fmt_times, bytes=lambda b: gb(b, 2), params=fmt_params,
-                       code=code_spans, words=words, cell=lambda text: str(text).replace("\\|", "|"),  # a table cell's markdown escape
+    env.filters.update(rate=figure, times=fmt_times, bytes=gb, params=fmt_params, code=code_spans, words=words,
                        does_not_fit=does_not_fit)  # worded as the tables word it
     ceilings = Ceilings(r.record for r in rows)
 

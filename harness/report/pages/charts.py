@@ -20,9 +20,9 @@ from pathlib import Path
 
 from harness.measure.outcomes import OK
 from harness.report.pages.families import family
-from harness.report.pages.fmt import fmt_params, fmt_rate
+from harness.report.pages.fmt import fmt_params
 from harness.report.pages.model import Row, pareto
-from harness.units import GB, gb
+from harness.units import GB, figure, gb
 
 VENDORED = Path(__file__).parent / "vendor" / "chart.umd.min.js"
 SCRIPT = "chart.umd.min.js"  # the file name beside the pages
@@ -89,7 +89,7 @@ def spec(chart: dict, link) -> dict:
     pts = chart["points"]
     return {"x_label": chart["x_label"], "y_label": chart["y_label"],
             "points": [{"x": p.peak / GB, "y": p.rate, "title": textwrap.wrap(p.name, WRAP) or [p.name],
-                        "lines": [f"{fmt_rate(p.rate)} {chart['unit']}", f"{gb(p.peak, 2)} {chart['memory']}"]
+                        "lines": [f"{figure(p.rate)} {chart['unit']}", f"{gb(p.peak)} {chart['memory']}"]
                         + (["on the Pareto frontier"] if p.front else []),
                         "href": link(p.row), "colour": p.colour, "marker": p.marker, "front": p.front}
                        for p in pts],

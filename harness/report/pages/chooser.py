@@ -103,7 +103,8 @@ class Workload:
     same: tuple = ()  # parameter sets that change no memory (precision of the same run): never a way out
 
 
-# The reader's workloads: named by the parameters the records hold, never by a figure.
+# The reader's workloads: named by the parameters the records hold, never by a figure, so that a
+# name stays true whatever a later run measures.
 FP32 = ({"technique": "fp32"}, {"technique": "tf32"})
 WORKLOADS = (
     Workload("lm", "the LM (tricks: workload=lm, batch 16, seq_len 1024)", "tricks",

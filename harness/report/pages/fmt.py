@@ -1,9 +1,5 @@
-"""One rule per kind of figure, shared by every page (bytes go through harness.units.gb)."""
+"""Parameters and ratios as every page writes them (bytes, rates and times go through harness.units)."""
 from __future__ import annotations
-
-
-def fmt_rate(v: float) -> str:
-    return f"{v:,.1f}" if v >= 10 else f"{v:,.2f}" if v >= 1 else f"{v:,.3f}"
 
 
 def fmt_params(params: dict) -> str:
