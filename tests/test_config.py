@@ -146,7 +146,7 @@ def test_the_builders_take_the_configs_word_and_skip_only_combinations():
     from harness.workloads import chainer_backend, tricks as trick_steps
     # No second check of the declared values: the config is the one place that refuses them, so
     # a builder handed a value outside them (which no config lets through) does not check again.
-    assert trick_steps.applies("gpt", "fp8") is None and trick_steps.applies("lm", "seq_cap") is None
+    assert trick_steps.applies("gpt", "bf16_autocast") is None and trick_steps.applies("lm", "seq_cap") is None
     assert chainer_backend.check_pairing("tpu", "device_pool") is None
     assert chainer_backend.check_pairing("cpu", "numpy") is None
     assert budget_bytes("16GB", 24 * 2**30) == 16 * GB

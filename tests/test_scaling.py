@@ -1,6 +1,7 @@
 """ResNet50 data parallel at a batch every GPU count splits: the suite declares it at 1, 2, 4 and
 8 GPUs, and the parallel docs' table reads its scaling efficiency at each count against single
 on the same box, apart from the tutorial's batch 10."""
+import re
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,8 @@ def test_the_docs_read_scaling_efficiency_at_each_gpu_count(tmp_path):
     recs.append(record("parallel_resnet50", {**PARAMS, "strategy": "single", "gpus": 1, "batch": 10}, median=0.5,
                        gpu="NVIDIA H200", created=99.0))
     write(folder / "run.jsonl", recs)
-    text = scaling_spec().render(load_rows(tmp_path / "results"))
-    cells = {tuple(line.split(" | ")[0].lstrip("| ").split(", ")): line for line in text.splitlines()[2:] if ", " in line}
+    text = re.sub(r"\\(.)", r"\1", scaling_spec().render(load_rows(tmp_path / "results")))  # cells unescaped
+    cells = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line for line in text.splitlines()[2:] if ", " in line}
     for (strategy, gpus), seconds in STEPS.items():
         if strategy != "single":
             want = STEPS["single", 1] / (gpus * seconds)

@@ -101,6 +101,21 @@ EXPECTED["tricks.WhatFitsSequence.track_budget_bytes_per_token"] = ("bytes", *FI
 EXPECTED["tricks.WhatFitsCombined.track_budget_bytes_per_sample"] = (
     "bytes", FITS[0], [["bf16_autocast+checkpoint", "bf16_params+checkpoint", "bf16_autocast+checkpoint+cpu_offload"],
                        FITS[1][1]])
+# The allocator settings: the step and the bytes the allocator held (its reserve), the figure
+# fragmentation moves; the CuPy pools likewise; what fits under 24 GB per setting.
+SETTINGS = ["default", "expandable", "async", "gc0.6", "split512"]
+FRAGMENTATION = {
+    "fragmentation.LmShapes": (["shapes", "allocator"], [["uniform128-4096", "fixed1024"], SETTINGS]),
+    "fragmentation.ResnetShapes": (["shapes", "allocator"], [["uniform224-1024", "fixed1024"], SETTINGS]),
+    "fragmentation.LmBudget": (["allocator", "budget"], [SETTINGS, ["24GB"]]),
+    "fragmentation.ResnetBudget": (["allocator", "budget"], [SETTINGS, ["16GB"]]),
+    "fragmentation.CupyPools": (["pool", "shapes"], [["device_pool", "async_pool", "limited_pool"],
+                                                     ["uniform128-4096", "fixed1024"]]),
+}
+for cls, (names, values) in FRAGMENTATION.items():
+    EXPECTED[f"{cls}.track_seconds_per_step"] = ("seconds", names, values)
+    EXPECTED[f"{cls}.track_peak_reserved_bytes"] = ("bytes", names, values)
+EXPECTED["fragmentation.WhatFitsAllocator.track_budget_bytes_per_sample"] = ("bytes", ["allocator"], [SETTINGS])
 # The tools on a long history: one command's wall time; its memory is the command's, not this process's.
 EXPECTED["tooling.ToolsCpu.track_seconds_per_step"] = ("seconds", ["probe"], [["gate_50k", "pages_50k"]])
 

@@ -84,7 +84,9 @@ def test_the_printed_expression_selects_exactly_what_is_left_of_each_class(tmp_p
     wanted = todo.selected("budget", BENCHES)
     results = plant(tmp_path / "results", "box", [(b, "ok") for b in wanted[::2]])
     left = todo.missing("budget", "box", results, BENCHES)
-    assert set(left) == set(wanted[1::2])
+    # two classes may declare one measurement (the same case and parameters): filed once, done for both
+    filed = {(b.case, b.params) for b in wanted[::2]}
+    assert set(left) == {b for b in wanted[1::2] if (b.case, b.params) not in filed}
     assert any(b.cls == f.cls for b in left for f in wanted[::2])  # classes half filed, half left
     for group in ({b.cls for b in left}):
         mine = [b for b in left if b.cls == group]

@@ -137,7 +137,11 @@ class Case:
             try:
                 return allowed.pick(value)
             except ValueError as e:
-                raise ValueError(f"{name}: {e}") from None
+                if "+" in str(value):  # a combination: the parser's one line names the fix
+                    raise ValueError(f"{name}: {e}") from None
+                listed = list(allowed)
+                raise ValueError(f"{name}={value!r} is not one of: {_choices(listed)} (or a '+'-joined combination "
+                                 f"of knobs); pass one of them, e.g. {name}={listed[0]}") from None
         for declared in allowed:
             if _same(declared, value):
                 return declared

@@ -86,6 +86,8 @@ def host_bound(rec: Record) -> float | None:
         return None
     if _first_gpu_only(rec):
         return None
+    if not rec.work:
+        return None  # a probe that reads levels and times no work (ceilings' context): nothing it waited on
     busy = (rec.gpu_busy or {}).get("fraction")
     if isinstance(busy, (int, float)) and not isinstance(busy, bool) and 0 <= busy < BUSY_BOUND:
         return float(busy)

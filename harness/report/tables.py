@@ -147,10 +147,16 @@ def loss(check: dict):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _check_value(value) -> str:
+# Check keys whose values are bytes (the context probes' device levels): written as bytes are.
+BYTES_CHECKS = ("context.",)
+
+
+def _check_value(value, key: str = "") -> str:
     if value is None:
         return "-"
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else one_line(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return one_line(value)
+    return gb(value) if key.startswith(BYTES_CHECKS) else f"{value:,}"
 
 
 def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -> str:
@@ -180,7 +186,7 @@ def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -
 
 def _answer(rec, key: str, view: View) -> str:
     """Any value of a record's check; a what-fits answer with what bounds it marked."""
-    text = _check_value(rec.check.get(key))
+    text = _check_value(rec.check.get(key), key)
     if fits.lower_bound(rec.case, rec.check, key):
         text = f"≥ {text}"  # where the search stopped: more may fit
     elif fits.host_bound(rec.case, rec.check, key):

@@ -76,6 +76,8 @@ def apply_torch(name: str, environ=None, modules=None) -> dict:
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
     wanted = environ_with(name, {})
+    if environ_with(name, environ) == dict(environ):
+        return wanted  # in force already: nothing to change, whenever torch was imported
     if "torch" in modules:
         raise TooLate(f"allocator setting {name!r} must be in the environment before torch is imported (the "
                       "backend is chosen when torch loads), and this process imported torch already: run the "
