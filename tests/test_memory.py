@@ -137,3 +137,58 @@ def test_the_pools_step_peak_is_read_at_every_allocation_not_sampled(monkeypatch
         malloc(100 * MiB)  # the check's allocation: after the steps, not theirs
     assert peak.bytes["allocator.cupy.pool_used"] == 40 * MiB
     assert peak.bytes["allocator.cupy.pool_total"] == 40 * MiB
+
+
+def fake_torch(monkeypatch, gpus=2):
+    """A stand-in for torch.cuda's caching allocator on each GPU: its peaks follow what is
+    allocated and go back to what is held when reset, as torch's do."""
+    import types
+    held = [0] * gpus
+    peak = [0] * gpus
+    reserved_extra = MiB  # the allocator reserves a little more than it hands out
+
+    def allocate(gpu, nbytes):
+        held[gpu] += nbytes
+        peak[gpu] = max(peak[gpu], held[gpu])
+
+    def reset(gpu):
+        peak[gpu] = held[gpu]
+
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, is_initialized=lambda: True, device_count=lambda: gpus,
+        max_memory_allocated=lambda i: peak[i], max_memory_reserved=lambda i: peak[i] + reserved_extra,
+        reset_peak_memory_stats=reset)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    return allocate
+
+
+def test_the_torch_peak_of_the_steps_leaves_set_up_and_the_check_out(monkeypatch):
+    allocate = fake_torch(monkeypatch)
+    with PeakMemory(period_s=3600) as peak:
+        allocate(0, 10 * MiB)  # the model, held through the steps
+        allocate(0, 500 * MiB), allocate(0, -500 * MiB)  # set-up's scratch, freed before the steps
+        allocate(1, 7 * MiB)
+        steps(peak, lambda: (allocate(0, 50 * MiB), allocate(0, -50 * MiB), allocate(1, 3 * MiB)))
+        allocate(0, 900 * MiB)  # the check, after the steps
+    got = peak.bytes
+    assert got["allocator.torch.max_allocated.cuda:0"] == 60 * MiB
+    assert got["allocator.torch.max_reserved.cuda:0"] == 61 * MiB
+    assert got["allocator.torch.max_allocated.cuda:1"] == 10 * MiB
+    assert got["setup.allocator.torch.max_allocated.cuda:0"] == 510 * MiB
+    assert got["setup.allocator.torch.max_reserved.cuda:1"] == 8 * MiB
+
+
+def test_a_case_that_failed_in_set_up_keeps_its_torch_peak_as_set_up(monkeypatch):
+    allocate = fake_torch(monkeypatch, gpus=1)
+    with PeakMemory(period_s=3600) as peak:
+        allocate(0, 300 * MiB)
+    assert peak.bytes["setup.allocator.torch.max_allocated.cuda:0"] == 300 * MiB
+    assert "allocator.torch.max_allocated.cuda:0" not in peak.bytes
+
+
+def test_no_torch_peak_is_read_while_cuda_is_not_initialised(monkeypatch):
+    allocate = fake_torch(monkeypatch, gpus=1)
+    sys.modules["torch"].cuda.is_initialized = lambda: False
+    with PeakMemory(period_s=3600) as peak:
+        steps(peak, lambda: allocate(0, MiB))
+    assert not any("torch" in label for label in peak.bytes)
