@@ -59,6 +59,13 @@ def test_the_fraction_is_of_the_same_hosts_ceiling_the_same_run_first():
     assert got.text() == "0.20 of pinned H2D"
     got = eff.efficiency(rec, eff.Ceilings([later_same_host, other_host]))  # the host's latest
     assert abs(got.fraction - 10 / 25) < 1e-9 and got.same_host
+    older_same_host = ceiling("h2d_pinned", 40, run_id="run-c", created=5)
+    for order in ([older_same_host, later_same_host], [later_same_host, older_same_host]):
+        got = eff.efficiency(rec, eff.Ceilings([*order, other_host]))  # the latest of several, in any order
+        assert abs(got.fraction - 10 / 25) < 1e-9 and got.ceiling is later_same_host
+    older_kind = ceiling("h2d_pinned", 20, uuid="GPU-c", created=2)
+    got = eff.efficiency(rec, eff.Ceilings([other_host, older_kind]))  # the kind's latest, too
+    assert got.ceiling is other_host and not got.same_host
     got = eff.efficiency(rec, eff.Ceilings([other_host]))  # only another host of the kind: marked
     assert abs(got.fraction - 0.1) < 1e-9 and not got.same_host
     assert eff.efficiency(rec, eff.Ceilings([])) is None

@@ -574,6 +574,20 @@ def test_one_sequence_is_searched_in_steps_of_128_tokens_and_answers_to_them(bou
     assert search.probes <= 12
 
 
+def test_a_known_bound_between_two_steps_rounds_toward_what_was_seen():
+    """A size known to fit says only that the steps under it fit (rounded down); one known not to
+    fit, that the steps over it do not (rounded up): never an answer nobody probed."""
+    asked = []
+
+    def probe(n):
+        asked.append(n)
+        return n <= 1000
+    search = fits.largest_fitting(probe, start=128, limit=2**20, unit=128, known=(1000, 1024))
+    assert search.largest == 896 and asked == []  # 7 steps fit, 8 did not: nothing left to probe
+    search = fits.largest_fitting(probe, start=128, limit=2**20, unit=128, known=(1000, 1100))
+    assert search.largest == 896 and asked == [1024]  # 9 steps do not fit; 8 had to be probed
+
+
 def test_a_sequence_too_slow_to_wait_for_is_named_in_tokens():
     def probe(n):
         if n > 6000:
