@@ -38,8 +38,14 @@ def test_median_and_quartiles():
 
 
 def test_no_samples_is_an_error():
-    with pytest.raises(ValueError, match="repeat"):
+    with pytest.raises(ValueError, match="^no timed step: ask for at least one repeat$"):
         time_steps(lambda: None, repeat=0)
+
+
+def test_by_default_two_warm_up_steps_then_ten_timed():
+    ran = []
+    t = time_steps(lambda: ran.append(1))
+    assert (len(ran), t.warmup, t.steps, len(t.samples_s)) == (12, 2, 10, 10)
 
 
 def test_prepare_runs_before_every_step_and_outside_the_clock():
