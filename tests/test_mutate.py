@@ -71,20 +71,18 @@ def test_one_module_under_the_threshold_fails_the_run(tmp_path, canned, capsys):
     assert out.index("harness/units.py ") < out.index("harness/report/gate.py ")  # TESTS' order
 
 
-def test_each_module_gets_its_own_folder_and_set_up(tmp_path):
+def test_each_module_gets_its_own_folder_and_set_up_and_starts_anew(tmp_path):
     (tmp_path / "harness").mkdir()
-    copies = tmp_path / ".mutmut" / "harness.report.gate" / "mutants" / "harness"
-    (copies / "report").mkdir(parents=True)
-    for name in ("units.py", "report/gate.py", "report/gate.py.meta"):
-        (copies / name).write_text("")
+    earlier = tmp_path / ".mutmut" / "harness.report.gate" / "mutants" / "harness" / "report"
+    earlier.mkdir(parents=True)
+    (earlier / "gate.py.meta").write_text("{}")  # a result from before the tests changed
     work = mutate.folder(tmp_path, "harness/report/gate.py")
     assert (work / "harness").resolve() == tmp_path / "harness" and not (work / "tests").exists()
+    assert not (work / "mutants").exists()
     cfg = configparser.ConfigParser()
     cfg.read(work / "setup.cfg")
     assert cfg["mutmut"]["only_mutate"] == "harness/report/gate.py"
     assert cfg["mutmut"]["pytest_add_cli_args_test_selection"].split() == list(mutate.TESTS["harness/report/gate.py"])
-    # A copy of another module may be stale: mutmut copies it again. The mutated one and its results stay.
-    assert not (copies / "units.py").exists() and (copies / "report/gate.py.meta").exists()
 
 
 @pytest.mark.parametrize("argv, modules", [(["mutate"], []),

@@ -5,8 +5,8 @@ mutmut changes one thing at a time in one module (a ``<`` to ``<=``, a constant,
 argument) and runs that module's tests against each change: a mutant that every test passes
 is a wrong number nobody would notice. Each module is tested against only the fast test files
 that cover it (TESTS), so a whole run takes minutes. Each module works in its own folder
-under .mutmut/ (mutmut's copy of the code and its results), kept between runs so that a second
-run re-tests only what changed.
+under .mutmut/ (mutmut's copy of the code and its results), where the last run's mutants stay
+to read: ``python3 -m mutmut show NAME`` in that folder.
 
 A mutant that no test can kill, because it computes the same thing, is marked in the code with
 ``# pragma: no mutate`` and a reason.
@@ -17,6 +17,7 @@ import configparser
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -82,6 +83,9 @@ def check_tester() -> None:
 def folder(root: Path, module: str) -> Path:
     """The module's own folder: links to the repository's files and mutmut's set-up."""
     work = root / WORK / module.removesuffix(".py").replace("/", ".")
+    # mutmut keeps a result until its function changes, and copies a module only when its copy is
+    # missing: after a test or another module changed, either would be stale. Each run starts anew.
+    shutil.rmtree(work / "mutants", ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     for name in SHARED:
         link = work / name
@@ -97,17 +101,7 @@ def folder(root: Path, module: str) -> Path:
     }
     with open(work / "setup.cfg", "w") as f:
         cfg.write(f)
-    forget_copies(work, module)
     return work
-
-
-def forget_copies(work: Path, module: str) -> None:
-    """Drop mutmut's copies of the modules it does not mutate: it copies a file only when its
-    copy is missing, and a stale copy would test today's module against yesterday's others."""
-    copies = work / "mutants"
-    for path in (copies / "harness").rglob("*.py"):
-        if not path.relative_to(copies).as_posix().startswith(module):
-            path.unlink()
 
 
 def run_tester(work: Path) -> str:
@@ -143,6 +137,8 @@ def main(modules, root: Path = REPO) -> int:
     scores = [score(m, run_tester(folder(root, m))) for m in names]
     for s in scores:
         for name in s.survivors:
-            print(f"survived: {name}  (python3 -m mutmut show {name}, in {WORK}/)")
+            print(f"survived: {name}")
     print(table(scores))
+    if any(s.survivors for s in scores):
+        print(f"each survivor's change: python3 -m mutmut show NAME, in {WORK}/<module>/")
     return 1 if any(s.percent < THRESHOLD for s in scores) else 0
