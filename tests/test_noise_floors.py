@@ -54,3 +54,70 @@ def test_no_floor_is_below_the_least():
 @pytest.mark.parametrize("n, m, decides", [(5, 5, False), (6, 6, True), (1, 100, False), (2, 100, True), (0, 50, False)])
 def test_a_test_can_decide_only_where_its_least_p_is_under_alpha(n, m, decides):
     assert noise.can_decide(n, m) is decides
+
+
+def rec(**kw) -> Record:
+    return Record.from_dict(record(**kw))
+
+
+@pytest.mark.parametrize("fields, klass", [
+    ({}, "GPU-bound"),  # busy 0.99
+    ({"gpu_busy": {"fraction": 0.8, "source": "t"}}, "GPU-bound"),  # the bound itself is GPU-bound
+    ({"gpu_busy": {"fraction": 0.79, "source": "t"}}, "host-bound"),
+    ({"work": {"bytes": 1, "h2d_bytes": 1}}, "host-bound"),  # over the host's link, however busy
+    ({"work": {"d2h_bytes": 1}}, "host-bound"),
+    ({"work": {"migrated_bytes": 1}}, "host-bound"),
+    ({"work": {"h2d_bytes": 0}}, "GPU-bound"),  # no bytes over the link
+    ({"gpu_busy": {}}, "busy unknown"),
+    ({"gpu_busy": {}, "params": {"device": "cpu"}}, "host-bound"),
+    ({"gpu_busy": {}, "params": {"device": "cuda"}}, "busy unknown"),
+])
+def test_a_step_class_from_its_work_its_busy_fraction_or_where_it_ran(fields, klass):
+    d = record()
+    d.update(fields)
+    assert noise.step_class(Record.from_dict(d)) == klass
+
+
+def test_a_step_without_a_gpu_or_with_its_gpu_work_elsewhere_is_host_bound():
+    assert noise.step_class(rec(gpu=None)) == "host-bound"
+    probes = dict(record(case="fits", params={"model": "gpt2-tiny", "budget": "24GB"}),
+                  gpu_busy={"fraction": 0.99, "source": "t"})
+    assert noise.step_class(Record.from_dict(probes)) == "host-bound"
+
+
+@pytest.mark.parametrize("a, b, klass", [
+    ("GPU-bound", "GPU-bound", "GPU-bound"), ("GPU-bound", "host-bound", "host-bound"),
+    ("busy unknown", "GPU-bound", "busy unknown"), ("busy unknown", "host-bound", "host-bound"),
+])
+def test_a_pair_is_read_as_its_noisier_record(monkeypatch, a, b, klass):
+    first, second = rec(host="a"), rec(host="b")
+    classes = {id(first): a, id(second): b}
+    monkeypatch.setattr(noise, "step_class", lambda r: classes[id(r)])
+    assert noise.pair_class(first, second) == noise.pair_class(second, first) == klass
+
+
+def test_one_host_only_where_both_name_the_same_one():
+    assert noise.same_host(rec(host="a"), rec(host="a"))
+    assert not noise.same_host(rec(host="a"), rec(host="b"))
+    assert not noise.same_host(rec(host="", gpu=None), rec(host="", gpu=None))  # neither names one
+
+
+def test_the_rank_test_is_one_sided_mann_whitney_and_silent_on_too_few_steps():
+    base, slower = tuple(range(1, 7)), tuple(range(7, 13))
+    assert noise.rank_p(base, slower) == pytest.approx(1 / 924)  # every new step slower: the least p
+    assert noise.rank_p(slower, base) == pytest.approx(1.0)
+    assert noise.rank_p(slower, base, alternative="less") == pytest.approx(1 / 924)
+    assert noise.rank_p(base[:5], slower[:5]) is None and noise.rank_p((), slower) is None
+
+
+def test_the_history_is_read_from_a_folder_or_a_file_and_again_once_it_changed(tmp_path):
+    from gate_records import write
+    folder = tmp_path / "records"
+    (folder / "m").mkdir(parents=True)
+    f = write(folder / "m" / "a.jsonl", [record(median=0.010, host="a"), record(median=0.011, host="b")])
+    floors = noise.history_floors(folder)
+    assert floors.hosts(key()) == 2 and noise.history_floors(folder) is floors  # learned once
+    assert noise.history_floors(f).hosts(key()) == 2
+    write(folder / "m" / "b.jsonl", [record(median=0.012, host="c")])
+    assert noise.history_floors(folder).hosts(key()) == 3
+    assert noise.history_floors(tmp_path / "none").runs == {}
