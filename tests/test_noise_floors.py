@@ -121,3 +121,13 @@ def test_the_history_is_read_from_a_folder_or_a_file_and_again_once_it_changed(t
     write(folder / "m" / "b.jsonl", [record(median=0.012, host="c")])
     assert noise.history_floors(folder).hosts(key()) == 3
     assert noise.history_floors(tmp_path / "none").runs == {}
+
+
+def test_a_key_is_the_machine_kind_the_case_and_its_parameters_in_any_order():
+    one = rec(params={"probe": "device_copy", "size": 1})
+    other_order = dict(record(), params={"size": 1, "probe": "device_copy"})
+    assert noise.key_of(one) == noise.key_of(Record.from_dict(other_order))
+    assert noise.key_of(one)[1:] == ("ceilings", '{"probe": "device_copy", "size": 1}')
+    cpu_a, cpu_b = record(gpu=None), record(gpu=None)
+    cpu_b["environment"]["cpu"] = "Other CPU"
+    assert noise.kind_of(Record.from_dict(cpu_a)) != noise.kind_of(Record.from_dict(cpu_b))
