@@ -59,6 +59,19 @@ def test_torchs_cap_is_the_budgets_bytes_exactly_whatever_nvml_counts(monkeypatc
     assert budget.cap_torch(capped.limit_bytes) == capped.limit_bytes
 
 
+def test_torchs_cap_goes_to_the_device_asked_and_by_default_to_the_first(monkeypatch):
+    import sys
+    import types
+    asked = []
+    cuda = types.SimpleNamespace(
+        get_device_properties=lambda device: asked.append(("total", device)) or types.SimpleNamespace(total_memory=CARD),
+        set_per_process_memory_fraction=lambda fraction, device: asked.append(("cap", device)))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    budget.enforce_torch(budget.of("16GB", CARD, "torch"), device=3)
+    budget.enforce_torch(budget.of("16GB", CARD, "torch"))
+    assert asked == [("total", 3), ("cap", 3), ("total", 0), ("cap", 0)]
+
+
 def test_torchs_cap_on_the_whole_card_is_all_of_it(monkeypatch):
     fractions = fake_torch_cuda(monkeypatch, TORCH_TOTAL)
     assert budget.cap_torch(budget.of("card", NVML_TOTAL, "torch").limit_bytes) == TORCH_TOTAL

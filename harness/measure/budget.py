@@ -64,7 +64,7 @@ def budget_bytes(name: str, card_total: int) -> int:
         return card_total
     if name not in BUDGETS:
         raise ValueError(f"budget {name!r} is not one of {', '.join(BUDGETS)}: pass one of them")
-    wanted = int(name[:-2]) * GB
+    wanted = int(name.removesuffix("GB")) * GB
     if wanted > card_total:
         raise Skip(f"budget {name} is larger than this card ({gb(card_total)}): run it on a card with {name} or more")
     return wanted
