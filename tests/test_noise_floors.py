@@ -131,3 +131,46 @@ def test_a_key_is_the_machine_kind_the_case_and_its_parameters_in_any_order():
     cpu_a, cpu_b = record(gpu=None), record(gpu=None)
     cpu_b["environment"]["cpu"] = "Other CPU"
     assert noise.kind_of(Record.from_dict(cpu_a)) != noise.kind_of(Record.from_dict(cpu_b))
+
+
+def test_thin_history_gives_the_stated_defaults_and_says_why():
+    floors = noise.Floors(runs(("a", 0.010)))
+    for klass in noise.DEFAULT_ACROSS:
+        assert floors.across(key(), klass) == noise.Floor(
+            noise.DEFAULT_ACROSS[klass], f"default ({klass}): history has 1 host(s)", False)
+        assert floors.within(key(), klass) == noise.Floor(
+            noise.DEFAULT_WITHIN[klass], f"default ({klass}): no host ran it twice", False)
+    assert noise.Floors([]).across(key(), "host-bound").how == "default (host-bound): history has 0 host(s)"
+
+
+def test_learned_floors_name_their_hosts_and_a_pair_on_one_host_takes_the_smaller():
+    floors = noise.Floors(runs(("a", 0.010), ("a", 0.0105), ("b", 0.013), ("c", 0.012)))
+    assert floors.across(key(), "GPU-bound").how == "learned across 3 hosts"
+    assert floors.within(key(), "GPU-bound").how == "learned within 1 host(s)"
+    steady = noise.Floors(runs(("a", 0.010), ("b", 0.0100001)))  # across: the least; within: a default
+    across = steady.across(key(), "busy unknown")
+    assert steady.floor(key(), "busy unknown", same_host=True) == across == steady.floor(key(), "busy unknown", False)
+    assert steady.within(key(), "busy unknown").fraction > across.fraction
+
+
+def test_only_ok_timed_records_that_name_a_host_teach_a_floor():
+    failed = dict(record(host="c"), outcome="failed", reason="boom")
+    hostless = record(host="", gpu=None)
+    floors = noise.Floors([*runs(("a", 0.010), ("b", 0.011))] + [Record.from_dict(d) for d in (failed, hostless)])
+    assert floors.hosts(key()) == 2 and floors.hosts(noise.key_of(Record.from_dict(hostless))) == 0
+
+
+def test_each_stack_is_its_own_spread_and_its_hosts_count_once():
+    def on(torch, host, median):
+        d = record(host=host, median=median)
+        d["environment"]["libraries"] = {"torch": torch}
+        return Record.from_dict(d)
+    history = [on("2.11", "a", 0.010), on("2.11", "b", 0.011), on("2.12", "a", 0.020), on("2.12", "b", 0.022),
+               on("2.12", "c", 0.020 * 1.1 ** 0.5)]
+    by_stack = noise.Floors(history, stack=lambda r: r.environment.libraries["torch"])
+    sigma = (math.log(1.1) / noise.d2(2) + math.log(1.1) / noise.d2(3)) / 2
+    floor = by_stack.across(key(), "GPU-bound")
+    assert floor.fraction == pytest.approx(noise.quantile_floor(sigma), rel=1e-6) and floor.how == "learned across 3 hosts"
+    assert noise.Floors(history).across(key(), "GPU-bound").fraction > 3 * floor.fraction  # versions taken for noise
+    assert [sorted(s) for s in by_stack.stacks(key())] == [["a", "b"], ["a", "b", "c"]]
+    assert by_stack.stacks(("no", "such", "key")) == []
