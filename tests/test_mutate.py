@@ -43,6 +43,21 @@ def test_the_score_counts_caught_mutants_over_all_but_skipped_ones():
     assert mutate.score("harness/units.py", "").percent == 100.0  # nothing to mutate, nothing missed
 
 
+def test_where_part_of_a_module_is_mutated_only_its_mutants_count():
+    listing = """\
+    harness.workloads.tricks.x_curve_gap__mutmut_1: killed
+    harness.workloads.tricks.x_curve_gap__mutmut_2: survived
+    harness.workloads.tricks.x_deviation__mutmut_1: killed
+    harness.workloads.tricks.x_deviations__mutmut_1: not checked
+    harness.workloads.tricks.x_train__mutmut_1: not checked
+"""
+    assert "curve_gap" in mutate.PART["harness/workloads/tricks.py"]
+    s = mutate.score("harness/workloads/tricks.py", listing)
+    assert (s.killed, s.total, s.survivors) == (2, 3, ("harness.workloads.tricks.x_curve_gap__mutmut_2",))
+    for name in mutate.PART["harness/workloads/tricks.py"]:
+        assert re.search(rf"^def {name}\(", (bootstrap.REPO / "harness/workloads/tricks.py").read_text(), re.M), name
+
+
 def test_the_table_has_one_row_per_module():
     scores = [mutate.Score("harness/units.py", 9, 10, ()), mutate.Score("harness/report/gate.py", 1, 3, ("m",))]
     lines = mutate.table(scores).splitlines()
@@ -55,7 +70,7 @@ def test_the_table_has_one_row_per_module():
 def canned(monkeypatch):
     """mutate.main with mutmut's run replaced by a canned listing per module."""
     listings = {}
-    monkeypatch.setattr(mutate, "run_tester", lambda work: listings[work.name])
+    monkeypatch.setattr(mutate, "run_tester", lambda work, module: listings[work.name])
     monkeypatch.setattr(mutate, "check_tester", lambda: None)
     return listings
 
