@@ -174,3 +174,24 @@ def test_each_stack_is_its_own_spread_and_its_hosts_count_once():
     assert noise.Floors(history).across(key(), "GPU-bound").fraction > 3 * floor.fraction  # versions taken for noise
     assert [sorted(s) for s in by_stack.stacks(key())] == [["a", "b"], ["a", "b", "c"]]
     assert by_stack.stacks(("no", "such", "key")) == []
+
+
+def test_one_step_against_many_can_decide_and_a_least_p_of_alpha_itself_cannot():
+    assert noise.can_decide(1, 1000) and noise.can_decide(1000, 1)
+    assert not noise.can_decide(499, 1)  # its least p is 1/500, ALPHA itself
+    assert not noise.can_decide(0, 1000) and not noise.can_decide(1000, 0)
+
+
+def test_a_pair_on_one_host_prefers_the_within_floor_on_a_tie_and_defaults_follow_the_class():
+    floors = noise.Floors([])
+    tie = floors.floor(key(), "busy unknown", same_host=True)
+    assert tie.how == "default (busy unknown): no host ran it twice"  # 0.10 either way
+    assert floors.floor(key(), "host-bound", same_host=False).fraction == noise.DEFAULT_ACROSS["host-bound"]
+
+
+def test_a_history_file_is_read_again_once_it_changed(tmp_path):
+    from gate_records import write
+    f = write(tmp_path / "a.jsonl", [record(median=0.010, host="a")])
+    assert noise.history_floors(f).hosts(key()) == 1
+    write(f, [record(median=0.010, host="a"), record(median=0.011, host="b")])
+    assert noise.history_floors(f).hosts(key()) == 2
