@@ -32,7 +32,7 @@ TESTS = {
     "harness/measure/timing.py": ("tests/test_timing.py",),
     "harness/measure/memory.py": ("tests/test_memory.py",),
     "harness/measure/budget.py": ("tests/test_budget.py",),
-    "harness/report/gate.py": ("tests/test_gate.py", "tests/test_gate_closed.py"),
+    "harness/report/gate.py": ("tests/test_gate.py", "tests/test_gate_closed.py", "tests/test_gate_rows.py"),
     "harness/report/noise.py": ("tests/test_noise_floors.py",),
     "harness/report/efficiency.py": ("tests/test_efficiency.py",),
     "harness/report/tables.py": ("tests/test_tables.py",),
