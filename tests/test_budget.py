@@ -69,7 +69,8 @@ def test_torchs_cap_goes_to_the_device_asked_and_by_default_to_the_first(monkeyp
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     budget.enforce_torch(budget.of("16GB", CARD, "torch"), device=3)
     budget.enforce_torch(budget.of("16GB", CARD, "torch"))
-    assert asked == [("total", 3), ("cap", 3), ("total", 0), ("cap", 0)]
+    budget.cap_torch(GB)
+    assert asked == [("total", 3), ("cap", 3)] + [("total", 0), ("cap", 0)] * 2
 
 
 def test_torchs_cap_on_the_whole_card_is_all_of_it(monkeypatch):
