@@ -98,6 +98,14 @@ def test_each_module_gets_its_own_folder_and_set_up_and_starts_anew(tmp_path):
     cfg.read(work / "setup.cfg")
     assert cfg["mutmut"]["only_mutate"] == "harness/report/gate.py"
     assert cfg["mutmut"]["pytest_add_cli_args_test_selection"].split() == list(mutate.TESTS["harness/report/gate.py"])
+    assert cfg["mutmut"]["also_copy"] == ""  # none of the others is in tmp_path; mutmut copies harness itself
+
+
+def test_a_tester_that_stops_is_refused_naming_the_tests_to_run(tmp_path, monkeypatch):
+    import subprocess
+    monkeypatch.setattr(subprocess, "run", lambda *a, **kw: subprocess.CompletedProcess(a, 1))
+    with pytest.raises(mutate.Refused, match=r"^mutmut stopped on harness/units.py .*python3 -m pytest tests/test_units.py$"):
+        mutate.run_tester(tmp_path, "harness/units.py")
 
 
 @pytest.mark.parametrize("argv, modules", [(["mutate"], []),
