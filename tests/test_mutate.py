@@ -99,7 +99,7 @@ def test_each_module_gets_its_own_folder_and_set_up_and_starts_anew(tmp_path):
     assert cfg["mutmut"]["only_mutate"] == "harness/report/gate.py"
     assert cfg["mutmut"]["pytest_add_cli_args_test_selection"].split() == list(mutate.TESTS["harness/report/gate.py"])
     assert "--deselect=tests/test_units.py::test_units_stays_the_lowest_layer" in cfg["mutmut"]["pytest_add_cli_args"].split()
-    for test in mutate.SOURCE_TESTS:
+    for test in mutate.LEFT_OUT:
         path, _, name = test.partition("::")
         assert f"def {name}(" in (bootstrap.REPO / path).read_text(), test
     assert cfg["mutmut"]["also_copy"] == ""  # none of the others is in tmp_path; mutmut copies harness itself
