@@ -102,3 +102,38 @@ def test_provenance_names_machines_commits_libraries_and_hosts():
     assert commits == "commit 01234567, none"
     assert libs == "numpy 2.0, torch 2.11.0 / torch 2.11.0"
     assert hosts == "host host-a, host-b"
+
+
+def test_each_refusal_names_the_side_and_the_fix(tmp_path):
+    from gate_records import write
+    h100 = write(tmp_path / "h100.jsonl", [record()])
+    cpu = write(tmp_path / "cpu.jsonl", [record(gpu=None)])
+    other = write(tmp_path / "other.jsonl", [record(params={"probe": "host_copy"})])
+    missing = tmp_path / "none"
+    kind = gate.noise.kind_of(Record.from_dict(record()))
+    cpu_kind = gate.noise.kind_of(Record.from_dict(record(gpu=None)))
+    assert gate.gate(h100, h100, history=missing) == (2, (
+        f"oombench gate: --history {missing} does not exist: pass a folder of records to learn the noise floors "
+        "from, or leave --history out for results/records"))
+    rc, text = gate.gate(missing, h100)
+    assert rc == 2 and text.startswith(f"oombench gate: BASE {missing} does not exist")
+    rc, text = gate.gate(h100, missing)
+    assert rc == 2 and text.startswith(f"oombench gate: NEW {missing} does not exist")
+    assert gate.gate(h100, cpu, history=h100) == (2, (
+        f"oombench gate: BASE is {kind} and NEW is {cpu_kind}: compare records of one machine kind, or pass "
+        "--cross-machine to match on case and parameters alone"))
+    assert gate.gate(h100, other, history=h100) == (2, (
+        "oombench gate: no case is in both sets, so nothing was compared: check that BASE and NEW measured the "
+        "same cases (e.g. `python3 -m harness run --bench ceilings.Host` for the CPU cases), or widen --only"))
+    rc, text = gate.gate(h100, cpu, history=h100, cross_machine=True)
+    assert rc == 0 and f"floors are those of BASE's kind ({kind})" in text
+
+
+def test_a_report_that_cannot_be_written_says_why_and_where(tmp_path):
+    from gate_records import write
+    h100 = write(tmp_path / "h100.jsonl", [record()])
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    rc, text = gate.gate(h100, h100, history=h100, report=blocker / "report.md")
+    assert rc == 2 and text.splitlines()[-1].startswith(f"oombench gate: the report could not be written to {blocker / 'report.md'} (")
+    assert text.endswith("): pass --report a file in a folder you can write") and "(None)" not in text
