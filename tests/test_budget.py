@@ -59,6 +59,20 @@ def test_torchs_cap_is_the_budgets_bytes_exactly_whatever_nvml_counts(monkeypatc
     assert budget.cap_torch(capped.limit_bytes) == capped.limit_bytes
 
 
+def test_torchs_cap_goes_to_the_device_asked_and_by_default_to_the_first(monkeypatch):
+    import sys
+    import types
+    asked = []
+    cuda = types.SimpleNamespace(
+        get_device_properties=lambda device: asked.append(("total", device)) or types.SimpleNamespace(total_memory=CARD),
+        set_per_process_memory_fraction=lambda fraction, device: asked.append(("cap", device)))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    budget.enforce_torch(budget.of("16GB", CARD, "torch"), device=3)
+    budget.enforce_torch(budget.of("16GB", CARD, "torch"))
+    budget.cap_torch(GB)
+    assert asked == [("total", 3), ("cap", 3)] + [("total", 0), ("cap", 0)] * 2
+
+
 def test_torchs_cap_on_the_whole_card_is_all_of_it(monkeypatch):
     fractions = fake_torch_cuda(monkeypatch, TORCH_TOTAL)
     assert budget.cap_torch(budget.of("card", NVML_TOTAL, "torch").limit_bytes) == TORCH_TOTAL
@@ -69,6 +83,35 @@ def test_over_budget_is_a_does_not_fit_with_the_bytes_asked():
     e = budget.of("16GB", CARD, "cupy").over(24 * GB, "three 8 GB arrays")
     assert isinstance(e, DoesNotFit) and e.requested_bytes == 24 * GB
     assert "over the 16GB budget" in str(e) and "24.0 GB" in str(e)
+
+
+def test_over_budget_names_what_was_asked_the_budget_and_the_card_in_full():
+    e = budget.of("16GB", 40 * GB, "cupy").over(24 * GB, "three 8 GB arrays")
+    assert str(e) == "does not fit: three 8 GB arrays needs 24.0 GB, over the 16GB budget (16.0 GB of a 40.0 GB card)"
+
+
+def test_managed_memory_says_the_budget_does_not_cap_it_and_whether_pages_left_the_card():
+    b16 = budget.of("16GB", CARD, None)
+    stays = b16.managed_note(48 * GB, memory_free=60 * GB)
+    assert stays == {"budget_enforced": False, "evicted": False,
+                     "note": "managed pages are not capped by the 16GB budget: the 48.0 GB set stays under the "
+                             "card's 60.0 GB free, so nothing is evicted on this card; true oversubscription runs "
+                             "only with OOMBENCH_ALLOW_OVERSUBSCRIPTION=1 on a machine you own"}
+    assert b16.managed_note(60 * GB, memory_free=60 * GB)["evicted"] is False  # exactly what is free: stays
+    over = b16.managed_note(61 * GB, memory_free=60 * GB)
+    assert over == {"budget_enforced": False, "evicted": True,
+                    "note": "managed pages are not capped by the 16GB budget: the 61.0 GB set oversubscribes "
+                            "the card (opted in), so pages are evicted to the host"}
+
+
+def test_a_budget_as_large_as_the_card_fits_it():
+    assert budget.budget_bytes("40GB", 40 * GB) == 40 * GB
+    with pytest.raises(Skip, match=r"^budget 40GB is larger than this card \(40.0 GB\): run it on a card with 40GB or more$"):
+        budget.budget_bytes("40GB", 40 * GB - 1)
+    with pytest.raises(ValueError, match="^budget '12GB' is not one of 16GB, 24GB, 40GB, 80GB, card: pass one of them$"):
+        budget.budget_bytes("12GB", CARD)
+    with pytest.raises(ValueError, match="^allocator 'jax' is not one of torch, cupy, cupy_managed, chainer$"):
+        budget.of("24GB", CARD, "jax")
 
 
 def test_enforce_pool_caps_what_the_pool_hands_out():

@@ -70,6 +70,13 @@ def test_the_fraction_is_of_the_same_hosts_ceiling_the_same_run_first():
     assert got.text() == "0.20 of pinned H2D"
     got = eff.efficiency(rec, eff.Ceilings([later_same_host, other_host]))  # the host's latest
     assert abs(got.fraction - 10 / 25) < 1e-9 and got.same_host
+    older_same_host = ceiling("h2d_pinned", 40, run_id="run-c", created=5)
+    for order in ([older_same_host, later_same_host], [later_same_host, older_same_host]):
+        got = eff.efficiency(rec, eff.Ceilings([*order, other_host]))  # the latest of several, in any order
+        assert abs(got.fraction - 10 / 25) < 1e-9 and got.ceiling is later_same_host
+    older_kind = ceiling("h2d_pinned", 20, uuid="GPU-c", created=2)
+    got = eff.efficiency(rec, eff.Ceilings([other_host, older_kind]))  # the kind's latest, too
+    assert got.ceiling is other_host and not got.same_host
     got = eff.efficiency(rec, eff.Ceilings([other_host]))  # only another host of the kind: marked
     assert abs(got.fraction - 0.1) < 1e-9 and not got.same_host
     assert eff.efficiency(rec, eff.Ceilings([])) is None
@@ -190,3 +197,52 @@ def test_a_failed_loss_check_says_how_far_the_curve_left_its_reference(tmp_path)
                                 "reference": "fp32 with checkpointing"})
     text = table(load_rows(planted(tmp_path, [failed])), "tricks", ["micro_batch"], "machine", ["step"])
     assert "| 2 | failed (loss gap 0.015 from fp32 with checkpointing, 0.0022 allowed) |" in text
+
+
+def test_each_probe_reads_its_own_units_first():
+    assert eff.units_for("h2d_pinned") == ("h2d_bytes", "migrated_bytes", "bytes")
+    assert eff.units_for("matmul_bf16") == eff.units_for("cpu_matmul_fp32") == ("flops",)
+    assert eff.units_for("device_copy") == eff.units_for("p2p_copy") == ("bytes",)
+
+
+def test_a_probe_without_a_label_is_named_as_it_is():
+    e = eff.Efficiency(0.5, "new_probe", "bytes", ceiling("new_probe", 1), True)
+    assert e.text() == "0.50 of new_probe"
+
+
+def test_a_rate_is_a_finite_positive_number_or_none():
+    slow = record("unified", FAULT, {"bytes": 1}, 4.0)
+    assert eff.rate(slow, "bytes") == 0.25  # under one: still a rate
+    assert eff.rate(slow, None) is None and eff.rate(slow, "flops") is None
+    assert eff.rate(record("unified", FAULT, {"bytes": 0}, 1.0), "bytes") is None
+    assert eff.rate(record("unified", FAULT, {"bytes": 1e300}, 1e-300), "bytes") is None  # overflows to inf
+
+
+def test_an_idle_gpu_is_host_bound_and_the_bound_itself_is_not():
+    assert eff.host_bound(record("unified", FAULT, {"bytes": 1}, 0.1, busy=0)) == 0.0
+    assert eff.host_bound(record("unified", FAULT, {"bytes": 1}, 0.1, busy=eff.BUSY_BOUND)) is None
+    no_gpus_param = replace(record("unified", FAULT, {"bytes": 1}, 0.1), gpu_busy={"fraction": 0.5, "source": "nvml"})
+    assert eff.host_bound(no_gpus_param) == 0.5  # one GPU unless the parameters say more
+
+
+def test_only_ok_ceiling_records_with_a_rate_are_ceilings():
+    ok = ceiling("h2d_pinned", 50)
+    failed = dict_record(ceiling("h2d_pinned", 90, created=5), outcome="failed", reason="boom")
+    not_a_ceiling = record("unified", dict(FAULT, probe="h2d_pinned"), {"bytes": 10**9}, 0.01)
+    found = eff.Ceilings([ok, failed, not_a_ceiling])
+    assert found.by_probe == {"h2d_pinned": [ok]}
+    rec = record("unified", FAULT, {"bytes": 3 * 10**9, "migrated_bytes": 10**9}, 0.1)
+    assert eff.efficiency(rec, found).ceiling is ok
+
+
+def test_the_pageable_ceiling_is_kept_per_machine_kind_and_direction():
+    def pageable(direction, size, gbs, **changes):
+        return dict_record(record("pageable", {"direction": direction, "size_mib": size}, {"bytes": 10**9}, 1 / gbs),
+                           **changes)
+    first, tie = pageable("h2d", 64, 14.0), pageable("h2d", 512, 14.0)
+    d2h = pageable("d2h", 64, 9.0)
+    failed = pageable("h2d", 2048, 99.0, outcome="failed", reason="boom")
+    other_case = record("unified", FAULT, {"bytes": 10**9}, 1 / 99)
+    best = eff.best_pageable([first, other_case, failed, tie, d2h])
+    assert sorted(direction for _, direction in best) == ["d2h", "h2d"]
+    assert {d: r for (_, d), r in best.items()} == {"h2d": first, "d2h": d2h}  # a tie keeps the first

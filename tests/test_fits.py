@@ -576,6 +576,20 @@ def test_one_sequence_is_searched_in_steps_of_128_tokens_and_answers_to_them(bou
     assert search.probes <= 12
 
 
+def test_a_known_bound_between_two_steps_rounds_toward_what_was_seen():
+    """A size known to fit says only that the steps under it fit (rounded down); one known not to
+    fit, that the steps over it do not (rounded up): never an answer nobody probed."""
+    asked = []
+
+    def probe(n):
+        asked.append(n)
+        return n <= 1000
+    search = fits.largest_fitting(probe, start=128, limit=2**20, unit=128, known=(1000, 1024))
+    assert search.largest == 896 and asked == []  # 7 steps fit, 8 did not: nothing left to probe
+    search = fits.largest_fitting(probe, start=128, limit=2**20, unit=128, known=(1000, 1100))
+    assert search.largest == 896 and asked == [1024]  # 9 steps do not fit; 8 had to be probed
+
+
 def test_a_sequence_too_slow_to_wait_for_is_named_in_tokens():
     def probe(n):
         if n > 6000:
@@ -597,3 +611,37 @@ def test_a_size_known_too_slow_bounds_the_search_and_an_answer_below_it_keeps_it
     assert (roomy.largest, roomy.too_slow) == (5, None)  # memory, not time, set this answer
     tokens = fits.largest_fitting(lambda n: n <= 10**6, start=1024, limit=2**20, unit=128, slow=8192)
     assert (tokens.largest, tokens.too_slow) == (8064, 8192)
+
+
+def test_the_probes_a_search_runs_are_pinned():
+    """A search's cost is its probes (each one a process that loads a model): these sequences are
+    the doubling, the gallop down from a guess, the batch of sizes at once and the steps of 128."""
+    def fits_up_to(boundary):
+        return lambda n: n <= boundary
+
+    def many(sizes):
+        return [n <= 1000 for n in sizes]
+    assert fits.largest_fitting(fits_up_to(37), limit=4096).probed == [
+        (1, True), (2, True), (4, True), (8, True), (16, True), (32, True), (64, False), (48, False), (40, False),
+        (36, True), (38, False), (37, True)]
+    assert fits.largest_fitting(fits_up_to(37), limit=4096, estimate=lambda: 100).probed == [
+        (1, True), (100, False), (99, False), (97, False), (93, False), (85, False), (43, False), (22, True),
+        (32, True), (37, True), (40, False), (38, False)]
+    tokens = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, estimate=lambda: 5000)
+    assert tokens.probed == [(128, True), (4992, False), (4864, False), (4608, False), (4096, False), (2048, False),
+                             (1024, False), (512, True), (768, True), (896, True)]
+    at_once = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, probe_many=many)
+    assert at_once.probed == [(128, True), (256, True), (512, True), (1024, False), (768, True), (896, True)]
+    known = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, known=(256, None), probe_many=many)
+    assert known.probed == [(512, True), (1024, False), (768, True), (896, True)]
+    assert fits.largest_fitting(fits_up_to(4), start=4, limit=16).probed == [(4, True), (8, False), (6, False), (5, False)]
+    assert fits.largest_fitting(fits_up_to(16), start=4, limit=16).probed == [(4, True), (8, True), (16, True)]
+
+
+def test_a_size_too_slow_in_steps_of_128_is_a_whole_count_of_tokens():
+    def probe(n):
+        if n > 6000:
+            raise fits.TooSlow(n, 1.0)
+        return True
+    slow = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128)
+    assert type(slow.too_slow) is int and type(slow.largest) is int

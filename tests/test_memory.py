@@ -102,7 +102,7 @@ def fake_cupy(monkeypatch, pool):
         def __enter__(self):
             hooks.append(self)
 
-        def __exit__(self, *exc):
+        def __exit__(self, exc_type, exc_value, traceback):  # CuPy's signature
             hooks.remove(self)
 
         def malloc_postprocess(self, **kwargs):
@@ -137,3 +137,191 @@ def test_the_pools_step_peak_is_read_at_every_allocation_not_sampled(monkeypatch
         malloc(100 * MiB)  # the check's allocation: after the steps, not theirs
     assert peak.bytes["allocator.cupy.pool_used"] == 40 * MiB
     assert peak.bytes["allocator.cupy.pool_total"] == 40 * MiB
+
+
+def test_the_pool_hook_is_named_and_gone_after_the_steps(monkeypatch):
+    pool = Pool(0, 0)
+    malloc = fake_cupy(monkeypatch, pool)
+    entered = []
+    with PeakMemory(period_s=3600) as peak:
+        peak.steps_begin()
+        entered.append(peak._hook.hook.name)
+        malloc(MiB)
+        peak.steps_end()
+        assert peak._hook is None
+    assert entered == ["oombench.peak"] and peak.bytes["allocator.cupy.pool_used"] == MiB
+
+
+def fake_torch(monkeypatch, gpus=2):
+    """A stand-in for torch.cuda's caching allocator on each GPU: its peaks follow what is
+    allocated and go back to what is held when reset, as torch's do."""
+    import types
+    held = [0] * gpus
+    peak = [0] * gpus
+    reserved_extra = MiB  # the allocator reserves a little more than it hands out
+
+    def allocate(gpu, nbytes):
+        held[gpu] += nbytes
+        peak[gpu] = max(peak[gpu], held[gpu])
+
+    def reset(gpu):
+        peak[gpu] = held[gpu]
+
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, is_initialized=lambda: True, device_count=lambda: gpus,
+        max_memory_allocated=lambda i: peak[i], max_memory_reserved=lambda i: peak[i] + reserved_extra,
+        reset_peak_memory_stats=reset)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    return allocate
+
+
+def test_the_torch_peak_of_the_steps_leaves_set_up_and_the_check_out(monkeypatch):
+    allocate = fake_torch(monkeypatch)
+    with PeakMemory(period_s=3600) as peak:
+        allocate(0, 10 * MiB)  # the model, held through the steps
+        allocate(0, 500 * MiB), allocate(0, -500 * MiB)  # set-up's scratch, freed before the steps
+        allocate(1, 7 * MiB)
+        steps(peak, lambda: (allocate(0, 50 * MiB), allocate(0, -50 * MiB), allocate(1, 3 * MiB)))
+        allocate(0, 900 * MiB)  # the check, after the steps
+    got = peak.bytes
+    assert got["allocator.torch.max_allocated.cuda:0"] == 60 * MiB
+    assert got["allocator.torch.max_reserved.cuda:0"] == 61 * MiB
+    assert got["allocator.torch.max_allocated.cuda:1"] == 10 * MiB
+    assert got["setup.allocator.torch.max_allocated.cuda:0"] == 510 * MiB
+    assert got["setup.allocator.torch.max_reserved.cuda:1"] == 8 * MiB
+
+
+def test_a_case_that_failed_in_set_up_keeps_its_torch_peak_as_set_up(monkeypatch):
+    allocate = fake_torch(monkeypatch, gpus=1)
+    with PeakMemory(period_s=3600) as peak:
+        allocate(0, 300 * MiB)
+    assert peak.bytes["setup.allocator.torch.max_allocated.cuda:0"] == 300 * MiB
+    assert "allocator.torch.max_allocated.cuda:0" not in peak.bytes
+
+
+def test_no_torch_peak_is_read_while_cuda_is_not_initialised(monkeypatch):
+    allocate = fake_torch(monkeypatch, gpus=1)
+    sys.modules["torch"].cuda.is_initialized = lambda: False
+    with PeakMemory(period_s=3600) as peak:
+        steps(peak, lambda: allocate(0, MiB))
+    assert not any("torch" in label for label in peak.bytes)
+
+
+def fake_nvml(monkeypatch, used_v2, reserved=600 * MiB, v2=True):
+    """pynvml over two cards: version 2 of the memory info reports ``used_v2[i]``, version 1
+    folds the driver's reserved memory into it, as NVML does."""
+    import types
+    calls = []
+
+    class NVMLError(Exception):
+        pass
+
+    def memory_info(handle, version=None):
+        if version is not None and version is not nvml.nvmlMemory_v2:
+            raise NVMLError("unknown version")
+        used = used_v2[handle[1]] + (0 if version is not None else reserved)
+        return types.SimpleNamespace(used=used)
+
+    nvml = types.SimpleNamespace(
+        NVMLError=NVMLError, nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlDeviceGetHandleByIndex=lambda i: ("handle", i), nvmlDeviceGetMemoryInfo=memory_info)
+    if v2:
+        nvml.nvmlMemory_v2 = object()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    return calls
+
+
+def test_the_cards_used_memory_before_and_during_the_steps_as_nvidia_smi_counts_it(monkeypatch):
+    used = [5 * MiB, 7 * MiB, 11 * MiB]
+    calls = fake_nvml(monkeypatch, used)
+    with PeakMemory(gpus=[2, 1], period_s=3600) as peak:
+        used[2] += 100 * MiB  # set-up
+        steps(peak, lambda: used.__setitem__(1, used[1] + 30 * MiB))
+    assert calls == ["init", "shutdown"]
+    got = {k: v // MiB for k, v in peak.bytes.items() if "device" in k}
+    assert got == {"device.used_before.gpu2": 11, "device.used_before.gpu1": 7,
+                   "setup.device.used.gpu2": 111, "setup.device.used.gpu1": 7,
+                   "device.used.gpu2": 111, "device.used.gpu1": 37}
+
+
+def test_an_nvml_without_version_2_reports_version_1s_used(monkeypatch):
+    fake_nvml(monkeypatch, [3 * MiB], v2=False)
+    with PeakMemory(gpus=[0], period_s=3600) as peak:
+        pass
+    assert peak.bytes["device.used_before.gpu0"] == 603 * MiB
+
+
+def test_no_card_no_nvml(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # importing it would fail
+    with PeakMemory(period_s=3600) as peak:
+        steps(peak)
+    assert not any("device" in k for k in peak.bytes)
+
+
+def test_the_kernels_high_water_mark_is_read_and_reset_through_proc(monkeypatch, tmp_path):
+    import io
+    written = []
+
+    class Clear(io.StringIO):
+        def __exit__(self, *exc):
+            written.append(self.getvalue())
+
+    files = {"/proc/self/status": lambda mode: io.StringIO("Name:\tpython\nVmPeak:\t 9 kB\nVmHWM:\t    1234 kB\n"),
+             "/proc/self/clear_refs": lambda mode: Clear()}
+    monkeypatch.setattr(memory, "open", lambda path, mode="r": files[path](mode), raising=False)
+    assert memory._vm_hwm() == 1234 * 1024
+    assert memory._reset_hwm() is True and written == ["5"]
+
+    def refused(path, mode="r"):
+        raise PermissionError(path)
+    monkeypatch.setattr(memory, "open", refused, raising=False)
+    assert memory._vm_hwm() is None and memory._reset_hwm() is False
+
+
+def test_without_proc_the_max_rss_is_getrusages_in_bytes(monkeypatch):
+    import types
+    monkeypatch.setattr(memory.resource, "getrusage", lambda who: types.SimpleNamespace(ru_maxrss=7))  # KiB
+    monkeypatch.setattr(memory, "_vm_hwm", lambda: None)
+    monkeypatch.setattr(memory, "_reset_hwm", lambda: False)
+    assert memory._ru_maxrss() == 7 * 1024
+    with PeakMemory(period_s=3600) as peak:
+        steps(peak)
+    assert peak.bytes["setup.host.max_rss"] == 7 * 1024
+    assert "host.max_rss" not in peak.bytes  # not reset, so no steps' own mark
+    with PeakMemory(period_s=3600) as failed:
+        pass
+    assert failed.bytes["setup.host.max_rss"] == 7 * 1024
+
+
+def test_torchs_peaks_are_reset_once_when_the_steps_begin(monkeypatch):
+    allocate = fake_torch(monkeypatch, gpus=1)
+    cuda = sys.modules["torch"].cuda
+    resets = []
+    reset = cuda.reset_peak_memory_stats
+    cuda.reset_peak_memory_stats = lambda i: (resets.append(i), reset(i))
+    with PeakMemory(period_s=3600) as peak:
+        steps(peak, lambda: allocate(0, MiB))
+    assert resets == [0]  # torch's own counters are left as they are for whoever reads them next
+    with PeakMemory(period_s=3600):
+        allocate(0, MiB)  # failed in set-up
+    assert resets == [0]
+
+
+def test_a_level_of_zero_bytes_is_kept_and_nothing_after_the_steps_counts():
+    pool = Pool(0, 0)
+    memory.watch_pool("empty", pool)
+    try:
+        with PeakMemory(period_s=3600) as peak:
+            steps(peak)
+            pool.used = pool.total = 5 * MiB
+            peak._sample()  # the sampler's next tick, after the steps
+    finally:
+        memory._WATCHED.clear()
+    assert peak.bytes["allocator.cupy.empty.used"] == 0 and peak.bytes["allocator.cupy.empty.total"] == 0
+
+
+def test_an_error_in_the_case_goes_through():
+    import pytest
+    with pytest.raises(ZeroDivisionError):
+        with PeakMemory(period_s=3600):
+            1 / 0

@@ -38,8 +38,14 @@ def test_median_and_quartiles():
 
 
 def test_no_samples_is_an_error():
-    with pytest.raises(ValueError, match="repeat"):
+    with pytest.raises(ValueError, match="^no timed step: ask for at least one repeat$"):
         time_steps(lambda: None, repeat=0)
+
+
+def test_by_default_two_warm_up_steps_then_ten_timed():
+    ran = []
+    t = time_steps(lambda: ran.append(1))
+    assert (len(ran), t.warmup, t.steps, len(t.samples_s)) == (12, 2, 10, 10)
 
 
 def test_prepare_runs_before_every_step_and_outside_the_clock():
@@ -68,3 +74,22 @@ def test_torch_sync_waits_on_each_named_gpu_and_on_none_for_the_cpu(monkeypatch)
     monkeypatch.setattr(torch.cuda, "synchronize", waited.append)
     torch_sync((0, 1))()
     assert waited == [0, 1]
+
+
+def test_the_median_not_the_mean_and_inclusive_quartiles_of_a_skewed_set():
+    # One slow step (a GC pause, a page fault) must not move the published step time.
+    t = Timing.from_samples([1.0, 2.0, 30.0, 3.0, 4.0], warmup=2)
+    assert (t.median_s, t.q25_s, t.q75_s, t.min_s, t.max_s) == (3.0, 2.0, 4.0, 1.0, 30.0)
+    assert t.samples_s == (1.0, 2.0, 30.0, 3.0, 4.0)  # in the order run, for the rank test
+    two = Timing.from_samples([1.0, 9.0], warmup=0)
+    assert (two.q25_s, two.median_s, two.q75_s) == (3.0, 5.0, 7.0)
+
+
+def test_a_record_round_trip_keeps_every_field():
+    t = Timing.from_samples([0.5, 0.25, 2.0], warmup=3)
+    d = t.to_dict()
+    assert d == {"median_s": 0.5, "q25_s": 0.375, "q75_s": 1.25, "min_s": 0.25, "max_s": 2.0,
+                 "steps": 3, "warmup": 3, "samples_s": [0.5, 0.25, 2.0]}
+    assert Timing.from_dict(d) == t
+    old = {k: v for k, v in d.items() if k != "samples_s"}  # a record from before samples were kept
+    assert Timing.from_dict(old).samples_s == ()

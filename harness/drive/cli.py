@@ -14,6 +14,7 @@ pages     build asv's site and the project's comparison pages from results/
 docs      regenerate docs/results/<family>.md, docs/headline.* and the README's headline from results/
 wheelhouse  download wheels for an offline box (named Python and platform)
 stack     an environment that puts other library versions (wheels) in front of this one's
+mutate    how many one-line mutants of the modules behind published figures their tests catch
 """
 from __future__ import annotations
 
@@ -119,6 +120,17 @@ def _test(args) -> int:
     import pytest
     os.chdir(bootstrap.REPO)
     return pytest.main(["-q", *args.pytest_args])
+
+
+def _mutate(args) -> int:
+    from harness.drive import mutate
+    try:
+        mutate.chosen(args.modules)  # a misspelt name is refused before any set-up
+        bootstrap.ensure("mutate")
+        return mutate.main(args.modules)
+    except mutate.Refused as e:
+        print(f"python3 -m harness mutate: {e}", file=sys.stderr)
+        return 2
 
 
 def _compare(args) -> int:
@@ -533,6 +545,9 @@ def _add_environments(sub) -> None:
     st.add_argument("dest", help="new folder for the environment")
     st.add_argument("wheel", nargs="+", help="wheel files, e.g. cupy_cuda13x-13.6.0-cp312-cp312-manylinux2014_x86_64.whl")
     st.set_defaults(func=_stack)
+    m = sub.add_parser("mutate", help="mutation score of the modules behind published figures and verdicts")
+    m.add_argument("modules", nargs="*", metavar="MODULE", help="e.g. harness/report/gate.py (default: all)")
+    m.set_defaults(func=_mutate)
 
 
 def parse(argv=None) -> argparse.Namespace:

@@ -113,7 +113,7 @@ class _PoolHook:
     peak, where sampling would miss an array that lives between two samples. CuPy's hooks are
     per thread: this one is entered in the thread that runs the steps."""
 
-    def __init__(self, cupy, on_alloc):
+    def __init__(self, on_alloc):
         from cupy.cuda import memory_hook
 
         class Hook(memory_hook.MemoryHook):
@@ -146,7 +146,7 @@ class PeakMemory:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._hook = None
-        self._hwm_reset = False
+        self._hwm_reset = False  # pragma: no mutate (read only after steps_begin sets it)
 
     @property
     def bytes(self) -> dict[str, int]:
@@ -159,7 +159,7 @@ class PeakMemory:
         for i, used in self._nvml.used().items():
             self._levels["setup"][f"device.used_before.gpu{i}"] = used
         self._sample()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)  # pragma: no mutate (joined in __exit__)
         self._thread.start()
         return self
 
@@ -175,7 +175,7 @@ class PeakMemory:
         self._sample()
         cupy = _imported("cupy")
         if cupy is not None:
-            self._hook = _PoolHook(cupy, self._sample_pools).__enter__()
+            self._hook = _PoolHook(self._sample_pools).__enter__()
 
     def steps_end(self) -> None:
         """The timed steps are over: what the check allocates after them is not theirs."""

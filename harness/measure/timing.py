@@ -49,7 +49,7 @@ class Timing:
         if len(s) == 1:
             q25 = q75 = s[0]
         else:
-            q25, _, q75 = statistics.quantiles(s, n=4, method="inclusive")
+            q25, _, q75 = statistics.quantiles(s, method="inclusive")  # quartiles: n=4 by default
         return cls(median_s=statistics.median(s), q25_s=q25, q75_s=q75,
                    min_s=s[0], max_s=s[-1], steps=len(s), warmup=warmup, samples_s=tuple(samples))
 

@@ -1,0 +1,164 @@
+"""``python3 -m harness mutate [MODULE ...]``: how many wrong versions of the code that writes a
+published figure or verdict its tests catch.
+
+mutmut changes one thing at a time in one module (a ``<`` to ``<=``, a constant, a dropped
+argument) and runs that module's tests against each change: a mutant that every test passes
+is a wrong number nobody would notice. Each module is tested against only the fast test files
+that cover it (TESTS), so a whole run takes minutes. Each module works in its own folder
+under .mutmut/ (mutmut's copy of the code and its results), where the last run's mutants stay
+to read: ``python3 -m mutmut show NAME`` in that folder.
+
+A mutant that no test can kill, because it computes the same thing, is marked in the code with
+``# pragma: no mutate`` and a reason.
+"""
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.drive.bootstrap import REPO
+
+# Each module's fast tests: the files that check its figures by value. Files that launch
+# processes or a browser stay out: each mutant reruns the ones that reach its function.
+TESTS = {
+    "harness/measure/timing.py": ("tests/test_timing.py",),
+    "harness/measure/memory.py": ("tests/test_memory.py",),
+    "harness/measure/budget.py": ("tests/test_budget.py",),
+    "harness/report/gate.py": ("tests/test_gate.py", "tests/test_gate_closed.py", "tests/test_gate_rows.py"),
+    "harness/report/noise.py": ("tests/test_noise_floors.py",),
+    "harness/report/efficiency.py": ("tests/test_efficiency.py",),
+    "harness/report/tables.py": ("tests/test_tables.py",),
+    "harness/report/pages/chooser.py": ("tests/test_pages.py",),
+    "harness/workloads/fits.py": ("tests/test_fits.py",),
+    "harness/workloads/tricks.py": ("tests/test_tricks.py",),
+    "harness/units.py": ("tests/test_units.py",),
+}
+# Where only part of a module writes a verdict, the functions mutated (the rest trains models).
+PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap", "deviation", "against_reference",
+                                        "checked_against_reference")}
+THRESHOLD = 90.0  # percent of mutants killed, per module
+# What mutmut's copy needs besides the module: the package, the tests and what they read (a
+# few tests still take a committed record as a template).
+SHARED = ("harness", "tests", "pyproject.toml", "README.md", "docs", "benchmarks", "asv.conf.json",
+          "asv.versions.conf.json", "results")
+# Tests left out of every run: one reads a module's source text, which mutmut rewrites (its
+# trampolines import mutmut); one runs the module in a process of its own, which mutmut cannot see.
+LEFT_OUT = ("tests/test_units.py::test_units_stays_the_lowest_layer",
+            "tests/test_fits.py::test_the_real_probe_trains_in_its_own_process_and_answers_in_json")
+MUTMUT_COPIES = ("harness", "tests", "pyproject.toml")  # mutmut copies these itself
+WORK = ".mutmut"
+# Statuses that count as caught: a test failed, or the mutant ran forever and was stopped.
+CAUGHT = {"killed", "timeout", "caught by type check", "segfault"}
+
+
+class Refused(Exception):
+    """Bad input or a missing tester: one line that names the fix."""
+
+
+@dataclass(frozen=True)
+class Score:
+    module: str
+    killed: int
+    total: int
+    survivors: tuple[str, ...]
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.killed / self.total if self.total else 100.0
+
+
+def chosen(modules) -> list[str]:
+    """The modules to mutate, in TESTS' order; all of them when none is named."""
+    unknown = [m for m in modules if m not in TESTS]
+    if unknown:
+        raise Refused(f"no mutation set-up for {', '.join(unknown)}: name one of {', '.join(TESTS)} "
+                      f"(or add it with its tests to TESTS in harness/drive/mutate.py)")
+    return [m for m in TESTS if not modules or m in modules]
+
+
+def check_tester() -> None:
+    if importlib.util.find_spec("mutmut") is None:
+        raise Refused(f"mutmut is not installed in {sys.executable}: pip install 'mutmut>=3.8' "
+                      "(the test extra has it)")
+
+
+def folder(root: Path, module: str) -> Path:
+    """The module's own folder: links to the repository's files and mutmut's set-up."""
+    work = root / WORK / module.removesuffix(".py").replace("/", ".")
+    # mutmut keeps a result until its function changes, and copies a module only when its copy is
+    # missing: after a test or another module changed, either would be stale. Each run starts anew.
+    shutil.rmtree(work / "mutants", ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    for name in SHARED:
+        link = work / name
+        if (root / name).exists() and not link.is_symlink():
+            link.symlink_to(root / name)
+    cfg = configparser.ConfigParser()
+    cfg["mutmut"] = {
+        "source_paths": "harness",
+        "only_mutate": module,
+        "also_copy": "\n".join(n for n in SHARED if n not in MUTMUT_COPIES and (root / n).exists()),
+        "pytest_add_cli_args_test_selection": "\n".join(TESTS[module]),
+        "pytest_add_cli_args": "\n".join(["-p", "no:cacheprovider", *(f"--deselect={t}" for t in LEFT_OUT)]),
+    }
+    with open(work / "setup.cfg", "w") as f:
+        cfg.write(f)
+    return work
+
+
+def patterns(module: str) -> list[str]:
+    """mutmut's names for the mutants of PART's functions of ``module``; none: all of them."""
+    dotted = module.removesuffix(".py").replace("/", ".")
+    return [f"{dotted}.x_{name}__mutmut_*" for name in PART.get(module, ())]
+
+
+def run_tester(work: Path, module: str) -> str:
+    """mutmut's run in ``work``, then its list of every mutant with its status."""
+    mutmut = [sys.executable, "-m", "mutmut"]
+    env = {k: v for k, v in os.environ.items() if k != "OOMBENCH_HYPOTHESIS"}  # the default profile's examples
+    if subprocess.run(mutmut + ["run", *patterns(module)], cwd=work, env=env).returncode != 0:
+        raise Refused(f"mutmut stopped on {module} (its output above says why): its tests must pass unmutated; "
+                      f"try python3 -m pytest {' '.join(TESTS[module])}")
+    return subprocess.run(mutmut + ["results", "--all", "true"], cwd=work, env=env, check=True,
+                          capture_output=True, text=True).stdout
+
+
+LINE = re.compile(r"^\s*(\S+__mutmut_\d+): (.+?)\s*$")
+
+
+def score(module: str, listing: str) -> Score:
+    """Count the mutants in mutmut's ``results --all true`` listing."""
+    status = dict(m.groups() for m in map(LINE.match, listing.splitlines()) if m)
+    if module in PART:
+        status = {k: v for k, v in status.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns(module))}
+    survivors = tuple(sorted(name for name, s in status.items() if s not in CAUGHT | {"skipped"}))
+    counted = [s for s in status.values() if s != "skipped"]
+    return Score(module, sum(s in CAUGHT for s in counted), len(counted), survivors)
+
+
+def table(scores) -> str:
+    from tabulate import tabulate
+    rows = [(s.module, f"{s.killed} / {s.total}", f"{s.percent:.1f}%") for s in scores]
+    return tabulate(rows, headers=("module", "killed / total", "score"), disable_numparse=True)
+
+
+def main(modules, root: Path = REPO) -> int:
+    """Mutate each module and print its score; 1 when any is under THRESHOLD."""
+    names = chosen(modules)
+    check_tester()
+    scores = [score(m, run_tester(folder(root, m), m)) for m in names]
+    for s in scores:
+        for name in s.survivors:
+            print(f"survived: {name}")
+    print(table(scores))
+    if any(s.survivors for s in scores):
+        print(f"each survivor's change: python3 -m mutmut show NAME, in {WORK}/<module>/")
+    return 1 if any(s.percent < THRESHOLD for s in scores) else 0
