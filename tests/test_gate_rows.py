@@ -5,6 +5,7 @@ import pytest
 from gate_records import FITS, fits, record
 from harness.measure.record import Record
 from harness.report import gate
+from harness.units import ms
 
 
 def fit(answer, **check):
@@ -49,7 +50,7 @@ def test_a_search_over_sequence_length_says_so():
 def test_a_lost_case_shows_its_time_before_and_what_became_of_it():
     base = Record.from_dict(record(median=0.25))
     assert gate.lost_row(base, "failed", "failed: boom", "lost") == gate.Row(
-        "x", "ceilings", {"probe": "device_copy"}, "outcome", gate.seconds_text(0.25), "failed", "-", "-",
+        "x", "ceilings", {"probe": "device_copy"}, "outcome", ms(0.25), "failed", "-", "-",
         "failed: boom", "lost")
 
 

@@ -195,10 +195,10 @@ def test_units_stays_the_lowest_layer():
 
 def test_a_size_just_under_1000_mb_stays_in_mb_at_its_digits():
     assert units.gb(999.7 * units.MB) == "999.7 MB"  # rounded whole it would be 1000: still under
-    assert units.gb(999.96 * units.MB) == "1.0 GB"
+    assert units.gb(999.96 * units.MB) == "1.00 GB"  # rounded to its digits it is 1000 MB: a GB
 
 
-def test_a_rate_of_one_unit_or_more_is_written_to_one_decimal():
-    assert units.rate(1e12, "flops") == "1.0 TFLOP/s"
-    assert units.rate(1.25e12, "flops") == "1.2 TFLOP/s"
-    assert units.rate(0.5e12, "flops") == "0.5 TFLOP/s"
+def test_a_rate_of_one_unit_is_written_to_three_digits():
+    assert units.rate(1e12, "flops") == "1.00 TFLOP/s"
+    assert units.rate(1.25e12, "flops") == "1.25 TFLOP/s"
+    assert units.rate(0.5e12, "flops") == "0.500 TFLOP/s"
