@@ -166,6 +166,7 @@ def test_pointing_at_a_point_names_it_with_its_figures_and_a_click_opens_its_rec
     p = point_on_screen(tab, 2)
     touch = tab.viewport_size["width"] < 600
     (tab.touchscreen.tap if touch else tab.mouse.move)(p["x"], p["y"])
+    tab.wait_for_function(f"({TOOLTIP})().length > 0", timeout=5000)  # Chart.js fades its tooltip in
     shown = tab.evaluate(TOOLTIP)
     assert " ".join(shown).startswith(p["name"]) and any("k tokens/s" in line for line in shown), (shown, p)
     assert tab.url.endswith("parallel_lm.html")  # a tap names the point; it does not leave the page
