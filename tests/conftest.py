@@ -9,6 +9,7 @@ from hypothesis import settings
 from harness.drive.bench import RUN_ENV
 from harness.measure.devices import GPU, Devices
 from harness.measure.store import RecordStore, RunContext
+from harness.report import tables as _tables
 
 # Property-based tests: a few hundred examples each by default, so the suite stays fast;
 # OOMBENCH_HYPOTHESIS=thorough runs ten thousand.
@@ -80,3 +81,13 @@ def plain(text: str) -> str:
 
     return "\n".join("| " + " | ".join(unescape(c) for c in re.split(r"(?<!\\)\|", line)[1:-1]) + " |"
                      if line.startswith("|") else line for line in text.split("\n"))
+
+
+def render(*args, **kwargs) -> tuple[str, list[str]]:
+    """``tables.render``, its table as one reads it (``plain``)."""
+    text, notes = _tables.render(*args, **kwargs)
+    return plain(text), notes
+
+
+def table(*args, **kwargs) -> str:
+    return plain(_tables.table(*args, **kwargs))

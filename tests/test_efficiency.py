@@ -10,20 +10,10 @@ from harness.report import efficiency as eff
 from harness.report import noise, summary, tables
 from harness.report.pages.model import load_rows
 
-from conftest import FROZEN, plain
+from conftest import FROZEN, plain, render, table
 
 H100 = FROZEN / "records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
 
-
-
-def render(*args, **kwargs) -> tuple[str, list[str]]:
-    """``tables.render``, its table as one reads it (``plain``)."""
-    text, notes = tables.render(*args, **kwargs)
-    return plain(text), notes
-
-
-def table(*args, **kwargs) -> str:
-    return plain(tables.table(*args, **kwargs))
 
 def base() -> dict:
     """A real H100 record, as a template."""

@@ -597,6 +597,7 @@ def test_a_sequence_too_slow_to_wait_for_is_named_in_tokens():
         return True
     slow = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128)
     assert (slow.largest, slow.too_slow) == (4096, 8192)  # doubling 1024, 2048, 4096, then 8192 ran too long
+    assert type(slow.too_slow) is int and type(slow.largest) is int  # whole counts of tokens, steps of 128
 
 
 def test_a_size_known_too_slow_bounds_the_search_and_an_answer_below_it_keeps_it():
@@ -636,12 +637,3 @@ def test_the_probes_a_search_runs_are_pinned():
     assert known.probed == [(512, True), (1024, False), (768, True), (896, True)]
     assert fits.largest_fitting(fits_up_to(4), start=4, limit=16).probed == [(4, True), (8, False), (6, False), (5, False)]
     assert fits.largest_fitting(fits_up_to(16), start=4, limit=16).probed == [(4, True), (8, True), (16, True)]
-
-
-def test_a_size_too_slow_in_steps_of_128_is_a_whole_count_of_tokens():
-    def probe(n):
-        if n > 6000:
-            raise fits.TooSlow(n, 1.0)
-        return True
-    slow = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128)
-    assert type(slow.too_slow) is int and type(slow.largest) is int

@@ -11,7 +11,7 @@ from harness.drive import cli
 from harness.report import tables
 from harness.report.pages.model import load_rows
 
-from conftest import FROZEN, plain, results_with
+from conftest import FROZEN, plain, render, results_with, table
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS = FROZEN / "records"
@@ -43,16 +43,6 @@ H100_HOST_A_CEILINGS = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T063
 H100_HOST_A_BEYOND = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T064838-6ddbf7.jsonl"
 H100_HOST_B_CEILINGS = RECORDS / "nvidia-h100-80gb-hbm3-x1/b2b2626b-20261125T065217-891639.jsonl"
 
-
-
-def render(*args, **kwargs) -> tuple[str, list[str]]:
-    """``tables.render``, its table as one reads it (``plain``)."""
-    text, notes = tables.render(*args, **kwargs)
-    return plain(text), notes
-
-
-def table(*args, **kwargs) -> str:
-    return plain(tables.table(*args, **kwargs))
 
 def fits_table(root) -> list[str]:
     return render(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"])[0].splitlines()
