@@ -4,7 +4,7 @@ import pytest
 
 from gate_records import FITS, fits, record
 from harness.measure.record import Record
-from harness.report import gate
+from harness.report import gate, noise
 from harness.units import ms
 
 
@@ -138,3 +138,31 @@ def test_a_report_that_cannot_be_written_says_why_and_where(tmp_path):
     rc, text = gate.gate(h100, h100, history=h100, report=blocker / "report.md")
     assert rc == 2 and text.splitlines()[-1].startswith(f"oombench gate: the report could not be written to {blocker / 'report.md'} (")
     assert text.endswith("): pass --report a file in a folder you can write") and "(None)" not in text
+
+
+def planted(*host_medians, probe="device_copy") -> list[Record]:
+    return [Record.from_dict(record(params={"probe": probe}, median=m, host=h, run=f"20990101T00000{i}-aaaaaa",
+                                    created=float(i))) for i, (h, m) in enumerate(host_medians)]
+
+
+def test_across_hosts_a_case_whose_hosts_differ_past_the_aim_is_listed_with_harness_compare_named():
+    wide = planted(("a", 0.010), ("b", 0.0106), ("c", 0.0103))
+    close = planted(("a", 0.010), ("b", 0.0101), probe="matmul_fp32")
+    floors = noise.Floors(wide + close)
+    new = [Record.from_dict(record(params={"probe": p}, median=0.0104, host="d", run="20991231T000000-bbbbbb",
+                                   created=9.0)) for p in ("device_copy", "matmul_fp32")]
+    report = gate.compare([wide[0], close[0]], new, floors)
+    listed = 'host-limited: ceilings {"probe": "device_copy"}: floor 12.0%, learned across 3 hosts up to 6.0% apart'
+    assert gate.notes(report, gate.Options(), "kind")[1:] == [
+        "across hosts, a slowdown under the floor cannot be told from the host: 1 case(s) with a floor past 5%; "
+        "measure both commits on one box in one session, python3 -m harness compare BASE NEW", listed]
+    steady = gate.compare([close[0]], new[1:], floors)
+    assert len(steady.rows) == 1 and gate.notes(steady, gate.Options(), "kind")[1:] == []
+
+
+def test_a_pair_on_one_host_is_not_listed_where_its_own_runs_differ_more_than_its_hosts():
+    history = planted(("a", 0.010), ("a", 0.012), ("b", 0.0107), ("c", 0.010))
+    floors = noise.Floors(history)
+    assert floors.floor(noise.key_of(history[0]), "GPU-bound", same_host=True).host_limited  # across: the narrower
+    new = Record.from_dict(record(median=0.0105, host="a", run="20991231T000000-bbbbbb", created=9.0))
+    assert gate.compare([history[0]], [new], floors).host_limited == []

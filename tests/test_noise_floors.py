@@ -171,6 +171,7 @@ def test_each_stack_is_its_own_spread_and_its_hosts_count_once():
     sigma = (math.log(1.1) / noise.d2(2) + math.log(1.1) / noise.d2(3)) / 2
     floor = by_stack.across(key(), "GPU-bound")
     assert floor.fraction == pytest.approx(noise.quantile_floor(sigma), rel=1e-6) and floor.how == "learned across 3 hosts"
+    assert floor.spread == pytest.approx(0.1)  # each stack's own; across them, twice as far
     assert noise.Floors(history).across(key(), "GPU-bound").fraction > 3 * floor.fraction  # versions taken for noise
     assert [sorted(s) for s in by_stack.stacks(key())] == [["a", "b"], ["a", "b", "c"]]
     assert by_stack.stacks(("no", "such", "key")) == []
@@ -195,3 +196,16 @@ def test_a_history_file_is_read_again_once_it_changed(tmp_path):
     assert noise.history_floors(f).hosts(key()) == 1
     write(f, [record(median=0.010, host="a"), record(median=0.011, host="b")])
     assert noise.history_floors(f).hosts(key()) == 2
+
+
+def test_a_floor_across_hosts_keeps_how_far_apart_its_widest_stack_is_and_past_the_aim_says_so():
+    wide = noise.Floors(runs(("a", 0.010), ("b", 0.0106), ("c", 0.0103))).across(key(), "GPU-bound")
+    assert wide.spread == pytest.approx(0.06) and wide.fraction > noise.CROSS_HOST_AIM and wide.host_limited
+    close = noise.Floors(runs(("a", 0.010), ("b", 0.0101))).across(key(), "GPU-bound")
+    assert close.spread == pytest.approx(0.01) and not close.host_limited
+    one = noise.Floors(runs(("a", 0.010), ("a", 0.013), ("b", 0.010)))
+    assert one.within(key(), "GPU-bound").spread is None and not one.within(key(), "GPU-bound").host_limited
+    assert not noise.Floors([]).across(key(), "host-bound").host_limited  # a default: no hosts to be apart
+    two = noise.Floors(runs(("a", 0.010), ("b", 0.0102), ("a", 0.020), ("b", 0.0212)),
+                       stack=lambda r: r.timing.median_s > 0.015)
+    assert two.across(key(), "GPU-bound").spread == pytest.approx(0.06)  # the wider stack's

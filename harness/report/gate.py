@@ -28,7 +28,11 @@ median's error read from its IQR and number of steps. Where the steps are too fe
 reach ``noise.ALPHA`` at all (five a side or fewer), nothing can vouch for "same", so the ratio of
 medians against the floor decides alone: the floor is what two honest runs exceed once in a
 hundred, so a rise past it fails whatever the spread, and a hundredfold rise over two steps can
-never read "same". Faster is read the same way, mirrored.
+never read "same". Faster is read the same way, mirrored. Where BASE and NEW come from two hosts
+and the floor the case's hosts teach is past ``noise.CROSS_HOST_AIM`` (the device ceilings, whose
+figure is the host's; steps paced by the host's page faults), a slowdown under it is not one a
+verdict can see: the report lists those cases and names ``harness compare``, which measures both
+commits on one box.
 
 Bigger: peaks are near-deterministic (one allocator high-water mark per run), so a peak fails
 when it grows by more than a byte floor, ``max(min_bytes, max(2%, threshold) of the peak)``:
@@ -130,6 +134,7 @@ class Report:
     few_steps: int = 0  # cases judged on the ratio alone: too few steps for a test
     allowed: list[str] = field(default_factory=list)  # what an --allow let through
     memory_apart: list[str] = field(default_factory=list)  # cross-machine: memory not like with like
+    host_limited: list[str] = field(default_factory=list)  # across hosts: under its floor, the host
 
     @property
     def regressions(self) -> list[Row]:
@@ -389,6 +394,9 @@ def compare_one(report: Report, old: Record, cur: Record, floors: noise.Floors, 
         report.rows.append(row)
         report.defaults += not floor.learned
         report.few_steps += RATIO_ALONE in row.verdict
+        if floor.host_limited and not noise.same_host(old, cur):
+            report.host_limited.append(f"{name}: floor {floor.fraction:.1%}, {floor.how} "
+                                       f"up to {floor.spread:.1%} apart")
     if why:
         report.memory_apart.append(name)
         return
@@ -460,6 +468,11 @@ def notes(report: Report, opts: Options, kind: str) -> list[str]:
     if report.few_steps:
         out.append(f"too few steps for a test (under {noise.ALPHA} unreachable) in {report.few_steps} case(s): "
                    "judged on the ratio of medians against the floor alone")
+    if report.host_limited:
+        out.append(f"across hosts, a slowdown under the floor cannot be told from the host: "
+                   f"{len(report.host_limited)} case(s) with a floor past {noise.CROSS_HOST_AIM:.0%}; "
+                   "measure both commits on one box in one session, python3 -m harness compare BASE NEW")
+    out += listed("host-limited", report.host_limited)
     out += listed("allowed by --allow", report.allowed)
     out += listed("memory not compared across machine kinds (not under one budget, or the card or host set it)",
                   report.memory_apart)

@@ -18,13 +18,23 @@ noise from a change, whereas the history holds many hosts and repeats of each ca
   control charts: efficient for few hosts, and the history holds few hosts per kind). The
   floor is the one-sided 99% quantile of the log ratio of two hosts drawn at random,
   Z * sqrt(2) * sigma: a floor that grows where hosts differ (pageable copies, page-fault
-  migration, CPU cases) and stays tight where they agree (matrix products, device copies).
+  migration, CPU cases) and stays tight where they agree (device copies, GPU-bound training steps).
 - Within one host: the same from the hosts that ran the case more than once, sigma averaged
   over those hosts (the R-bar / d2 estimate). A pair of records from one host uses the smaller
   of the within-host and the across-host floor.
 - Too little history (fewer than two hosts, or no host with two runs): a stated default, by how
   busy the GPU was: GPU-bound steps vary little, host-bound ones a lot, and where neither the
   record nor its parameters say, a middle value. The gate's output names each default it used.
+
+A floor across hosts past ``CROSS_HOST_AIM`` says so (``Floor.host_limited``, with the hosts'
+``spread``): a slowdown under it cannot be told from the host. Nothing in the records takes the
+host out of such a case. Read against the same run's ceiling (the matrix product of its
+precision, the device copy), a step differs more between hosts than it does alone, because the
+ceilings' own runs scatter as much as the hosts do; and the ceilings are the host's figure. Floors
+learned only from hosts that ran one commit leave nearly every case without history (a lent box
+runs one commit) and are no tighter where there is one; a box is seldom lent again, so a
+per-host baseline is seldom there. Such a case is compared on one box in one session
+(``harness compare``).
 
 No floor is below ``MIN_FLOOR``: a change smaller than that is not worth failing a build for,
 however steady the case. Floors learned from the rounds of one ``harness compare`` session (one
@@ -52,8 +62,11 @@ Z = 2.326  # one-sided 1%: the floor is what two honest runs exceed once in a hu
 MIN_FLOOR = 0.02
 SESSION_MIN_FLOOR = 0.01
 ALPHA = 0.002  # the rank test's p threshold, as asv compare's
+# The least slowdown of a GPU-bound step a verdict across hosts is meant to see: the across-host
+# floor this module assumes of such a step where history is thin.
+CROSS_HOST_AIM = 0.05
 # Floors where history is too thin, by class of step: across hosts, and within one host.
-DEFAULT_ACROSS = {"GPU-bound": 0.05, "host-bound": 0.25, "busy unknown": 0.10}
+DEFAULT_ACROSS = {"GPU-bound": CROSS_HOST_AIM, "host-bound": 0.25, "busy unknown": 0.10}
 DEFAULT_WITHIN = {"GPU-bound": 0.03, "host-bound": 0.15, "busy unknown": 0.10}
 
 
@@ -125,6 +138,15 @@ class Floor:
     fraction: float  # the least rise of the median, over the base median, that can fail
     how: str  # "learned across 4 hosts", "default (host-bound): history has 1 host"
     learned: bool
+    # Across hosts: how far apart the hosts it was learned from are (largest host median over the
+    # smallest, less one; the widest of the stacks).
+    spread: float | None = None
+
+    @property
+    def host_limited(self) -> bool:
+        """Whether it was learned across hosts that differ too much for a verdict to see the slowdown
+        ``CROSS_HOST_AIM``: a slowdown under it cannot be told from the host."""
+        return self.spread is not None and self.fraction > CROSS_HOST_AIM
 
 
 class Floors:
@@ -163,7 +185,8 @@ class Floors:
             return Floor(DEFAULT_ACROSS[klass], f"default ({klass}): history has {most} host(s)", False)
         sigma = statistics.mean(log_range(m) / d2(len(m)) for m in several)
         hosts = len({h for hosts in self.stacks(key) if len(hosts) >= 2 for h in hosts})
-        return Floor(quantile_floor(sigma, self.least), f"learned across {hosts} hosts", True)
+        spread = math.expm1(max(map(log_range, several)))
+        return Floor(quantile_floor(sigma, self.least), f"learned across {hosts} hosts", True, spread)
 
     def within(self, key: tuple, klass: str) -> Floor:
         repeated = [v for hosts in self.stacks(key) for v in hosts.values() if len(v) >= 2]
