@@ -1,15 +1,17 @@
 """What fits: the largest batch that trains under a memory budget, found by search.
 
 The search is generic over ``probe(n) -> bool`` (doubling until a probe fails, then bisecting
-between the last fit and the first failure), so tests can hand it a fake memory model. It
-assumes fitting is monotone in ``n``: if n does not fit, nothing larger does. A probe costs a
-process start, a model build and two steps (seconds on a GPU), so where the probes report their
-peak memory an estimate from the first few jumps close to the answer and only the last few
-sizes around it are probed. Where earlier runs searched the same case (this machine's first,
-else another's: a budget caps the same bytes on every card), the sizes they found either side of
-the answer are probed first and their peaks join the estimate's line (``probe_log.EarlierRuns``): a search
-measured before costs two probes if nothing changed, and is exact either way, because only this
-run's probes bound it.
+between the last fit and the first failure, then checking the sizes just below the answer), so
+tests can hand it a fake memory model. Fitting need not be monotone in ``n``: the answer is the
+largest size at which it and every size below it fit (``largest_fitting`` says why, and how few
+probes establish it). A probe costs a process start, a model build and two steps (seconds on a
+GPU), so where the probes report their peak memory an estimate from the first few jumps close to
+the answer and only the last few sizes around it are probed. Where earlier runs searched the same
+case (this machine's first, else another's: a budget caps the same bytes on every card), the
+sizes they found either side of the answer are probed first and their peaks join the estimate's
+line (``probe_log.EarlierRuns``): a search measured before costs those two probes and the check
+under its answer if nothing changed, and is exact either way, because only this run's probes
+bound it.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
 harness.cases.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
@@ -67,52 +69,84 @@ class Search:
     largest: int  # 0 when even ``start`` does not fit
     probed: list = field(default_factory=list)  # (n, fits) in the order probed
     too_slow: int | None = None  # the size whose probe ran past its time limit, where the search stopped
+    also_fit: list = field(default_factory=list)  # sizes above ``largest`` seen to fit, ascending: not monotone
 
     @property
     def probes(self) -> int:
         return len(self.probed)
 
 
-def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None),
-                    probe_many=None, unit: int = 1, slow: int | None = None, hint: tuple = (None, None)) -> Search:
-    """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
+# The sizes under a bracketed answer that must fit too before it stands (``largest_fitting``).
+CONFIRM_BELOW = 2
 
-    ``known`` is (a size known to fit, a size known not to), either None, from probes already
-    run (``probe_log.ProbeLog.bounds``): the search starts from them and never probes them again. ``hint``
-    is the same pair as another run found it (``probe_log.EarlierRuns.bracket``): both are probed first,
-    where they lie inside what is known, so an answer that has not moved costs two probes; one
-    that has moved costs a few more, never its exactness.
+
+def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known=None,
+                    probe_many=None, unit: int = 1, slow: int | None = None, hint: tuple = (None, None)) -> Search:
+    """The largest n in [start, limit] such that n and every size below it, down to ``start``,
+    fit (0 where ``start`` does not); never probes an n twice.
+
+    Why this rule: memory need not grow monotonically with n. The caching allocator splits and
+    reuses its blocks by size, so one size can leave a request that no free block holds where the
+    size above it does not (an LM that fits at 21 and 23 but not at 22). A search that stops at
+    the first failure it meets answers whichever boundary its path ran into, and two searches of
+    one case (other starts, guesses, hints) answer differently. Of the answers that do not
+    depend on the path, the largest size that fits would need every size above it probed to be
+    sure of, and may be a size whose neighbours below do not train; the size under the first
+    failure is one a reader can train at, and at any size below.
+
+    How few probes establish it: a probe is deterministic (one size, one code, the same requests
+    to the allocator), so probing a failure again says nothing; its neighbours do. Once a
+    boundary is bracketed (n fits, n + 1 does not: the doubling, guess, gallop and bisection
+    below), the ``CONFIRM_BELOW`` sizes under n are probed (side by side where ``probe_many``
+    allows); a failure among them moves the answer under it, and the check repeats there. It
+    rests on one assumption: fitting flickers only near the boundary, where the memory's line
+    crosses the cap within the allocator's rounding, so a failure with ``CONFIRM_BELOW`` + 1 fits
+    in a row under it has no failure beneath. Under it the answer is the same whatever the path
+    (known sizes, hints, guesses). Each size of margin costs every search a probe: two bridge a
+    lone fit between failures, and a pair. ``also_fit`` keeps the sizes above the answer seen
+    to fit (probed or known), so that a record says where fitting was not monotone.
+
+    ``known`` maps sizes already answered to whether they fit, from probes already run
+    (``probe_log.ProbeLog.answers``): they are never probed again, and the search brackets from
+    the largest fit under the smallest failure among them. ``hint`` is (a size that fit, one that
+    did not) as another run found them (``probe_log.EarlierRuns.bracket``): both are probed
+    first, where they lie inside what is known, so an answer that has not moved costs them and
+    its check; one that has moved costs a few more, never its exactness.
 
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
     is bracketed, and bisects. A good guess costs about five probes in all, a bad one a few more;
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
-    memory allows several probes side by side, answers a cold start's first three sizes and the
-    guess and its neighbours at once. A probe that raises ``TooSlow`` ends the search at the
-    largest size that fit before it, with ``too_slow`` set. ``slow``, a size known too slow from
-    probes already run (``probe_log.ProbeLog.too_slow``), bounds the search below it and is never waited for
-    again; an answer just below it keeps it as ``too_slow``.
+    memory allows several probes side by side, answers a cold start's first three sizes, the
+    guess and its neighbours, and the sizes under the answer at once. A probe that raises
+    ``TooSlow`` ends the search at the largest size that fit under every failure before it,
+    unchecked below (a lower bound either way), with ``too_slow`` set. ``slow``, a size known too
+    slow from probes already run (``probe_log.ProbeLog.too_slow``), bounds the search below it and
+    is never waited for again; an answer just below it keeps it as ``too_slow``.
 
     ``unit``: the search probes multiples of it only, and its answer is exact to it (every size,
     ``known``, ``hint``, ``slow`` and the estimate included, stays in the caller's units)."""
     if unit > 1:
-        return _in_units(unit, probe, start, limit, estimate, known, probe_many, slow, hint)
+        return _in_units(unit, probe, start, limit, estimate, known or {}, probe_many, slow, hint)
     if slow is not None:
         limit = min(limit, slow - 1)
-    search = Search(largest=0)
+    search, answers = Search(largest=0), dict(known or {})
+    fits, fits_many = _recorded(search, answers, probe, probe_many)
     try:
-        _search(search, probe, start, limit, estimate, known, probe_many, hint)
+        _bracket_boundary(fits, fits_many, start, limit, estimate, _known_bracket(answers, start), hint)
+        search.largest = _confirmed(fits, fits_many, answers, start, limit)
     except TooSlow as e:
-        fitted = [n for n, ok in search.probed if ok] + ([known[0]] if known[0] is not None else [])
-        search.largest, search.too_slow = max([n for n in fitted if n >= start], default=0), e.n
-        return search
-    if slow is not None and search.largest == limit:
-        search.too_slow = slow
+        search.largest, search.too_slow = _under_first_failure(answers, start), e.n
+    else:
+        if slow is not None and search.largest == limit:
+            search.too_slow = slow
+    search.also_fit = sorted(n for n, ok in answers.items() if ok and n > search.largest and n >= start)
     return search
 
 
-def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow, hint) -> Search:
-    """``largest_fitting`` over k = n / ``unit``: fit rounds down, does-not-fit up."""
+def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many, slow, hint) -> Search:
+    """``largest_fitting`` over k = n / ``unit``: fit rounds down, does-not-fit up (a size off
+    the steps, which no search probes, says that much of the step beside it)."""
     def scaled(f):
         def call(k):
             try:
@@ -129,48 +163,92 @@ def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow,
         low, high = pair
         return None if low is None else low // unit, None if high is None else -(-high // unit)
 
+    steps = {}
+    for n, ok in known.items():  # where a fit and a failure round to one step, the failure holds
+        k = n // unit if ok else -(-n // unit)
+        steps[k] = steps.get(k, True) and bool(ok)
     found = largest_fitting(scaled(probe), start=-(-start // unit), limit=limit // unit,
                             estimate=guess if estimate else None, probe_many=scaled(probe_many) if probe_many else None,
-                            known=bracket(known), hint=bracket(hint), slow=None if slow is None else -(-slow // unit))
+                            known=steps, hint=bracket(hint), slow=None if slow is None else -(-slow // unit))
     return Search(largest=found.largest * unit, probed=[(k * unit, ok) for k, ok in found.probed],
-                  too_slow=None if found.too_slow is None else found.too_slow * unit)
+                  too_slow=None if found.too_slow is None else found.too_slow * unit,
+                  also_fit=[k * unit for k in found.also_fit])
 
 
-def _search(search: Search, probe, start, limit, estimate, known, probe_many, hint=(None, None)) -> Search:
-    fits, fits_many = _recorded(search, probe, probe_many)
+def _known_bracket(answers: dict, start: int) -> tuple:
+    """(the largest size known to fit under the smallest known failure, that failure), from
+    ``start`` up; either None."""
+    high = _first_failure(answers, start)
+    fit = [n for n, ok in answers.items() if ok and n >= start and (high is None or n < high)]
+    return max(fit, default=None), high
+
+
+def _first_failure(answers: dict, start: int) -> int | None:
+    return min((n for n, ok in answers.items() if ok is False and n >= start), default=None)
+
+
+def _under_first_failure(answers: dict, start: int) -> int:
+    """The largest size seen to fit under every failure seen: 0 where none did."""
+    return _known_bracket(answers, start)[0] or 0
+
+
+def _bracket_boundary(fits, fits_many, start, limit, estimate, known: tuple, hint=(None, None)) -> None:
+    """Probes until some n fits and n + 1 does not (or n is ``limit``), from ``known`` (the
+    largest fit under the smallest failure, either None); the answers are kept by ``fits``."""
     low, high = known
     if high is not None and high <= start:
-        return search
+        return
     low, high = _try(fits, hint[0], low, high, limit, above=max(low or 0, start - 1))
     low, high = _first_fit(fits, fits_many, start, low, high, limit)
     if low is None:
-        return search
+        return
     # low fits; high (once known) does not
     low, high = _try(fits, hint[1], low, high, limit, above=low)
-    search.largest = _narrow(fits, fits_many, estimate, low, high, limit)
-    return search
+    _narrow(fits, fits_many, estimate, low, high, limit)
 
 
-def _recorded(search: Search, probe, probe_many):
-    """``probe`` and ``probe_many`` (None stays None) answering in bools, each answer kept in
-    ``search.probed`` in order, and a size too slow to answer kept as (n, None)."""
+def _confirmed(fits, fits_many, answers: dict, start: int, limit: int) -> int:
+    """The size under the smallest failure seen (``limit`` where none), once it and the
+    ``CONFIRM_BELOW`` sizes under it (down to ``start``) are seen to fit; a failure among them
+    moves it under that failure. The lowest unknown size is probed first: were it to fail, the
+    sizes above it would not need probing."""
+    while True:
+        first = _first_failure(answers, start)
+        answer = limit if first is None else min(first - 1, limit)
+        if answer < start:
+            return 0
+        todo = [n for n in range(max(start, answer - CONFIRM_BELOW), answer + 1) if n not in answers]
+        if not todo:
+            return answer
+        fits_many(todo) if fits_many else fits(todo[0])
+
+
+def _recorded(search: Search, answers: dict, probe, probe_many):
+    """``probe`` and ``probe_many`` (None stays None) answering in bools from ``answers`` where
+    they hold the size, else probing it: each probe kept in ``search.probed`` in order and its
+    answer in ``answers``; a size too slow to answer kept as (n, None)."""
     def fits(n):
+        if n in answers:
+            return answers[n]
         try:
             ok = bool(probe(n))
         except TooSlow:
             search.probed.append((n, None))
             raise
         search.probed.append((n, ok))
+        answers[n] = ok
         return ok
 
     def fits_many(sizes):
+        new = [n for n in sizes if n not in answers]
         try:
-            answers = [bool(ok) for ok in probe_many(sizes)]
+            got = [bool(ok) for ok in probe_many(new)] if new else []
         except TooSlow as e:
             search.probed.append((e.n, None))
             raise
-        search.probed.extend(zip(sizes, answers))
-        return answers
+        search.probed.extend(zip(new, got))
+        answers.update(zip(new, got))
+        return [answers[n] for n in sizes]
 
     return fits, fits_many if probe_many else None
 
@@ -186,8 +264,9 @@ def _first_fit(fits, fits_many, start: int, low, high, limit: int):
 
 
 def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> int:
-    """The largest size that fits, from ``low`` (fits) and ``high`` (does not; None: unknown):
-    doubling until the estimate can guess, galloping from its guess, then bisecting."""
+    """A size that fits with the next one failing (or the limit), from ``low`` (fits) and ``high``
+    (does not; None: unknown): doubling until the estimate can guess, galloping from its guess,
+    then bisecting."""
     guess = estimate() if estimate else None
     while high is None and low < limit and guess is None:
         n = min(2 * low, limit)

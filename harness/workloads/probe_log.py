@@ -43,12 +43,25 @@ class ProbeLog:
             lines = _read(self.path)
         return [e for e in lines if e["key"] == key]
 
+    def answers(self, key: dict, cap: int) -> dict:
+        """Size -> whether it fits under ``cap``, for each size the log knows that of: it fit under
+        ``cap`` or less, or failed under ``cap`` or more (or for the host's memory, under any).
+        Where a size did both (which the allocator's same requests should never give), the failure
+        holds: an answer is the largest size with every size below it fitting."""
+        known = {}
+        for e in self.entries(key):
+            if e["fits"] and e["cap"] <= cap:
+                known.setdefault(e["n"], True)
+            elif e["fits"] is False and (e["cap"] >= cap or _host_short(e)):
+                known[e["n"]] = False
+        return known
+
     def bounds(self, key: dict, cap: int) -> tuple:
-        """(largest size known to fit under ``cap``, smallest known not to), either None."""
-        entries = self.entries(key)
-        fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
-        fail = [e["n"] for e in entries if e["fits"] is False and (e["cap"] >= cap or _host_short(e))]
-        return max(fit, default=None), min(fail, default=None)
+        """(largest size known to fit under ``cap`` below the smallest known not to, that size),
+        either None: where fitting is not monotone, the bracket the answer lies under."""
+        known = self.answers(key, cap)
+        high = min((n for n, ok in known.items() if not ok), default=None)
+        return max((n for n, ok in known.items() if ok and (high is None or n < high)), default=None), high
 
     def too_slow(self, key: dict) -> int | None:
         """The smallest size whose probe ran past its time limit, under any cap (time does not
