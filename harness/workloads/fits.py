@@ -102,9 +102,10 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     rests on one assumption: fitting flickers only near the boundary, where the memory's line
     crosses the cap within the allocator's rounding, so a failure with ``CONFIRM_BELOW`` + 1 fits
     in a row under it has no failure beneath. Under it the answer is the same whatever the path
-    (known sizes, hints, guesses). Each size of margin costs every search a probe: two bridge a
-    lone fit between failures, and a pair. ``also_fit`` keeps the sizes above the answer seen
-    to fit (probed or known), so that a record says where fitting was not monotone.
+    (known sizes, hints, guesses). The margin is a trade: each size of it is a probe more in a
+    search (no more time where the probes run side by side); two see past a lone fit between
+    failures, or a pair. ``also_fit`` keeps the sizes above the answer seen to fit (probed or
+    known), so that a record says where fitting was not monotone.
 
     ``known`` maps sizes already answered to whether they fit, from probes already run
     (``probe_log.ProbeLog.answers``): they are never probed again, and the search brackets from
