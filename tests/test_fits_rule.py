@@ -38,10 +38,11 @@ def tables(draw):
 
 
 def paths(first: int, fit: set):
-    """What a search may start from: a guess, another run's bracket, sizes this run knows (true
-    ones: a probe's answer does not change), probes side by side or not."""
+    """What a search may start from: its smallest size, a guess, another run's bracket, sizes this
+    run knows (true ones: a probe's answer does not change), probes side by side or not."""
     sizes = st.integers(1, 2 * first + 20)
     return st.fixed_dictionaries({
+        "start": st.integers(1, first + 14),
         "estimate": st.none() | sizes.map(lambda g: (lambda: g)),
         "hint": st.tuples(st.none() | sizes, st.none() | sizes),
         "known": st.lists(sizes, max_size=6).map(lambda ns: {n: n in fit for n in ns}),
@@ -53,14 +54,17 @@ def paths(first: int, fit: set):
 def test_whatever_its_path_the_search_answers_the_size_under_the_first_failure(data):
     first, fit = data.draw(tables())
     path = data.draw(paths(first, fit))
-    search = fits.largest_fitting(lambda n: n in fit, limit=LIMIT, estimate=path["estimate"], hint=path["hint"],
-                                  known=path["known"],
+    start = path["start"]
+    search = fits.largest_fitting(lambda n: n in fit, start=start, limit=LIMIT, estimate=path["estimate"],
+                                  hint=path["hint"], known=path["known"],
                                   probe_many=(lambda sizes: [n in fit for n in sizes]) if path["many"] else None)
-    assert search.largest == first - 1
+    under = min(n for n in range(start, LIMIT) if n not in fit) - 1  # under the first failure from the start
+    assert search.largest == (under if under >= start else 0)
     probed = [n for n, _ in search.probed]
     assert len(set(probed)) == len(probed) and not set(probed) & set(path["known"])  # none twice, none known
     seen = {n for n, ok in search.probed if ok} | {n for n, ok in path["known"].items() if ok}
-    assert search.also_fit == sorted(n for n in seen if n >= first)
+    assert search.also_fit == sorted(n for n in seen if n > search.largest and n >= start)
+    assert all(n > under + 1 for n in search.also_fit)  # each past a failure
 
 
 @settings(max_examples=40, deadline=None)
