@@ -2,16 +2,20 @@
 and every size below it fit, whatever path the search takes to it (start, guess, hints, known
 sizes, probes side by side, steps of 128), in few probes; the record keeps the larger sizes that
 fitted, the tables and pages say so, and the gate compares the answer alone."""
+import re
 import sys
+from html import unescape
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import render, set_run
 from gate_records import fits as fits_record, write
+from harness.cases import fits as fits_case
 from harness.drive.runner import execute
 from harness.measure.record import Record
-from harness.report import gate, noise
+from harness.report import gate, noise, tables
+from harness.report.pages import build
 from harness.report.pages.model import load_rows
 from harness.workloads import fits, probe_log
 
@@ -20,7 +24,7 @@ FLICKER = 2  # the longest run of fits between two failures the rule is stated t
 
 
 @st.composite
-def tables(draw):
+def flickering(draw):
     """(first failure, the set of sizes that fit): every size under the first failure fits; past
     it, a band where fitting flickers, each run of fits in it at most ``FLICKER`` long (the
     assumption the rule is established on), then nothing fits."""
@@ -52,7 +56,7 @@ def paths(first: int, fit: set):
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_whatever_its_path_the_search_answers_the_size_under_the_first_failure(data):
-    first, fit = data.draw(tables())
+    first, fit = data.draw(flickering())
     path = data.draw(paths(first, fit))
     start = path["start"]
     search = fits.largest_fitting(lambda n: n in fit, start=start, limit=LIMIT, estimate=path["estimate"],
@@ -68,7 +72,7 @@ def test_whatever_its_path_the_search_answers_the_size_under_the_first_failure(d
 
 
 @settings(max_examples=40, deadline=None)
-@given(tables(), st.none() | st.integers(1, 400))
+@given(flickering(), st.none() | st.integers(1, 400))
 def test_in_steps_of_128_tokens_the_answer_is_the_step_under_the_first_failing_step(table, guess):
     first, fit = table
     search = fits.largest_fitting(lambda n: n // 128 in fit, start=128, limit=LIMIT * 128, unit=128,
@@ -134,7 +138,6 @@ CASE_PARAMS = dict(device="cuda", workload="lm", technique="fp32", budget="16GB"
 
 
 def test_the_record_keeps_the_larger_size_that_fitted(records_dir, monkeypatch):
-    from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))  # one probe at a time
     monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
         lambda n: [sys.executable, "-S", "-c", FLICKER_PROBE, str(n), "5", "8"]))
@@ -179,10 +182,6 @@ def test_the_gate_compares_the_answer_and_not_the_sizes_that_also_fitted():
 
 
 def test_the_fits_page_says_which_larger_size_fitted_in_the_tables_words(tmp_path):
-    import re
-    from html import unescape
-    from harness.report import tables
-    from harness.report.pages import build
     machine = tmp_path / "results" / "records" / "nvidia-h100-80gb-hbm3-x1"
     machine.mkdir(parents=True)
     write(machine / "a.jsonl", [flicker("16GB", 21, also_fit=[23]), flicker("24GB", 40)])

@@ -183,7 +183,8 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     def step():
         found["known"] = log.bounds(key, cap)
         search = found["search"] = fits.largest_fitting(
-            prober, start=start, limit=limit, known=log.answers(key, cap), probe_many=prober.many if width > 1 else None,
+            prober, start=start, limit=limit, known=log.answers(key, cap),
+            probe_many=prober.many if width > 1 else None,
             estimate=lambda: fits.linear_estimate(log.points(key) + earlier.points(key), cap), unit=fits.UNITS[over],
             hint=hint,
             slow=log.too_slow(key))  # known under any budget: time does not depend on it
