@@ -48,9 +48,9 @@ NOTES = {
     OLD_CAP: f"{OLD_CAP} searched with torch capped short of this budget, by what the driver keeps of the card "
              "(the cap was then a share of NVML's total, not of torch's): today's search may fit one size more. "
              "`python3 -m harness todo` lists it to search again.",
-    NOT_MONOTONE: f"{NOT_MONOTONE} not monotone: a larger size fitted where the size after the answer did not "
-                  "(the allocator's blocks can leave one size's request unplaced and not the next one's). The "
-                  "answer is the largest size at which it and every size below it fit.",
+    NOT_MONOTONE: f"{NOT_MONOTONE} not monotone: the sizes in brackets, under the answer, did not fit where the "
+                  "answer did (the allocator's blocks can leave one size's request unplaced and not a larger "
+                  "one's). The answer is the largest size that fits, the two after it seen not to.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                   "written before peaks covered the timed steps alone (schema 1).")

@@ -1,17 +1,17 @@
 """What fits: the largest batch that trains under a memory budget, found by search.
 
 The search is generic over ``probe(n) -> bool`` (doubling until a probe fails, then bisecting
-between the last fit and the first failure, then checking the sizes just below the answer), so
+between the last fit and the first failure, then checking the sizes just after the answer), so
 tests can hand it a fake memory model. Fitting need not be monotone in ``n``: the answer is the
-largest size at which it and every size below it fit (``largest_fitting`` says why, and how few
-probes establish it). A probe costs a process start, a model build and two steps (seconds on a
-GPU), so where the probes report their peak memory an estimate from the first few jumps close to
-the answer and only the last few sizes around it are probed. Where earlier runs searched the same
-case (this machine's first, else another's: a budget caps the same bytes on every card), the
-sizes they found either side of the answer are probed first and their peaks join the estimate's
-line (``probe_log.EarlierRuns``): a search measured before costs those two probes and the check
-under its answer if nothing changed, and is exact either way, because only this run's probes
-bound it.
+largest size that fits, the sizes under it seen to fail kept beside it (``largest_fitting`` says
+why, and how few probes establish it). A probe costs a process start, a model build and two steps
+(seconds on a GPU), so where the probes report their peak memory an estimate from the first few
+jumps close to the answer and only the last few sizes around it are probed. Where earlier runs
+searched the same case (this machine's first, else another's: a budget caps the same bytes on every
+card), the sizes they found either side of the answer are probed first and their peaks join the
+estimate's line (``probe_log.EarlierRuns``): a search measured before costs those two probes and
+the size after if nothing changed, and is exact either way, because only this run's probes bound
+it.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
 harness.cases.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
@@ -69,61 +69,65 @@ class Search:
     largest: int  # 0 when even ``start`` does not fit
     probed: list = field(default_factory=list)  # (n, fits) in the order probed
     too_slow: int | None = None  # the size whose probe ran past its time limit, where the search stopped
-    also_fit: list = field(default_factory=list)  # sizes above ``largest`` seen to fit, ascending: not monotone
+    failed_below: list = field(default_factory=list)  # sizes under ``largest`` seen to fail, ascending
 
     @property
     def probes(self) -> int:
         return len(self.probed)
 
 
-# The sizes under a bracketed answer that must fit too before it stands (``largest_fitting``).
-CONFIRM_BELOW = 2
+# The sizes over an answer that must fail before it stands: the one after it and the next
+# (``largest_fitting`` says why).
+CONFIRM_ABOVE = 2
 
 
 def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known=None,
                     probe_many=None, unit: int = 1, slow: int | None = None, hint: tuple = (None, None)) -> Search:
-    """The largest n in [start, limit] such that n and every size below it, down to ``start``,
-    fit (0 where ``start`` does not); never probes an n twice.
+    """The largest n in [start, limit] that fits, once the ``CONFIRM_ABOVE`` sizes after it are
+    seen not to (or n is ``limit``); 0 where ``start`` does not fit. Never probes an n twice.
 
-    Why this rule: memory need not grow monotonically with n. The caching allocator splits and
-    reuses its blocks by size, so one size can leave a request that no free block holds where the
-    size above it does not (an LM that fits at 21 and 23 but not at 22). A search that stops at
-    the first failure it meets answers whichever boundary its path ran into, and two searches of
-    one case (other starts, guesses, hints) answer differently. Of the answers that do not
-    depend on the path, the largest size that fits would need every size above it probed to be
-    sure of, and may be a size whose neighbours below do not train; the size under the first
-    failure is one a reader can train at, and at any size below.
+    Why this rule: memory need not grow monotonically with n. What a size allocates does (each
+    activation grows with it), but what the caching allocator holds besides, blocks split for
+    one request and too small for the next, moves from one size to the next: one size can leave
+    a request no free block holds where larger sizes do not (an LM that fits at 21 and 23, and by
+    the line through its peaks up to 27, but not at 22). A search that stops at the first failure
+    it meets answers whichever boundary its path ran into, so two searches of one case answered
+    21 and 27. Such a failure is a spike over the line, and can come anywhere under the size
+    where the line meets the cap; over that size nothing fits. So the largest size that fits is
+    the answer a few probes make independent of the path (a larger fit can hide only behind a
+    failure near it, which the probes after the answer find), where the size under the first
+    failure would need every size under the answer probed to be sure of. It is also what a
+    reader asks of what fits: the largest batch that trains. The spikes the search saw under it
+    are kept (``failed_below``), so that a record says where fitting was not monotone, and no
+    reader takes every smaller size for granted.
 
     How few probes establish it: a probe is deterministic (one size, one code, the same requests
     to the allocator), so probing a failure again says nothing; its neighbours do. Once a
     boundary is bracketed (n fits, n + 1 does not: the doubling, guess, gallop and bisection
-    below), the ``CONFIRM_BELOW`` sizes under n are probed (side by side where ``probe_many``
-    allows); a failure among them moves the answer under it, and the check repeats there. It
-    rests on one assumption: fitting flickers only near the boundary, where the memory's line
-    crosses the cap within the allocator's rounding, so a failure with ``CONFIRM_BELOW`` + 1 fits
-    in a row under it has no failure beneath. Under it the answer is the same whatever the path
-    (known sizes, hints, guesses). The margin is a trade: each size of it is a probe more in a
-    search (no more time where the probes run side by side); two see past a lone fit between
-    failures, or a pair. ``also_fit`` keeps the sizes above the answer seen to fit (probed or
-    known), so that a record says where fitting was not monotone.
+    below), the sizes up to n + ``CONFIRM_ABOVE`` are probed (side by side where ``probe_many``
+    allows): a fit among them moves the search over it, and a boundary is bracketed again from
+    there. It rests on one assumption: spikes come alone, and not at ``start`` (where the room
+    left is widest, a failure is the case outgrowing the cap), so ``CONFIRM_ABOVE`` failures in a
+    row are the top, not a spike. Under it the answer is the same whatever the path (known
+    sizes, hints, guesses). The margin is a trade: each size of it is a probe more in every
+    search; two see past a lone spike.
 
     ``known`` maps sizes already answered to whether they fit, from probes already run
     (``probe_log.ProbeLog.answers``): they are never probed again, and the search brackets from
-    the largest fit under the smallest failure among them. ``hint`` is (a size that fit, one that
-    did not) as another run found them (``probe_log.EarlierRuns.bracket``): both are probed
-    first, where they lie inside what is known, so an answer that has not moved costs them and
-    its check; one that has moved costs a few more, never its exactness.
+    the largest fit among them and the smallest failure over it. ``hint`` is (a size that fit,
+    one that did not) as another run found them (``probe_log.EarlierRuns.bracket``): both are
+    probed first, where they lie inside what is known, so an answer that has not moved costs
+    them and the size after; one that has moved costs a few more, never its exactness.
 
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
     is bracketed, and bisects. A good guess costs about five probes in all, a bad one a few more;
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
-    memory allows several probes side by side, answers a cold start's first three sizes, the
-    guess and its neighbours, and the sizes under the answer at once. A probe that raises
-    ``TooSlow`` ends the search at the largest size that fit under every failure before it,
-    unchecked below (a lower bound either way), with ``too_slow`` set. ``slow``, a size known too
-    slow from probes already run (``probe_log.ProbeLog.too_slow``), bounds the search below it and
-    is never waited for again; an answer just below it keeps it as ``too_slow``.
+    memory allows several probes side by side, answers a cold start's first three sizes and the
+    guess and its neighbours at once. A probe that raises ``TooSlow`` ends the search at the
+    largest size that fit before it (a lower bound), with ``too_slow`` set. ``slow``, a size
+    known too slow from probes already run (``probe_log.ProbeLog.too_slow``), bounds the search
+    below it and is never waited for again; an answer just below it keeps it as ``too_slow``.
 
     ``unit``: the search probes multiples of it only, and its answer is exact to it (every size,
     ``known``, ``hint``, ``slow`` and the estimate included, stays in the caller's units)."""
@@ -134,14 +138,13 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     search, answers = Search(largest=0), dict(known or {})
     fits, fits_many = _recorded(search, answers, probe, probe_many)
     try:
-        _bracket_boundary(fits, fits_many, start, limit, estimate, _known_bracket(answers, start), hint)
-        search.largest = _confirmed(fits, fits_many, answers, start, limit)
+        search.largest = _search(fits, fits_many, answers, start, limit, estimate, hint)
     except TooSlow as e:
-        search.largest, search.too_slow = _under_first_failure(answers, start), e.n
+        search.largest, search.too_slow = _top(answers, start, limit)[0] or 0, e.n
     else:
         if slow is not None and search.largest == limit:
             search.too_slow = slow
-    search.also_fit = sorted(n for n, ok in answers.items() if ok and n > search.largest and n >= start)
+    search.failed_below = sorted(n for n, ok in answers.items() if ok is False and start <= n < search.largest)
     return search
 
 
@@ -173,55 +176,39 @@ def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many,
                             known=steps, hint=bracket(hint), slow=None if slow is None else -(-slow // unit))
     return Search(largest=found.largest * unit, probed=[(k * unit, ok) for k, ok in found.probed],
                   too_slow=None if found.too_slow is None else found.too_slow * unit,
-                  also_fit=[k * unit for k in found.also_fit])
+                  failed_below=[k * unit for k in found.failed_below])
 
 
-def _known_bracket(answers: dict, start: int) -> tuple:
-    """(the largest size known to fit under the smallest known failure, that failure), from
-    ``start`` up; either None."""
-    high = _first_failure(answers, start)
-    fit = [n for n, ok in answers.items() if ok and n >= start and (high is None or n < high)]
-    return max(fit, default=None), high
+def _top(answers: dict, start: int, limit: int) -> tuple:
+    """(the largest size in [start, limit] seen to fit, the smallest seen to fail over it, or
+    from ``start`` where none fit), either None."""
+    low = max((n for n, ok in answers.items() if ok and start <= n <= limit), default=None)
+    above = start if low is None else low + 1
+    return low, min((n for n, ok in answers.items() if ok is False and n >= above), default=None)
 
 
-def _first_failure(answers: dict, start: int) -> int | None:
-    return min((n for n, ok in answers.items() if ok is False and n >= start), default=None)
-
-
-def _under_first_failure(answers: dict, start: int) -> int:
-    """The largest size seen to fit under every failure seen: 0 where none did."""
-    return _known_bracket(answers, start)[0] or 0
-
-
-def _bracket_boundary(fits, fits_many, start, limit, estimate, known: tuple, hint=(None, None)) -> None:
-    """Probes until some n fits and n + 1 does not (or n is ``limit``), from ``known`` (the
-    largest fit under the smallest failure, either None); the answers are kept by ``fits``."""
-    low, high = known
-    if high is not None and high <= start:
-        return
+def _search(fits, fits_many, answers: dict, start: int, limit: int, estimate, hint=(None, None)) -> int:
+    """The answer, from what ``answers`` holds (each probe adds to it): a first fit (``hint``'s
+    or ``start``), a boundary over the largest fit, and the sizes after it."""
+    if answers.get(start) is False:
+        return 0
+    low, high = _top(answers, start, limit)
     low, high = _try(fits, hint[0], low, high, limit, above=max(low or 0, start - 1))
     low, high = _first_fit(fits, fits_many, start, low, high, limit)
     if low is None:
-        return
-    # low fits; high (once known) does not
-    low, high = _try(fits, hint[1], low, high, limit, above=low)
-    _narrow(fits, fits_many, estimate, low, high, limit)
-
-
-def _confirmed(fits, fits_many, answers: dict, start: int, limit: int) -> int:
-    """The size under the smallest failure seen (``limit`` where none), once it and the
-    ``CONFIRM_BELOW`` sizes under it (down to ``start``) are seen to fit; a failure among them
-    moves it under that failure. The lowest unknown size is probed first: were it to fail, the
-    sizes above it would not need probing."""
+        return 0
+    _try(fits, hint[1], low, high, limit, above=low)
     while True:
-        first = _first_failure(answers, start)
-        answer = limit if first is None else min(first - 1, limit)
-        if answer < start:
-            return 0
-        todo = [n for n in range(max(start, answer - CONFIRM_BELOW), answer + 1) if n not in answers]
-        if not todo:
-            return answer
-        fits_many(todo) if fits_many else fits(todo[0])
+        low, high = _top(answers, start, limit)
+        if low >= limit:
+            return limit
+        if high is None or high - low > 1:
+            _narrow(fits, fits_many, estimate, low, high, limit)
+            continue
+        after = [n for n in range(high + 1, min(low + CONFIRM_ABOVE, limit) + 1) if n not in answers]
+        if not after:
+            return low
+        fits_many(after) if fits_many else fits(after[0])
 
 
 def _recorded(search: Search, answers: dict, probe, probe_many):

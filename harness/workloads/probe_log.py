@@ -46,8 +46,8 @@ class ProbeLog:
     def answers(self, key: dict, cap: int) -> dict:
         """Size -> whether it fits under ``cap``, for each size the log knows that of: it fit under
         ``cap`` or less, or failed under ``cap`` or more (or for the host's memory, under any).
-        Where a size did both (which the allocator's same requests should never give), the failure
-        holds: an answer is the largest size with every size below it fitting."""
+        Where a size did both (never expected of the allocator's same requests), the failure
+        holds, so that no answer rests on it."""
         known = {}
         for e in self.entries(key):
             if e["fits"] and e["cap"] <= cap:
@@ -57,11 +57,11 @@ class ProbeLog:
         return known
 
     def bounds(self, key: dict, cap: int) -> tuple:
-        """(largest size known to fit under ``cap`` below the smallest known not to, that size),
-        either None: where fitting is not monotone, the bracket the answer lies under."""
+        """(largest size known to fit under ``cap``, smallest known not to over it), either None:
+        where fitting is not monotone, failures under the largest fit do not bound the answer."""
         known = self.answers(key, cap)
-        high = min((n for n, ok in known.items() if not ok), default=None)
-        return max((n for n, ok in known.items() if ok and (high is None or n < high)), default=None), high
+        low = max((n for n, ok in known.items() if ok), default=None)
+        return low, min((n for n, ok in known.items() if not ok and (low is None or n > low)), default=None)
 
     def too_slow(self, key: dict) -> int | None:
         """The smallest size whose probe ran past its time limit, under any cap (time does not

@@ -95,8 +95,8 @@ def answers_view(column: str, rows: list[Row]) -> dict:
     """The sizes each check found (``max_*``), one row per machine and remaining parameters, one
     column per value of ``column`` (the budget), in the order the case declares them; each cell
     (row, key, size, whether the size is where the search stopped: a lower bound, whether the
-    host's memory set it, whether it was searched under the old, short cap, which larger sizes
-    fitted where a smaller one did not: None where none did)."""
+    host's memory set it, whether it was searched under the old, short cap, which smaller sizes
+    did not fit where it did: None where none was seen)."""
     from harness import cases
     from harness.cases.fits import host_bound, lower_bound, not_monotone, old_cap
     values = {r.record.params[column] for r in rows if column in r.record.params}
