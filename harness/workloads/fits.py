@@ -86,20 +86,20 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     """The largest n in [start, limit] that fits, once the ``CONFIRM_ABOVE`` sizes after it are
     seen not to (or n is ``limit``); 0 where ``start`` does not fit. Never probes an n twice.
 
-    Why this rule: memory need not grow monotonically with n. What a size allocates does (each
-    activation grows with it), but what the caching allocator holds besides, blocks split for
-    one request and too small for the next, moves from one size to the next: one size can leave
-    a request no free block holds where larger sizes do not (an LM that fits at 21 and 23, and by
-    the line through its peaks up to 27, but not at 22). A search that stops at the first failure
-    it meets answers whichever boundary its path ran into, so two searches of one case answered
-    21 and 27. Such a failure is a spike over the line, and can come anywhere under the size
-    where the line meets the cap; over that size nothing fits. So the largest size that fits is
-    the answer a few probes make independent of the path (a larger fit can hide only behind a
-    failure near it, which the probes after the answer find), where the size under the first
-    failure would need every size under the answer probed to be sure of. It is also what a
-    reader asks of what fits: the largest batch that trains. The spikes the search saw under it
-    are kept (``failed_below``), so that a record says where fitting was not monotone, and no
-    reader takes every smaller size for granted.
+    Why this rule: memory need not grow monotonically with n. What a size allocates grows with
+    it, and where that alone passes the cap nothing fits; but what the caching allocator holds
+    besides (blocks split for one request and too small for the next) moves from one size to the
+    next, so a size well under the top can leave a request no free block holds where larger
+    sizes do not (an LM under bf16 autocast and checkpointing fails at one batch and fits at the
+    next, the top a few further). A search that stops at the first failure it meets answers
+    whichever boundary its path ran into, and two searches of one case under one cap answer
+    apart. Such spikes can come anywhere under the top, so the size under the first failure
+    would need every size under the answer probed to be sure of; a fit past a failure comes only
+    near the top, where the allocations themselves near the cap, so a few probes after the
+    answer pin the largest size that fits whatever the path. It is also what a reader asks of
+    what fits: the largest batch that trains. The spikes the search saw under it are kept
+    (``failed_below``), so that a record says where fitting was not monotone, and no reader
+    takes every smaller size for granted.
 
     How few probes establish it: a probe is deterministic (one size, one code, the same requests
     to the allocator), so probing a failure again says nothing; its neighbours do. Once a
@@ -121,7 +121,7 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
 
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
-    is bracketed, and bisects. A good guess costs about five probes in all, a bad one a few more;
+    is bracketed, and bisects. A good guess costs about six probes in all, a bad one a few more;
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
     memory allows several probes side by side, answers a cold start's first three sizes and the
     guess and its neighbours at once. A probe that raises ``TooSlow`` ends the search at the
