@@ -132,10 +132,12 @@ class SequenceCap(_OnDevice):
 
 
 class _Fits:
-    """What fits under each budget. asv treats bigger as worse, so it tracks the budget per
-    fitting sample or token (budget / largest size), which falls as more fits; the size itself is
-    in the record's check (``max_batch``, ``max_seq_len``). A search starts one process per probe:
-    minutes per benchmark."""
+    """What fits under each budget: the largest size that fits, the two after it seen not to
+    (``harness.workloads.fits.largest_fitting``). asv treats bigger as worse, so it tracks the
+    budget per fitting sample or token (budget / largest size), which falls as more fits; the size
+    itself is in the record's check (``max_batch``, ``max_seq_len``), beside any smaller size that
+    did not fit where it did (``failed_below``). A search starts one process per probe: minutes
+    per benchmark."""
     case = "fits"
     fixed = {}
     param_names = ["technique", "budget"]

@@ -9,24 +9,26 @@ CUDA allocator every probe runs under (``harness.workloads.allocator``: ``defaul
 ``expandable``, ``async``, ``gc0.6``, ``split512``; under ``async`` the cap holds the bytes in
 use, not the driver pool's reserve). A budget larger than the card skips with the reason.
 
-The one timed "step" is the whole search (``harness.workloads.fits``: doubling until the sizes that fit
-span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
-one fresh process per probe; where earlier runs searched the case, on this machine or, failing
-that, another (a budget caps the same bytes on every card), the sizes they found either side of
-the answer are probed first and their peaks join the line, and ``earlier_runs`` ([here,
-elsewhere]) and ``earlier_bracket`` say so); its time says what the search cost, nothing
-about training. The answer is in the check: ``max_batch``, the probes it took, the budget in
-bytes, the peak the largest fitting probe allocated, ``search_limit`` (an answer there is a lower
-bound: the search stops at it), ``too_slow_at`` (the size whose probe ran past
-``probe_timeout_s``, where the search stopped: its answer too is a lower bound, more may fit in
-memory), ``host_killed_at`` (the smallest size whose probe the kernel killed when host memory
-ran out), ``host_short_at`` (the smallest size the host's memory could not hold: killed, or
-stopped by the guard of a way out that keeps data on the host; where it is the size after the
-answer, the host, not the budget, set the answer: ``host_bound``), and
+The one timed "step" is the whole search (``harness.workloads.fits``: doubling until the sizes that
+fit span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
+then the sizes just after the answer, one fresh process per probe; where earlier runs searched the
+case, on this machine or, failing that, another (a budget caps the same bytes on every card), the
+sizes they found either side of the answer are probed first and their peaks join the line, and
+``earlier_runs`` ([here, elsewhere]) and ``earlier_bracket`` say so); its time says what the search
+cost, nothing about training. The answer is in the check: ``max_batch``, the largest batch that
+fits, with the two after it seen not to (``fits.largest_fitting``), ``failed_below`` (the smaller
+sizes the search saw fail all the same: fitting was not monotone there; absent from records filed
+before), the probes it took, the budget in bytes, the peak the probe at the answer allocated,
+``search_limit`` (an answer there is a lower bound: the search stops at it), ``too_slow_at`` (the
+size whose probe ran past ``probe_timeout_s``, where the search stopped: its answer too is a lower
+bound, more may fit in memory), ``host_killed_at`` (the smallest size whose probe the kernel killed
+when host memory ran out), ``host_short_at`` (the smallest size the host's memory could not hold:
+killed, or stopped by the guard of a way out that keeps data on the host; where it is the size
+after the answer, the host, not the budget, set the answer: ``host_bound``), and
 ``budget_bytes_per_sample`` (budget / max_batch) or ``budget_bytes_per_token`` (budget /
 max_seq_len), the figure asv tracks because bigger is worse there. One sequence is searched in
-steps of ``search_unit`` (128) tokens, a batch sample by sample. When even the smallest size
-does not fit, the case does not fit.
+steps of ``search_unit`` (128) tokens, a batch sample by sample. When even the smallest size does
+not fit, the case does not fit.
 """
 from __future__ import annotations
 
@@ -77,6 +79,13 @@ def lower_bound(case: str, check: dict, key: str | None) -> bool:
     the check held ``search_limit`` searched up to ``fits.LIMIT`` along either axis."""
     n = _answer(case, check, key)
     return n is not None and (check.get("too_slow_at") is not None or n == check.get("search_limit", fits.LIMIT))
+
+
+def not_monotone(case: str, check: dict, key: str | None) -> str | None:
+    """Where a record's search saw sizes under its answer ``check[key]`` fail, which ("22 did
+    not fit"); None where it saw none, and for records filed before ``failed_below`` was kept."""
+    failed = check.get("failed_below") if _answer(case, check, key) is not None else None
+    return f"{', '.join(f'{m:,}' for m in failed)} did not fit" if failed else None
 
 
 def host_bound(case: str, check: dict, key: str | None) -> bool:
@@ -169,7 +178,8 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     def step():
         found["known"] = log.bounds(key, cap)
         search = found["search"] = fits.largest_fitting(
-            prober, start=start, limit=limit, known=found["known"], probe_many=prober.many if width > 1 else None,
+            prober, start=start, limit=limit, known=log.answers(key, cap),
+            probe_many=prober.many if width > 1 else None,
             estimate=lambda: fits.linear_estimate(log.points(key) + earlier.points(key), cap), unit=fits.UNITS[over],
             hint=hint,
             slow=log.too_slow(key))  # known under any budget: time does not depend on it
@@ -185,6 +195,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
         per = "budget_bytes_per_sample" if over == "batch" else "budget_bytes_per_token"
         return {f"max_{over}": n, "probes": found["search"].probes, "budget_bytes": cap, "card_bytes": total,
                 "peak_allocated_at_max": at_max.get("peak_allocated"), per: cap / n, "search_limit": limit,
+                "failed_below": found["search"].failed_below,
                 "search_unit": fits.UNITS[over],
                 "too_slow_at": found["search"].too_slow, "probe_timeout_s": prober.timeout_s,
                 "host_killed_at": log.host_killed(key), "host_short_at": log.host_short(key),

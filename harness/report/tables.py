@@ -30,7 +30,7 @@ from harness.workloads.tricks import held_to_whole_batch, other_rate
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
 OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE = "§", "‡", "°", "◊"
-HOST_SET, OLD_CAP = "⌂", "∘"
+HOST_SET, OLD_CAP, NOT_MONOTONE = "⌂", "∘", "≁"
 NOTES = {
     HOST_BOUND: HOST_BOUND_NOTE,
     OTHER_HOST: f"{OTHER_HOST} read against the latest ceiling of another host of the same kind: this host "
@@ -48,6 +48,9 @@ NOTES = {
     OLD_CAP: f"{OLD_CAP} searched with torch capped short of this budget, by what the driver keeps of the card "
              "(the cap was then a share of NVML's total, not of torch's): today's search may fit one size more. "
              "`python3 -m harness todo` lists it to search again.",
+    NOT_MONOTONE: f"{NOT_MONOTONE} not monotone: the sizes in brackets, under the answer, did not fit where the "
+                  "answer did (the allocator's blocks can leave one size's request unplaced and not a larger "
+                  "one's). The answer is the largest size that fits, the two after it seen not to.",
 }
 ALL_WHOLE_CASE = ("Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                   "written before peaks covered the timed steps alone (schema 1).")
@@ -191,7 +194,9 @@ def _answer(rec, key: str, view: View) -> str:
         text = f"≥ {text}"  # where the search stopped: more may fit
     elif fits.host_bound(rec.case, rec.check, key):
         text += view.mark(HOST_SET)
-    return text + (view.mark(OLD_CAP) if fits.old_cap(rec, key) else "")
+    text += view.mark(OLD_CAP) if fits.old_cap(rec, key) else ""
+    also = fits.not_monotone(rec.case, rec.check, key)
+    return text + (f" ({also}){view.mark(NOT_MONOTONE)}" if also else "")
 
 
 def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View | None = None) -> str:

@@ -1,15 +1,17 @@
 """What fits: the largest batch that trains under a memory budget, found by search.
 
 The search is generic over ``probe(n) -> bool`` (doubling until a probe fails, then bisecting
-between the last fit and the first failure), so tests can hand it a fake memory model. It
-assumes fitting is monotone in ``n``: if n does not fit, nothing larger does. A probe costs a
-process start, a model build and two steps (seconds on a GPU), so where the probes report their
-peak memory an estimate from the first few jumps close to the answer and only the last few
-sizes around it are probed. Where earlier runs searched the same case (this machine's first,
-else another's: a budget caps the same bytes on every card), the sizes they found either side of
-the answer are probed first and their peaks join the estimate's line (``probe_log.EarlierRuns``): a search
-measured before costs two probes if nothing changed, and is exact either way, because only this
-run's probes bound it.
+between the last fit and the first failure, then checking the sizes just after the answer), so
+tests can hand it a fake memory model. Fitting need not be monotone in ``n``: the answer is the
+largest size that fits, the sizes under it seen to fail kept beside it (``largest_fitting`` says
+why, and how few probes establish it). A probe costs a process start, a model build and two steps
+(seconds on a GPU), so where the probes report their peak memory an estimate from the first few
+jumps close to the answer and only the last few sizes around it are probed. Where earlier runs
+searched the same case (this machine's first, else another's: a budget caps the same bytes on every
+card), the sizes they found either side of the answer are probed first and their peaks join the
+estimate's line (``probe_log.EarlierRuns``): a search measured before costs those two probes and
+the size after if nothing changed, and is exact either way, because only this run's probes bound
+it.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
 harness.cases.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
@@ -67,52 +69,88 @@ class Search:
     largest: int  # 0 when even ``start`` does not fit
     probed: list = field(default_factory=list)  # (n, fits) in the order probed
     too_slow: int | None = None  # the size whose probe ran past its time limit, where the search stopped
+    failed_below: list = field(default_factory=list)  # sizes under ``largest`` seen to fail, ascending
 
     @property
     def probes(self) -> int:
         return len(self.probed)
 
 
-def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known: tuple = (None, None),
-                    probe_many=None, unit: int = 1, slow: int | None = None, hint: tuple = (None, None)) -> Search:
-    """The largest n in [start, limit] with ``probe(n)`` true; never probes an n twice.
+# The sizes over an answer that must fail before it stands: the one after it and the next
+# (``largest_fitting`` says why).
+CONFIRM_ABOVE = 2
 
-    ``known`` is (a size known to fit, a size known not to), either None, from probes already
-    run (``probe_log.ProbeLog.bounds``): the search starts from them and never probes them again. ``hint``
-    is the same pair as another run found it (``probe_log.EarlierRuns.bracket``): both are probed first,
-    where they lie inside what is known, so an answer that has not moved costs two probes; one
-    that has moved costs a few more, never its exactness.
+
+def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known=None,
+                    probe_many=None, unit: int = 1, slow: int | None = None, hint: tuple = (None, None)) -> Search:
+    """The largest n in [start, limit] that fits, once the ``CONFIRM_ABOVE`` sizes after it are
+    seen not to (or n is ``limit``); 0 where ``start`` does not fit. Never probes an n twice.
+
+    Why this rule: memory need not grow monotonically with n. What a size allocates grows with
+    it, and where that alone passes the cap nothing fits; but what the caching allocator holds
+    besides (blocks split for one request and too small for the next) moves from one size to the
+    next, so a size well under the top can leave a request no free block holds where larger
+    sizes do not (an LM under bf16 autocast and checkpointing fails at one batch and fits at the
+    next, the top a few further). A search that stops at the first failure it meets answers
+    whichever boundary its path ran into, and two searches of one case under one cap answer
+    apart. Such spikes can come anywhere under the top, so the size under the first failure
+    would need every size under the answer probed to be sure of; a fit past a failure comes only
+    near the top, where the allocations themselves near the cap, so a few probes after the
+    answer pin the largest size that fits whatever the path. It is also what a reader asks of
+    what fits: the largest batch that trains. The spikes the search saw under it are kept
+    (``failed_below``), so that a record says where fitting was not monotone, and no reader
+    takes every smaller size for granted.
+
+    How few probes establish it: a probe is deterministic (one size, one code, the same requests
+    to the allocator), so probing a failure again says nothing; its neighbours do. Once a
+    boundary is bracketed (n fits, n + 1 does not: the doubling, guess, gallop and bisection
+    below), the sizes up to n + ``CONFIRM_ABOVE`` are probed (side by side where ``probe_many``
+    allows): a fit among them moves the search over it, and a boundary is bracketed again from
+    there. It rests on one assumption: spikes come alone, and not at ``start`` (where the room
+    left is widest, a failure is the case outgrowing the cap), so ``CONFIRM_ABOVE`` failures in a
+    row are the top, not a spike. Under it the answer is the same whatever the path (known
+    sizes, hints, guesses). The margin is a trade: each size of it is a probe more in every
+    search; two see past a lone spike.
+
+    ``known`` maps sizes already answered to whether they fit, from probes already run
+    (``probe_log.ProbeLog.answers``): they are never probed again, and the search brackets from
+    the largest fit among them and the smallest failure over it. ``hint`` is (a size that fit,
+    one that did not) as another run found them (``probe_log.EarlierRuns.bracket``): both are
+    probed first, where they lie inside what is known, so an answer that has not moved costs
+    them and the size after; one that has moved costs a few more, never its exactness.
 
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
-    is bracketed, and bisects. A good guess costs about five probes in all, a bad one a few more;
+    is bracketed, and bisects. A good guess costs about six probes in all, a bad one a few more;
     the answer is exact either way, because only probes decide it. ``probe_many(sizes)``, where
     memory allows several probes side by side, answers a cold start's first three sizes and the
     guess and its neighbours at once. A probe that raises ``TooSlow`` ends the search at the
-    largest size that fit before it, with ``too_slow`` set. ``slow``, a size known too slow from
-    probes already run (``probe_log.ProbeLog.too_slow``), bounds the search below it and is never waited for
-    again; an answer just below it keeps it as ``too_slow``.
+    largest size that fit before it (a lower bound), with ``too_slow`` set. ``slow``, a size
+    known too slow from probes already run (``probe_log.ProbeLog.too_slow``), bounds the search
+    below it and is never waited for again; an answer just below it keeps it as ``too_slow``.
 
     ``unit``: the search probes multiples of it only, and its answer is exact to it (every size,
     ``known``, ``hint``, ``slow`` and the estimate included, stays in the caller's units)."""
     if unit > 1:
-        return _in_units(unit, probe, start, limit, estimate, known, probe_many, slow, hint)
+        return _in_units(unit, probe, start, limit, estimate, known or {}, probe_many, slow, hint)
     if slow is not None:
         limit = min(limit, slow - 1)
-    search = Search(largest=0)
+    search, answers = Search(largest=0), dict(known or {})
+    fits, fits_many = _recorded(search, answers, probe, probe_many)
     try:
-        _search(search, probe, start, limit, estimate, known, probe_many, hint)
+        search.largest = _search(fits, fits_many, answers, start, limit, estimate, hint)
     except TooSlow as e:
-        fitted = [n for n, ok in search.probed if ok] + ([known[0]] if known[0] is not None else [])
-        search.largest, search.too_slow = max([n for n in fitted if n >= start], default=0), e.n
-        return search
-    if slow is not None and search.largest == limit:
-        search.too_slow = slow
+        search.largest, search.too_slow = _top(answers, start, limit)[0] or 0, e.n
+    else:
+        if slow is not None and search.largest == limit:
+            search.too_slow = slow
+    search.failed_below = sorted(n for n, ok in answers.items() if ok is False and start <= n < search.largest)
     return search
 
 
-def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow, hint) -> Search:
-    """``largest_fitting`` over k = n / ``unit``: fit rounds down, does-not-fit up."""
+def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many, slow, hint) -> Search:
+    """``largest_fitting`` over k = n / ``unit``: fit rounds down, does-not-fit up (a size off
+    the steps, which no search probes, says that much of the step beside it)."""
     def scaled(f):
         def call(k):
             try:
@@ -129,48 +167,76 @@ def _in_units(unit: int, probe, start, limit, estimate, known, probe_many, slow,
         low, high = pair
         return None if low is None else low // unit, None if high is None else -(-high // unit)
 
+    steps = {}
+    for n, ok in known.items():  # where a fit and a failure round to one step, the failure holds
+        k = n // unit if ok else -(-n // unit)
+        steps[k] = steps.get(k, True) and bool(ok)
     found = largest_fitting(scaled(probe), start=-(-start // unit), limit=limit // unit,
                             estimate=guess if estimate else None, probe_many=scaled(probe_many) if probe_many else None,
-                            known=bracket(known), hint=bracket(hint), slow=None if slow is None else -(-slow // unit))
+                            known=steps, hint=bracket(hint), slow=None if slow is None else -(-slow // unit))
     return Search(largest=found.largest * unit, probed=[(k * unit, ok) for k, ok in found.probed],
-                  too_slow=None if found.too_slow is None else found.too_slow * unit)
+                  too_slow=None if found.too_slow is None else found.too_slow * unit,
+                  failed_below=[k * unit for k in found.failed_below])
 
 
-def _search(search: Search, probe, start, limit, estimate, known, probe_many, hint=(None, None)) -> Search:
-    fits, fits_many = _recorded(search, probe, probe_many)
-    low, high = known
-    if high is not None and high <= start:
-        return search
+def _top(answers: dict, start: int, limit: int) -> tuple:
+    """(the largest size in [start, limit] seen to fit, the smallest seen to fail over it, or
+    from ``start`` where none fit), either None."""
+    low = max((n for n, ok in answers.items() if ok and start <= n <= limit), default=None)
+    above = start if low is None else low + 1
+    return low, min((n for n, ok in answers.items() if ok is False and n >= above), default=None)
+
+
+def _search(fits, fits_many, answers: dict, start: int, limit: int, estimate, hint=(None, None)) -> int:
+    """The answer, from what ``answers`` holds (each probe adds to it): a first fit (``hint``'s
+    or ``start``), a boundary over the largest fit, and the sizes after it."""
+    if answers.get(start) is False:
+        return 0
+    low, high = _top(answers, start, limit)
     low, high = _try(fits, hint[0], low, high, limit, above=max(low or 0, start - 1))
     low, high = _first_fit(fits, fits_many, start, low, high, limit)
     if low is None:
-        return search
-    # low fits; high (once known) does not
-    low, high = _try(fits, hint[1], low, high, limit, above=low)
-    search.largest = _narrow(fits, fits_many, estimate, low, high, limit)
-    return search
+        return 0
+    _try(fits, hint[1], low, high, limit, above=low)
+    while True:
+        low, high = _top(answers, start, limit)
+        if low >= limit:
+            return limit
+        if high is None or high - low > 1:
+            _narrow(fits, fits_many, estimate, low, high, limit)
+            continue
+        after = [n for n in range(high + 1, min(low + CONFIRM_ABOVE, limit) + 1) if n not in answers]
+        if not after:
+            return low
+        fits_many(after) if fits_many else fits(after[0])
 
 
-def _recorded(search: Search, probe, probe_many):
-    """``probe`` and ``probe_many`` (None stays None) answering in bools, each answer kept in
-    ``search.probed`` in order, and a size too slow to answer kept as (n, None)."""
+def _recorded(search: Search, answers: dict, probe, probe_many):
+    """``probe`` and ``probe_many`` (None stays None) answering in bools from ``answers`` where
+    they hold the size, else probing it: each probe kept in ``search.probed`` in order and its
+    answer in ``answers``; a size too slow to answer kept as (n, None)."""
     def fits(n):
+        if n in answers:
+            return answers[n]
         try:
             ok = bool(probe(n))
         except TooSlow:
             search.probed.append((n, None))
             raise
         search.probed.append((n, ok))
+        answers[n] = ok
         return ok
 
     def fits_many(sizes):
+        new = [n for n in sizes if n not in answers]
         try:
-            answers = [bool(ok) for ok in probe_many(sizes)]
+            got = [bool(ok) for ok in probe_many(new)] if new else []
         except TooSlow as e:
             search.probed.append((e.n, None))
             raise
-        search.probed.extend(zip(sizes, answers))
-        return answers
+        search.probed.extend(zip(new, got))
+        answers.update(zip(new, got))
+        return [answers[n] for n in sizes]
 
     return fits, fits_many if probe_many else None
 
@@ -186,8 +252,9 @@ def _first_fit(fits, fits_many, start: int, low, high, limit: int):
 
 
 def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> int:
-    """The largest size that fits, from ``low`` (fits) and ``high`` (does not; None: unknown):
-    doubling until the estimate can guess, galloping from its guess, then bisecting."""
+    """A size that fits with the next one failing (or the limit), from ``low`` (fits) and ``high``
+    (does not; None: unknown): doubling until the estimate can guess, galloping from its guess,
+    then bisecting."""
     guess = estimate() if estimate else None
     while high is None and low < limit and guess is None:
         n = min(2 * low, limit)

@@ -43,12 +43,25 @@ class ProbeLog:
             lines = _read(self.path)
         return [e for e in lines if e["key"] == key]
 
+    def answers(self, key: dict, cap: int) -> dict:
+        """Size -> whether it fits under ``cap``, for each size the log knows that of: it fit under
+        ``cap`` or less, or failed under ``cap`` or more (or for the host's memory, under any).
+        Where a size did both (never expected of the allocator's same requests), the failure
+        holds, so that no answer rests on it."""
+        known = {}
+        for e in self.entries(key):
+            if e["fits"] and e["cap"] <= cap:
+                known.setdefault(e["n"], True)
+            elif e["fits"] is False and (e["cap"] >= cap or _host_short(e)):
+                known[e["n"]] = False
+        return known
+
     def bounds(self, key: dict, cap: int) -> tuple:
-        """(largest size known to fit under ``cap``, smallest known not to), either None."""
-        entries = self.entries(key)
-        fit = [e["n"] for e in entries if e["fits"] and e["cap"] <= cap]
-        fail = [e["n"] for e in entries if e["fits"] is False and (e["cap"] >= cap or _host_short(e))]
-        return max(fit, default=None), min(fail, default=None)
+        """(largest size known to fit under ``cap``, smallest known not to over it), either None:
+        where fitting is not monotone, failures under the largest fit do not bound the answer."""
+        known = self.answers(key, cap)
+        low = max((n for n, ok in known.items() if ok), default=None)
+        return low, min((n for n, ok in known.items() if not ok and (low is None or n > low)), default=None)
 
     def too_slow(self, key: dict) -> int | None:
         """The smallest size whose probe ran past its time limit, under any cap (time does not

@@ -27,7 +27,8 @@ from harness.report.pages.fmt import fmt_params, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
 from harness.report.specs import SEEDS, SEEDS_INTRO
-from harness.report.tables import ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOTES, OLD_CAP, WHOLE_CASE, does_not_fit
+from harness.report.tables import (ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP, WHOLE_CASE,
+                                   does_not_fit)
 from harness.units import GB, figure, gb
 
 MARK = ".oombench-pages"  # lists what a build wrote: a folder holding only that, a build may replace whole
@@ -94,9 +95,10 @@ def answers_view(column: str, rows: list[Row]) -> dict:
     """The sizes each check found (``max_*``), one row per machine and remaining parameters, one
     column per value of ``column`` (the budget), in the order the case declares them; each cell
     (row, key, size, whether the size is where the search stopped: a lower bound, whether the
-    host's memory set it, whether it was searched under the old, short cap)."""
+    host's memory set it, whether it was searched under the old, short cap, which smaller sizes
+    did not fit where it did: None where none was seen)."""
     from harness import cases
-    from harness.cases.fits import host_bound, lower_bound, old_cap
+    from harness.cases.fits import host_bound, lower_bound, not_monotone, old_cap
     values = {r.record.params[column] for r in rows if column in r.record.params}
     columns = (cases.get(rows[0].case).ordered(column, values) if rows and rows[0].case in cases.names()
                else sorted(values, key=str))
@@ -107,7 +109,7 @@ def answers_view(column: str, rows: list[Row]) -> dict:
         key, value = next(iter(found.items()), (None, None))
         table[(r.machine, fmt_params(rest))][r.record.params.get(column)] = (
             r, key, value, lower_bound(r.case, r.record.check, key), host_bound(r.case, r.record.check, key),
-            old_cap(r.record, key))
+            old_cap(r.record, key), not_monotone(r.case, r.record.check, key))
     return {"column": column, "columns": columns, "table": dict(table)}
 
 
@@ -216,7 +218,7 @@ def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environme
     env.globals.update(prov=prov, chart_spec=lambda chart: charts.spec(chart, prov), chart_script=charts.SCRIPT,
                        OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE,
                        HOST_BOUND_NOTE=NOTES[HOST_BOUND], HOST_SET_NOTE=NOTES[HOST_SET][2:],
-                       OLD_CAP_NOTE=NOTES[OLD_CAP][2:])
+                       OLD_CAP_NOTE=NOTES[OLD_CAP][2:], NOT_MONOTONE_NOTE=NOTES[NOT_MONOTONE][2:])
     return env
 
 
