@@ -78,6 +78,21 @@ def test_a_step_class_from_its_work_its_busy_fraction_or_where_it_ran(fields, kl
     assert noise.step_class(Record.from_dict(d)) == klass
 
 
+@pytest.mark.parametrize("case, params, klass", [
+    ("ceilings", {"probe": "device_copy"}, "GPU-bound"),
+    ("ceilings", {"probe": "matmul_bf16"}, "GPU-bound"),
+    ("ceilings", {"probe": "h2d_pinned"}, "host-bound"),  # the host's link, however busy the copy engines
+    ("ceilings", {"probe": "d2h_pinned"}, "host-bound"),
+    ("ceilings", {"probe": "host_copy"}, "host-bound"),
+    ("pageable", {"direction": "h2d", "size_mib": 64}, "host-bound"),
+    ("unified_seed", {"fraction": 0.4}, "host-bound"),  # its pages faulted in through the driver
+    ("ceilings", {"probe": "no_such_probe"}, "GPU-bound"),  # undeclared: read from its busy share
+    ("no_such_case", {}, "GPU-bound"),
+])
+def test_a_step_its_case_calls_paced_by_the_host_is_host_bound_however_busy_the_gpu(case, params, klass):
+    assert noise.step_class(rec(case=case, params=params)) == klass  # every one of them 99% busy
+
+
 def test_a_step_without_a_gpu_or_with_its_gpu_work_elsewhere_is_host_bound():
     assert noise.step_class(rec(gpu=None)) == "host-bound"
     probes = dict(record(case="fits", params={"model": "gpt2-tiny", "budget": "24GB"}),

@@ -33,6 +33,18 @@ def gpu_work_elsewhere(name: str) -> bool:
     return name in MODULES and get(name).gpu_work_elsewhere
 
 
+def host_paced(record) -> bool:
+    """Whether ``record``'s step is paced by its host (``Case.host_paced``); False for a name no
+    case has, or parameters the case does not declare (a hostile or retired record)."""
+    if record.case not in MODULES:
+        return False
+    case = get(record.case)
+    try:
+        return bool(case.host_paced(**case.config(record.params).params))
+    except (TypeError, ValueError, KeyError):
+        return False
+
+
 def outdated(record) -> bool:
     """Whether ``record``'s case calls it measured by code that no longer trains or checks as
     today's does (``Case.outdated``); False for a name no case has (a hostile or retired record)."""

@@ -116,6 +116,10 @@ class Case:
     # ("h2d_pinned", "device_copy", "matmul_bf16", ...), or None where no ceiling applies. The
     # report reads the rate as a fraction of that probe's rate on the same host.
     bound_by: Callable[..., str | None] = lambda **_: None
+    # Whether the step's pace is the host's, by parameters, however busy the GPU looks: copies over
+    # the host's link, pages faulted in through the driver. Such steps differ between hosts of one
+    # kind by far more than GPU work does, and the gate reads them against host-bound floors.
+    host_paced: Callable[..., bool] = lambda **_: False
     # The allocator a ``budget`` parameter is enforced in, by parameters: a key of
     # ``harness.measure.budget.ENFORCED`` ("torch", "cupy", ...), or None where nothing caps it.
     allocator: Callable[..., str | None] = lambda **_: None

@@ -45,6 +45,8 @@ HOST_PROBES = ("host_copy", "cpu_matmul_fp32")
 GPU_PROBES = ("device_copy", "h2d_pinned", "d2h_pinned", "duplex_pinned",
               "matmul_fp32", "matmul_tf32", "matmul_fp16", "matmul_bf16")
 MULTI_GPU_PROBES = ("p2p_copy",)
+# Probes whose pace is the host's: its memory and CPU, or its link to the GPU.
+HOST_PACED = HOST_PROBES + ("h2d_pinned", "d2h_pinned", "duplex_pinned")
 CONTEXT_PROBES = ("context_torch", "context_cupy")
 PROBES = HOST_PROBES + GPU_PROBES + MULTI_GPU_PROBES + CONTEXT_PROBES
 
@@ -249,4 +251,4 @@ DECLARED_BYTES = {"device_copy": 2 * DEVICE_COPY_BYTES, "p2p_copy": LINK_BYTES, 
 CASE = Case(name="ceilings", params={"probe": PROBES},
             build=lambda probe: BUILDERS[probe](),
             declared_bytes=lambda probe: DECLARED_BYTES.get(probe),
-            doc=__doc__)
+            host_paced=lambda probe: probe in HOST_PACED, doc=__doc__)

@@ -19,4 +19,4 @@ def build(direction: str, size_mib: int):
 
 
 CASE = Case(name="pageable", params={"direction": DIRECTIONS, "size_mib": SIZES_MIB}, build=build,
-            declared_bytes=lambda direction, size_mib: 2 * size_mib * MiB, doc=__doc__)
+            declared_bytes=lambda direction, size_mib: 2 * size_mib * MiB, host_paced=lambda **_: True, doc=__doc__)

@@ -92,10 +92,11 @@ LINK_WORK = ("h2d_bytes", "d2h_bytes", "migrated_bytes")
 
 def step_class(rec: Record) -> str:
     """GPU-bound, host-bound or busy unknown: host-bound for a step that moves data over the
-    host's link or runs its GPU work in other processes (a what-fits search); else from the
+    host's link, that its case calls paced by the host (``Case.host_paced``), or that runs its GPU
+    work in other processes (a what-fits search); else from the
     record's GPU-busy fraction where it has one, else host-bound for a step that runs on the CPU
     (no GPU, or a ``device=cpu`` case)."""
-    if any((rec.work or {}).get(k) for k in LINK_WORK):
+    if any((rec.work or {}).get(k) for k in LINK_WORK) or cases.host_paced(rec):
         return "host-bound"
     if cases.gpu_work_elsewhere(rec.case):
         return "host-bound"  # its time is its probes' processes starting and loading
