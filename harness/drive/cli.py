@@ -265,7 +265,7 @@ def _table(args) -> int:
     from harness.measure.store import COMMITTED
     from harness.report.tables import main
     return main(args.results or COMMITTED, args.case, args.down, args.across, args.show, args.where,
-                args.versus)
+                args.versus, args.rank)
 
 
 def _todo(args) -> int:
@@ -435,7 +435,12 @@ def _add_table(sub) -> None:
     tb.add_argument("--where", action="append", default=[], metavar="NAME=VALUE", help="only these records")
     tb.add_argument("--versus", metavar="NAME=VALUE",
                     help="step, rate and peak also as a multiple of the record holding these values, "
-                         "comma-separated (technique=fp32; technique=fp32,budget=card)")
+                         "comma-separated (technique=fp32; technique=fp32,budget=card), or a value other "
+                         "than --where's (--where budget=16GB --versus budget=card)")
+    tb.add_argument("--rank", action="store_true",
+                    help="rows by the step of their cell in the first column, fastest first (needs step in "
+                         "--show); then the rows that did not fit or failed there, then those not run or "
+                         "skipped there, each in the usual order")
     tb.add_argument("--results", default=None, help="results folder (default: results/)")
     tb.set_defaults(func=_table)
 

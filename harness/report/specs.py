@@ -30,6 +30,7 @@ class Spec:
     text: str = ""
     bench: str = ""  # the asv benchmarks that measure it (`harness run --bench`)
     quiet: bool = False  # no section at all, rather than "no record yet", while no record matches
+    rank: bool = False  # rows by their step in the first column (`harness table --rank`)
 
     def args(self) -> list[str]:
         out = [self.case, "--down", self.down]
@@ -40,7 +41,7 @@ class Spec:
             out += ["--where", pair]
         if self.versus:
             out += ["--versus", self.versus]
-        return out
+        return out + ["--rank"] * self.rank
 
     def command(self) -> str:
         return f"{COMMAND} {' '.join(self.args())}"
@@ -62,7 +63,8 @@ class Spec:
         case = cases.get(self.case)
         where = tables.where_of(case, list(self.where))
         versus = tables.versus_pairs(case, self.versus)
-        return tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus)
+        return tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus,
+                           self.rank)
 
     def render(self, rows: list[Row]) -> str | None:
         """What the command prints: the table, then its footnotes."""
@@ -336,6 +338,46 @@ HEADLINE = Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch
 # An answer per seed: each out-of-memory scenario the suite grew from, priced way by way under the
 # emulated cards (``budget``), every figure from the records the families' tables read too.
 SEED_003_BASE = "technique=fp32,micro_batch=10,budget=card"
+SEED_003_BENCH = r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation|Seed003Combined)"
+
+
+def _seed003_cheapest(w: str) -> Spec:
+    """Seed 003's ways under a 16 GB card, cheapest first: the grid below, read for one card."""
+    return Spec("tricks", "technique,micro_batch", across=tables.MACHINE, show="step,peak,loss",
+                where=("budget=16GB", f"workload={w}", "batch=10"), versus=SEED_003_BASE, rank=True,
+                title=f"Seed 003: the cheapest ways for {w[-4:]} x {w[-4:]} images under a 16 GB card",
+                text="Each way out and combination measured under the 16 GB budget, at each micro-batch, one "
+                     "column per GPU. Rows are ranked by the step in the first column, fastest first (`--rank`); "
+                     "the other columns keep that order, so a GPU after the first is read down its own column. "
+                     "The ways that ran out of memory under the budget or failed their loss check (their step is "
+                     "shown, never ranked) follow, then those not run there. A way that trained under the budget "
+                     "fits a 16 GB card when its device peak, the second figure of its peak (the allocator's pool "
+                     "with what the cap leaves out: the CUDA context and library workspaces), is within the "
+                     "card's total too, the rule the chooser applies. Step and peak also as a multiple of fp32 "
+                     "at micro-batch 10 on the whole card of the same GPU; the table below has every budget.",
+                bench=SEED_003_BENCH)
+
+
+def _seed003_grid(w: str) -> Spec:
+    """Seed 003 under every budget, each way at each micro-batch on each GPU."""
+    return Spec("tricks", "technique,micro_batch,machine", across="budget", show="step,peak,loss",
+                where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE,
+                title=f"Seed 003: ResNet50, batch 10 of {w[-4:]} x {w[-4:]} images, under each card",
+                text="The model-parallel example that ran out of memory on a 16 GB card, on one GPU under each "
+                     "budget, by every single-GPU way out (accumulation as `fp32` at a smaller `micro_batch`) and "
+                     "by ways combined (`bf16_autocast+checkpoint`: each knob of the way, joined by `+`, checked "
+                     "against fp32's curve within the largest of its knobs' tolerances); "
+                     "step, peak and loss also as a multiple of fp32 on the whole card. A way out whose loss "
+                     "curve leaves fp32's tolerance is marked failed, with both curves in its record, and the "
+                     "step and peak its steps measured follow the verdict (the step where its record kept one): "
+                     "accumulation over small micro-batches does, because BatchNorm normalises each "
+                     "micro-batch by its own statistics, so the network trains differently from the whole batch. "
+                     "The fp32 reference trains on the whole card after the case. Activations kept on the CPU "
+                     "that would pass half the host's available memory in one forward do not fit; a case whose "
+                     "process died (killed or crashed) is failed with that reason.",
+                bench=SEED_003_BENCH)
+
+
 SEEDS = (
     Spec("seed000", "way,machine", across="budget", show="step,peak",
          title="Seed 000: three float64 arrays of 8.6 GB on a 16 GB card",
@@ -345,23 +387,7 @@ SEEDS = (
               "nothing is evicted on these cards, so it runs at device speed, which a real 16 GB card would "
               "not), out-of-core chunks from pinned host memory, and zero-copy reads of mapped pinned host "
               "memory. Seconds per add and the peak.", bench=r"unified\.Seed000"),
-    *(Spec("tricks", "technique,micro_batch,machine", across="budget", show="step,peak,loss",
-           where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE,
-           title=f"Seed 003: ResNet50, batch 10 of {w[-4:]} x {w[-4:]} images, under each card",
-           text="The model-parallel example that ran out of memory on a 16 GB card, on one GPU under each "
-                "budget, by every single-GPU way out (accumulation as `fp32` at a smaller `micro_batch`) and "
-                "by ways combined (`bf16_autocast+checkpoint`: each knob of the way, joined by `+`, checked "
-                "against fp32's curve within the largest of its knobs' tolerances); "
-                "step, peak and loss also as a multiple of fp32 on the whole card. A way out whose loss "
-                "curve leaves fp32's tolerance is marked failed, with both curves in its record, and the "
-                "step and peak its steps measured follow the verdict (the step where its record kept one): "
-                "accumulation over small micro-batches does, because BatchNorm normalises each "
-                "micro-batch by its own statistics, so the network trains differently from the whole batch. "
-                "The fp32 reference trains on the whole card after the case. Activations kept on the CPU "
-                "that would pass half the host's available memory in one forward do not fit; a case whose "
-                "process died (killed or crashed) is failed with that reason.",
-           bench=r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation|Seed003Combined)")
-      for w in ("resnet50_1024", "resnet50_2048")),
+    *(spec for w in ("resnet50_1024", "resnet50_2048") for spec in (_seed003_cheapest(w), _seed003_grid(w))),
     replace(HEADLINE, title="Seed 002: the NLP tricks on one LM",
             text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
                  "`drop_references` (the previous step's logits and loss released before the next forward) "

@@ -268,11 +268,14 @@ def _loss_gap(check: dict | None) -> tuple[float, float] | None:
     return gap, allowed + spread
 
 
-def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus) -> None:
+def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus,
+                   where: dict | None = None, rank: bool = False) -> None:
     _axis_names(case, down + [across])
     for name, _ in versus or ():
-        if name not in down + [across]:
-            raise ValueError(f"--versus {name}=... needs {name} down or across the table")
+        if name not in down + [across] + list(where or ()):
+            raise ValueError(f"--versus {name}=... needs {name} down or across the table, or fixed by --where")
+    if rank and "step" not in shows:
+        raise ValueError("--rank orders the rows by the step of their cell in the first column: add step to --show")
     for s in shows:
         if s not in SHOWS and not s.startswith("check:"):
             raise ValueError(f"unknown figure {s!r}: choose from {', '.join(SHOWS)} or check:KEY")
@@ -292,8 +295,7 @@ def _check_keys(grid: dict, case_name: str, shows: list[str]) -> None:
 
 def cells_at(rows: list[Row], case_name: str, down: list[str], across: str, where: dict) -> dict:
     """(values down, value across) -> the row there."""
-    picked = _measured_boxes([r for r in latest(rows) if r.case == case_name
-                              and all(str(_value(r, k)) == str(v) for k, v in where.items())])
+    picked = _measured_boxes(_matching(rows, case_name, where))
     if not picked:
         raise ValueError(f"no records of {case_name} match {where or 'anything'}: run the case first, "
                          f"or check --where against `python3 -m harness summary`")
@@ -307,6 +309,37 @@ def cells_at(rows: list[Row], case_name: str, down: list[str], across: str, wher
             _one_case_per_cell(grid[at], r)
         grid[at] = r
     return grid
+
+
+def _matching(rows: list[Row], case_name: str, where: dict) -> list[Row]:
+    return [r for r in latest(rows)
+            if r.case == case_name and all(str(_value(r, k)) == str(v) for k, v in where.items())]
+
+
+def _versus_cells(rows: list[Row], case_name: str, down: list[str], across: str, where: dict, versus, at: dict) -> dict:
+    """The cells ``--versus``'s base is read from: the table's own (``at``), or, where it names a value
+    other than the one --where fixes (budget=card beside --where budget=16GB), the cells of the records
+    that hold that value instead; none (no multiples) where no record does."""
+    moved = {name: value for name, value in versus or () if name in where and str(value) != str(where[name])}
+    if not moved:
+        return at
+    there = {**where, **moved}
+    return cells_at(rows, case_name, down, across, there) if _matching(rows, case_name, there) else {}
+
+
+def ranked(keys: list[tuple], at: dict, col) -> list[tuple]:
+    """``keys`` (in their usual order) by the step of their cell in column ``col``, fastest first; then
+    the rows that ran there without a step to rank (did not fit, failed), then those that did not run
+    there (not run, skipped), each in their usual order, as ties are (``sorted`` is stable)."""
+    def place(key: tuple) -> tuple:
+        row = at.get((key, col))
+        rec = row.record if row else None
+        if rec is None or rec.outcome == SKIPPED:
+            return 2, 0.0
+        if rec.outcome != OK or rec.timing is None:
+            return 1, 0.0
+        return 0, rec.timing.median_s
+    return sorted(keys, key=place)
 
 
 def _measured_boxes(rows: list[Row]) -> list[Row]:
@@ -359,22 +392,25 @@ class Grid:
 
 
 def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-         where: dict | None = None, versus: tuple = ()) -> Grid:
+         where: dict | None = None, versus: tuple = (), rank: bool = False) -> Grid:
     """The table's cells. ``versus=((parameter, value), ...)``: step, rate and peak also as a
     multiple of the record that differs only in holding those values (``(("technique", "fp32"),)``:
     each trick against fp32; add ``("budget", "card")`` to read each way out under a budget against
-    fp32 on the whole card). Rates are read against ceilings from all of ``rows``."""
+    fp32 on the whole card; a value --where fixes may be one). ``rank``: rows by their step in the first
+    column (``ranked``). Rates are read against ceilings from all of ``rows``."""
     case = cases.get(case_name)
-    _check_request(case, down, across, shows, versus)
+    _check_request(case, down, across, shows, versus, where or {}, rank)
     at = cells_at(rows, case_name, down, across, where or {})
+    bases = _versus_cells(rows, case_name, down, across, where or {}, versus, at)
     _check_keys(at, case_name, shows)
     schemas = {r.record.schema for r in at.values() if r.record.outcome == OK}
     view = View(Ceilings(r.record for r in rows), mixed_schemas=len(schemas) > 1)
     orders = [case.ordered(d, {k[i] for k, _ in at}) for i, d in enumerate(down)]
     keys = sorted({k for k, _ in at}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
     cols = case.ordered(across, {c for _, c in at})
+    keys = ranked(keys, at, cols[0]) if rank else keys
     lines = [(one_line(", ".join(map(str, k))),
-              [(cell(at.get((k, c)), shows, _base(at, down, across, versus, k, c), view), at.get((k, c))) for c in cols])
+              [(cell(at.get((k, c)), shows, _base(bases, down, across, versus, k, c), view), at.get((k, c))) for c in cols])
              for k in keys]
     notes = [text for mark, text in NOTES.items() if mark in view.used]
     if "peak" in shows and schemas == {1}:
@@ -383,21 +419,21 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
 
 
 def render(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-           where: dict | None = None, versus: tuple = ()) -> tuple[str, list[str]]:
+           where: dict | None = None, versus: tuple = (), rank: bool = False) -> tuple[str, list[str]]:
     """(the markdown table, its footnotes): ``grid``'s cells, as markdown."""
-    made = grid(rows, case_name, down, across, shows, where, versus)
+    made = grid(rows, case_name, down, across, shows, where, versus, rank)
     return made.markdown(), made.notes
 
 
 def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-          where: dict | None = None, versus: tuple = ()) -> str:
+          where: dict | None = None, versus: tuple = (), rank: bool = False) -> str:
     """The table as ``harness table`` prints it: the markdown table, then its footnotes, if any."""
-    text, notes = render(rows, case_name, down, across, shows, where, versus)
+    text, notes = render(rows, case_name, down, across, shows, where, versus, rank)
     return text + "".join(f"\n\n{n}" for n in notes)
 
 
 def main(results: str | Path, case: str, down: str, across: str, show: str, where: list[str],
-         versus: str | None = None) -> int:
+         versus: str | None = None, rank: bool = False) -> int:
     """Prints the table; every bad argument exits 2 with the fix, before anything is printed."""
     results = Path(results)
     try:
@@ -406,7 +442,8 @@ def main(results: str | Path, case: str, down: str, across: str, show: str, wher
                              "records/ (results/ by default)")
         c = cases.get(case)
         against = versus_pairs(c, versus)
-        text = table(load_rows(results), case, down.split(","), across, show.split(","), where_of(c, where), against)
+        text = table(load_rows(results), case, down.split(","), across, show.split(","), where_of(c, where), against,
+                     rank)
     except ValueError as e:
         print(f"oombench table: {e}", file=sys.stderr)
         return 2
