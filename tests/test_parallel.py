@@ -5,6 +5,7 @@ as the case's outcome. (Kills of every kind: tests/test_kills.py.)"""
 import itertools
 from dataclasses import replace
 import os
+import signal
 import time
 
 import psutil
@@ -14,7 +15,7 @@ import torch
 import launch_workers  # beside this file: what spawned workers import must not pull in torch
 
 from harness.cases.parallel_lm import job as lm_job
-from harness.workloads.launch import LaunchError, launch
+from harness.workloads.launch import AGENT_SIGNALS, LaunchError, launch
 from harness.workloads.models import LMConfig, lm_layers, tokens, transformer_lm
 from harness.measure.outcomes import OK, SKIPPED
 from harness.drive.runner import execute
@@ -151,6 +152,19 @@ def test_a_failing_rank_fails_the_launch_and_names_the_rank(tmp_path, worker, me
         launch(worker, 2, (str(tmp_path),), timeout_s=120)
     assert time.monotonic() - t0 < 100  # not the peer's 60 s sleep on top of the launch
     assert _workers_left() == []
+
+
+def test_the_case_ends_on_sigterm_after_a_launch_as_before_it():
+    """Elastic's agent installs its own SIGTERM handler (an exception in whatever runs); after the
+    launch the case's own handlers are back, so a SIGTERM ends the case instead of raising inside it."""
+    mine = {sig: (lambda signum, frame: None) for sig in AGENT_SIGNALS}
+    pytests = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}
+    try:
+        assert launch(launch_workers.nccl_settings, 2, timeout_s=120)
+        assert {sig: signal.getsignal(sig) for sig in AGENT_SIGNALS} == mine
+    finally:
+        for sig, handler in pytests.items():
+            signal.signal(sig, handler)
 
 
 def _workers_left() -> list:

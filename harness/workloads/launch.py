@@ -175,10 +175,27 @@ def _agent(plan: _Plan, node: int) -> dict:
     from torch.distributed.launcher.api import elastic_launch
     try:
         # The workers inherit this process's environment when elastic starts them.
-        with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}):
+        with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}), _handlers_kept():
             return elastic_launch(_config(plan, node), _rank)(plan.worker, plan.args, os.getpid(), plan.group)
     except ChildFailedError as e:
         raise _Failed({rank: f.exitcode for rank, f in e.failures.items()}) from None
+
+
+# Elastic's agent turns these into an exception in whatever this process runs, so that its own
+# clean-up stops the workers, and leaves its handlers in place when it returns: a SIGTERM to the
+# case after the launch would then be an exception the case may catch, not the end it asks for.
+AGENT_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, n))
+
+
+@contextmanager
+def _handlers_kept():
+    """This process's handlers of ``AGENT_SIGNALS`` as they were, once the agent is done."""
+    before = {sig: signal.getsignal(sig) for sig in AGENT_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager
