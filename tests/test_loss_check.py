@@ -89,3 +89,72 @@ def test_where_two_reference_runs_agree_a_curve_over_its_tolerance_fails(monkeyp
     monkeypatch.setattr(trick_steps, "reference_losses", lambda steps, technique, **shape: ("fp32", list(ref)))
     with pytest.raises(CheckFailed, match=r"\+ 0, the widest gap among 3 fp32 runs"):
         trick_steps.checked_against_reference("checkpoint", bumped(ref, 0.003), [False] * 12, **SHAPE)
+
+
+def test_the_losses_checked_name_the_seed_they_trained_from():
+    assert trick_steps.losses_checked([torch.tensor(v) for v in (2.0, 1.0)])["seed"] == trick_steps.SEED == 0
+
+
+def test_a_step_the_scaler_skipped_pairs_its_loss_with_the_reference_before_it():
+    assert trick_steps.aligned([1.0, 2.0, 3.0, 4.0], [True]) == [(0, 1.0), (0, 2.0), (1, 3.0), (2, 4.0)]
+    assert trick_steps.aligned([1.0, 2.0, 3.0], [False, True, True]) == [(0, 1.0), (1, 2.0), (1, 3.0)]
+
+
+def test_the_widest_gap_is_a_share_of_the_reference_s_first_loss_in_either_direction_or_above_only():
+    assert trick_steps.curve_gap([1.0, 2.5, 2.0], [2.0, 2.0, 2.0]) == (0, 0.5)
+    assert trick_steps.curve_gap([1.0, 2.5, 2.0], [2.0, 2.0, 2.0], one_sided=True) == (1, 0.25)
+    assert trick_steps.curve_gap([-1.0, -3.0], [-2.0, -2.0]) == (0, 0.5)  # the scale is the first loss's size
+    # a curve longer than the reference is held to the reference's steps
+    pairs, worst, gap = trick_steps.deviation("seq_cap", [2.0, 2.2, 9.0], [2.0, 2.0])
+    assert (pairs, worst, gap) == ([(0, 2.0), (1, 2.2)], 1, pytest.approx(0.1))
+    assert trick_steps.deviation("checkpoint", [2.0, 1.8], [2.0, 2.0])[1:] == (1, pytest.approx(0.1))
+    assert trick_steps.deviation("seq_cap", [2.0, 1.8], [2.0, 2.0])[2] == 0  # below the reference: one-sided
+
+
+def test_the_check_keeps_what_it_compared_and_a_gap_at_the_tolerance_passes():
+    ref = [2.0, 1.0, 0.5]
+    near = [2.0, 1.0 + 2e-3 * 2.0, 0.5]  # exactly the tolerance of checkpoint, 2e-3 of the first loss
+    out = trick_steps.against_reference("checkpoint", near, "fp32", ref, [False, False, False], 0.001, 2)
+    assert out == {"deviation": pytest.approx(2e-3), "tolerance": 2e-3, "reference": "fp32", "reference_spread": 0.001,
+                   "reference_runs": 2, "reference_loss_last": 0.5, "losses": near, "reference_losses": ref,
+                   "skipped_steps": 0}
+    with pytest.raises(CheckFailed) as e:
+        trick_steps.against_reference("checkpoint", [2.0, 1.1, 0.5], "fp32", ref, [False, True, False])
+    # the skipped second step leaves the third's loss beside the reference's second
+    assert str(e.value) == ("checkpoint: loss 0.5 at step 3 against 1 for fp32 after as many updates, a gap of 0.25 of "
+                            "the first loss (2), over the 0.002 allowed + 0, the widest gap among 1 fp32 runs")
+    assert e.value.priced and e.value.details["skipped_steps"] == 1 and e.value.details["deviation"] == 0.25
+    # a NaN loss past the first step is the widest gap, not one passed over
+    step, gap = trick_steps.curve_gap([2.0, float("nan"), 0.5], ref)
+    assert step == 1 and math.isnan(gap)
+    with pytest.raises(CheckFailed, match="loss nan at step 2"):
+        trick_steps.against_reference("checkpoint", [2.0, float("nan"), 0.5], "fp32", ref)
+
+
+def test_a_curve_is_held_to_this_run_s_fp32_curve_where_there_is_one(monkeypatch):
+    ref = memorising()
+    monkeypatch.setattr(trick_steps, "reference_losses", lambda *a, **k: pytest.fail("trained a reference"))
+    out = trick_steps.checked_against_reference("checkpoint", ref, [False] * 12, fp32_curve=ref, **SHAPE)
+    assert (out["reference"], out["deviation"]) == ("fp32", 0)
+    monkeypatch.setattr(trick_steps, "reference_losses", lambda *a, **k: ("itself", None))
+    assert trick_steps.checked_against_reference("fp32", ref, [False] * 12, fp32_curve=ref, **SHAPE) == {
+        "reference": "itself"}
+    monkeypatch.setattr(trick_steps, "reference_losses", lambda *a, **k: (None, "none fits"))
+    assert trick_steps.checked_against_reference("checkpoint", ref, [False] * 12, **SHAPE) == {
+        "reference": None, "reference_reason": "none fits"}
+
+
+def test_reference_runs_of_the_same_sums_give_a_spread_and_a_run_of_other_sums_ends_the_check(monkeypatch):
+    ref = memorising()
+    far = bumped(ref, 0.007)
+
+    def runs(*labels):
+        given = iter([(label, bumped(ref, 0.003 * i)) for i, label in enumerate(labels)])
+        monkeypatch.setattr(trick_steps, "reference_losses", lambda *a, **k: next(given))
+    runs("fp32", "fp32 with checkpointing", "fp32")
+    out = trick_steps.checked_against_reference("checkpoint", far, [False] * 12, **SHAPE)
+    assert (out["reference_runs"], out["reference_spread"]) == (3, pytest.approx(0.006))
+    assert out["deviation"] == pytest.approx(0.001)  # from the nearest run, ref + 0.006
+    runs("fp32", "fp32 in micro-batches of 2", "fp32")
+    with pytest.raises(CheckFailed, match="the widest gap among 1 fp32 runs"):
+        trick_steps.checked_against_reference("checkpoint", far, [False] * 12, **SHAPE)
