@@ -434,3 +434,26 @@ def test_the_command_prints_the_table_its_footnotes_and_each_figure_against_the_
     assert tables.main(tmp_path, "tricks", "technique", "budget", "step", []) == 2
     assert capsys.readouterr().err == (f"oombench table: {tmp_path} holds no records/ folder: pass --results with the "
                                        "folder that holds records/ (results/ by default)\n")
+
+
+def test_a_where_value_may_hold_an_equals_sign_and_a_machine_is_taken_as_written():
+    case = tables.cases.get("tricks")
+    assert tables.where_of(case, ["machine=H100 80GB HBM3"]) == {"machine": "H100 80GB HBM3"}
+    assert tables.where_of(case, ["machine=a=b"]) == {"machine": "a=b"}
+    assert tables.where_of(case, ["batch=16"]) == {"batch": 16}
+
+
+def test_what_did_not_fit_says_which_memory_and_the_request_only_where_known():
+    from harness.measure.record import Record
+    from harness.measure.environment import snapshot
+    from harness.measure.devices import Devices
+    env = snapshot(Devices(reason="test"))
+
+    def short(of, requested=None):
+        return Record(case="tricks", params={}, outcome="does_not_fit", environment=env, check={"short_of": of},
+                      requested_bytes=requested)
+    assert tables.does_not_fit(short("device")) == "does not fit"
+    assert tables.does_not_fit(short("host")) == "does not fit in host memory"
+    assert tables.does_not_fit(short("host", 2 * 10**9)) == "does not fit in host memory (2.00 GB asked)"
+    ok = Record(case="tricks", params={}, outcome="ok", environment=env, memory={"device.used.gpu0": 5})
+    assert tables.allocated_peak(ok) is None
