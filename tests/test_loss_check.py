@@ -114,6 +114,8 @@ def test_the_widest_gap_is_a_share_of_the_reference_s_first_loss_in_either_direc
 def test_the_check_keeps_what_it_compared_and_a_gap_at_the_tolerance_passes():
     ref = [2.0, 1.0, 0.5]
     near = [2.0, 1.0 + 2e-3 * 2.0, 0.5]  # exactly the tolerance of checkpoint, 2e-3 of the first loss
+    # a gap of exactly the tolerance (0.25 of the first loss, exact in binary) passes
+    assert trick_steps.against_reference("tied_embeddings", [2.0, 1.5], "fp32", [2.0, 1.0])["deviation"] == 0.25
     out = trick_steps.against_reference("checkpoint", near, "fp32", ref, [False, False, False], 0.001, 2)
     assert out == {"deviation": pytest.approx(2e-3), "tolerance": 2e-3, "reference": "fp32", "reference_spread": 0.001,
                    "reference_runs": 2, "reference_loss_last": 0.5, "losses": near, "reference_losses": ref,
@@ -148,13 +150,16 @@ def test_reference_runs_of_the_same_sums_give_a_spread_and_a_run_of_other_sums_e
     ref = memorising()
     far = bumped(ref, 0.007)
 
+    calls = []
+
     def runs(*labels):
         given = iter([(label, bumped(ref, 0.003 * i)) for i, label in enumerate(labels)])
-        monkeypatch.setattr(trick_steps, "reference_losses", lambda *a, **k: next(given))
+        monkeypatch.setattr(trick_steps, "reference_losses", lambda *a, **k: calls.append((a, k)) or next(given))
     runs("fp32", "fp32 with checkpointing", "fp32")
-    out = trick_steps.checked_against_reference("checkpoint", far, [False] * 12, **SHAPE)
-    assert (out["reference_runs"], out["reference_spread"]) == (3, pytest.approx(0.006))
+    out = trick_steps.checked_against_reference("checkpoint", far, [False] * 11 + [True], **SHAPE)
+    assert (out["reference_runs"], out["reference_spread"], out["skipped_steps"]) == (3, pytest.approx(0.006), 1)
     assert out["deviation"] == pytest.approx(0.001)  # from the nearest run, ref + 0.006
+    assert calls == [((12, "checkpoint"), SHAPE)] * 3  # each run as long as the curve, of the case's shape
     runs("fp32", "fp32 in micro-batches of 2", "fp32")
     with pytest.raises(CheckFailed, match="the widest gap among 1 fp32 runs"):
         trick_steps.checked_against_reference("checkpoint", far, [False] * 12, **SHAPE)
