@@ -375,7 +375,7 @@ def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monke
 
 
 @pytest.mark.parametrize("boundary", [0, 1, 2, 3, 4, 5, 37])
-@pytest.mark.parametrize("high", [None, 3, 50])
+@pytest.mark.parametrize("high", [None, 3, 4, 50])
 def test_side_by_side_a_cold_start_asks_for_three_sizes_at_once_and_keeps_the_exact_answer(boundary, high):
     rounds = []
 
@@ -597,6 +597,9 @@ def test_a_sequence_too_slow_to_wait_for_is_named_in_tokens():
         return True
     slow = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128)
     assert (slow.largest, slow.too_slow) == (4096, 8192)  # doubling 1024, 2048, 4096, then 8192 ran too long
+    assert slow.probed == [(1024, True), (2048, True), (4096, True), (8192, None)]
+    roomy = fits.largest_fitting(lambda n: True, start=1024, limit=2**14, unit=128)
+    assert roomy.largest == 2**14 and type(roomy.largest) is int  # the limit, in whole tokens
     assert type(slow.too_slow) is int and type(slow.largest) is int  # whole counts of tokens, steps of 128
 
 
@@ -635,5 +638,30 @@ def test_the_probes_a_search_runs_are_pinned():
     assert at_once.probed == [(128, True), (256, True), (512, True), (1024, False), (768, True), (896, True)]
     known = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, known=(256, None), probe_many=many)
     assert known.probed == [(512, True), (1024, False), (768, True), (896, True)]
+    rounds = []
+
+    def many_300(sizes):
+        rounds.append(list(sizes))
+        return [n <= 300 for n in sizes]
+    steps = fits.largest_fitting(fits_up_to(300), start=128, limit=2**20, unit=128, probe_many=many_300)
+    assert steps.probed == [(128, True), (256, True), (512, False), (384, False)] and rounds == [[128, 256, 512]]
     assert fits.largest_fitting(fits_up_to(4), start=4, limit=16).probed == [(4, True), (8, False), (6, False), (5, False)]
     assert fits.largest_fitting(fits_up_to(16), start=4, limit=16).probed == [(4, True), (8, True), (16, True)]
+
+
+def test_sizes_answered_at_once_narrow_the_bracket_only_as_far_as_they_agree_with_what_is_known():
+    assert fits._bracket({}, 5, None) == (5, None)
+    assert fits._bracket({6: True, 8: False, 7: True}, 5, None) == (7, 8)
+    assert fits._bracket({3: True}, 1, 3) == (1, 3)  # a fit where a failure is known is not believed
+    assert fits._bracket({3: False, 4: True}, None, None) == (None, 3)
+
+
+def test_a_gallop_down_steps_while_its_step_is_under_an_eighth_of_the_bracket():
+    asked = []
+
+    def never(n):
+        asked.append(n)
+        return False
+    assert fits._down(never, 0, 16, 2) == (0, 16) and asked == []  # 2 is an eighth of 16: bisect instead
+    assert fits._down(never, 0, 17, 2) == (0, 15) and asked == [15]
+    assert fits._down(never, 10, 20, 1) == (10, 19) and asked == [15, 19]
