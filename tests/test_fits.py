@@ -665,3 +665,39 @@ def test_a_gallop_down_steps_while_its_step_is_under_an_eighth_of_the_bracket():
     assert fits._down(never, 0, 16, 2) == (0, 16) and asked == []  # 2 is an eighth of 16: bisect instead
     assert fits._down(never, 0, 17, 2) == (0, 15) and asked == [15]
     assert fits._down(never, 10, 20, 1) == (10, 19) and asked == [15, 19]
+
+
+def asking(boundary):
+    asked = []
+
+    def probe(n):
+        asked.append(n)
+        return n <= boundary
+    return probe, asked
+
+
+def test_a_gallop_up_doubles_its_step_to_the_top_or_an_eighth_of_the_bracket():
+    probe, asked = asking(10**6)
+    assert fits._up(probe, 0, None, 20, 1) == (20, None) and asked == [1, 3, 7, 15, 20]
+    probe, asked = asking(10**6)
+    assert fits._up(probe, 0, 100, 99, 1) == (15, 100) and asked == [1, 3, 7, 15]
+    probe, asked = asking(10**6)
+    assert fits._up(probe, 0, 8, 99, 1) == (0, 8) and asked == []  # 1 is an eighth of 8: bisect instead
+    probe, asked = asking(10**6)
+    assert fits._up(probe, 10, 30, 99, 1) == (13, 30) and asked == [11, 13]
+    probe, asked = asking(5)
+    assert fits._up(probe, 0, None, 99, 1) == (3, 7) and asked == [1, 3, 7]
+
+
+def test_a_gallop_starts_at_the_guess_held_inside_the_bracket():
+    probe, asked = asking(37)
+    assert fits._gallop(probe, 100, 0, 50, 4096) == (0, 42) and asked == [49, 48, 46, 42]
+    probe, asked = asking(37)
+    assert fits._gallop(probe, 0, 10, None, 4096) == (26, 42) and asked == [11, 12, 14, 18, 26, 42]
+    probe, asked = asking(37)
+    assert fits._gallop(probe, 20, 0, 40, 4096) == (23, 40) and asked == [20, 21, 23]
+
+
+def test_a_start_between_two_steps_rounds_up_to_the_next():
+    probe, asked = asking(1000)
+    assert fits.largest_fitting(probe, start=100, limit=2**20, unit=128).largest == 896 and asked[0] == 128
