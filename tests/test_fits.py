@@ -701,3 +701,18 @@ def test_a_gallop_starts_at_the_guess_held_inside_the_bracket():
 def test_a_start_between_two_steps_rounds_up_to_the_next():
     probe, asked = asking(1000)
     assert fits.largest_fitting(probe, start=100, limit=2**20, unit=128).largest == 896 and asked[0] == 128
+
+
+def test_side_by_side_a_gallop_asks_the_guess_and_its_neighbours_then_goes_on_only_past_all_three():
+    def case(boundary, guess, low, high):
+        probe, asked = asking(boundary)
+        rounds = []
+
+        def many(sizes):
+            rounds.append(list(sizes))
+            return [n <= boundary for n in sizes]
+        return fits._gallop(probe, guess, low, high, 4096, many), asked, rounds
+    assert case(37, 20, 0, None) == ((35, 51), [23, 27, 35, 51], [[19, 20, 21]])  # all three fit: up by 2, 4...
+    assert case(5, 20, 10, None) == ((10, 19), [], [[19, 20, 21]])  # none fit, and 19 is near 10: bisect
+    assert case(20, 20, 0, None) == ((20, 21), [], [[19, 20, 21]])
+    assert case(100, 100, 0, 30) == ((29, 30), [], [[28, 29]])  # held under the size known not to fit
