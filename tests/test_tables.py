@@ -155,14 +155,22 @@ def test_scaling_reads_each_strategy_against_single_on_the_same_box(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["table", "trick", "--down", "technique"], "unknown case 'trick'; known cases: beyond, ceilings"),
     (["table", "fits", "--down", "techniq"], "fits has no parameter 'techniq': choose from device, workload"),
-    (["table", "fits", "--down", "technique", "--show", "speed"], "unknown figure 'speed': choose from step"),
+    (["table", "fits", "--down", "technique", "--show", "speed"],
+     "unknown figure 'speed': choose from step, rate, eff, peak, scaling, loss or check:KEY"),
+    (["table", "fits", "--down", "technique,budget", "--show", "check:max_batchx"],
+     "no record of fits here holds check key 'max_batchx': its records hold budget_bytes, budget_bytes_per_sample, "
+     "card_bytes, known_fit,"),
+    (["table", "fits", "--down", "technique", "--versus", "budget"], "--versus takes name=value, got 'budget'"),
+    (["table", "ceilings", "--down", "probe"], "no records of ceilings match anything: run the case first"),
     (["table", "fits", "--down", "technique", "--where", "budget"], "--where takes name=value"),
     (["table", "fits", "--down", "technique", "--where", "workload=gpt"],
      "workload='gpt' is not one of: lm, encdec, resnet50"),
-    (["table", "fits", "--down", "technique", "--where", "workload=encdec"], "no records of fits match"),
+    (["table", "fits", "--down", "technique", "--where", "workload=encdec"],
+     "no records of fits match {'workload': 'encdec'}: run the case first, or check --where against"),
     (["table", "fits", "--down", "technique", "--versus", "budget=12GB"], "budget='12GB' is not one of: 16GB"),
     (["table", "fits", "--down", "technique", "--versus", "workload=lm"], "needs workload down or across"),
-    (["table", "fits", "--down", "technique", "--show", "scaling"], "name that run with --versus"),
+    (["table", "fits", "--down", "technique", "--show", "scaling"],
+     "--show scaling reads each strategy against the one-GPU run of its workload: name that run with --versus"),
 ])
 def test_bad_input_exits_2_with_one_line_naming_the_fix(tmp_path, capsys, argv, message):
     root = results_with(tmp_path, H200_FITS)
