@@ -714,5 +714,17 @@ def test_side_by_side_a_gallop_asks_the_guess_and_its_neighbours_then_goes_on_on
         return fits._gallop(probe, guess, low, high, 4096, many), asked, rounds
     assert case(37, 20, 0, None) == ((35, 51), [23, 27, 35, 51], [[19, 20, 21]])  # all three fit: up by 2, 4...
     assert case(5, 20, 10, None) == ((10, 19), [], [[19, 20, 21]])  # none fit, and 19 is near 10: bisect
+    assert case(5, 20, 0, None) == ((0, 17), [17], [[19, 20, 21]])  # none fit: down by 2, 4...
+    assert case(37, 11, 10, None)[2] == [[11, 12]]  # never the size known to fit
     assert case(20, 20, 0, None) == ((20, 21), [], [[19, 20, 21]])
     assert case(100, 100, 0, 30) == ((29, 30), [], [[28, 29]])  # held under the size known not to fit
+
+
+def test_the_estimate_reads_the_highest_peak_of_a_size_and_the_line_a_quarter_below_the_top():
+    assert fits.linear_estimate([(1, 10), (4, 40), (4, 30)], 100) == 10  # 4's higher peak: 10 bytes a size
+    assert fits.linear_estimate([(1, 10), (4, 40)], 40) == 4  # a peak at the cap fits it
+    assert fits.linear_estimate([(2, 20), (4, 40)], 100) is None  # a span of two: wait for four
+    assert fits.linear_estimate([(1, 10), (3, 20), (4, 40)], 100) == 7  # through 3 and 4, not 1
+    assert fits.linear_estimate([(1, 100), (4, 102)], 110) == 16  # a shallow line still rises
+    assert fits.side_by_side(40 * GB, 3 * (40 * GB + fits.PROBE_OVERHEAD) - 1) == 1
+    assert fits._cold_start(lambda sizes: [True] * len(sizes), 1, None, 4) == (4, None)  # 4 is within the limit
