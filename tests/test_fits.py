@@ -728,3 +728,13 @@ def test_the_estimate_reads_the_highest_peak_of_a_size_and_the_line_a_quarter_be
     assert fits.linear_estimate([(1, 100), (4, 102)], 110) == 16  # a shallow line still rises
     assert fits.side_by_side(40 * GB, 3 * (40 * GB + fits.PROBE_OVERHEAD) - 1) == 1
     assert fits._cold_start(lambda sizes: [True] * len(sizes), 1, None, 4) == (4, None)  # 4 is within the limit
+
+
+def test_a_guess_never_sends_a_probe_past_the_limit_or_onto_what_is_known():
+    probe, asked = asking(10**6)
+    late = lambda: 10 if len(asked) >= 3 else None  # noqa: E731 (a guess only once 1, 2 and 4 are probed)
+    assert fits.largest_fitting(probe, limit=4, estimate=late).largest == 4 and asked == [1, 2, 4]
+    probe, asked = asking(37)
+    assert fits.largest_fitting(probe, known=(5, 6), estimate=lambda: 10).largest == 5 and asked == []
+    probe, asked = asking(7)
+    assert fits.largest_fitting(probe, known=(5, 9), estimate=lambda: 20).largest == 7 and max(asked) < 9
