@@ -37,7 +37,7 @@ TESTS = {
     "harness/report/efficiency.py": ("tests/test_efficiency.py",),
     "harness/report/tables.py": ("tests/test_tables.py",),
     "harness/report/pages/chooser.py": ("tests/test_chooser.py",),
-    "harness/workloads/fits.py": ("tests/test_fits.py",),
+    "harness/workloads/fits.py": ("tests/test_fits_search.py",),  # test_fits.py starts probes' processes
     "harness/workloads/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
     "harness/units.py": ("tests/test_units.py",),
 }
