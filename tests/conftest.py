@@ -75,7 +75,7 @@ def results_with(root: Path, *files: Path) -> Path:
 
 def plain(text: str) -> str:
     """A markdown text with its pipe tables as one reads them: each row ``| a | b |`` with its
-    cells unescaped and unpadded (tabulate pads them, ``markdown.escape`` escapes them)."""
+    cells unescaped and unpadded (tabulate pads them, ``markdown.cell`` escapes them)."""
     def unescape(cell: str) -> str:
         return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", cell.strip())
 

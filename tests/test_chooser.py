@@ -1,5 +1,6 @@
 """"Which way out?": the rule on hand-made trials, and the answers for the issue's questions on
 records planted here (never the committed results)."""
+import dataclasses
 import json
 import re
 
@@ -170,3 +171,96 @@ def test_a_budget_is_named_for_what_it_was():
     assert chooser.ran_under("16GB") == "16GB allocator cap (context not charged)"
     assert chooser.ran_under("p100-16gb") == "Tesla P100-PCIE-16GB, emulated"
     assert chooser.ran_under("card") == "the whole card"
+
+
+def test_a_peak_at_the_card_fits_and_a_request_of_the_card_refutes_nothing():
+    card = CARDS["p100-16gb"].total_bytes
+    at = Trial("x", "box", "ok", 85 * G, device=card, step_s=0.1)
+    assert chooser.fits([at], card) == at and chooser.fits([at], card - 1) is None
+    ask = Trial("x", "box", "does_not_fit", 8 * G, requested=card)
+    assert not chooser.refutes(ask, card) and chooser.refutes(ask, card - 1)
+
+
+def test_the_closest_named_emulation_wins_and_else_the_smallest_memory_that_fit():
+    card = CARDS["rtx4090-24gb"].total_bytes
+    p100 = Trial("x", "box", "ok", CARDS["p100-16gb"].total_bytes, device=15 * G, step_s=0.1, named=True)
+    own = Trial("x", "box", "ok", card, device=15 * G, step_s=0.1, named=True)
+    cap = Trial("x", "box", "ok", 20 * G, device=15 * G, step_s=0.1)  # a cap: its context not charged
+    small = Trial("x", "box", "ok", 10 * G, device=15 * G, step_s=0.1)
+    assert chooser.fits([p100, cap], card) == p100  # a cap is no emulation of a card, however close
+    assert chooser.fits([p100, own, cap], card) == own and chooser.fits([own, p100], card) == own
+    assert chooser.fits([own, small], card) == own  # the card's own emulation, though a cap ran smaller
+    whole = Trial("x", "box", "ok", 85 * G, device=15 * G, step_s=0.1)
+    assert chooser.fits([whole, cap], card) == cap and chooser.fits([cap, whole], card) == cap
+
+
+def test_an_answer_keeps_one_machine_s_trials_and_ranks_each_list_by_step():
+    def t(way, machine, step, **kw):
+        return Trial(json.dumps({"way": way}), machine, "ok", 85 * G, device=G, step_s=step, **kw)
+    tried = [t("base", "a", 0.2), t("base", "b", 0.1), t("fast", "b", 0.05), t("slow", "a", 0.3),
+             t("managed", "a", 0.4, unevicted=True), t("managed", "b", 0.3, unevicted=True)]
+    base, fast = {json.dumps({"way": "base"})}, json.dumps({"way": "fast"})
+    found = chooser.answer(tried, 16 * G, base, set())
+    assert [(x.machine, x.step_s) for x in found.needless] == [("b", 0.1), ("a", 0.2)]
+    assert [x.step_s for x in found.apart] == [0.3, 0.4] and found.ways[0].way == fast
+    on_a = chooser.answer(tried, 16 * G, base, set(), "a")
+    assert [x.machine for x in on_a.needless + on_a.ways + on_a.apart] == ["a", "a", "a"]
+
+
+def planted_row(case="seed000", params=None, outcome="ok", check=None, timing=True, memory=None, gpu=True,
+                requested=None):
+    rec = record(case, params if params is not None else {"way": "device_pool", "budget": "16GB"}, outcome, device=G,
+                 check=check, requested=requested)
+    changes = {"memory": {**rec.memory, **(memory or {})}}
+    if timing and rec.timing is None:
+        changes["timing"] = Timing(0.1, 0.1, 0.1, 0.1, 0.1, 3, 0)
+    if not gpu:
+        from harness.measure.devices import Devices
+        changes["environment"] = snapshot(Devices(reason="no GPU (test)"))
+    return rows(dataclasses.replace(rec, **changes))[0]
+
+
+def test_a_row_is_a_trial_only_of_its_own_workload_on_a_gpu():
+    seed, lm_wl = chooser.WORKLOADS[3], chooser.WORKLOADS[0]
+    assert chooser.trial(planted_row(), seed) is not None
+    assert chooser.trial(planted_row(), lm_wl) is None  # another case
+    assert chooser.trial(planted_row("tricks", {**LM, "batch": 8, "technique": "fp32"}), lm_wl) is None  # another batch
+    assert chooser.trial(planted_row(gpu=False), seed) is None
+    whole = chooser.trial(planted_row(params={"way": "device_pool"}), seed)  # no budget: the whole card
+    assert (whole.size, whole.named, whole.unevicted) == (81559 * 2**20, False, False)
+    named = chooser.trial(planted_row(params={"way": "x", "budget": "p100-16gb"}), seed)
+    assert (named.size, named.named) == (CARDS["p100-16gb"].total_bytes, True)
+
+
+def test_a_trial_carries_what_the_rule_and_the_page_read():
+    seed = chooser.WORKLOADS[3]
+    card = chooser.trial(planted_row(params={"way": "m", "budget": "card"}, check=UNEVICTED), seed)
+    assert not card.unevicted  # on the whole card, nothing was under a smaller budget to evict
+    assert not chooser.trial(planted_row(check={"evicted": False}), seed).unevicted
+    assert chooser.trial(planted_row(check=UNEVICTED), seed).unevicted
+    failed = chooser.trial(planted_row(outcome="failed"), seed)
+    assert failed.step_s is None and chooser.trial(planted_row(), seed).step_s == 0.1
+    short = chooser.trial(planted_row(outcome="does_not_fit", timing=False, requested=5 * G), seed)
+    assert (short.outcome, short.requested) == ("does_not_fit", 5 * G)
+    peak = chooser.trial(planted_row(memory={"allocator.torch.max_allocated": 7 * G}), seed)
+    assert peak.allocated == 7 * G
+
+
+def test_each_card_is_labelled_with_its_size_and_each_gpu_as_its_own_records_say():
+    cards = chooser.cards(rows(*SEED000))
+    p100 = next(c for c in cards if c[0] == "p100-16gb")
+    assert p100[1] == "Tesla P100-PCIE-16GB (17.1 GB as nvidia-smi reports it)"
+    assert cards[-1][1:] == (f"{cards[-1][3]} (85.5 GB, its own records)", 81559 * 2**20, cards[-1][3])
+
+
+def test_a_machine_s_section_leaves_out_other_machines_and_what_is_shown_apart():
+    wl = chooser.WORKLOADS[3]
+
+    def t(way, machine, **kw):
+        return Trial(json.dumps({"way": way}), machine, kw.pop("outcome", "ok"), 85 * G, step_s=0.1, **kw)
+    tried = [t("device_pool", "a", device=90 * G), t("zero_copy", "b", device=90 * G),
+             t("managed_pool", "a", device=G, unevicted=True)]
+    on_a = chooser.section(tried, wl, 16 * G, "a")
+    assert on_a["left"] == ["way=device_pool"] and [x.machine for x, _ in on_a["apart"]] == ["a"]
+    anywhere = chooser.section(tried, wl, 16 * G, None)
+    assert anywhere["left"] == ["way=device_pool", "way=zero_copy"]

@@ -27,21 +27,6 @@ FAKE_PROBE = ("import json, os, sys; n = int(sys.argv[1]); "
               "print(json.dumps({'fits': n <= int(sys.argv[2]), 'pid': os.getpid()}))")
 
 
-@pytest.mark.parametrize("boundary", [1, 2, 3, 37, 64, 65, 1000, 4097])
-def test_search_returns_the_exact_boundary_of_a_fake_memory_model(boundary):
-    per_sample, fixed, budget = 3_000_000, 500_000_000, None
-    budget = fixed + boundary * per_sample  # batch `boundary` fits exactly, one more does not
-    search = fits.largest_fitting(lambda n: fixed + n * per_sample <= budget)
-    assert search.largest == boundary
-    assert (boundary, True) in search.probed and (boundary + 1, False) in search.probed
-    assert len({n for n, _ in search.probed}) == search.probes  # no batch probed twice
-
-
-def test_search_reports_zero_when_nothing_fits_and_stops_at_the_limit():
-    assert fits.largest_fitting(lambda n: False).largest == 0
-    assert fits.largest_fitting(lambda n: True, limit=100).largest == 100
-
-
 def test_every_probe_runs_in_a_fresh_process():
     prober = fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", FAKE_PROBE, str(n), "5"])
     search = fits.largest_fitting(prober)
@@ -163,71 +148,6 @@ def test_the_probe_reads_a_library_workspace_failure_as_out_of_memory_and_nothin
     assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
 
 
-def _memory_model(boundary, per_sample=3_000_000, fixed=500_000_000):
-    """Peak bytes at batch n, and the cap under which exactly ``boundary`` fits."""
-    return (lambda n: fixed + n * per_sample), fixed + boundary * per_sample
-
-
-@pytest.mark.parametrize("boundary", [2, 3, 37, 64, 65, 1000, 4097])
-def test_a_guess_from_the_measured_peaks_finds_the_boundary_in_six_probes(boundary):
-    peak, cap = _memory_model(boundary)
-    measured = []
-
-    def probe(n):
-        ok = peak(n) <= cap
-        if ok:
-            measured.append((n, peak(n)))
-        return ok
-
-    search = fits.largest_fitting(probe, estimate=lambda: fits.linear_estimate(measured, cap))
-    assert search.largest == boundary
-    assert search.probes <= 6 and (boundary + 1, False) in search.probed  # 1, 2, 4, guess, guess + 1 and + 2
-
-
-@pytest.mark.parametrize("boundary", [1, 2, 5, 37, 1000])
-@pytest.mark.parametrize("error", [-900, -30, -3, -1, 0, 1, 2, 17, 500, 10**6])
-def test_a_wrong_guess_costs_probes_but_never_the_exact_answer(boundary, error):
-    search = fits.largest_fitting(lambda n: n <= boundary, estimate=lambda: boundary + error, limit=5000)
-    assert search.largest == boundary
-    assert len({n for n, _ in search.probed}) == search.probes  # no batch probed twice
-    assert search.probes <= 2 * (abs(error) + 1).bit_length() + 4  # logarithmic in the guess's error
-
-
-def test_a_guess_past_the_limit_stops_there():
-    search = fits.largest_fitting(lambda n: True, estimate=lambda: 10**9, limit=100)
-    assert search.largest == 100 and max(n for n, _ in search.probed) == 100
-
-
-def test_the_linear_estimate_waits_for_a_span_of_four_and_reads_the_line_near_the_top():
-    assert fits.linear_estimate([(1, 10), (2, 20)], cap=100) is None
-    assert fits.linear_estimate([(1, 10), (2, 20), (4, 40)], cap=100) == 10
-    assert fits.linear_estimate([(1, 10), (2, 20), (4, 40), (5, 50)], cap=100) == 10  # 5 and 2 (<= 3/4 of 5)
-    assert fits.linear_estimate([(1, 10), (2, 10), (4, 10)], cap=100) is None  # no growth: no line to read
-
-
-def test_with_sizes_measured_either_side_of_the_cap_the_estimate_reads_the_line_between_them():
-    # a larger budget's peaks (another run's, or this one's) past the cap: the answer lies between
-    squared = [(n, n * n) for n in (1, 2, 4, 8, 16, 32)]
-    assert fits.linear_estimate(squared, cap=100) == 9  # 8 (64) and 16 (256): 8 + 36 x 8 / 192
-    assert fits.linear_estimate([(n, m) for n, m in squared if m <= 100], cap=100) == 11  # past 8 it overshoots 10
-    assert fits.linear_estimate([(1, 10), (2, 20), (3, 200)], cap=100) == 2  # 2 and 3 bracket it, a span of four or not
-    assert fits.linear_estimate([(1, 10), (2, 20), (4, 40), (3, 500)], cap=100) == 10  # a point out of order is passed by
-
-
-# Peak reserved bytes of the fp32 LM (width 1024, 12 layers, 1024 tokens) on the H200, from the
-# probe log of 203233b, and the largest batch each budget's search found there.
-H200_RESERVED = {1: 4.57e9, 2: 5.69e9, 8: 13.11e9, 9: 14.64e9, 14: 22.26e9, 15: 23.79e9, 16: 23.21e9,
-                 24: 34.44e9, 26: 37.24e9, 27: 38.64e9, 56: 79.14e9}
-H200_ANSWERS = {24e9: (9, 16), 80e9: (27, 56), 150.8e9: (56, 106)}  # cap: (largest known before, answer)
-
-
-@pytest.mark.parametrize("cap", list(H200_ANSWERS))
-def test_on_measured_peaks_the_estimate_lands_on_the_answer(cap):
-    known, answer = H200_ANSWERS[cap]
-    points = [(n, m) for n, m in H200_RESERVED.items() if n <= known]
-    assert fits.linear_estimate(points, cap) in (answer, answer + 1)  # the probe of answer + 1 settles it
-
-
 def test_the_probe_log_carries_a_fit_up_to_larger_caps_and_a_failure_down_to_smaller_ones(tmp_path):
     log, key = probe_log.ProbeLog(tmp_path / "p.ndjson"), {"technique": "fp32"}
     log.add(key, 16, {"n": 9, "fits": True, "peak_allocated": 14})
@@ -242,16 +162,6 @@ def test_the_probe_log_carries_a_fit_up_to_larger_caps_and_a_failure_down_to_sma
     assert probe_log.ProbeLog(tmp_path / "p.ndjson").points(key) == [(9, 14), (14, 22)]  # read back from the file
 
 
-@pytest.mark.parametrize("fit_at,fail_at", [(5, None), (5, 6), (None, 6), (None, 1)])
-def test_a_search_never_probes_what_is_known(fit_at, fail_at):
-    known = {n: n == fit_at for n in (fit_at, fail_at) if n is not None}
-    search = fits.largest_fitting(lambda n: n <= 5, known=known, limit=100)
-    assert search.largest == (0 if fail_at == 1 else 5)
-    assert not {fit_at, fail_at} & {n for n, _ in search.probed}
-    if fit_at and fail_at:
-        assert search.probed == [(7, False)]  # only the size after the answer's failing one
-
-
 def test_the_next_budget_of_a_run_starts_from_the_last_ones_answer(fake_card, records_dir, monkeypatch):
     run = set_run(monkeypatch, records_dir, run_id="run1")
     first = execute("fits", CASE_PARAMS, run=run)
@@ -261,20 +171,6 @@ def test_the_next_budget_of_a_run_starts_from_the_last_ones_answer(fake_card, re
     logged = list((records_dir / "test-machine").glob("*.fits-probes.ndjson"))
     assert len(logged) == 1
     assert second.check["probes"] < first.check["probes"] and second.check["probes"] == len(second.check["probe_seconds"])
-
-
-@pytest.mark.parametrize("boundary", [0, 1, 5, 37, 1000])
-@pytest.mark.parametrize("hint", [(37, 38), (5, 6), (1000, 1001), (4, 9), (None, 38), (37, None), (600, 2000), (0, 1)])
-@pytest.mark.parametrize("unit", [1, 128])
-def test_a_hint_from_another_run_is_probed_first_and_never_costs_the_exact_answer(boundary, hint, unit):
-    hint = tuple(None if h is None else h * unit for h in hint)
-    search = fits.largest_fitting(lambda n: n <= boundary * unit, hint=hint, limit=5000 * unit, unit=unit,
-                                  estimate=lambda: None)
-    assert search.largest == boundary * unit
-    assert len({n for n, _ in search.probed}) == search.probes  # no size probed twice
-    if hint == (boundary * unit, (boundary + 1) * unit) and boundary:  # three probes, no start
-        assert search.probed == [(boundary * unit, True), ((boundary + 1) * unit, False),
-                                 ((boundary + 2) * unit, False)]
 
 
 def test_earlier_runs_hint_the_bracket_they_found_and_none_where_they_disagree(tmp_path):
@@ -375,29 +271,6 @@ def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monke
     (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")
     ran = sorted((e["began"], e["ended"]) for e in map(json.loads, log.read_text().splitlines()))
     assert len(ran) == rec.check["probes"] and all(end <= nxt for (_, end), (nxt, _) in zip(ran, ran[1:]))
-
-
-@pytest.mark.parametrize("boundary", [0, 1, 2, 3, 4, 5, 37])
-@pytest.mark.parametrize("high", [None, 3, 50])
-def test_side_by_side_a_cold_start_asks_for_three_sizes_at_once_and_keeps_the_exact_answer(boundary, high):
-    rounds = []
-
-    def many(sizes):
-        rounds.append(list(sizes))
-        return [n <= boundary for n in sizes]
-
-    # a size known not to fit (under a larger cap) is one this table fails at: a spike where the boundary is past it
-    search = fits.largest_fitting(lambda n: n <= boundary and n != high, known={} if high is None else {high: False},
-                                  probe_many=many, limit=1000)
-    assert search.largest == (boundary - 1 if boundary == high else boundary)
-    assert rounds[0] == [n for n in (1, 2, 4) if high is None or n < high]
-    assert len({n for n, _ in search.probed}) == search.probes  # no size probed twice
-
-
-def test_probes_run_side_by_side_only_where_memory_holds_each_cap_and_its_context():
-    assert fits.side_by_side(16 * GB, 80 * GB) == 3
-    assert fits.side_by_side(40 * GB, 85 * GB) == 1
-    assert fits.side_by_side(40 * GB, 3 * (40 * GB + fits.PROBE_OVERHEAD)) == 3
 
 
 def test_the_search_runs_once_per_record_and_reads_no_busy_share_of_its_own(fake_card, monkeypatch):
@@ -563,85 +436,3 @@ def test_an_answer_the_hosts_memory_set_says_so_and_bounds_the_next_budget_of_th
     assert not fits_case.host_bound("fits", dict(first.check, host_short_at=14), "max_batch")
     assert not fits_case.host_bound("fits", dict(first.check, host_short_at=None), "max_batch")
     assert not fits_case.host_bound("tricks", first.check, "max_batch")
-
-
-@pytest.mark.parametrize("boundary", [1024, 1100, 8999, 12600])
-def test_one_sequence_is_searched_in_steps_of_128_tokens_and_answers_to_them(boundary):
-    """A token-exact answer costs seven probes more; the guess from the first peaks (12672 tokens,
-    the line through 1024, 2048 and 4096 on the H100 under 16GB) overshoots a sequence's boundary."""
-    asked = []
-
-    def probe(n):
-        asked.append(n)
-        return n <= boundary
-    search = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128, estimate=lambda: 12672,
-                                  known={1024: True})
-    assert search.largest == boundary // 128 * 128
-    assert all(n % 128 == 0 for n in asked) and [n for n, _ in search.probed] == asked and 1024 not in asked
-    assert search.probes <= 12
-
-
-def test_a_known_bound_between_two_steps_rounds_toward_what_was_seen():
-    """A size known to fit says only that the steps under it fit (rounded down); one known not to
-    fit, that the steps over it do not (rounded up): never an answer nobody probed."""
-    asked = []
-
-    def probe(n):
-        asked.append(n)
-        return n <= 1000
-    search = fits.largest_fitting(probe, start=128, limit=2**20, unit=128, known={1000: True, 1024: False})
-    assert search.largest == 896 and asked == [1152]  # 7 steps fit, 8 did not: only the size after 8 is left
-    asked.clear()
-    search = fits.largest_fitting(probe, start=128, limit=2**20, unit=128, known={1000: True, 1100: False})
-    assert search.largest == 896 and asked == [1024]  # 9 steps do not fit; 8 had to be probed
-
-
-def test_a_sequence_too_slow_to_wait_for_is_named_in_tokens():
-    def probe(n):
-        if n > 6000:
-            raise fits.TooSlow(n, 1.0)
-        return True
-    slow = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128)
-    assert (slow.largest, slow.too_slow) == (4096, 8192)  # doubling 1024, 2048, 4096, then 8192 ran too long
-    assert type(slow.too_slow) is int and type(slow.largest) is int  # whole counts of tokens, steps of 128
-
-
-def test_a_size_known_too_slow_bounds_the_search_and_an_answer_below_it_keeps_it():
-    asked = []
-
-    def probe(n):
-        asked.append(n)
-        return n <= 100
-    search = fits.largest_fitting(probe, limit=4096, slow=8)
-    assert (search.largest, search.too_slow) == (7, 8) and max(asked) == 7
-    roomy = fits.largest_fitting(lambda n: n <= 5, limit=4096, slow=8)
-    assert (roomy.largest, roomy.too_slow) == (5, None)  # memory, not time, set this answer
-    tokens = fits.largest_fitting(lambda n: n <= 10**6, start=1024, limit=2**20, unit=128, slow=8192)
-    assert (tokens.largest, tokens.too_slow) == (8064, 8192)
-
-
-def test_the_probes_a_search_runs_are_pinned():
-    """A search's cost is its probes (each one a process that loads a model): these sequences are
-    the doubling, the gallop down from a guess, the batch of sizes at once and the steps of 128,
-    each ending with the second size after the answer where it had not probed it."""
-    def fits_up_to(boundary):
-        return lambda n: n <= boundary
-
-    def many(sizes):
-        return [n <= 1000 for n in sizes]
-    assert fits.largest_fitting(fits_up_to(37), limit=4096).probed == [
-        (1, True), (2, True), (4, True), (8, True), (16, True), (32, True), (64, False), (48, False), (40, False),
-        (36, True), (38, False), (37, True), (39, False)]
-    assert fits.largest_fitting(fits_up_to(37), limit=4096, estimate=lambda: 100).probed == [
-        (1, True), (100, False), (99, False), (97, False), (93, False), (85, False), (43, False), (22, True),
-        (32, True), (37, True), (40, False), (38, False), (39, False)]
-    tokens = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, estimate=lambda: 5000)
-    assert tokens.probed == [(128, True), (4992, False), (4864, False), (4608, False), (4096, False), (2048, False),
-                             (1024, False), (512, True), (768, True), (896, True), (1152, False)]
-    at_once = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, probe_many=many)
-    assert at_once.probed == [(128, True), (256, True), (512, True), (1024, False), (768, True), (896, True),
-                              (1152, False)]
-    known = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, known={256: True}, probe_many=many)
-    assert known.probed == [(512, True), (1024, False), (768, True), (896, True), (1152, False)]
-    assert fits.largest_fitting(fits_up_to(4), start=4, limit=16).probed == [(4, True), (8, False), (6, False), (5, False)]
-    assert fits.largest_fitting(fits_up_to(16), start=4, limit=16).probed == [(4, True), (8, True), (16, True)]

@@ -3,6 +3,7 @@ values, memory labels, failure reasons, hosts, CPUs, commits) never forges or hi
 the report, read by a CommonMark parser with GitHub's tables, has one heading, one verdict, the
 first thing under it, no HTML, and a table whose every row keeps its seven cells. The terminal
 text keeps one verdict line, the last. Records are planted; hypothesis draws the text."""
+import re
 import tempfile
 from pathlib import Path
 
@@ -127,3 +128,27 @@ def test_control_text_in_a_refusal_never_reads_as_a_verdict(name, pattern):
     assert [t.tag for t in toks if t.type == "heading_open"] == ["h2"]
     said = strong_texts(toks)
     assert said[:1] == ["oombench gate could not compare:"] and not [s for s in said if s.startswith(("PASS", "FAIL"))]
+
+
+def cell_html(text: str) -> str:
+    """What a CommonMark parser with GitHub's tables makes of ``text`` in a one-column table's one cell."""
+    html = PARSER.render("\n".join(markdown.table(["h"], [[text]])))
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
+    assert len(cells) == 1 and html.count("<tr>") == 2, html  # one row of one cell, under the header
+    return cells[0]
+
+
+@given(hostile)
+def test_a_cell_reads_back_as_itself_in_its_own_cell(s):
+    plain = markdown.one_line(s)
+    assert cell_html(s) == plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def test_a_plain_cell_is_written_as_it_is():
+    for text in ("bf16_autocast+checkpoint", "1.5 x 24GB", "(2, 5, 1024)", "1,000.0 ms (1.50x)", "2.0% a",
+                 "ceilings probe=device_copy", "a & b", "#1: -2 > 3!"):
+        assert markdown.cell(text) == text
+        assert markdown.table(["h"], [[text]])[2] == f"| {text} |"
+    # what would act (emphasis, a pipe, an entity, a link) is escaped, and only that
+    assert markdown.cell("_x_ a*b* c|d &amp; [e](f) $g$ www.h.i http://j") == \
+        r"\_x\_ a\*b\* c\|d \&amp; \[e\](f) \$g\$ www\.h.i http\://j"

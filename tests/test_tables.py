@@ -155,14 +155,22 @@ def test_scaling_reads_each_strategy_against_single_on_the_same_box(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["table", "trick", "--down", "technique"], "unknown case 'trick'; known cases: beyond, ceilings"),
     (["table", "fits", "--down", "techniq"], "fits has no parameter 'techniq': choose from device, workload"),
-    (["table", "fits", "--down", "technique", "--show", "speed"], "unknown figure 'speed': choose from step"),
+    (["table", "fits", "--down", "technique", "--show", "speed"],
+     "unknown figure 'speed': choose from step, rate, eff, peak, scaling, loss or check:KEY"),
+    (["table", "fits", "--down", "technique,budget", "--show", "check:max_batchx"],
+     "no record of fits here holds check key 'max_batchx': its records hold budget_bytes, budget_bytes_per_sample, "
+     "card_bytes, known_fit,"),
+    (["table", "fits", "--down", "technique", "--versus", "budget"], "--versus takes name=value, got 'budget'"),
+    (["table", "ceilings", "--down", "probe"], "no records of ceilings match anything: run the case first"),
     (["table", "fits", "--down", "technique", "--where", "budget"], "--where takes name=value"),
     (["table", "fits", "--down", "technique", "--where", "workload=gpt"],
      "workload='gpt' is not one of: lm, encdec, resnet50"),
-    (["table", "fits", "--down", "technique", "--where", "workload=encdec"], "no records of fits match"),
+    (["table", "fits", "--down", "technique", "--where", "workload=encdec"],
+     "no records of fits match {'workload': 'encdec'}: run the case first, or check --where against"),
     (["table", "fits", "--down", "technique", "--versus", "budget=12GB"], "budget='12GB' is not one of: 16GB"),
     (["table", "fits", "--down", "technique", "--versus", "workload=lm"], "needs workload down or across"),
-    (["table", "fits", "--down", "technique", "--show", "scaling"], "name that run with --versus"),
+    (["table", "fits", "--down", "technique", "--show", "scaling"],
+     "--show scaling reads each strategy against the one-GPU run of its workload: name that run with --versus"),
 ])
 def test_bad_input_exits_2_with_one_line_naming_the_fix(tmp_path, capsys, argv, message):
     root = results_with(tmp_path, H200_FITS)
@@ -368,3 +376,92 @@ def test_an_answer_the_hosts_memory_set_is_marked_and_explained_and_no_other_is(
     assert "| 32⌂ |" in after["save_on_cpu, H200"]
     assert "⌂" not in after["cpu_offload, H200"]  # 16 fit; the device refused 17 long before the host
     assert any(line.startswith("⌂ the host's memory, not the budget, set this answer") for line in lines)
+
+
+# -- one cell's words ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("check, said", [
+    ({"ended": "died"}, " (its process died: killed or crashed)"),
+    ({"ended": "oom_killed"}, " (host memory ran out: the kernel's out-of-memory killer ended it)"),
+    ({"ended": "disk_full"}, " (the disk it files into was full)"),
+    ({"ended": "raised", "error": "ValueError: x\nat line 2"}, " (ValueError: x ↵ at line 2)"),
+    ({"deviation": 0.0123, "tolerance": 0.002, "reference_spread": 0.001, "reference": "fp32 with checkpointing"},
+     " (loss gap 0.012 from fp32 with checkpointing, 0.003 allowed)"),
+    ({"deviation": 0.5, "tolerance": 0.1}, " (loss gap 0.5 from fp32, 0.1 allowed)"),
+    ({"deviation": 0.5, "tolerance": True}, ""), ({"deviation": 0.5, "tolerance": 0.1, "ended": "raised2"}, ""),
+    ({}, ""), (None, "")])
+def test_a_failure_says_why(check, said):
+    assert tables._why_failed(check) == said
+
+
+def test_a_loss_is_the_last_one_a_check_kept_and_a_check_value_is_written_as_its_kind():
+    assert tables.loss({"loss_last": 2.5, "loss": 3.0}) == 2.5 and tables.loss({"loss": 3}) == 3
+    assert tables.loss({"loss": True}) is None and tables.loss({"loss": "2.5"}) is None and tables.loss({}) is None
+    assert tables._check_value(None) == "-" and tables._check_value(12345) == "12,345"
+    assert tables._check_value(True) == "True" and tables._check_value("a\nb") == "a ↵ b"
+    assert tables._check_value(2.5) == "2.5"
+    assert tables._check_value(524_288_000, "context.cuda") == "524.3 MB"
+    assert tables._check_value(524_288_000, "max_batch") == "524,288,000"
+
+
+def test_a_rate_is_written_in_its_units_with_its_share_of_the_ceiling_that_bounds_it(tmp_path):
+    rows = load_rows(results_with(tmp_path / "own", H100_HOST_A_CEILINGS, H100_HOST_A_BEYOND))
+    ceilings = render(rows, "ceilings", ["probe"], "machine", ["rate", "eff"])[0].splitlines()
+    assert ceilings[2:4] == ["| device_copy | 2,984.2 GB/s, - |", "| h2d_pinned | 52.6 GB/s, - |"]  # no ceiling of its own
+    assert ceilings[-1] == "| matmul_bf16 | 767.9 TFLOP/s, - |"
+    beyond = render(rows, "beyond", ["pattern", "budget"], "way", ["rate"], {"times": "1.5"})[0].splitlines()
+    # a rate of the primary unit reads as a share; one of the bytes over the host link names that link
+    assert beyond[2] == ("| stream, 24GB | does not fit (a 36.0 GB request failed) | 3,029.9 GB/s (1.02 of device copy) "
+                         "| 69.6 GB/s (h2d 0.88 of pinned H2D, 0.99 beside D2H) |")
+    assert beyond[4] == ("| matmul, 24GB | does not fit (a 36.0 GB request failed) | 51.9 TFLOP/s (1.02 of fp32 matmul) "
+                         "| not run |")
+    other = load_rows(results_with(tmp_path / "other", H100_HOST_A_BEYOND, H100_HOST_B_CEILINGS))
+    eff = render(other, "beyond", ["pattern", "budget"], "way", ["eff"], {"times": "1.5"})[0].splitlines()
+    assert eff[3] == "| reduce, 24GB | does not fit (a 36.0 GB request failed) | 0.96 of device copy§ | h2d 0.95 of pinned H2D§ |"
+
+
+def test_the_command_prints_the_table_its_footnotes_and_each_figure_against_the_base(tmp_path, capsys):
+    results = results_with(tmp_path, H100_HOST_A_CEILINGS, H100_HOST_A_BEYOND, H100_ACCUMULATION, H100_SEED003_HOST,
+                           H200_MICRO2_FAILED)
+
+    def printed(*args) -> list[str]:
+        assert tables.main(results, *args) == 0
+        return plain(capsys.readouterr().out).splitlines()
+    beyond = printed("beyond", "pattern,budget", "way", "rate,eff", ["times=1.5"], "way=managed_pool")
+    assert beyond[2] == ("| stream, 24GB | does not fit (a 36.0 GB request failed) | 3,029.9 GB/s, 1.02 of device copy | "
+                         "69.6 GB/s (0.02x), h2d 0.88 of pinned H2D, 0.99 beside D2H |")
+    two = printed("beyond", "pattern,budget", "way", "rate", ["times=1.5"], "way=managed_pool,budget=24GB")
+    assert two[3] == ("| reduce, 24GB | does not fit (a 36.0 GB request failed) | 2,854.3 GB/s (0.96 of device copy) | "
+                      "51.9 GB/s (h2d 0.99 of pinned H2D) (0.02x) |")
+    tricks = printed("tricks", "micro_batch", "technique", "rate,peak", ["batch=64"], "technique=fp32")
+    assert tricks[3] == "| 2 | 31.6 k tokens/s, 6.07 / 6.97 GB | 69.9 k tokens/s (2.21x), 5.64 / 6.70 GB (0.93x) |"
+    assert tricks[-2:] == ["", "Peaks here cover the whole case (build, warm-up, steps and check): these records were "
+                           "written before peaks covered the timed steps alone (schema 1)."]
+    resnet = printed("tricks", "technique,micro_batch", "budget", "step,peak", ["workload=resnet50_2048"])
+    assert resnet[2] == "| fp32, 2 | not run | not run | failed (loss gap 0.014 from fp32, 0.0048 allowed): 16.3 / 17.7 GB | not run |"
+    assert resnet[4].startswith("| save_on_cpu, 10 | does not fit in host memory (67.1 GB asked) |")
+    assert tables.main(tmp_path, "tricks", "technique", "budget", "step", []) == 2
+    assert capsys.readouterr().err == (f"oombench table: {tmp_path} holds no records/ folder: pass --results with the "
+                                       "folder that holds records/ (results/ by default)\n")
+
+
+def test_a_where_value_may_hold_an_equals_sign_and_a_machine_is_taken_as_written():
+    case = tables.cases.get("tricks")
+    assert tables.where_of(case, ["machine=H100 80GB HBM3"]) == {"machine": "H100 80GB HBM3"}
+    assert tables.where_of(case, ["machine=a=b"]) == {"machine": "a=b"}
+    assert tables.where_of(case, ["batch=16"]) == {"batch": 16}
+
+
+def test_what_did_not_fit_says_which_memory_and_the_request_only_where_known():
+    from harness.measure.record import Record
+    from harness.measure.environment import snapshot
+    from harness.measure.devices import Devices
+    env = snapshot(Devices(reason="test"))
+
+    def short(of, requested=None):
+        return Record(case="tricks", params={}, outcome="does_not_fit", environment=env, check={"short_of": of},
+                      requested_bytes=requested)
+    assert tables.does_not_fit(short("device")) == "does not fit"
+    assert tables.does_not_fit(short("host")) == "does not fit in host memory"
+    assert tables.does_not_fit(short("host", 2 * 10**9)) == "does not fit in host memory (2.00 GB asked)"
+    ok = Record(case="tricks", params={}, outcome="ok", environment=env, memory={"device.used.gpu0": 5})
+    assert tables.allocated_peak(ok) is None

@@ -37,22 +37,29 @@ TESTS = {
     "harness/report/efficiency.py": ("tests/test_efficiency.py",),
     "harness/report/tables.py": ("tests/test_tables.py",),
     "harness/report/pages/chooser.py": ("tests/test_chooser.py",),
-    "harness/workloads/fits.py": ("tests/test_fits.py", "tests/test_fits_rule.py"),
-    "harness/workloads/tricks.py": ("tests/test_tricks.py",),
+    "harness/workloads/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),  # test_fits.py starts processes
+    "harness/workloads/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
     "harness/units.py": ("tests/test_units.py",),
 }
-# Where only part of a module writes a verdict, the functions mutated (the rest trains models).
+# Where only part of a module writes a verdict, the functions mutated: the rest trains models
+# (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
 PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap", "deviation", "against_reference",
-                                        "checked_against_reference")}
+                                        "checked_against_reference"),
+        "harness/workloads/fits.py": ("largest_fitting", "_in_units", "_top", "_search", "_recorded", "_first_fit", "_narrow",
+                                      "_try", "_cold_start", "_bracket", "_gallop", "_up", "_down", "linear_estimate",
+                                      "side_by_side")}
 THRESHOLD = 90.0  # percent of mutants killed, per module
 # What mutmut's copy needs besides the module: the package, the tests and what they read (a
 # few tests still take a committed record as a template).
 SHARED = ("harness", "tests", "pyproject.toml", "README.md", "docs", "benchmarks", "asv.conf.json",
           "asv.versions.conf.json", "results")
 # Tests left out of every run: one reads a module's source text, which mutmut rewrites (its
-# trampolines import mutmut); one runs the module in a process of its own, which mutmut cannot see.
+# trampolines import mutmut); one runs the module in a process of its own, which mutmut cannot see;
+# two read the committed records through git, and mutmut's copy is no git checkout.
 LEFT_OUT = ("tests/test_units.py::test_units_stays_the_lowest_layer",
-            "tests/test_fits.py::test_the_real_probe_trains_in_its_own_process_and_answers_in_json")
+            "tests/test_fits.py::test_the_real_probe_trains_in_its_own_process_and_answers_in_json",
+            "tests/test_tables.py::test_every_table_the_docs_quote_is_what_the_command_prints_from_results",
+            "tests/test_tables.py::test_a_command_the_docs_quote_without_a_table_has_no_records_to_print")
 MUTMUT_COPIES = ("harness", "tests", "pyproject.toml")  # mutmut copies these itself
 WORK = ".mutmut"
 # Statuses that count as caught: a test failed, or the mutant ran forever and was stopped.
@@ -108,6 +115,9 @@ def folder(root: Path, module: str) -> Path:
         "also_copy": "\n".join(n for n in SHARED if n not in MUTMUT_COPIES and (root / n).exists()),
         "pytest_add_cli_args_test_selection": "\n".join(TESTS[module]),
         "pytest_add_cli_args": "\n".join(["-p", "no:cacheprovider", *(f"--deselect={t}" for t in LEFT_OUT)]),
+        # A mutant that loops forever (a search whose bracket never closes) is stopped after this many
+        # times its tests' CPU seconds, twice over (mutmut's default, 15, spends minutes on each).
+        "timeout_multiplier": "3",
     }
     with open(work / "setup.cfg", "w") as f:
         cfg.write(f)

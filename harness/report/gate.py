@@ -37,7 +37,7 @@ commits on one box.
 Bigger: peaks are near-deterministic (one allocator high-water mark per run), so a peak fails
 when it grows by more than a byte floor, ``max(min_bytes, max(2%, threshold) of the peak)``:
 small enough that +10% of any peak over the floor's size is caught, large enough for allocator
-rounding and sampled pool levels. Set-up levels ("setup.") are not gated.
+rounding and sampled pool levels. Set-up levels ("setup.") are not peaks, so are not gated.
 
 What fits: a what-fits record's one timed "step" is a whole search, whose wall time says what the
 search cost (how many probes, which earlier runs it started from), not how fast anything trains,
@@ -65,7 +65,7 @@ from harness.cases import fits
 from harness.measure.machine import host_key, machine_label
 from harness.measure.inputs import write_whole
 from harness.measure.outcomes import OK
-from harness.measure.record import SETUP, Record
+from harness.measure.record import Record
 from harness.measure.store import COMMITTED, load_any
 from harness.measure.store import latest as store_latest
 from harness.report import markdown, noise, rounds
@@ -189,7 +189,7 @@ def one_kind(recs: list[Record], side: str, cross_machine: bool) -> str:
 
 
 def latest(recs: list[Record]) -> dict[tuple[str, str], Record]:
-    return store_latest(recs, key=lambda r: (r.case, params_text(r)))
+    return store_latest(recs)  # keyed by (case, parameters as params_text writes them)
 
 
 def pairs(base: list[Record], new: list[Record], all_rounds: bool = False
@@ -240,7 +240,7 @@ def evidence(base: Record, new: Record, k: float) -> tuple[bool, bool, str]:
     the ratio of medians against the floor decides alone."""
     b, n = base.timing, new.timing
     if b.samples_s and n.samples_s and noise.can_decide(len(b.samples_s), len(n.samples_s)):
-        up = noise.rank_p(b.samples_s, n.samples_s, "greater")
+        up = noise.rank_p(b.samples_s, n.samples_s, "greater")  # pragma: no mutate (rank_p's default, any case)
         down = noise.rank_p(b.samples_s, n.samples_s, "less")
         return up < noise.ALPHA, down < noise.ALPHA, f"rank p={up:.2g}"
     if not (b.samples_s and n.samples_s) and noise.can_decide(b.steps, n.steps):
@@ -334,10 +334,10 @@ def answer_row(base: Record, new: Record) -> Row:
 def peak_rows(base: Record, new: Record, opts: Options, report: Report) -> list[Row]:
     """A row for each peak that grew past its floor, and for each BASE has and NEW lacks."""
     rows, new_peaks = [], peaks(new)
-    across = opts.cross_machine and noise.kind_of(base) != noise.kind_of(new)
+    across = noise.kind_of(base) != noise.kind_of(new)  # only ever so under cross_machine
     for label, b in sorted(peaks(base).items()):
         n = new_peaks.get(label)
-        if label.startswith(SETUP) or (across and label == DEVICE):
+        if across and label == DEVICE:
             continue
         if n is None and "missing-level" in opts.allow:
             report.allowed.append(f"missing-level: {base.case} {params_text(base)} has no {label} in NEW")

@@ -4,13 +4,15 @@ Case names, parameter values, reasons and paths come from records and command li
 anyone may write. In a pull-request comment such a text could otherwise open an HTML comment
 that hides the verdict, start a heading or a line that reads as a verdict, or add a cell that
 shifts a table's columns; in a terminal, a control character could move the cursor. So every
-such text goes through ``one_line`` (terminal) or ``escape`` (markdown), and markdown tables are
-written by tabulate from escaped cells.
+such text goes through ``one_line`` (terminal), ``escape`` (a markdown line) or ``cell`` (a
+markdown table's cell), and markdown tables are written by tabulate from ``cell``'s cells.
 
 ``escape`` relies on CommonMark's rule that a backslash before any ASCII punctuation character
 makes it a literal character ("Backslash escapes", CommonMark 0.31 §2.4; GitHub's tables honour
 ``\\|`` the same way): with every such character escaped and no line break left, no text can
-carry markup, wherever in a line it lands.
+carry markup, wherever in a line it lands. A table cell holds inline text only (GitHub Flavored
+Markdown 0.29 §4.10): no block can start there, so ``cell`` escapes only the characters that act
+inside a line, and figures such as ``1.5 x 24GB`` or ``(2, 5, 1024)`` read as they are written.
 """
 from __future__ import annotations
 
@@ -19,6 +21,11 @@ import unicodedata
 
 # Every ASCII punctuation character: the set CommonMark lets a backslash make literal.
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# What acts inside a table cell: a backslash, a code span's backtick, emphasis' `*` (and `_`, except
+# between two letters or digits, where it opens and closes nothing: CommonMark 0.31 §6.2), a link's
+# brackets, HTML's `<`, strikethrough's `~`, GitHub's math `$`, the cell's own `|`, an entity's `&`,
+# and the `:` of `scheme://` and the `.` of `www.`, which GitHub would make a link of.
+_INLINE = re.compile(r"([\\`*\[\]<~$|]|&(?=#?\w+;)|(?<![^\W_])_|_(?![^\W_])|:(?=//)|(?<=(?i:www))\.)")
 # Characters that end a line (str.splitlines' set), control a terminal, or reorder or hide text.
 _INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
 
@@ -38,6 +45,11 @@ def escape(text) -> str:
     return _PUNCTUATION.sub(r"\\\1", one_line(text))
 
 
+def cell(text) -> str:
+    """``text`` for a markdown table's cell: ``one_line``, then what acts inside a line escaped."""
+    return _INLINE.sub(r"\\\1", one_line(text))
+
+
 class Markup(str):
     """Text already written as markdown (``code``'s spans): ``table`` puts it in its cell as it is."""
 
@@ -52,15 +64,15 @@ def code(text) -> Markup:
 
 
 def table(header, rows, right=(), markdown: bool = True) -> list[str]:
-    """The lines of a table: a markdown pipe table of escaped cells (``Markup`` cells as they
+    """The lines of a table: a markdown pipe table of ``cell``'s cells (``Markup`` cells as they
     are), or plain columns of ``one_line`` cells; ``right``: per column, whether it is
     right-aligned (figures); columns past its end are left-aligned."""
     from tabulate import tabulate
 
-    def clean(cell) -> str:
+    def clean(text) -> str:
         if not markdown:
-            return one_line(cell)
-        return cell if isinstance(cell, Markup) else escape(cell)
+            return one_line(text)
+        return text if isinstance(text, Markup) else cell(text)
     body = [[clean(c) for c in row] for row in rows]
     align = ["right" if i < len(right) and right[i] else "left" for i in range(len(header))]
     text = tabulate(body, headers=[clean(h) for h in header], tablefmt="pipe" if markdown else "plain",

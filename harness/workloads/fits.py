@@ -330,7 +330,7 @@ def _up(fits, low: int, high, top: int, step: int):
 
 
 def _down(fits, low: int, high: int, step: int):
-    while high - step > low and GALLOP_SPAN * step < high - low:
+    while GALLOP_SPAN * step < high - low:  # so high - step stays above low
         n = high - step
         if fits(n):
             return n, high

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 
 from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
@@ -384,7 +385,8 @@ def curve_gap(losses, ref_losses, one_sided: bool = False) -> tuple[int, float]:
     scale = abs(float(ref_losses[0]))
     gaps = [(float(v) - float(r)) / scale for v, r in zip(losses, ref_losses)]
     gaps = [max(g, 0.0) if one_sided else abs(g) for g in gaps]
-    worst = max(range(len(gaps)), key=gaps.__getitem__)
+    # a NaN gap is the worst: max compares nothing as larger than NaN, and would pass it over
+    worst = max(range(len(gaps)), key=lambda i: math.inf if math.isnan(gaps[i]) else gaps[i])
     return worst, gaps[worst]
 
 
