@@ -280,8 +280,8 @@ def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_re
     from harness.measure.store import RecordStore, load_file
     run = set_run(monkeypatch, tmp_path / "records", run_id="run1")
     trained = []
-    real = trick_steps._trained
-    monkeypatch.setattr(trick_steps, "_trained", lambda steps, **shape: trained.append(shape) or real(steps, **shape))
+    real = trick_steps.trained
+    monkeypatch.setattr(trick_steps, "trained", lambda steps, **shape: trained.append(shape) or real(steps, **shape))
     fp32 = execute("tricks", dict(TINY, technique="fp32"), run=run)
     assert fp32.ok and len(fp32.check["losses"]) == 12 and not trained  # fp32 is its own reference
     RecordStore.append(run.path, fp32)

@@ -147,14 +147,8 @@ def test_combined_knobs_each_do_their_part():
 
 
 def losses(technique, steps=4, **kw):
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, technique=technique, **kw))
-    try:
-        with trick_steps.process(technique):
-            for _ in range(steps):
-                trainer.step()
-        return [float(v) for v in trainer.losses]
-    finally:
-        trainer.close()
+    with trick_steps.process(technique):
+        return trick_steps.trained(steps, **dict(STEP, technique=technique, **kw))
 
 
 def test_checkpointing_under_bf16_draws_bf16s_curve():

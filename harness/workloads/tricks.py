@@ -342,7 +342,7 @@ def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[flo
     for label, ref_technique, micro in runs:
         try:
             with process(ref_technique):  # TF32 off: the reference is strict fp32, whatever the case ran
-                return label, _trained(steps, **dict(shape, technique=ref_technique, micro_batch=micro))
+                return label, trained(steps, **dict(shape, technique=ref_technique, micro_batch=micro))
         except Exception as e:
             if not is_out_of_memory(e):
                 raise
@@ -351,7 +351,7 @@ def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[flo
     return None, f"no fp32 reference fits on the card beside the case ({'; '.join(tried)} ran out of memory)"
 
 
-def _trained(steps: int, **shape) -> list[float]:
+def trained(steps: int, **shape) -> list[float]:
     """The losses of ``steps`` steps of make_trainer(**shape); the trainer closed, done or not."""
     trainer, _ = make_trainer(**shape)
     try:
