@@ -251,25 +251,24 @@ def _first_fit(fits, fits_many, start: int, low, high, limit: int):
     return (start, high) if fits(start) else (None, high)
 
 
-def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> int:
-    """A size that fits with the next one failing (or the limit), from ``low`` (fits) and ``high``
-    (does not; None: unknown): doubling until the estimate can guess, galloping from its guess,
-    then bisecting."""
+def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> None:
+    """Probes until a size that fits has the next one failing (or is the limit), from ``low``
+    (fits) and ``high`` (does not; None: unknown): doubling until the estimate can guess,
+    galloping from its guess, then bisecting. The caller reads the bracket from the answers."""
     guess = estimate() if estimate else None
     while high is None and low < limit and guess is None:
         n = min(2 * low, limit)
         low, high = (n, high) if fits(n) else (low, n)
         guess = estimate() if estimate else None
     if low >= limit:
-        return limit
+        return
     if guess is not None and (high is None or high - low > 1):
         low, high = _gallop(fits, guess, low, high, limit, fits_many)
     if high is None:
-        return limit
+        return
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (mid, high) if fits(mid) else (low, mid)
-    return low
 
 
 def _try(fits, n, low, high, limit: int, above: int):
