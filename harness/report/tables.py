@@ -254,8 +254,18 @@ def _why_failed(check: dict) -> str:
     verdict = _loss_gap(check)
     if verdict is None:
         return ""
-    gap, allowed = verdict
-    return f" (loss gap {gap:.2g} from {one_line(check.get('reference') or 'fp32')}, {allowed:.2g} allowed)"
+    gap, allowed = _apart(*verdict)
+    return f" (loss gap {gap} from {one_line(check.get('reference') or 'fp32')}, {allowed} allowed)"
+
+
+def _apart(gap: float, allowed: float) -> tuple[str, str]:
+    """The gap and the allowance to two significant digits, or as many more as it takes to tell them
+    apart: a failed check must not read "gap 0.014, 0.014 allowed"."""
+    for digits in range(2, 7):
+        shown = f"{gap:.{digits}g}", f"{allowed:.{digits}g}"
+        if shown[0] != shown[1]:
+            break
+    return shown
 
 
 def _loss_gap(check: dict | None) -> tuple[float, float] | None:
