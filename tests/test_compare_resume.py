@@ -9,7 +9,6 @@ seconds of a fake clock."""
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
