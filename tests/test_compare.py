@@ -54,17 +54,26 @@ def timing(median: float) -> Timing:
 
 class FakeRunner:
     """Files a record per run, as the case's process would, with a step time from ``seconds``
-    (side, round, case) -> s; keeps (side, round, case, the tree's checked-out commit)."""
+    (side, round, case) -> s; keeps (side, round, case, the tree's checked-out commit, the tree)
+    of each measured run in ``calls`` and (case, the tree's commit, the records file) of each
+    warm-up in ``warmups``. Each process takes ``takes`` seconds of ``clock`` (a FakeClock)."""
 
-    def __init__(self, seconds=lambda side, r, case: 0.01, during=None):
-        self.seconds, self.during, self.calls = seconds, during, []
+    def __init__(self, seconds=lambda side, r, case: 0.01, during=None, clock=None, takes=10.0):
+        self.seconds, self.during, self.calls, self.warmups = seconds, during, [], []
+        self.clock, self.takes = clock, takes
 
     def __call__(self, tree: Path, ctx, bench):
-        side = "base" if ctx.store.root.parent.name == "base" else "new"
-        r = int(ctx.run_id.rsplit("-r", 1)[1])
-        self.calls.append((side, r, bench.case + bench.params, git(tree, "rev-parse", "HEAD"), tree))
-        if self.during:
-            self.during(len(self.calls))
+        if self.clock:
+            self.clock.now += self.takes
+        if ctx.run_id.endswith("-warmup"):
+            self.warmups.append((bench.case + bench.params, git(tree, "rev-parse", "HEAD"), ctx.path))
+            side, r = "warmup", 1
+        else:
+            side = "base" if ctx.store.root.parent.name == "base" else "new"
+            r = int(ctx.run_id.rsplit("-r", 1)[1])
+            self.calls.append((side, r, bench.case + bench.params, git(tree, "rev-parse", "HEAD"), tree))
+            if self.during:
+                self.during(len(self.calls))
         rec = Record(case=bench.case, params=json.loads(bench.params), outcome=OK, environment=ENV,
                      timing=timing(self.seconds(side, r, bench.params)), run_id=ctx.run_id, commit=ctx.commit)
         ctx.path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +141,8 @@ def test_sigterm_stops_the_compare_removes_the_worktrees_and_keeps_what_was_meas
     assert worktrees(clone) == [f"worktree {clone}"] and not any(c[4].exists() for c in runner.calls)
     assert len(list((tmp_path / "out").rglob("*.jsonl"))) == 2  # the first case's A and B
     assert not (tmp_path / "pr.md").exists()  # no verdict on half a compare
-    assert "stopped by SIGTERM" in capsys.readouterr().out
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert "stopped by SIGTERM" in said and f"python3 -m harness compare --resume {tmp_path / 'out'}" in said
 
 
 @pytest.mark.parametrize("change, args, says", [
@@ -192,7 +202,7 @@ def test_a_a_compare_of_host_copy_reports_no_regression(clone, tmp_path):
     """The real thing, on the CPU: HEAD against HEAD, each run a fresh process in a worktree. The
     test box is shared with other work: as CI's gate, it fails only for twice as slow."""
     rc = compare.main("HEAD", "HEAD", bench=HOST_COPY, rounds=1, results=tmp_path / "out", repo=clone,
-                      threshold=1.0)
+                      threshold=1.0, warmup=False)
     text = rendered(tmp_path / "out/report.md")
     assert rc == 0 and "PASS: 0 regression(s) in 1 case(s) compared" in text
     head = git(clone, "rev-parse", "HEAD")[:8]

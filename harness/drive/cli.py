@@ -137,9 +137,9 @@ def _compare(args) -> int:
     bootstrap.ensure("compare")
     from harness.drive import compare
     try:
-        return compare.main(args.base, args.new, profile=args.profile, bench=args.bench,
-                            rounds=args.rounds or compare.ROUNDS, results=args.results, report=args.report,
-                            threshold=args.threshold)
+        return compare.main(args.base, args.new, profile=args.profile, bench=args.bench, rounds=args.rounds,
+                            results=args.results, report=args.report, threshold=args.threshold,
+                            resume=args.resume, deadline_s=args.deadline, warmup=not args.no_warmup)
     except compare.CompareRefused as e:
         print(f"oombench compare: {e}", file=sys.stderr)
         return 2
@@ -510,11 +510,24 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a positive number of seconds (e.g. --deadline 540), got {text!r}")
+    return value
+
+
 def _add_compare(sub) -> None:
-    c = sub.add_parser("compare", help="measure BASE and NEW here, alternating per case, and gate NEW against BASE")
-    c.add_argument("base", help="the commit to compare against (a branch, tag or hash)")
-    c.add_argument("new", nargs="?", default="HEAD", help="the commit under test (default: HEAD)")
-    c.add_argument("--profile", choices=tuple(profiles.PROFILES), default="standard",
+    c = sub.add_parser("compare", help="measure BASE and NEW here, alternating per case, and gate NEW against BASE",
+                       description="Exit status: 0 no regression, 1 regressions, 2 refused or nothing to compare, "
+                                   "75 stopped at --deadline, 128+N stopped by signal N; a compare stopped or killed "
+                                   "keeps what it measured, and --resume FOLDER measures the rest.")
+    c.add_argument("base", nargs="?", help="the commit to compare against (a branch, tag or hash)")
+    c.add_argument("new", nargs="?", help="the commit under test (default: HEAD)")
+    c.add_argument("--profile", choices=tuple(profiles.PROFILES),
                    help="which cases, as for run (default: standard); --bench overrides it")
     c.add_argument("--bench", "-b", help="regular expression: only the benchmarks it matches")
     c.add_argument("--rounds", type=_positive_int,
@@ -522,8 +535,18 @@ def _add_compare(sub) -> None:
     c.add_argument("--results", metavar="DIR",
                    help="a new folder for the records of both sides (default: .asv/compare/<run id>)")
     c.add_argument("--report", metavar="FILE", help="the markdown report (default: report.md in the results folder)")
-    c.add_argument("--threshold", type=_finite_non_negative, default=0.0,
+    c.add_argument("--threshold", type=_finite_non_negative,
                    help="the least relative rise that can fail, as for gate (for a box shared with other work)")
+    c.add_argument("--deadline", type=_positive_seconds, metavar="SECONDS",
+                   help="start no run after this many seconds; what was measured is kept, and the compare exits 75 "
+                        "naming the --resume command that measures the rest")
+    c.add_argument("--resume", metavar="FOLDER",
+                   help="go on with the compare whose records are in FOLDER: its commits, rounds and cases, the runs "
+                        "not measured yet, then the gate over all (same checkout commit, clean tree, one at a time)")
+    c.add_argument("--no-warmup", action="store_true",
+                   help="skip the warm-up: one run of the first case from BASE, not kept, before the first measured "
+                        "one of each sitting, whose process would run slow (driver, clocks, page cache) and widen "
+                        "BASE's noise floor")
     c.set_defaults(func=_compare)
 
 

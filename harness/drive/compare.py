@@ -14,23 +14,38 @@ side (``harness.report.rounds``: the median of a side's round medians, a rank te
 rounds' steps), its noise floors learned from BASE's rounds alone: the within-session noise of
 one code, never widened by the difference being judged. The worktrees are removed on the way
 out, whether the run ends, fails or is stopped; the records stay in the compare's folder.
+
+A compare may take longer than one sitting on a box (a lent GPU box runs a command for minutes).
+``--deadline`` starts no process past it; stopped there (exit ``STOPPED``, 75), by a signal
+(128 + it) or killed, the compare keeps what it filed, and ``--resume FOLDER`` measures just the
+(case, side, round) runs not on record yet, each case's in its A B B A order, then gates all
+rounds, old and new: what it goes on with is read from the state file written at the start
+(``harness.drive.compare_state``). A folder is measured by one process at a time (its lock).
+
+Each sitting begins with a warm-up: one process of the first case from BASE's worktree whose
+record is not kept. The first process of a session on a box runs slow (the driver loaded, the
+clocks raised, the page cache filled); measured, it would be BASE's first round, and would widen
+the floor learned from BASE's rounds past the slowdowns the compare exists to catch.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from harness.drive import begun, profiles, suite, todo
+from harness.drive import begun, profiles, scratch, suite, todo
 from harness.drive.bench import RUN_ENV
-from harness.measure import lifeline
+from harness.drive.compare_state import STATE, CompareRefused, State
+from harness.measure import lifeline, locks
 from harness.measure.environment import snapshot
 from harness.measure.machine import machine_name
 from harness.measure.safety import MULTICAST_OFF
@@ -46,10 +61,16 @@ ROUNDS = 3
 # What a case's fresh process runs, with the worktree's harness first on its path.
 CASE = "import json, sys; from harness.drive.bench import measure; measure(sys.argv[1], **json.loads(sys.argv[2]))"
 SHOWN_OUTPUT = 1500  # characters of a process's output shown where it filed no record
+# The exit status of a compare its --deadline stopped: sysexits' EX_TEMPFAIL ("try again later").
+# 0 to 2 are the gate's answers and 128 + N a signal's stop. ``harness run`` stopped at its
+# deadline exits with asv's status (the cases past it are skips, not failures); a compare stopped
+# there has no verdict yet, and no script may read one from its status.
+STOPPED = os.EX_TEMPFAIL
 
 
-class CompareRefused(Exception):
-    """``harness compare`` will not start (exit 2); the message names the fix."""
+def clock() -> float:
+    """Seconds for deadlines and measuring time (monotonic: the wall clock may be set meanwhile)."""
+    return time.monotonic()
 
 
 def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -96,8 +117,15 @@ def chosen(profile: str, bench: str | None) -> list[todo.Bench]:
 
 def refuse_used(folder: Path) -> None:
     """A folder that holds records already would mix another compare's into this one's gate."""
+    if (folder / STATE).exists():
+        raise CompareRefused(f"--results {folder} is the folder of a compare that began already: "
+                             f"`{resume_command(folder)}` goes on with it, or name a new folder")
     if folder.is_file() or any(folder.rglob("*.jsonl")):
         raise CompareRefused(f"--results {folder} is a file or holds records already: name a new folder")
+
+
+def resume_command(folder: Path) -> str:
+    return shlex.join(["python3", "-m", "harness", "compare", "--resume", str(folder)])
 
 
 def order(rounds: int) -> list[tuple[int, str]]:
@@ -154,30 +182,91 @@ def told(recs: list, bench: todo.Bench, output: str | None) -> str:
     return f"{bench.case} {bench.params}: no record; its output ended:\n{(output or '')[-SHOWN_OUTPUT:]}"
 
 
-def measure_all(benches, trees: dict[str, Path], runs: dict[tuple[str, int], RunContext], rounds: int,
-                measure, env) -> None:
-    """Every case, its sides in ``order``; one line per run saying what it filed."""
-    steps = [(b, r, side) for b in benches for r, side in order(rounds)]
-    for i, (b, r, side) in enumerate(steps, 1):
+def contexts(folder: Path, state: State) -> dict[tuple[str, int], RunContext]:
+    """(side, round) -> where its runs file their records: the same files in every sitting."""
+    return {(side, r): RunContext(RecordStore.of_results(folder / side), state.machine, f"{state.run_id}-r{r}",
+                                  commit, parent_pid=os.getpid())
+            for r in range(1, state.rounds + 1) for side, commit in state.commits.items()}
+
+
+def remaining(state: State, runs: dict[tuple[str, int], RunContext]) -> list[tuple[todo.Bench, int, str]]:
+    """(bench, round, side) of every run in order whose round's file holds no record of its case
+    (a failed one counts: its process ran): each case's runs left keep their A B B A order."""
+    held = {key: {(rec.case, json.dumps(dict(rec.params), sort_keys=True)) for rec in filed(ctx.path)}
+            for key, ctx in runs.items()}
+    return [(b, r, side) for b in state.benches for r, side in order(state.rounds)
+            if (b.case, b.params) not in held[side, r]]
+
+
+def past(deadline: float | None) -> bool:
+    return deadline is not None and clock() > deadline
+
+
+class Timer:
+    """Adds the sitting's measuring time to the state file after each process, so that a sitting
+    that is killed counts up to its last process."""
+
+    def __init__(self, folder: Path, state: State):
+        self.folder, self.state, self.since = folder, state, clock()
+
+    def tick(self) -> None:
+        now = clock()
+        self.state.measured_s += now - self.since
+        self.since = now
+        self.state.save(self.folder)
+
+
+def warm_up(tree: Path, state: State, bench: todo.Bench, measure, timer: Timer) -> None:
+    """One process of ``bench`` from BASE's worktree, its record filed in a folder of its own and
+    removed: the box's first process of the session, kept out of what is judged."""
+    with scratch.private_dir("compare-warmup") as tmp:
+        ctx = RunContext(RecordStore(tmp / "records"), state.machine, f"{state.run_id}-warmup", state.commits[BASE],
+                         parent_pid=os.getpid())
+        output = measure(tree, ctx, bench)
+        timer.tick()
+        print(f"oombench compare: warm-up (base, not kept): {told(filed(ctx.path), bench, output)}", flush=True)
+
+
+def measure_all(steps, trees: dict[str, Path], runs: dict[tuple[str, int], RunContext], measure, env,
+                deadline: float | None, timer: Timer) -> int:
+    """Each (bench, round, side) of ``steps`` in turn, one line per run saying what it filed,
+    none started past ``deadline``; returns how many were left then (0: all ran)."""
+    for i, (b, r, side) in enumerate(steps):
+        if past(deadline):
+            return len(steps) - i
         ctx = runs[side, r]
         before = len(filed(ctx.path))
         output = measure(trees[side], ctx, b)
+        timer.tick()
         begun.file_lost(ctx, env)  # a process that died without a record gets one saying so
-        print(f"oombench compare: [{i}/{len(steps)}] {side} round {r}: {told(filed(ctx.path)[before:], b, output)}",
-              flush=True)
+        print(f"oombench compare: [{i + 1}/{len(steps)}] {side} round {r}: "
+              f"{told(filed(ctx.path)[before:], b, output)}", flush=True)
+    return 0
 
 
-def session(repo: Path, commits: dict[str, str], benches, runs, rounds: int, measure, env,
-            folder: Path) -> int | None:
-    """Both sides measured from their worktrees; 128 + the signal where one stopped it, else None."""
+def session(repo: Path, folder: Path, state: State, steps, runs, measure, env, deadline_s: float | None,
+            warmup: bool) -> int | None:
+    """The runs of ``steps`` measured from the sides' worktrees, after a warm-up where ``warmup``;
+    None where all ran, else the exit status of the stop (``STOPPED``, 128 + a signal), its line
+    naming the command that goes on."""
+    timer = Timer(folder, state)
+    deadline = None if deadline_s is None else clock() + deadline_s
     with suite.signals_stop_the_run():
         try:
-            with worktrees(repo, commits) as trees:
-                measure_all(benches, trees, runs, rounds, measure, env)
+            with worktrees(repo, state.commits) as trees:
+                if warmup and not past(deadline):
+                    warm_up(trees[BASE], state, steps[0][0], measure, timer)
+                left = measure_all(steps, trees, runs, measure, env, deadline, timer)
         except suite.Interrupted as e:
             print(f"oombench compare: stopped by {e}; the worktrees are removed, the records measured are in "
-                  f"{folder}", flush=True)
+                  f"{folder}: `{resume_command(folder)}` measures the rest", flush=True)
             return 128 + e.signum
+        finally:
+            timer.tick()
+    if left:
+        print(f"oombench compare: stopped at its deadline with {left} of {len(steps)} run(s) left; those measured "
+              f"are in {folder}: `{resume_command(folder)}` measures the rest", flush=True)
+        return STOPPED
     return None
 
 
@@ -198,38 +287,122 @@ def headed(report: Path, lines: list[str]) -> None:
     os.replace(tmp, report)
 
 
-def heading(commits: dict[str, str], revs: tuple[str, str], machine: str, seconds: float, cases: int,
-            rounds: int) -> list[str]:
-    return [f"## oombench compare: `{commits[BASE][:8]}` ({revs[0]}) against `{commits[NEW][:8]}` ({revs[1]})",
-            f"Both measured on {machine} in one session, {minutes(seconds)}: {cases} case(s), {rounds} round(s) "
+def measured(state: State) -> str:
+    """How long the compare measured: the sum of its sittings', not the wall clock between them."""
+    if state.sittings <= 1:
+        return f"in one session, {minutes(state.measured_s)}"
+    return f"in {state.sittings} sittings, {minutes(state.measured_s)} of measuring in all"
+
+
+def heading(state: State) -> list[str]:
+    (base_rev, new_rev), commits, rounds = state.revs, state.commits, state.rounds
+    return [f"## oombench compare: `{commits[BASE][:8]}` ({base_rev}) against `{commits[NEW][:8]}` ({new_rev})",
+            f"Both measured on {state.machine} {measured(state)}: {len(state.benches)} case(s), {rounds} round(s) "
             f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
             "a fresh process; the gate judges every round of each side (the median of its rounds' medians), its floors "
             "learned from BASE's rounds."]
 
 
-def main(base_rev: str, new_rev: str = "HEAD", *, profile: str = "standard", bench: str | None = None,
-         rounds: int = ROUNDS, results: str | Path | None = None, report: str | Path | None = None,
-         threshold: float = 0.0, repo: Path = REPO, measure=measure_in) -> int:
-    """Exit status: the gate's (0 pass, 1 regressions, 2 nothing to compare), 128 + a signal that
-    stopped it; CompareRefused before anything runs. ``measure``: how one case is run (tests)."""
+def fresh(repo: Path, base_rev: str, new_rev: str, profile: str, bench: str | None, rounds: int,
+          results: str | Path | None, report: str | Path | None, threshold: float) -> tuple[Path, State, object]:
+    """The folder and state of a new compare, and this box's environment; CompareRefused first."""
     commits = {BASE: resolve(repo, base_rev, "BASE"), NEW: resolve(repo, new_rev, "NEW")}
     benches = chosen(profile, bench)
     refuse_dirty(repo)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
     folder = Path(results) if results else repo / ".asv" / "compare" / run_id
     refuse_used(folder)
-    report = Path(report) if report else folder / "report.md"
+    env = snapshot()
+    state = State(commits, [base_rev, new_rev], rounds, benches, None if bench else profile, bench,
+                  resolve(repo, "HEAD", "HEAD"), run_id, machine_name(env.devices, env.cpu),
+                  str(Path(report) if report else folder / "report.md"), threshold)
+    return folder, state, env
+
+
+def resumed(repo: Path, folder: Path, base_rev: str | None, new_rev: str | None,
+            fixed: dict[str, object]) -> tuple[State, object]:
+    """The state of the compare in ``folder``, and this box's environment; CompareRefused where
+    going on with it here would not be the same compare.
+
+    The options that chose and judge it (``fixed``) are its own, and BASE and NEW, if named, must
+    be its commits. The checkout must be clean and at the commit that started it: this checkout's
+    code, not BASE's or NEW's, chose its cases, names its records' files, orders the runs and
+    gates them, so a resume at another commit, or with edits, would measure and judge the runs
+    left by other rules than those measured, and the report would credit its verdict to one code
+    while another gave it. The box must be of the same machine kind: the gate judges one."""
+    given = [f"--{name}" for name, value in fixed.items() if value is not None]
+    if given:
+        raise CompareRefused(f"{given[0]} is the resumed compare's own (in {folder / STATE}): leave it out")
+    state = State.read(folder)
+    for side, rev in ((BASE, base_rev), (NEW, new_rev)):
+        name = side.upper()
+        if rev is not None and resolve(repo, rev, name) != state.commits[side]:
+            raise CompareRefused(f"{name} {rev!r} is not the commit the compare in {folder} measures as {name} "
+                                 f"({state.commits[side][:8]}): leave {name} out, or start a new compare")
+        resolve(repo, state.commits[side], name)
+    refuse_dirty(repo)
+    head = resolve(repo, "HEAD", "HEAD")
+    if head != state.harness:
+        raise CompareRefused(f"this checkout is at {head[:8]}, and the compare in {folder} was started at "
+                             f"{state.harness[:8]}, whose code chose and gates its runs: `git checkout "
+                             f"{state.harness[:8]}`, then resume")
     env = snapshot()
     machine = machine_name(env.devices, env.cpu)
-    runs = {(side, r): RunContext(RecordStore.of_results(folder / side), machine, f"{run_id}-r{r}", commits[side],
-                                  parent_pid=os.getpid()) for r in range(1, rounds + 1) for side in commits}
-    print(f"oombench compare: {len(benches)} case(s), {rounds} round(s) a side, BASE {commits[BASE][:8]} and NEW "
-          f"{commits[NEW][:8]} on {machine}; records in {folder}", flush=True)
-    started = time.time()
-    stopped = session(repo, commits, benches, runs, rounds, measure, env, folder)
-    if stopped is not None:
-        return stopped
-    rc = judge(folder, report, threshold)
-    headed(report, heading(commits, (base_rev, new_rev), machine, time.time() - started, len(benches), rounds))
-    print(f"oombench compare: report in {report}")
+    if machine != state.machine:
+        raise CompareRefused(f"the compare in {folder} measures on {state.machine}, and this box is {machine}: "
+                             "resume it on a box of that kind")
+    return state, env
+
+
+def locked(stack: ExitStack, folder: Path) -> None:
+    """Holds the folder's lock for the compare's life: two processes measuring one folder would
+    file each run twice; the second is refused, naming the first."""
+    lock = locks.results_lock(folder)
+    try:
+        stack.enter_context(locks.held(lock, f"the compare in {folder}", wait=False))
+    except locks.Busy:
+        raise CompareRefused(f"the compare in {folder} is being measured by {locks.describe_holder(lock)}: "
+                             f"wait for it to end (or stop it), then `{resume_command(folder)}`") from None
+
+
+def main(base_rev: str | None = None, new_rev: str | None = None, *, profile: str | None = None,
+         bench: str | None = None, rounds: int | None = None, results: str | Path | None = None,
+         report: str | Path | None = None, threshold: float | None = None, resume: str | Path | None = None,
+         deadline_s: float | None = None, warmup: bool = True, repo: Path = REPO, measure=measure_in) -> int:
+    """Exit status: the gate's (0 pass, 1 regressions, 2 nothing to compare), ``STOPPED`` where the
+    deadline stopped it, 128 + a signal that stopped it; CompareRefused before anything runs.
+    ``resume``: the folder of a compare to go on with. ``measure``: how one case is run (tests)."""
+    if resume is None:
+        if base_rev is None:
+            raise CompareRefused("name BASE, the commit to compare against, or --resume FOLDER to go on with a compare")
+        folder, state, env = fresh(repo, base_rev, new_rev or "HEAD", profile or "standard", bench, rounds or ROUNDS,
+                                   results, report, threshold or 0.0)
+    else:
+        folder = Path(resume)
+        state, env = resumed(repo, folder, base_rev, new_rev, {"profile": profile, "bench": bench, "rounds": rounds,
+                                                               "results": results, "report": report,
+                                                               "threshold": threshold})
+    with ExitStack() as stack:
+        locked(stack, folder)
+        return sit(repo, folder, state, env, measure, deadline_s, warmup)
+
+
+def sit(repo: Path, folder: Path, state: State, env, measure, deadline_s: float | None, warmup: bool) -> int:
+    """One sitting: the runs not on record yet, then, where none is left, the gate over all."""
+    runs = contexts(folder, state)
+    steps = remaining(state, runs)
+    state.sittings += 1
+    state.save(folder)
+    print(f"oombench compare: {len(state.benches)} case(s), {state.rounds} round(s) a side, BASE "
+          f"{state.commits[BASE][:8]} and NEW {state.commits[NEW][:8]} on {state.machine}: {len(steps)} of "
+          f"{len(state.benches) * state.rounds * 2} run(s) to measure; records in {folder} (if this is cut short, "
+          f"`{resume_command(folder)}` goes on)", flush=True)
+    if steps:
+        stopped = session(repo, folder, state, steps, runs, measure, env, deadline_s, warmup)
+        if stopped is not None:
+            return stopped
+    report = Path(state.report)
+    rc = judge(folder, report, state.threshold)
+    headed(report, heading(state))
+    print(f"oombench compare: report in {report}; measured {measured(state)}")
     return rc

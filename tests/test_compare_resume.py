@@ -1,0 +1,230 @@
+"""``harness compare`` over several sittings: a deadline stops it with what it measured kept,
+``--resume`` measures just the runs left and reports as one compare would, a resume that would
+not be the same compare is refused before anything runs, one folder is measured by one process
+at a time, and each sitting's warm-up is run once and never judged.
+
+The sides are two commits of a small repository of the test's own (worktrees of it are quick to
+make); the cases are this checkout's, run by ``FakeRunner``, whose processes each take ten
+seconds of a fake clock."""
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.drive import cli, compare
+from harness.drive.compare_state import STATE
+from harness.measure.store import RecordStore
+from test_compare import HOST, FakeRunner, git, rendered
+
+BASE_TIMES = {1: 0.0100, 2: 0.01004, 3: 0.01002}
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(compare, "clock", fake)
+    return fake
+
+
+def commit(repo: Path, text: str) -> None:
+    (repo / "a.txt").write_text(text)
+    git(repo, "add", "a.txt")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", text)
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """Two commits of a small repository: BASE is HEAD~1, NEW HEAD."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q")
+    commit(path, "one")
+    commit(path, "two")
+    return path
+
+
+def slower_new(side, r, params):
+    """BASE's rounds within 0.4% of each other; NEW's host_copy 8% slower: a regression."""
+    return BASE_TIMES[r] * (1.08 if side == "new" and "host_copy" in params else 1)
+
+
+def every_run(runner_calls) -> list[tuple[str, int, str]]:
+    return [(side, r, case) for side, r, case, *_ in runner_calls]
+
+
+def records_in(folder: Path) -> list:
+    return RecordStore(folder).load().records
+
+
+def stopped_at_deadline(repo, out, clock, runs_before_deadline=3, warmup=False, seconds=slower_new):
+    """A compare of HEAD~1 against HEAD stopped by its deadline after ``runs_before_deadline`` runs."""
+    runner = FakeRunner(seconds, clock=clock)
+    deadline = 10 * (runs_before_deadline + warmup) - 5
+    rc = compare.main("HEAD~1", "HEAD", bench=HOST, rounds=3, results=out, deadline_s=deadline, warmup=warmup,
+                      repo=repo, measure=runner)
+    return rc, runner
+
+
+def test_a_deadline_stops_the_compare_keeping_the_runs_it_started_and_naming_the_resume(repo, tmp_path, clock,
+                                                                                          capsys):
+    out = tmp_path / "out"
+    rc, runner = stopped_at_deadline(repo, out, clock, runs_before_deadline=3)
+    assert rc == compare.STOPPED == 75
+    case = runner.calls[0][2]
+    assert every_run(runner.calls) == [("base", 1, case), ("new", 1, case), ("new", 2, case)]
+    assert len(records_in(out)) == 3
+    state = json.loads((out / STATE).read_text())
+    assert state["commits"] == {"base": git(repo, "rev-parse", "HEAD~1"), "new": git(repo, "rev-parse", "HEAD")}
+    assert (state["rounds"], state["bench"], state["harness"]) == (3, HOST, git(repo, "rev-parse", "HEAD"))
+    assert [b["case"] + b["params"] for b in state["benches"]][0] == case and len(state["benches"]) == 2
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1].startswith("oombench compare: stopped at its deadline with 9 of 12 run(s) left")
+    assert f"python3 -m harness compare --resume {out}" in said[-1]
+    assert not (out / "report.md").exists()  # no verdict on a quarter of a compare
+
+
+def test_a_resume_measures_just_the_runs_left_and_reports_as_one_uninterrupted_compare(repo, tmp_path, clock,
+                                                                                        capsys):
+    out, whole = tmp_path / "out", tmp_path / "whole"
+    stopped_at_deadline(repo, out, clock, runs_before_deadline=3)
+    resumed = FakeRunner(slower_new, clock=clock)
+    rc = compare.main(resume=out, warmup=False, repo=repo, measure=resumed)
+    once = FakeRunner(slower_new, clock=clock)
+    assert compare.main("HEAD~1", "HEAD", bench=HOST, rounds=3, results=whole, warmup=False, repo=repo,
+                        measure=once) == rc == 1
+    assert every_run(resumed.calls) == every_run(once.calls)[3:]  # the 9 left, in their order
+    assert len(records_in(out)) == len(records_in(whole)) == 12
+    ours, theirs = (rendered(f / "report.md").replace(str(f), "FOLDER").splitlines() for f in (out, whole))
+    assert ours[2:] == theirs[2:] and "FAIL: 1 regression(s) (1 slower) in 2 case(s)" in "\n".join(ours)
+    # Ten seconds a run: 3 in the first sitting and 9 in the second, not the clock between them.
+    assert f"in 2 sittings, {compare.minutes(120)} of measuring in all" in ours[1]
+    assert f"in one session, {compare.minutes(120)}" in theirs[1]
+    assert f"measured in 2 sittings, {compare.minutes(120)}" in capsys.readouterr().out
+
+
+def test_a_resume_of_a_finished_compare_measures_nothing_and_gates_again(repo, tmp_path, clock):
+    out = tmp_path / "out"
+    compare.main("HEAD~1", "HEAD", bench=HOST, rounds=2, results=out, warmup=False, repo=repo,
+                 measure=FakeRunner(clock=clock))
+    (out / "report.md").unlink()
+    again = FakeRunner(clock=clock)
+    assert compare.main(resume=out, repo=repo, measure=again) == 0
+    assert again.calls == again.warmups == [] and (out / "report.md").exists()
+
+
+def test_each_sitting_warms_up_once_from_base_and_the_warm_up_is_never_judged(repo, tmp_path, clock, capsys):
+    out = tmp_path / "out"
+    base = git(repo, "rev-parse", "HEAD~1")
+
+    def slow_warm_up(side, r, params):  # the session's first process: twice as slow, as a cold box's
+        return 0.02 if side == "warmup" else 0.01 * (1 + r / 1000)
+    rc, first = stopped_at_deadline(repo, out, clock, runs_before_deadline=2, warmup=True, seconds=slow_warm_up)
+    assert rc == compare.STOPPED and len(first.calls) == 2
+    assert [(case, commit) for case, commit, _ in first.warmups] == [(first.calls[0][2], base)]
+    second = FakeRunner(slow_warm_up, clock=clock, during=lambda n: n == 1 and said.append(len(second.warmups)))
+    said = []
+    assert compare.main(resume=out, repo=repo, measure=second) == 0
+    assert said == [1]  # before the sitting's first measured run
+    assert [(case, commit) for case, commit, _ in second.warmups] == [(second.calls[0][2], base)]
+    for _, _, path in first.warmups + second.warmups:
+        assert out not in path.parents and not path.exists()
+    kept = records_in(out)
+    assert len(kept) == 12 and not any(r.run_id.endswith("-warmup") or r.timing.median_s == 0.02 for r in kept)
+    assert sum("warm-up (base, not kept)" in line for line in capsys.readouterr().out.splitlines()) == 2
+    assert "PASS: 0 regression(s) in 2 case(s)" in rendered(out / "report.md")
+
+
+def test_no_warmup_runs_none(repo, tmp_path, clock):
+    runner = FakeRunner(clock=clock)
+    assert compare.main("HEAD~1", bench=HOST, rounds=1, results=tmp_path / "out", warmup=False, repo=repo,
+                        measure=runner) == 0
+    assert runner.warmups == [] and len(runner.calls) == 4
+
+
+def test_a_second_resume_of_a_folder_being_measured_is_refused(repo, tmp_path, clock):
+    out = tmp_path / "out"
+    stopped_at_deadline(repo, out, clock)
+    inner, refused = FakeRunner(clock=clock), []
+
+    def resume_again(count):
+        if count == 1:
+            with pytest.raises(compare.CompareRefused) as e:
+                compare.main(resume=out, repo=repo, measure=inner)
+            refused.append(str(e.value))
+    outer = FakeRunner(slower_new, clock=clock, during=resume_again)
+    assert compare.main(resume=out, warmup=False, repo=repo, measure=outer) == 1
+    assert len(refused) == 1 and f"being measured by pid {os.getpid()}" in refused[0] and "\n" not in refused[0]
+    assert inner.calls == inner.warmups == [] and len(outer.calls) == 9 and len(records_in(out)) == 12
+
+
+def change_head(repo, out):
+    commit(repo, "three")
+
+
+def edit(repo, out):
+    (repo / "a.txt").write_text("edited")
+
+
+def elsewhere(repo, out):
+    state = json.loads((out / STATE).read_text())
+    (out / STATE).write_text(json.dumps({**state, "machine": "nvidia-h100-80gb-hbm3-x1"}))
+
+
+@pytest.mark.parametrize("setup, args, kwargs, says", [
+    (None, ("HEAD",), {}, "BASE 'HEAD' is not the commit the compare in"),
+    (None, ("HEAD~1", "HEAD~1"), {}, "NEW 'HEAD~1' is not the commit the compare in"),
+    (None, (), {"rounds": 2}, "--rounds is the resumed compare's own"),
+    (None, (), {"bench": HOST}, "--bench is the resumed compare's own"),
+    (edit, (), {}, "1 uncommitted change(s) (e.g. a.txt)"),
+    (change_head, (), {}, "whose code chose and gates its runs: `git checkout"),
+    (elsewhere, (), {}, "measures on nvidia-h100-80gb-hbm3-x1, and this box is"),
+])
+def test_a_resume_that_would_not_be_the_same_compare_is_refused_before_anything_runs(repo, tmp_path, clock, setup,
+                                                                                    args, kwargs, says):
+    out = tmp_path / "out"
+    stopped_at_deadline(repo, out, clock)
+    if setup:
+        setup(repo, out)
+    state = (out / STATE).read_text()
+    runner = FakeRunner(clock=clock)
+    with pytest.raises(compare.CompareRefused) as refused:
+        compare.main(*args, resume=out, repo=repo, measure=runner, **kwargs)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+    assert runner.calls == runner.warmups == [] and (out / STATE).read_text() == state
+    assert len(records_in(out)) == 3
+
+
+def test_a_folder_without_a_state_file_is_refused_and_a_begun_one_is_not_begun_again(repo, tmp_path, clock):
+    with pytest.raises(compare.CompareRefused, match=f"holds no {STATE}, so no compare began there"):
+        compare.main(resume=tmp_path, repo=repo, measure=FakeRunner())
+    out = tmp_path / "out"
+    stopped_at_deadline(repo, out, clock, runs_before_deadline=1)
+    with pytest.raises(compare.CompareRefused, match=re.escape(f"--resume {out}` goes on with it")):
+        compare.main("HEAD~1", bench=HOST, results=out, repo=repo, measure=FakeRunner())
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["compare"], "name BASE, the commit to compare against, or --resume FOLDER"),
+    (["compare", "--resume", "{tmp}"], "holds no compare.json"),
+    (["compare", "HEAD", "--deadline", "0"], "--deadline: takes a positive number of seconds"),
+    (["compare", "HEAD", "--deadline", "nan"], "--deadline: takes a positive number of seconds"),
+])
+def test_the_command_line_refuses_in_one_line_with_status_2(tmp_path, capsys, argv, says):
+    assert cli.main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+
+
+def test_the_help_names_the_deadline_stop_status():
+    text = re.sub(r"\s+", " ", cli.parser()._subparsers._group_actions[0].choices["compare"].format_help())
+    assert f"{compare.STOPPED} stopped at --deadline" in text and "--no-warmup" in text
