@@ -9,6 +9,7 @@ seconds of a fake clock."""
 import json
 import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,8 @@ def records_in(folder: Path) -> list:
 
 
 def stopped_at_deadline(repo, out, clock, runs_before_deadline=3, warmup=False, seconds=slower_new):
-    """A compare of HEAD~1 against HEAD stopped by its deadline after ``runs_before_deadline`` runs."""
+    """A compare of HEAD~1 against HEAD whose deadline passes after ``runs_before_deadline`` runs
+    (within the first case: it runs to its end, and the compare stops before the second)."""
     runner = FakeRunner(seconds, clock=clock)
     deadline = 10 * (runs_before_deadline + warmup) - 5
     rc = compare.main("HEAD~1", "HEAD", bench=HOST, rounds=3, results=out, deadline_s=deadline, warmup=warmup,
@@ -81,14 +83,15 @@ def test_a_deadline_stops_the_compare_keeping_the_runs_it_started_and_naming_the
     rc, runner = stopped_at_deadline(repo, out, clock, runs_before_deadline=3)
     assert rc == compare.STOPPED == 75
     case = runner.calls[0][2]
-    assert every_run(runner.calls) == [("base", 1, case), ("new", 1, case), ("new", 2, case)]
-    assert len(records_in(out)) == 3
+    # The case begun before the deadline runs all its rounds: a case is compared in one stretch.
+    assert every_run(runner.calls) == [(side, r, case) for r, side in compare.order(3)]
+    assert len(records_in(out)) == 6
     state = json.loads((out / STATE).read_text())
     assert state["commits"] == {"base": git(repo, "rev-parse", "HEAD~1"), "new": git(repo, "rev-parse", "HEAD")}
     assert (state["rounds"], state["bench"], state["harness"]) == (3, HOST, git(repo, "rev-parse", "HEAD"))
     assert [b["case"] + b["params"] for b in state["benches"]][0] == case and len(state["benches"]) == 2
     said = capsys.readouterr().out.splitlines()
-    assert said[-1].startswith("oombench compare: stopped at its deadline with 9 of 12 run(s) left")
+    assert said[-1].startswith("oombench compare: stopped at its deadline with 6 of 12 run(s) left")
     assert f"python3 -m harness compare --resume {out}" in said[-1]
     assert not (out / "report.md").exists()  # no verdict on a quarter of a compare
 
@@ -102,11 +105,11 @@ def test_a_resume_measures_just_the_runs_left_and_reports_as_one_uninterrupted_c
     once = FakeRunner(slower_new, clock=clock)
     assert compare.main("HEAD~1", "HEAD", bench=HOST, rounds=3, results=whole, warmup=False, repo=repo,
                         measure=once) == rc == 1
-    assert every_run(resumed.calls) == every_run(once.calls)[3:]  # the 9 left, in their order
+    assert every_run(resumed.calls) == every_run(once.calls)[6:]  # the second case's 6, in their order
     assert len(records_in(out)) == len(records_in(whole)) == 12
     ours, theirs = (rendered(f / "report.md").replace(str(f), "FOLDER").splitlines() for f in (out, whole))
     assert ours[2:] == theirs[2:] and "FAIL: 1 regression(s) (1 slower) in 2 case(s)" in "\n".join(ours)
-    # Ten seconds a run: 3 in the first sitting and 9 in the second, not the clock between them.
+    # Ten seconds a run: 6 in the first sitting and 6 in the second, not the clock between them.
     assert f"in 2 sittings, {compare.minutes(120)} of measuring in all" in ours[1]
     assert f"in one session, {compare.minutes(120)}" in theirs[1]
     assert f"measured in 2 sittings, {compare.minutes(120)}" in capsys.readouterr().out
@@ -129,7 +132,7 @@ def test_each_sitting_warms_up_once_from_base_and_the_warm_up_is_never_judged(re
     def slow_warm_up(side, r, params):  # the session's first process: twice as slow, as a cold box's
         return 0.02 if side == "warmup" else 0.01 * (1 + r / 1000)
     rc, first = stopped_at_deadline(repo, out, clock, runs_before_deadline=2, warmup=True, seconds=slow_warm_up)
-    assert rc == compare.STOPPED and len(first.calls) == 2
+    assert rc == compare.STOPPED and len(first.calls) == 6
     assert [(case, commit) for case, commit, _ in first.warmups] == [(first.calls[0][2], base)]
     second = FakeRunner(slow_warm_up, clock=clock, during=lambda n: n == 1 and said.append(len(second.warmups)))
     said = []
@@ -164,7 +167,7 @@ def test_a_second_resume_of_a_folder_being_measured_is_refused(repo, tmp_path, c
     outer = FakeRunner(slower_new, clock=clock, during=resume_again)
     assert compare.main(resume=out, warmup=False, repo=repo, measure=outer) == 1
     assert len(refused) == 1 and f"being measured by pid {os.getpid()}" in refused[0] and "\n" not in refused[0]
-    assert inner.calls == inner.warmups == [] and len(outer.calls) == 9 and len(records_in(out)) == 12
+    assert inner.calls == inner.warmups == [] and len(outer.calls) == 6 and len(records_in(out)) == 12
 
 
 def change_head(repo, out):
@@ -201,7 +204,7 @@ def test_a_resume_that_would_not_be_the_same_compare_is_refused_before_anything_
         compare.main(*args, resume=out, repo=repo, measure=runner, **kwargs)
     assert says in str(refused.value) and "\n" not in str(refused.value)
     assert runner.calls == runner.warmups == [] and (out / STATE).read_text() == state
-    assert len(records_in(out)) == 3
+    assert len(records_in(out)) == 6
 
 
 def test_a_folder_without_a_state_file_is_refused_and_a_begun_one_is_not_begun_again(repo, tmp_path, clock):
@@ -228,3 +231,29 @@ def test_the_command_line_refuses_in_one_line_with_status_2(tmp_path, capsys, ar
 def test_the_help_names_the_deadline_stop_status():
     text = re.sub(r"\s+", " ", cli.parser()._subparsers._group_actions[0].choices["compare"].format_help())
     assert f"{compare.STOPPED} stopped at --deadline" in text and "--no-warmup" in text
+
+
+def test_a_case_a_stopped_sitting_left_part_measured_is_measured_whole_again_its_runs_kept_apart(repo, tmp_path,
+                                                                                                 clock, capsys):
+    """Both sides' rounds of a case are compared on one host in one stretch: the runs a killed
+    sitting left of a case are moved to interrupted/ (kept, never judged), and the case runs whole."""
+    out, whole = tmp_path / "out", tmp_path / "whole"
+
+    def stop_at_third(count):
+        if count == 3:
+            raise compare.suite.Interrupted(signal.SIGTERM)
+    first = FakeRunner(slower_new, clock=clock, during=stop_at_third)
+    rc = compare.main("HEAD~1", "HEAD", bench=HOST, rounds=3, results=out, warmup=False, repo=repo, measure=first)
+    assert rc == 128 + signal.SIGTERM and len(records_in(out / "base") + records_in(out / "new")) == 2
+    second = FakeRunner(slower_new, clock=clock)
+    assert compare.main(resume=out, warmup=False, repo=repo, measure=second) == 1
+    once = FakeRunner(slower_new, clock=clock)
+    compare.main("HEAD~1", "HEAD", bench=HOST, rounds=3, results=whole, warmup=False, repo=repo, measure=once)
+    assert every_run(second.calls) == every_run(once.calls)  # both cases whole, the first again
+    aside = sorted((out / "interrupted").glob("*.jsonl"))
+    assert [p.name for p in aside] == ["base-r1.jsonl", "new-r1.jsonl"]
+    assert sum(len(p.read_text().splitlines()) for p in aside) == 2
+    assert len(records_in(out / "base") + records_in(out / "new")) == 12
+    ours, theirs = (rendered(f / "report.md").replace(str(f), "FOLDER").splitlines() for f in (out, whole))
+    assert ours[2:] == theirs[2:]
+    assert "2 run(s) of cases a stopped sitting left part-measured moved to" in capsys.readouterr().out

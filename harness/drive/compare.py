@@ -16,11 +16,14 @@ one code, never widened by the difference being judged. The worktrees are remove
 out, whether the run ends, fails or is stopped; the records stay in the compare's folder.
 
 A compare may take longer than one sitting on a box (a lent GPU box runs a command for minutes).
-``--deadline`` starts no process past it; stopped there (exit ``STOPPED``, 75), by a signal
-(128 + it) or killed, the compare keeps what it filed, and ``--resume FOLDER`` measures just the
-(case, side, round) runs not on record yet, each case's in its A B B A order, then gates all
-rounds, old and new: what it goes on with is read from the state file written at the start
-(``harness.drive.compare_state``). A folder is measured by one process at a time (its lock).
+The unit that must not be split is a case: both sides' rounds of it compared on one host, in one
+stretch of time. ``--deadline`` starts no case past it (a case begun runs its rounds to the end);
+stopped there (exit ``STOPPED``, 75), by a signal (128 + it) or killed, the compare keeps what it
+filed, and ``--resume FOLDER`` measures the cases not on record yet, then gates all of them: what
+it goes on with is read from the state file written at the start (``harness.drive.compare_state``).
+A case a stopped sitting left with only some of its rounds is measured whole again; the rounds it
+had are moved to ``interrupted/`` in the folder, kept but not judged. A folder is measured by one
+process at a time (its lock).
 
 Each sitting begins with a warm-up: one process of the first case from BASE's worktree whose
 record is not kept. The first process of a session on a box runs slow (the driver loaded, the
@@ -46,6 +49,7 @@ from harness.drive import begun, profiles, scratch, suite, todo
 from harness.drive.bench import RUN_ENV
 from harness.drive.compare_state import STATE, CompareRefused, State
 from harness.measure import lifeline, locks
+from harness.measure.inputs import write_whole
 from harness.measure.environment import snapshot
 from harness.measure.machine import machine_name
 from harness.measure.safety import MULTICAST_OFF
@@ -189,13 +193,35 @@ def contexts(folder: Path, state: State) -> dict[tuple[str, int], RunContext]:
             for r in range(1, state.rounds + 1) for side, commit in state.commits.items()}
 
 
+def key_of(rec) -> tuple[str, str]:
+    return rec.case, json.dumps(dict(rec.params), sort_keys=True)
+
+
 def remaining(state: State, runs: dict[tuple[str, int], RunContext]) -> list[tuple[todo.Bench, int, str]]:
-    """(bench, round, side) of every run in order whose round's file holds no record of its case
-    (a failed one counts: its process ran): each case's runs left keep their A B B A order."""
-    held = {key: {(rec.case, json.dumps(dict(rec.params), sort_keys=True)) for rec in filed(ctx.path)}
-            for key, ctx in runs.items()}
-    return [(b, r, side) for b in state.benches for r, side in order(state.rounds)
-            if (b.case, b.params) not in held[side, r]]
+    """(bench, round, side) of every run, in order, of the cases whose rounds are not all on record
+    (a failed run counts: its process ran): each such case whole, in its A B B A order."""
+    held = {key: {key_of(rec) for rec in filed(ctx.path)} for key, ctx in runs.items()}
+    done = {(b.case, b.params) for b in state.benches if all((b.case, b.params) in h for h in held.values())}
+    return [(b, r, side) for b in state.benches if (b.case, b.params) not in done for r, side in order(state.rounds)]
+
+
+def set_aside(folder: Path, steps, runs: dict[tuple[str, int], RunContext]) -> int:
+    """Moves the records of the cases about to be measured again (a stopped sitting left some of
+    their rounds) out of the round files into ``interrupted/``, where the gate does not read them:
+    kept, but a case is compared on one host in one stretch of time. Returns how many moved."""
+    again = {(b.case, b.params) for b, _, _ in steps}
+    moved = 0
+    for (side, r), ctx in runs.items():
+        recs = filed(ctx.path)
+        out = [rec for rec in recs if key_of(rec) in again]
+        if not out:
+            continue
+        aside = folder / "interrupted" / f"{side}-r{r}.jsonl"
+        for rec in out:
+            RecordStore.append(aside, rec)
+        write_whole(ctx.path, "".join(json.dumps(rec.to_dict(), sort_keys=True) + "\n" for rec in recs if key_of(rec) not in again))
+        moved += len(out)
+    return moved
 
 
 def past(deadline: float | None) -> bool:
@@ -229,10 +255,11 @@ def warm_up(tree: Path, state: State, bench: todo.Bench, measure, timer: Timer) 
 
 def measure_all(steps, trees: dict[str, Path], runs: dict[tuple[str, int], RunContext], measure, env,
                 deadline: float | None, timer: Timer) -> int:
-    """Each (bench, round, side) of ``steps`` in turn, one line per run saying what it filed,
-    none started past ``deadline``; returns how many were left then (0: all ran)."""
+    """Each (bench, round, side) of ``steps`` in turn, one line per run saying what it filed, no
+    case started past ``deadline`` (one begun runs all its rounds); returns how many runs were left
+    then (0: all ran)."""
     for i, (b, r, side) in enumerate(steps):
-        if past(deadline):
+        if (i == 0 or steps[i - 1][0] != b) and past(deadline):
             return len(steps) - i
         ctx = runs[side, r]
         before = len(filed(ctx.path))
@@ -391,6 +418,10 @@ def sit(repo: Path, folder: Path, state: State, env, measure, deadline_s: float 
     """One sitting: the runs not on record yet, then, where none is left, the gate over all."""
     runs = contexts(folder, state)
     steps = remaining(state, runs)
+    moved = set_aside(folder, steps, runs)
+    if moved:
+        print(f"oombench compare: {moved} run(s) of cases a stopped sitting left part-measured moved to "
+              f"{folder / 'interrupted'} (kept, not judged): those cases are measured whole again", flush=True)
     state.sittings += 1
     state.save(folder)
     print(f"oombench compare: {len(state.benches)} case(s), {state.rounds} round(s) a side, BASE "
