@@ -538,8 +538,8 @@ def _add_compare(sub) -> None:
     c.add_argument("--threshold", type=_finite_non_negative,
                    help="the least relative rise that can fail, as for gate (for a box shared with other work)")
     c.add_argument("--deadline", type=_positive_seconds, metavar="SECONDS",
-                   help="start no case after this many seconds (one begun runs all its rounds); what was measured is kept, and the compare exits 75 "
-                        "naming the --resume command that measures the rest")
+                   help="start no case after this many seconds (one begun runs all its rounds); what was measured "
+                        "is kept, and the compare exits 75 naming the --resume command that measures the rest")
     c.add_argument("--resume", metavar="FOLDER",
                    help="go on with the compare whose records are in FOLDER: its commits, rounds and cases, the runs "
                         "not measured yet, then the gate over all (same checkout commit, clean tree, one at a time)")
