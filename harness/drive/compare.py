@@ -219,7 +219,8 @@ def set_aside(folder: Path, steps, runs: dict[tuple[str, int], RunContext]) -> i
         aside = folder / "interrupted" / f"{side}-r{r}.jsonl"
         for rec in out:
             RecordStore.append(aside, rec)
-        write_whole(ctx.path, "".join(json.dumps(rec.to_dict(), sort_keys=True) + "\n" for rec in recs if key_of(rec) not in again))
+        kept = [rec for rec in recs if key_of(rec) not in again]
+        write_whole(ctx.path, "".join(json.dumps(rec.to_dict(), sort_keys=True) + "\n" for rec in kept))
         moved += len(out)
     return moved
 
