@@ -3,6 +3,7 @@ values, memory labels, failure reasons, hosts, CPUs, commits) never forges or hi
 the report, read by a CommonMark parser with GitHub's tables, has one heading, one verdict, the
 first thing under it, no HTML, and a table whose every row keeps its seven cells. The terminal
 text keeps one verdict line, the last. Records are planted; hypothesis draws the text."""
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -24,6 +25,12 @@ PIECES = ["\n", "\r\n", "\r", "\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c"
 hostile = st.lists(st.sampled_from(PIECES) | st.text(max_size=4), max_size=10).map("".join)
 PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 GB = 10**9
+# A whole gate run (records written, compared, reported) per example: half the loaded profile's
+# budget (tests/conftest.py) keeps the suite fast; OOMBENCH_HYPOTHESIS_EXAMPLES (or the "thorough"
+# profile) asks for more.
+GATE_RUNS = settings(suppress_health_check=[HealthCheck.too_slow],
+                     max_examples=int(os.environ.get("OOMBENCH_HYPOTHESIS_EXAMPLES", 0))
+                     or max(10, settings().max_examples // 2))
 
 
 def planted(tmp: Path, t: dict, regress: bool) -> tuple[Path, Path]:
@@ -87,7 +94,7 @@ def check_report(text: str, rc: int, rows: int) -> None:
     assert sum(line.startswith(("**PASS", "**FAIL")) for line in text.splitlines()) == 1
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
+@GATE_RUNS
 @given(st.fixed_dictionaries({k: hostile for k in ("case", "value", "label", "reason", "cpu", "host", "commit")}),
        st.booleans())
 @example({"case": FORGED, "value": FORGED, "label": FORGED, "reason": "line one\nline two\n| x |",
@@ -114,7 +121,7 @@ def test_escaped_text_reads_back_as_itself_on_one_line(s):
     assert html == plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
+@GATE_RUNS
 @given(hostile.map(lambda s: s.replace("/", "").replace("\x00", "")[:100] or "x"), hostile)
 @example("x\n\n**PASS: 0 regression(s)**\n\n<!--", "**PASS**\n<!--")
 def test_control_text_in_a_refusal_never_reads_as_a_verdict(name, pattern):

@@ -162,15 +162,16 @@ def test_no_probe_outlives_its_search(tmp_path, sig):
 # ---- the ranks of a parallel case ------------------------------------------------------------------
 
 # A middle process that adopts orphans (PR_SET_CHILD_SUBREAPER, as systemd --user, tini -s or a CI
-# agent does), starts a case that launches two ranks, waits until both ranks (and the child each
-# starts) have noted their pids, then kills the case or lets it fail, and reports what is left of
-# every process it saw, the ranks' children included, GONE_WITHIN_S after the case ended.
+# agent does), starts a case that launches two ranks (torch imported first, as a real case has it
+# before its launch), waits until both ranks (and the child each starts) have noted their pids,
+# then kills the case or lets it fail, and reports what is left of every process it saw, the
+# ranks' children included, GONE_WITHIN_S after the case ended.
 MIDDLE = """
 import ctypes, json, os, signal, subprocess, sys, time
 import psutil
 ctypes.CDLL("libc.so.6").prctl(36, 1, 0, 0, 0)
 pid_dir, scenario, worker, timeout_s = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-code = ("import sys; sys.path.insert(0, 'tests'); import launch_workers; from harness.workloads.launch import launch; "
+code = ("import sys, torch; sys.path.insert(0, 'tests'); import launch_workers; from harness.workloads.launch import launch; "
         f"launch(launch_workers.{worker}, 2, (sys.argv[1],), timeout_s={timeout_s})")
 case = subprocess.Popen([sys.executable, "-c", code, pid_dir], stderr=subprocess.PIPE, text=True)
 seen, noted = {}, set()
@@ -217,7 +218,9 @@ print(json.dumps({"left": names, "noted": sorted(noted), "code": case.returncode
 # Each scenario runs REPEATS times: a few by default; OOMBENCH_KILL_REPEATS=50 for the issue's 50
 # runs without a failure.
 REPEATS = int(os.environ.get("OOMBENCH_KILL_REPEATS", "2"))
-TIMEOUT_S = 30  # past the ranks' start (torch imported in each: seconds on 2 cores), so that they do hang at its end
+# Past the ranks' start (torch imported in each: a few seconds on 2 cores; the case's own import
+# comes before the launch), so that they do hang at its end.
+TIMEOUT_S = 15
 SCENARIOS = {  # scenario: (worker, the launch's timeout, what the case's error must say)
     "sigterm": ("hangs_with_a_child", 300, None),
     "sigkill": ("hangs_with_a_child", 300, None),

@@ -45,6 +45,12 @@ def page(pages):
 
 
 OPEN_ALL = "document.querySelectorAll('details').forEach(d => d.open = true)"
+LINES = """() => [...document.querySelectorAll('table.headline tbody tr[data-record]')].map(tr => {
+  const a = k => tr.querySelector(`[data-kind=${k}]`);
+  return {rid: tr.dataset.record, base: tr.dataset.base, rate: a('head-rate') && a('head-rate').innerText,
+          peak: a('head-peak') && a('head-peak').innerText, peak_kind: a('head-peak') && a('head-peak').dataset.peak,
+          rate_x: a('rate-x').innerText.trim(), peak_x: a('peak-x').innerText.trim()};
+})"""
 
 
 def family_pages(pages: Path) -> list[Path]:
@@ -52,17 +58,30 @@ def family_pages(pages: Path) -> list[Path]:
             if p.name not in {"index.html", "chooser.html"} and not p.name.startswith("provenance")]
 
 
-def test_no_page_scrolls_sideways_at_1400px_even_with_every_table_open(page, pages):
-    tab, errors = page
+@pytest.fixture(scope="module")
+def visits(page, pages) -> dict:
+    """Each page met once, as a reader meets it: its height on arrival and a screenshot of that
+    (kept in the test's output folder), then, every table opened, its width and the answer's lines."""
+    tab, _ = page
     shots = pages.parent / "screenshots"
     shots.mkdir(exist_ok=True)
+    seen = {}
     for path in sorted(pages.glob("*.html")):
         tab.goto(path.as_uri())
+        height = tab.evaluate("document.documentElement.scrollHeight")
         tab.screenshot(path=str(shots / f"{path.stem}.png"))  # what a reader sees on arrival
         tab.evaluate(OPEN_ALL)
-        width = tab.evaluate("document.documentElement.scrollWidth")
-        assert width <= WIDTH, f"{path.name} is {width} px wide at {WIDTH} px"
-    assert len(list(shots.glob("*.png"))) == len(list(pages.glob("*.html")))
+        seen[path.name] = {"height": height, "width": tab.evaluate("document.documentElement.scrollWidth"),
+                           "lines": tab.evaluate(LINES)}
+    return seen
+
+
+def test_no_page_scrolls_sideways_at_1400px_even_with_every_table_open(page, pages, visits):
+    _, errors = page
+    for name, seen in visits.items():
+        assert seen["width"] <= WIDTH, f"{name} is {seen['width']} px wide at {WIDTH} px"
+    assert sorted(visits) == sorted(p.name for p in pages.glob("*.html"))
+    assert len(list((pages.parent / "screenshots").glob("*.png"))) == len(visits)
     assert errors == []
 
 
@@ -119,22 +138,12 @@ def check_line(cells: dict, raw: dict, case: str) -> None:
             assert close(cells["peak_x"], peak / expected_peak(base, rec, cells["peak_kind"])), cells
 
 
-LINES = """() => [...document.querySelectorAll('table.headline tbody tr[data-record]')].map(tr => {
-  const a = k => tr.querySelector(`[data-kind=${k}]`);
-  return {rid: tr.dataset.record, base: tr.dataset.base, rate: a('head-rate') && a('head-rate').innerText,
-          peak: a('head-peak') && a('head-peak').innerText, peak_kind: a('head-peak') && a('head-peak').dataset.peak,
-          rate_x: a('rate-x').innerText.trim(), peak_x: a('peak-x').innerText.trim()};
-})"""
 
-
-def test_every_figure_of_the_answer_equals_its_record(page, pages):
-    tab, _ = page
+def test_every_figure_of_the_answer_equals_its_record(pages, visits):
     raw = raw_records()
     lines = 0
     for path in family_pages(pages):
-        tab.goto(path.as_uri())
-        tab.evaluate(OPEN_ALL)
-        for cells in tab.evaluate(LINES):
+        for cells in visits[path.name]["lines"]:
             check_line(cells, raw, raw[cells["rid"]]["case"])
             lines += 1
     assert lines
@@ -174,11 +183,9 @@ def test_a_gpu_picked_in_the_filter_opens_its_own_section(page, pages):
 TALLEST = 10_000
 
 
-def test_no_family_page_is_taller_than_a_reader_scrolls_on_arrival(page, pages):
-    tab, _ = page
+def test_no_family_page_is_taller_than_a_reader_scrolls_on_arrival(pages, visits):
     for path in family_pages(pages):
-        tab.goto(path.as_uri())
-        height = tab.evaluate("document.documentElement.scrollHeight")
+        height = visits[path.name]["height"]
         assert height <= TALLEST, f"{path.name} is {height} px tall at {WIDTH} px"
 
 

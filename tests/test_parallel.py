@@ -154,17 +154,29 @@ def test_a_failing_rank_fails_the_launch_and_names_the_rank(tmp_path, worker, me
     assert _workers_left() == []
 
 
-def test_the_case_ends_on_sigterm_after_a_launch_as_before_it():
-    """Elastic's agent installs its own SIGTERM handler (an exception in whatever runs); after the
-    launch the case's own handlers are back, so a SIGTERM ends the case instead of raising inside it."""
+@pytest.fixture(scope="module")
+def settings_launch():
+    """One launch of ``nccl_settings`` from a case that has handlers of its own for the signals
+    elastic's agent takes over, after a careless shell exported NCCL_NVLS_ENABLE=1: what each rank
+    saw, the case's handlers, and its handlers and environment once the launch is over."""
     mine = {sig: (lambda signum, frame: None) for sig in AGENT_SIGNALS}
     pytests = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}
     try:
-        assert launch(launch_workers.nccl_settings, 2, timeout_s=120)
-        assert {sig: signal.getsignal(sig) for sig in AGENT_SIGNALS} == mine
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NCCL_NVLS_ENABLE", "1")
+            seen = launch(launch_workers.nccl_settings, 2, timeout_s=120)
+            return seen, mine, {sig: signal.getsignal(sig) for sig in AGENT_SIGNALS}, dict(os.environ)
     finally:
         for sig, handler in pytests.items():
             signal.signal(sig, handler)
+
+
+def test_the_case_ends_on_sigterm_after_a_launch_as_before_it(settings_launch):
+    """Elastic's agent installs its own SIGTERM handler (an exception in whatever runs); after the
+    launch the case's own handlers are back, so a SIGTERM ends the case instead of raising inside it."""
+    seen, mine, after, _ = settings_launch
+    assert seen
+    assert after == mine
 
 
 def _workers_left() -> list:
@@ -177,12 +189,14 @@ def _workers_left() -> list:
     return [c for c in psutil.Process().children(recursive=True) if left(c)]
 
 
-def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(monkeypatch):
+def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_launch, monkeypatch):
     from harness.measure.safety import MULTICAST_OFF
     from harness.workloads.launch import SOCKETS
     from harness.workloads.nodes import Nodes
+    seen, *_, env = settings_launch  # NCCL_NVLS_ENABLE=1 exported
+    assert seen == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
+    assert env["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in env  # the case's own: as before
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
-    assert launch(launch_workers.nccl_settings, 2, timeout_s=120) == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
     sockets = launch(launch_workers.nccl_settings, 2, timeout_s=120, nodes=Nodes(count=2, transport="sockets"))
     assert list(sockets.values()) == [{**MULTICAST_OFF, **SOCKETS}]  # this node's one rank
     assert os.environ["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in os.environ  # the case's own: as before
