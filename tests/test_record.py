@@ -2,7 +2,7 @@ import json
 
 from harness.measure.environment import Environment, snapshot
 from harness.measure.record import Record
-from harness.measure.store import RecordStore, load_file
+from harness.measure.store import RecordStore, load_file, write_records
 from harness.measure.timing import Timing
 
 from conftest import fake_devices
@@ -48,6 +48,19 @@ def test_appended_records_survive_an_interrupted_write(tmp_path):
     assert load_file(path).records == [a, a, a] and not load_file(path).problems
     assert (tmp_path / "m" / "run.jsonl.torn").read_text() == '{"case": "ceilings", "par\n'
     assert load_file(tmp_path / "missing.jsonl").records == []
+
+
+def test_records_written_whole_read_back_as_appended_ones(tmp_path):
+    a, b = sample_record(), sample_record()
+    b = Record.from_dict({**b.to_dict(), "run_id": "r2"})
+    appended, whole = tmp_path / "appended.jsonl", tmp_path / "whole.jsonl"
+    RecordStore.append(appended, a)
+    RecordStore.append(appended, b)
+    whole.write_text("left over\n")
+    write_records(whole, [a, b])  # replaces what was there
+    assert whole.read_text() == appended.read_text() and load_file(whole).records == [a, b]
+    write_records(whole, [])
+    assert whole.read_text() == "" and load_file(whole).records == []
 
 
 def test_device_bytes_is_the_cases_own_share_on_its_busiest_gpu():

@@ -32,7 +32,6 @@ the floor learned from BASE's rounds past the slowdowns the compare exists to ca
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -49,11 +48,10 @@ from harness.drive import begun, profiles, scratch, suite, todo
 from harness.drive.bench import RUN_ENV
 from harness.drive.compare_state import STATE, CompareRefused, State
 from harness.measure import lifeline, locks
-from harness.measure.inputs import write_whole
 from harness.measure.environment import snapshot
 from harness.measure.machine import machine_name
 from harness.measure.safety import MULTICAST_OFF
-from harness.measure.store import REPO, RecordStore, RunContext, load_file
+from harness.measure.store import REPO, RecordStore, RunContext, load_file, record_key, write_records
 from harness.report.summary import row
 from harness.units import minutes
 
@@ -193,34 +191,29 @@ def contexts(folder: Path, state: State) -> dict[tuple[str, int], RunContext]:
             for r in range(1, state.rounds + 1) for side, commit in state.commits.items()}
 
 
-def key_of(rec) -> tuple[str, str]:
-    return rec.case, json.dumps(dict(rec.params), sort_keys=True)
-
-
-def remaining(state: State, runs: dict[tuple[str, int], RunContext]) -> list[tuple[todo.Bench, int, str]]:
+def remaining(state: State, held: dict[tuple[str, int], list]) -> list[tuple[todo.Bench, int, str]]:
     """(bench, round, side) of every run, in order, of the cases whose rounds are not all on record
-    (a failed run counts: its process ran): each such case whole, in its A B B A order."""
-    held = {key: {key_of(rec) for rec in filed(ctx.path)} for key, ctx in runs.items()}
-    done = {(b.case, b.params) for b in state.benches if all((b.case, b.params) in h for h in held.values())}
+    in ``held`` ((side, round) -> its file's records; a failed run counts: its process ran): each
+    such case whole, in its A B B A order."""
+    keys = [{record_key(rec) for rec in recs} for recs in held.values()]
+    done = {(b.case, b.params) for b in state.benches if all((b.case, b.params) in k for k in keys)}
     return [(b, r, side) for b in state.benches if (b.case, b.params) not in done for r, side in order(state.rounds)]
 
 
-def set_aside(folder: Path, steps, runs: dict[tuple[str, int], RunContext]) -> int:
+def set_aside(folder: Path, steps, runs: dict[tuple[str, int], RunContext], held: dict[tuple[str, int], list]) -> int:
     """Moves the records of the cases about to be measured again (a stopped sitting left some of
     their rounds) out of the round files into ``interrupted/``, where the gate does not read them:
     kept, but a case is compared on one host in one stretch of time. Returns how many moved."""
     again = {(b.case, b.params) for b, _, _ in steps}
     moved = 0
-    for (side, r), ctx in runs.items():
-        recs = filed(ctx.path)
-        out = [rec for rec in recs if key_of(rec) in again]
+    for (side, r), recs in held.items():
+        out = [rec for rec in recs if record_key(rec) in again]
         if not out:
             continue
         aside = folder / "interrupted" / f"{side}-r{r}.jsonl"
         for rec in out:
             RecordStore.append(aside, rec)
-        kept = [rec for rec in recs if key_of(rec) not in again]
-        write_whole(ctx.path, "".join(json.dumps(rec.to_dict(), sort_keys=True) + "\n" for rec in kept))
+        write_records(runs[side, r].path, [rec for rec in recs if record_key(rec) not in again])
         moved += len(out)
     return moved
 
@@ -418,8 +411,9 @@ def main(base_rev: str | None = None, new_rev: str | None = None, *, profile: st
 def sit(repo: Path, folder: Path, state: State, env, measure, deadline_s: float | None, warmup: bool) -> int:
     """One sitting: the runs not on record yet, then, where none is left, the gate over all."""
     runs = contexts(folder, state)
-    steps = remaining(state, runs)
-    moved = set_aside(folder, steps, runs)
+    held = {key: filed(ctx.path) for key, ctx in runs.items()}  # read once: both below judge the same files
+    steps = remaining(state, held)
+    moved = set_aside(folder, steps, runs, held)
     if moved:
         print(f"oombench compare: {moved} run(s) of cases a stopped sitting left part-measured moved to "
               f"{folder / 'interrupted'} (kept, not judged): those cases are measured whole again", flush=True)

@@ -63,15 +63,25 @@ class Loaded:
         return self
 
 
+def _line(obj: dict) -> str:
+    return json.dumps(obj, sort_keys=True) + "\n"
+
+
 def append_line(path: Path, obj: dict) -> None:
     """Appends one JSON line, flushed and synced; a torn last line is repaired first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     repair(path)
     with open(path, "a") as f:
-        f.write(json.dumps(obj, sort_keys=True) + "\n")
+        f.write(_line(obj))
         f.flush()
         os.fsync(f.fileno())
+
+
+def write_records(path: Path, records: Iterable[Record]) -> None:
+    """``records`` as the whole of ``path``, one line each as ``append_line`` writes it; the old
+    file is left as it was where the write fails."""
+    write_whole(path, "".join(_line(rec.to_dict()) for rec in records))
 
 
 def repair(path: Path) -> None:
