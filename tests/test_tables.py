@@ -402,7 +402,8 @@ def test_an_answer_the_hosts_memory_set_is_marked_and_explained_and_no_other_is(
      " (loss gap 0.012 from fp32 with checkpointing, 0.003 allowed)"),
     ({"deviation": 0.5, "tolerance": 0.1}, " (loss gap 0.5 from fp32, 0.1 allowed)"),
     # Gap and allowance that round alike at two digits get as many more as tell them apart.
-    ({"deviation": 0.0141, "tolerance": 0.01, "reference_spread": 0.00361}, " (loss gap 0.0141 from fp32, 0.0136 allowed)"),
+    ({"deviation": 0.0141, "tolerance": 0.01, "reference_spread": 0.00361},
+     " (loss gap 0.0141 from fp32, 0.0136 allowed)"),
     ({"deviation": 0.0141, "tolerance": 0.0141}, " (loss gap 0.0141 from fp32, 0.0141 allowed)"),
     ({"deviation": 0.5, "tolerance": True}, ""), ({"deviation": 0.5, "tolerance": 0.1, "ended": "raised2"}, ""),
     ({}, ""), (None, "")])
