@@ -25,11 +25,12 @@ class _Reserved(_Case):
 
 
 class LmShapes(_Reserved):
-    """The LM over lengths from 128 to 4096 at 16,384 tokens a step, and at 1024 every step."""
+    """The LM over lengths from 128 to 4096 at 16,384 tokens a step (every length, or the powers of
+    two that bucketed batching uses), and at 1024 every step."""
     case = "fragmentation"
     fixed = {**LM, "budget": "card"}
     param_names = ["shapes", "allocator"]
-    params = [["uniform128-4096", "fixed1024"], TORCH_SETTINGS]
+    params = [["uniform128-4096", "pow2_128-4096", "fixed1024"], TORCH_SETTINGS]
 
 
 class ResnetShapes(_Reserved):

@@ -124,9 +124,19 @@ def test_unknown_settings_are_refused_naming_the_choices(capsys):
 def test_shape_names_are_parsed_or_refused():
     assert (shapes_of("uniform128-4096").low, shapes_of("uniform128-4096").high) == (128, 4096)
     assert shapes_of("fixed1024").fixed and shapes_of("fixed1024").low == 1024
-    for bad in ("uniform4096-128", "fixed0", "normal128-4096", "uniform128"):
-        with pytest.raises(ValueError, match="uniformA-B"):
+    pow2 = shapes_of("pow2_128-4096")
+    assert (pow2.low, pow2.high, pow2.doubling, shapes_of("uniform128-4096").doubling) == (128, 4096, True, False)
+    for bad in ("uniform4096-128", "fixed0", "normal128-4096", "uniform128", "pow2_128-3000", "pow2_96-256",
+                "pow2_0-64", "pow2_256-128", "pow2128-4096"):
+        with pytest.raises(ValueError, match="uniformA-B.*pow2_A-B"):
             shapes_of(bad)
+
+
+def test_bucketed_lengths_are_the_powers_of_two_and_keep_the_token_budget_exactly():
+    drawn = [Sizes(shapes_of("pow2_128-4096"))[i] for i in range(300)]
+    assert set(drawn) == {128, 256, 512, 1024, 2048, 4096}  # each bucket, and only those
+    assert all(sequences(16 * 1024, n) * n == 16 * 1024 for n in drawn)
+    assert [Sizes(shapes_of("pow2_64-64"))[i] for i in range(3)] == [64] * 3
 
 
 def test_the_sizes_are_seeded_in_range_and_on_the_stride():
@@ -178,6 +188,14 @@ def test_the_lm_case_trains_each_step_at_its_own_length_on_the_cpu():
     assert len(set(rec.check["sizes"])) > 5 and rec.check["loss_last"] < rec.check["loss_first"]
     assert rec.work == {"tokens": 1024}
     assert "fragmentation" not in rec.check  # no CUDA allocator on the CPU: no reserve to read
+
+
+def test_the_bucketed_lm_case_trains_only_at_the_bucket_lengths_on_the_cpu():
+    rec = execute("fragmentation", dict(TINY, shapes="pow2_16-64"))
+    assert rec.outcome == "ok", rec.reason
+    sizes = rec.check["sizes"]
+    assert sizes == [Sizes(shapes_of("pow2_16-64"))[i] for i in range(len(sizes))]
+    assert set(sizes) <= {16, 32, 64} and len(set(sizes)) > 1
 
 
 @pytest.mark.parametrize("change, reason", [

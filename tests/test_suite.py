@@ -105,7 +105,7 @@ EXPECTED["tricks.WhatFitsCombined.track_budget_bytes_per_sample"] = (
 # fragmentation moves; the CuPy pools likewise; what fits under 24 GB per setting.
 SETTINGS = ["default", "expandable", "async", "gc0.6", "split512"]
 FRAGMENTATION = {
-    "fragmentation.LmShapes": (["shapes", "allocator"], [["uniform128-4096", "fixed1024"], SETTINGS]),
+    "fragmentation.LmShapes": (["shapes", "allocator"], [["uniform128-4096", "pow2_128-4096", "fixed1024"], SETTINGS]),
     "fragmentation.ResnetShapes": (["shapes", "allocator"], [["uniform224-1024", "fixed1024"], SETTINGS]),
     "fragmentation.LmBudget": (["allocator", "budget"], [SETTINGS, ["24GB"]]),
     "fragmentation.ResnetBudget": (["allocator", "budget"], [SETTINGS, ["16GB"]]),

@@ -11,8 +11,10 @@ Parameters:
 - ``precision``: ``bf16_autocast`` (the GPU classes: what people who need memory train in) or
   ``fp32`` (TF32 off; bf16 on a CPU without bf16 units runs on slow reference kernels);
 - ``shapes``: the distribution of each step's size (``harness.workloads.fragmenting``):
-  ``uniform128-4096`` (LM sequence lengths), ``uniform224-1024`` (ResNet50 image sides, by 32),
-  ``fixed1024`` (either at one shape), ``uniform16-64`` and ``fixed32`` (small, for the CPU);
+  ``uniform128-4096`` (LM sequence lengths, every one), ``pow2_128-4096`` (LM sequence lengths,
+  the powers of two: bucketed batching), ``uniform224-1024`` (ResNet50 image sides, by 32),
+  ``fixed1024`` (either at one shape), ``uniform16-64``, ``pow2_16-64`` and ``fixed32`` (small,
+  for the CPU);
 - ``allocator``: ``default``, ``expandable``, ``async``, ``gc0.6`` or ``split512``
   (``harness.workloads.allocator``), put in the environment of the case's fresh process before
   torch is imported, and verified against the backend torch runs;
@@ -44,7 +46,7 @@ from harness.workloads import allocator as settings
 from harness.workloads.fragmenting import IMAGE_STRIDE, SHAPES, WORKLOADS, shapes_of
 
 CASE_NAME = "fragmentation"
-LM_SHAPES = ("uniform128-4096", "fixed1024", "uniform16-64", "fixed32")
+LM_SHAPES = ("uniform128-4096", "pow2_128-4096", "fixed1024", "uniform16-64", "pow2_16-64", "fixed32")
 IMAGE_SHAPES = ("uniform224-1024", "fixed1024")
 PARAMS = {"device": ("cpu", "cuda"), "workload": WORKLOADS, "shapes": SHAPES, "allocator": tuple(settings.TORCH),
           "precision": ("bf16_autocast", "fp32"), "budget": BUDGETS, "batch": (1, 10, 16), "vocab": (128, 32000),

@@ -3,7 +3,8 @@ work, and the same workloads at one fixed shape to compare with.
 
 A shape distribution is named in the parameters (``SHAPES``): ``uniformA-B`` draws each step's
 size uniformly from A to B (sequence lengths by the token; image sides by ``IMAGE_STRIDE``, the
-factor ResNet50 downsamples by), ``fixedN`` is N every step. Draws come from a generator seeded
+factor ResNet50 downsamples by), ``pow2_A-B`` uniformly from the powers of two A, 2A, ... B (the
+few lengths of bucketed batching, each dividing the token budget), ``fixedN`` is N every step. Draws come from a generator seeded
 once per case, so every setting of the allocator meets the same sizes in the same order.
 
 A step holds as much work as ``batch`` samples at ``REFERENCE``: the LM trains
@@ -31,10 +32,10 @@ from dataclasses import dataclass
 
 REFERENCE = 1024
 IMAGE_STRIDE = 32
-SHAPES = ("uniform128-4096", "uniform224-1024", "fixed1024", "uniform16-64", "fixed32")
+SHAPES = ("uniform128-4096", "pow2_128-4096", "uniform224-1024", "fixed1024", "uniform16-64", "pow2_16-64", "fixed32")
 WORKLOADS = ("lm", "resnet50")
 SEED = 0
-_NAME = re.compile(r"(?:uniform(\d+)-(\d+)|fixed(\d+))")
+_NAME = re.compile(r"(?:(uniform|pow2_)(\d+)-(\d+)|fixed(\d+))")
 
 
 @dataclass(frozen=True)
@@ -42,28 +43,36 @@ class Shapes:
     name: str
     low: int
     high: int
+    doubling: bool = False  # the powers of two from low to high, not every size between
 
     @property
     def fixed(self) -> bool:
         return self.low == self.high
 
+    def choices(self, stride: int = 1):
+        if self.doubling:
+            return [self.low << i for i in range((self.high // self.low).bit_length())]
+        return range(self.low, self.high + 1, stride)
+
 
 def shapes_of(name: str) -> Shapes:
     """The distribution ``name`` stands for; ValueError naming the form for anything else."""
     m = _NAME.fullmatch(str(name))
-    low, high = (int(m[1]), int(m[2])) if m and m[1] else (int(m[3]),) * 2 if m else (0, 0)
-    if not m or not 0 < low <= high:
-        raise ValueError(f"shape distribution {name!r} is not uniformA-B (0 < A <= B) or fixedN: name one, "
-                         f"e.g. {SHAPES[0]}")
-    return Shapes(str(name), low, high)
+    low, high = (int(m[2]), int(m[3])) if m and m[1] else (int(m[4]),) * 2 if m else (0, 0)
+    doubling = bool(m and m[1] == "pow2_")
+    ratio = high // low if 0 < low <= high else 0
+    if not m or not ratio or (doubling and (high % low or ratio & (ratio - 1))):
+        raise ValueError(f"shape distribution {name!r} is not uniformA-B (0 < A <= B), pow2_A-B (B = A times a "
+                         f"power of two) or fixedN: name one, e.g. {SHAPES[0]} or {SHAPES[1]}")
+    return Shapes(str(name), low, high, doubling)
 
 
 class Sizes:
-    """The size of each step, drawn once from ``shapes`` with a generator seeded by ``seed``,
-    multiples of ``stride`` (the multiples of ``stride`` from ``low`` up to ``high``)."""
+    """The size of each step, drawn once from ``shapes`` with a generator seeded by ``seed``:
+    ``shapes``' choices (for a uniform draw, the multiples of ``stride`` from ``low`` up to ``high``)."""
 
     def __init__(self, shapes: Shapes, seed: int = SEED, stride: int = 1):
-        self.choices = range(shapes.low, shapes.high + 1, stride)
+        self.choices = shapes.choices(stride)
         self.rng, self.drawn = random.Random(seed), []
 
     def __getitem__(self, step: int) -> int:
