@@ -12,8 +12,8 @@ from benchmarks.common import _Case
 from benchmarks.tricks import GPU_LM, _Fits
 
 TORCH_SETTINGS = list(TORCH)
-LM = {"device": "cuda", "workload": "lm", "precision": "bf16_autocast", "batch": 16, "vocab": 32000, "width": 1024,
-      "depth": 12}
+LM = {"device": "cuda", "workload": "lm", "precision": "bf16_autocast", "batch": 16, "references": "drop",
+      "vocab": 32000, "width": 1024, "depth": 12}
 RESNET = {**LM, "workload": "resnet50", "batch": 10}  # vocab, width and depth do not apply to it
 
 
@@ -31,6 +31,16 @@ class LmShapes(_Reserved):
     fixed = {**LM, "budget": "card"}
     param_names = ["shapes", "allocator"]
     params = [["uniform128-4096", "pow2_128-4096", "fixed1024"], TORCH_SETTINGS]
+
+
+class LmEverydayLoop(_Reserved):
+    """The LM in the everyday loop (``out = model(x)``, ``loss = ...``, ``zero_grad(set_to_none=False)``
+    at the top of each step): the last step's logits, at the last step's length, and the zeroed
+    gradients live through the next forward."""
+    case = "fragmentation"
+    fixed = {**LM, "budget": "card", "references": "keep"}
+    param_names = ["shapes", "allocator"]
+    params = [["uniform128-4096", "pow2_128-4096"], TORCH_SETTINGS]
 
 
 class ResnetShapes(_Reserved):

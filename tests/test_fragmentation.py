@@ -21,7 +21,7 @@ from harness.workloads.fragmenting import (AttentionStack, Sizes, attention_laye
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = dict(device="cpu", workload="lm", shapes="uniform16-64", allocator="default", precision="fp32", budget="card",
-            batch=1, vocab=128, width=32, depth=2)
+            batch=1, references="drop", vocab=128, width=32, depth=2)
 
 
 def run_python(code: str, env: dict) -> subprocess.CompletedProcess:
@@ -196,6 +196,27 @@ def test_the_bucketed_lm_case_trains_only_at_the_bucket_lengths_on_the_cpu():
     sizes = rec.check["sizes"]
     assert sizes == [Sizes(shapes_of("pow2_16-64"))[i] for i in range(len(sizes))]
     assert set(sizes) <= {16, 32, 64} and len(set(sizes)) > 1
+
+
+def test_the_everyday_loop_keeps_the_last_steps_logits_and_zeroed_gradients_into_the_next():
+    from harness.workloads.fragmenting import lm_trainer
+    from harness.workloads.training import precision
+    for keep in (False, True):
+        step, trainer, _ = lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"), keep)
+        step()
+        step()
+        kept = getattr(trainer.forward, "last", None)
+        assert (kept is not None) == keep
+        if keep:  # the second step's logits, at its own length
+            assert kept.shape[:2] == (1024 // step.sizes[1], step.sizes[1])
+        trainer.optimizer.zero_grad(set_to_none=not trainer.keep_references)
+        assert all((p.grad is not None) == keep for p in trainer.model.parameters())
+
+
+def test_records_filed_before_the_loop_was_a_parameter_ran_the_suites_loop():
+    from harness.cases import get
+    old = {k: v for k, v in TINY.items() if k != "references"}
+    assert get("fragmentation").upgrade(old)["references"] == "drop"
 
 
 @pytest.mark.parametrize("change, reason", [

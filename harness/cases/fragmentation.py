@@ -24,6 +24,10 @@ Parameters:
 - ``batch``: the step's work, as many tokens (LM) or pixels (ResNet50) as ``batch`` samples of
   1024 (tokens, or 1024 x 1024 pixels) hold: 16 for the LM's 16,384 tokens, 10 for seed 003's
   images;
+- ``references``: ``drop`` (the suite's loop: each step's outputs and loss dropped before the
+  next, gradients set to None) or ``keep`` (the everyday loop, ``out = model(x)``, ``loss = ...``
+  and ``zero_grad(set_to_none=False)`` at the top of each step: the last step's outputs, of the
+  last step's shape, and the zeroed gradients live through the next forward);
 - ``vocab``, ``width``, ``depth``: the LM (ResNet50 ignores them).
 
 The check: every loss finite and the last below the first; the sizes the steps drew; torch's peaks
@@ -49,7 +53,8 @@ CASE_NAME = "fragmentation"
 LM_SHAPES = ("uniform128-4096", "pow2_128-4096", "fixed1024", "uniform16-64", "pow2_16-64", "fixed32")
 IMAGE_SHAPES = ("uniform224-1024", "fixed1024")
 PARAMS = {"device": ("cpu", "cuda"), "workload": WORKLOADS, "shapes": SHAPES, "allocator": tuple(settings.TORCH),
-          "precision": ("bf16_autocast", "fp32"), "budget": BUDGETS, "batch": (1, 10, 16), "vocab": (128, 32000),
+          "precision": ("bf16_autocast", "fp32"), "budget": BUDGETS, "batch": (1, 10, 16), "references": ("drop", "keep"),
+          "vocab": (128, 32000),
           "width": (32, 1024), "depth": (2, 12)}
 STATS = ("num_alloc_retries", "num_device_alloc", "num_device_free")
 
@@ -64,7 +69,7 @@ def applies(device: str, workload: str, shapes: str, allocator: str) -> None:
                    "or with allocator=default here")
 
 
-def build(device, workload, shapes, allocator, precision, budget, batch, vocab, width, depth) -> Workload:
+def build(device, workload, shapes, allocator, precision, budget, batch, references, vocab, width, depth) -> Workload:
     applies(device, workload, shapes, allocator)
     if device == "cuda":
         settings.apply_torch(allocator)  # first of all: torch reads it when it is imported
@@ -75,10 +80,11 @@ def build(device, workload, shapes, allocator, precision, budget, batch, vocab, 
     with contextlib.ExitStack() as stack:
         _capped(stack, device, budget)  # before anything is allocated
         stack.enter_context(float32_matmul(False))  # fp32 is the reference: TF32 off, as in tricks
+        keep = references == "keep"
         if workload == "lm":
-            step, trainer, per_step = lm_trainer(device, dist, batch, vocab, width, depth, precision_of(precision))
+            step, trainer, per_step = lm_trainer(device, dist, batch, vocab, width, depth, precision_of(precision), keep)
         else:
-            step, trainer, per_step = resnet_trainer(device, dist, batch, precision_of(precision))
+            step, trainer, per_step = resnet_trainer(device, dist, batch, precision_of(precision), keep_references=keep)
         setting = stack.pop_all()
     cuda = device == "cuda"
 
@@ -114,4 +120,5 @@ def _peaks(torch, budget: str, allocator: str) -> dict:
     return peaks
 
 
-CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch")
+CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch",
+            earlier={"references": "drop"})

@@ -93,12 +93,14 @@ BUDGET_TORCH = [
 
 # The LM that fragments on the whole card under every setting but the gc threshold (which acts under
 # a cap), over bucketed lengths (the powers of two) under the default, expandable segments and
-# cudaMallocAsync, and on a 24 GB card under all five; ResNet50 that fragments under the default, expandable
+# cudaMallocAsync, both again in the everyday loop (the last step's outputs and zeroed gradients kept),
+# and on a 24 GB card under all five; ResNet50 that fragments under the default, expandable
 # segments and cudaMallocAsync; both at one shape under the default; CuPy's three pools; and the
 # what-fits search the default has no record of (``tricks.WhatFits`` searches the default's).
 FRAGMENTATION = [
     r"^fragmentation\.LmShapes\.\w+\('uniform128-4096', '(default|expandable|async|split512)'\)",
     r"^fragmentation\.LmShapes\.\w+\('pow2_128-4096', '(default|expandable|async)'\)",
+    r"^fragmentation\.LmEverydayLoop\.\w+\('(uniform128-4096|pow2_128-4096)', '(default|expandable|async)'\)",
     r"^fragmentation\.LmShapes\.\w+\('fixed1024', 'default'\)",
     r"^fragmentation\.LmBudget\.\w+\('\w+(\.\d)?', '24GB'\)",
     r"^fragmentation\.ResnetShapes\.\w+\('uniform224-1024', '(default|expandable|async)'\)",

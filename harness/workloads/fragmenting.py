@@ -111,8 +111,10 @@ class VaryingSteps:
         self.trainer.step()
 
 
-def lm_trainer(device: str, shapes: Shapes, batch: int, vocab: int, width: int, depth: int, prec):
-    """(step, trainer, tokens a step at most): the LM over ``shapes``' lengths."""
+def lm_trainer(device: str, shapes: Shapes, batch: int, vocab: int, width: int, depth: int, prec,
+               keep_references: bool = False):
+    """(step, trainer, tokens a step at most): the LM over ``shapes``' lengths, in the everyday loop
+    where ``keep_references`` (``Trainer``'s)."""
     import torch
     from harness.workloads.models import LMConfig, transformer_lm
     from harness.workloads.training import Trainer, learning_rate, token_loss_sum
@@ -130,12 +132,13 @@ def lm_trainer(device: str, shapes: Shapes, batch: int, vocab: int, width: int, 
 
     sizes = Sizes(shapes, SEED)
     trainer = Trainer(model, [batch_of(sizes[0])], token_loss_sum, prec, torch.device(device).type,
-                      lr=learning_rate(width))
+                      lr=learning_rate(width), keep_references=keep_references)
     return VaryingSteps(trainer, sizes, batch_of), trainer, tokens
 
 
-def resnet_trainer(device: str, shapes: Shapes, batch: int, prec, classes: int = 1000):
-    """(step, trainer, pixels a step): ResNet50 over ``shapes``' image sides."""
+def resnet_trainer(device: str, shapes: Shapes, batch: int, prec, classes: int = 1000, keep_references: bool = False):
+    """(step, trainer, pixels a step): ResNet50 over ``shapes``' image sides (the everyday loop as
+    ``lm_trainer``'s)."""
     import torch
     from harness.workloads.models import resnet50
     from harness.workloads.training import LR, Trainer, image_loss_sum
@@ -152,7 +155,8 @@ def resnet_trainer(device: str, shapes: Shapes, batch: int, prec, classes: int =
         return (stream[:n * 3 * side * side].view(n, 3, side, side),), labels[:n]
 
     sizes = Sizes(shapes, SEED, IMAGE_STRIDE)
-    trainer = Trainer(model, [batch_of(sizes[0])], image_loss_sum, prec, torch.device(device).type, lr=LR)
+    trainer = Trainer(model, [batch_of(sizes[0])], image_loss_sum, prec, torch.device(device).type, lr=LR,
+                      keep_references=keep_references)
     return VaryingSteps(trainer, sizes, batch_of), trainer, pixels
 
 
