@@ -13,10 +13,11 @@ literals, so a profile can take one parameter set of a class and leave the rest.
   two interpreters, e.g. one made by ``harness stack``): the managed, async and device pools,
   out-of-core, seed 000's arrays under 16 GB and Chainer's pools; the pinned copy ceilings their
   rates are read against come from one interpreter, in a run of their own;
-- ``fragmentation``: the allocator settings on training that fragments (one GPU call of minutes:
-  the LM under every setting, ResNet50 under the default, ``expandable`` and ``async``, both at
-  one shape under the default, CuPy's pools, and what fits on a 24 GB card with expandable
-  segments); ``full`` adds the other settings;
+- ``fragmentation``: the allocator settings on training that fragments (GPU calls of minutes:
+  the LM under every setting, over bucketed lengths and in the everyday loop under the default,
+  ``expandable`` and ``async``, ResNet50 under those three, both at one shape under the default,
+  CuPy's pools, and what fits on a 24 GB card with expandable segments); ``full`` adds the other
+  settings;
 - ``full``: every benchmark and parameter set (hours: the what-fits searches alone take many
   minutes each).
 
