@@ -53,19 +53,20 @@ def fraction(windows, activity, step_s: float | None = None) -> float | None:
 
 def _profiled(workload, steps: int, step_s: float) -> float | None:
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
-    # One step of the profiler's own warm-up first: CUPTI can miss the activity of the first
-    # step it traces, which would read as an idle GPU.
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=0, warmup=1, active=steps)) as prof:
+    # The autograd profiler is the tracer torch.profiler.profile drives (Kineto, CUPTI for the GPU),
+    # started without it: torch.profiler's start imports torch._inductor and sympy to read one
+    # setting, seconds of every case's fresh process.
+    from torch.autograd.profiler import profile, record_function
+    with profile(use_device="cuda", use_kineto=True) as prof:
         for _ in range(steps + 1):
             _prepared(workload)
             with record_function(STEP_MARK):
                 workload.step()
                 workload.sync()
-            prof.step()
-    events = prof.events()
-    windows = [(e.time_range.start, e.time_range.end) for e in events if e.name == STEP_MARK]
+    events = prof.function_events
+    # The first traced step is a warm-up, its window left out: CUPTI can miss the activity of the
+    # first step it traces, which would read as an idle GPU.
+    windows = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == STEP_MARK)[1:]
     gpu = [(e.time_range.start, e.time_range.end) for e in events
            if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start]
     # Profiler times are in microseconds.
