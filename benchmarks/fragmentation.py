@@ -12,7 +12,7 @@ from benchmarks.common import _Case
 from benchmarks.tricks import GPU_LM, _Fits
 
 TORCH_SETTINGS = list(TORCH)
-LM = {"device": "cuda", "workload": "lm", "precision": "bf16_autocast", "batch": 16, "references": "drop",
+LM = {"device": "cuda", "workload": "lm", "precision": "bf16_autocast", "batch": 16, "references": "drop", "draws": 0,
       "vocab": 32000, "width": 1024, "depth": 12}
 RESNET = {**LM, "workload": "resnet50", "batch": 10}  # vocab, width and depth do not apply to it
 
@@ -41,6 +41,17 @@ class LmEverydayLoop(_Reserved):
     fixed = {**LM, "budget": "card", "references": "keep"}
     param_names = ["shapes", "allocator"]
     params = [["uniform128-4096", "pow2_128-4096"], TORCH_SETTINGS]
+
+
+class LmDrawOrder(_Reserved):
+    """The everyday loop over every length, the lengths drawn in other orders (seeds 1 and 2; seed
+    0 is ``LmEverydayLoop``'s): what the default allocator reserves depends on the order in which
+    the shapes arrive."""
+    case = "fragmentation"
+    fixed = {**{k: v for k, v in LM.items() if k != "draws"}, "budget": "card", "references": "keep",
+             "shapes": "uniform128-4096"}
+    param_names = ["draws", "allocator"]
+    params = [[1, 2], TORCH_SETTINGS]
 
 
 class ResnetShapes(_Reserved):

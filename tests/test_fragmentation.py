@@ -21,7 +21,7 @@ from harness.workloads.fragmenting import (AttentionStack, Sizes, attention_laye
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = dict(device="cpu", workload="lm", shapes="uniform16-64", allocator="default", precision="fp32", budget="card",
-            batch=1, references="drop", vocab=128, width=32, depth=2)
+            batch=1, references="drop", draws=0, vocab=128, width=32, depth=2)
 
 
 def run_python(code: str, env: dict) -> subprocess.CompletedProcess:
@@ -213,10 +213,20 @@ def test_the_everyday_loop_keeps_the_last_steps_logits_and_zeroed_gradients_into
         assert all((p.grad is not None) == keep for p in trainer.model.parameters())
 
 
-def test_records_filed_before_the_loop_was_a_parameter_ran_the_suites_loop():
+def test_records_filed_before_the_loop_and_the_draws_were_parameters_ran_the_suites_loop_and_seed():
     from harness.cases import get
-    old = {k: v for k, v in TINY.items() if k != "references"}
-    assert get("fragmentation").upgrade(old)["references"] == "drop"
+    old = {k: v for k, v in TINY.items() if k not in ("references", "draws")}
+    assert {k: get("fragmentation").upgrade(old)[k] for k in ("references", "draws")} == {"references": "drop", "draws": 0}
+
+
+def test_the_draws_reorder_the_lengths_and_leave_the_model_and_its_data_alone():
+    from harness.workloads.fragmenting import lm_trainer
+    from harness.workloads.training import precision
+    made = {d: lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"), draws=d) for d in (0, 1)}
+    (step0, trainer0, _), (step1, trainer1, _) = made[0], made[1]
+    assert [step0.sizes[i] for i in range(20)] != [step1.sizes[i] for i in range(20)]
+    assert [step1.sizes[i] for i in range(20)] == [Sizes(shapes_of("uniform16-64"), seed=1)[i] for i in range(20)]
+    assert all(a.equal(b) for a, b in zip(trainer0.model.parameters(), trainer1.model.parameters()))
 
 
 @pytest.mark.parametrize("change, reason", [

@@ -107,6 +107,7 @@ SETTINGS = ["default", "expandable", "async", "gc0.6", "split512"]
 FRAGMENTATION = {
     "fragmentation.LmShapes": (["shapes", "allocator"], [["uniform128-4096", "pow2_128-4096", "fixed1024"], SETTINGS]),
     "fragmentation.LmEverydayLoop": (["shapes", "allocator"], [["uniform128-4096", "pow2_128-4096"], SETTINGS]),
+    "fragmentation.LmDrawOrder": (["draws", "allocator"], [[1, 2], SETTINGS]),
     "fragmentation.ResnetShapes": (["shapes", "allocator"], [["uniform224-1024", "fixed1024"], SETTINGS]),
     "fragmentation.LmBudget": (["allocator", "budget"], [SETTINGS, ["24GB"]]),
     "fragmentation.ResnetBudget": (["allocator", "budget"], [SETTINGS, ["16GB"]]),

@@ -28,6 +28,9 @@ Parameters:
   next, gradients set to None) or ``keep`` (the everyday loop, ``out = model(x)``, ``loss = ...``
   and ``zero_grad(set_to_none=False)`` at the top of each step: the last step's outputs, of the
   last step's shape, and the zeroed gradients live through the next forward);
+- ``draws``: the seed of the sizes' draws (0, 1 or 2): the same distribution met in another order,
+  the model and its data unchanged (the default allocator's reserve depends on the order in which
+  the shapes arrive);
 - ``vocab``, ``width``, ``depth``: the LM (ResNet50 ignores them).
 
 The check: every loss finite and the last below the first; the sizes the steps drew; torch's peaks
@@ -54,7 +57,7 @@ LM_SHAPES = ("uniform128-4096", "pow2_128-4096", "fixed1024", "uniform16-64", "p
 IMAGE_SHAPES = ("uniform224-1024", "fixed1024")
 PARAMS = {"device": ("cpu", "cuda"), "workload": WORKLOADS, "shapes": SHAPES, "allocator": tuple(settings.TORCH),
           "precision": ("bf16_autocast", "fp32"), "budget": BUDGETS, "batch": (1, 10, 16), "references": ("drop", "keep"),
-          "vocab": (128, 32000),
+          "draws": (0, 1, 2), "vocab": (128, 32000),
           "width": (32, 1024), "depth": (2, 12)}
 STATS = ("num_alloc_retries", "num_device_alloc", "num_device_free")
 
@@ -69,7 +72,8 @@ def applies(device: str, workload: str, shapes: str, allocator: str) -> None:
                    "or with allocator=default here")
 
 
-def build(device, workload, shapes, allocator, precision, budget, batch, references, vocab, width, depth) -> Workload:
+def build(device, workload, shapes, allocator, precision, budget, batch, references, draws, vocab, width,
+          depth) -> Workload:
     applies(device, workload, shapes, allocator)
     if device == "cuda":
         settings.apply_torch(allocator)  # first of all: torch reads it when it is imported
@@ -82,9 +86,11 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
         stack.enter_context(float32_matmul(False))  # fp32 is the reference: TF32 off, as in tricks
         keep = references == "keep"
         if workload == "lm":
-            step, trainer, per_step = lm_trainer(device, dist, batch, vocab, width, depth, precision_of(precision), keep)
+            step, trainer, per_step = lm_trainer(device, dist, batch, vocab, width, depth, precision_of(precision), keep,
+                                                 draws)
         else:
-            step, trainer, per_step = resnet_trainer(device, dist, batch, precision_of(precision), keep_references=keep)
+            step, trainer, per_step = resnet_trainer(device, dist, batch, precision_of(precision), keep_references=keep,
+                                                     draws=draws)
         setting = stack.pop_all()
     cuda = device == "cuda"
 
@@ -121,4 +127,4 @@ def _peaks(torch, budget: str, allocator: str) -> dict:
 
 
 CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch",
-            earlier={"references": "drop"})
+            earlier={"references": "drop", "draws": 0})

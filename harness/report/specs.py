@@ -309,12 +309,18 @@ FAMILIES = (
               text="Each workload on the whole card, its fragmenting shapes beside one fixed shape.",
               bench=r"fragmentation\.(Lm|Resnet)Shapes"),
          Spec("fragmentation", "allocator,machine", across="shapes", show=FRAGMENTATION_SHOW,
-              where=("device=cuda", "workload=lm", "budget=card", "references=keep"),
+              where=("device=cuda", "workload=lm", "budget=card", "references=keep", "draws=0"),
               title="The LM in the everyday loop",
               text="`references=keep`: `out = model(x)`, `loss = ...` and `zero_grad(set_to_none=False)` at the top "
                    "of each step, so the last step's logits, at the last step's length, and the zeroed gradients "
                    "live through the next forward.",
               bench=r"fragmentation\.LmEverydayLoop"),
+         Spec("fragmentation", "allocator,machine", across="draws", show=FRAGMENTATION_SHOW,
+              where=("device=cuda", "workload=lm", "budget=card", "references=keep", "shapes=uniform128-4096"),
+              title="The everyday loop, its lengths drawn in three orders",
+              text="The same distribution of lengths met in another order (`draws`, the seed of the draws; the "
+                   "model and its data unchanged): how far the reserve depends on the order the shapes arrive in.",
+              bench=r"fragmentation\.LmEverydayLoop|fragmentation\.LmDrawOrder"),
          Spec("fragmentation", "workload,allocator,machine", across="budget", show=FRAGMENTATION_SHOW,
               where=("device=cuda", "shapes=uniform128-4096", "references=drop"), title="The fragmenting LM on a 24 GB card",
               text="Where the default's reserve outgrows the card and a setting keeps it under.",

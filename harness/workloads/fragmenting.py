@@ -112,9 +112,10 @@ class VaryingSteps:
 
 
 def lm_trainer(device: str, shapes: Shapes, batch: int, vocab: int, width: int, depth: int, prec,
-               keep_references: bool = False):
-    """(step, trainer, tokens a step at most): the LM over ``shapes``' lengths, in the everyday loop
-    where ``keep_references`` (``Trainer``'s)."""
+               keep_references: bool = False, draws: int = SEED):
+    """(step, trainer, tokens a step at most): the LM over ``shapes``' lengths, drawn with seed
+    ``draws`` (the model and its data keep theirs), in the everyday loop where ``keep_references``
+    (``Trainer``'s)."""
     import torch
     from harness.workloads.models import LMConfig, transformer_lm
     from harness.workloads.training import Trainer, learning_rate, token_loss_sum
@@ -130,15 +131,16 @@ def lm_trainer(device: str, shapes: Shapes, batch: int, vocab: int, width: int, 
         n = sequences(tokens, length) * length
         return (stream[:n].view(-1, length),), stream[1:n + 1].view(-1, length)
 
-    sizes = Sizes(shapes, SEED)
+    sizes = Sizes(shapes, draws)
     trainer = Trainer(model, [batch_of(sizes[0])], token_loss_sum, prec, torch.device(device).type,
                       lr=learning_rate(width), keep_references=keep_references)
     return VaryingSteps(trainer, sizes, batch_of), trainer, tokens
 
 
-def resnet_trainer(device: str, shapes: Shapes, batch: int, prec, classes: int = 1000, keep_references: bool = False):
-    """(step, trainer, pixels a step): ResNet50 over ``shapes``' image sides (the everyday loop as
-    ``lm_trainer``'s)."""
+def resnet_trainer(device: str, shapes: Shapes, batch: int, prec, classes: int = 1000, keep_references: bool = False,
+                   draws: int = SEED):
+    """(step, trainer, pixels a step): ResNet50 over ``shapes``' image sides (the draws and the
+    everyday loop as ``lm_trainer``'s)."""
     import torch
     from harness.workloads.models import resnet50
     from harness.workloads.training import LR, Trainer, image_loss_sum
@@ -154,7 +156,7 @@ def resnet_trainer(device: str, shapes: Shapes, batch: int, prec, classes: int =
         n = images(pixels, side)
         return (stream[:n * 3 * side * side].view(n, 3, side, side),), labels[:n]
 
-    sizes = Sizes(shapes, SEED, IMAGE_STRIDE)
+    sizes = Sizes(shapes, draws, IMAGE_STRIDE)
     trainer = Trainer(model, [batch_of(sizes[0])], image_loss_sum, prec, torch.device(device).type, lr=LR,
                       keep_references=keep_references)
     return VaryingSteps(trainer, sizes, batch_of), trainer, pixels
