@@ -216,13 +216,15 @@ def test_the_everyday_loop_keeps_the_last_steps_logits_and_zeroed_gradients_into
 def test_records_filed_before_the_loop_and_the_draws_were_parameters_ran_the_suites_loop_and_seed():
     from harness.cases import get
     old = {k: v for k, v in TINY.items() if k not in ("references", "draws")}
-    assert {k: get("fragmentation").upgrade(old)[k] for k in ("references", "draws")} == {"references": "drop", "draws": 0}
+    upgraded = get("fragmentation").upgrade(old)
+    assert (upgraded["references"], upgraded["draws"]) == ("drop", 0)
 
 
 def test_the_draws_reorder_the_lengths_and_leave_the_model_and_its_data_alone():
     from harness.workloads.fragmenting import lm_trainer
     from harness.workloads.training import precision
-    made = {d: lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"), draws=d) for d in (0, 1)}
+    made = {d: lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"), draws=d)
+            for d in (0, 1)}
     (step0, trainer0, _), (step1, trainer1, _) = made[0], made[1]
     assert [step0.sizes[i] for i in range(20)] != [step1.sizes[i] for i in range(20)]
     assert [step1.sizes[i] for i in range(20)] == [Sizes(shapes_of("uniform16-64"), seed=1)[i] for i in range(20)]

@@ -56,9 +56,9 @@ CASE_NAME = "fragmentation"
 LM_SHAPES = ("uniform128-4096", "pow2_128-4096", "fixed1024", "uniform16-64", "pow2_16-64", "fixed32")
 IMAGE_SHAPES = ("uniform224-1024", "fixed1024")
 PARAMS = {"device": ("cpu", "cuda"), "workload": WORKLOADS, "shapes": SHAPES, "allocator": tuple(settings.TORCH),
-          "precision": ("bf16_autocast", "fp32"), "budget": BUDGETS, "batch": (1, 10, 16), "references": ("drop", "keep"),
-          "draws": (0, 1, 2), "vocab": (128, 32000),
-          "width": (32, 1024), "depth": (2, 12)}
+          "precision": ("bf16_autocast", "fp32"), "budget": BUDGETS, "batch": (1, 10, 16),
+          "references": ("drop", "keep"), "draws": (0, 1, 2), "vocab": (128, 32000), "width": (32, 1024),
+          "depth": (2, 12)}
 STATS = ("num_alloc_retries", "num_device_alloc", "num_device_free")
 
 
@@ -86,11 +86,11 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
         stack.enter_context(float32_matmul(False))  # fp32 is the reference: TF32 off, as in tricks
         keep = references == "keep"
         if workload == "lm":
-            step, trainer, per_step = lm_trainer(device, dist, batch, vocab, width, depth, precision_of(precision), keep,
-                                                 draws)
+            step, trainer, per_step = lm_trainer(device, dist, batch, vocab, width, depth,
+                                                 precision_of(precision), keep, draws)
         else:
-            step, trainer, per_step = resnet_trainer(device, dist, batch, precision_of(precision), keep_references=keep,
-                                                     draws=draws)
+            step, trainer, per_step = resnet_trainer(device, dist, batch, precision_of(precision),
+                                                     keep_references=keep, draws=draws)
         setting = stack.pop_all()
     cuda = device == "cuda"
 

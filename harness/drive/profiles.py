@@ -13,11 +13,11 @@ literals, so a profile can take one parameter set of a class and leave the rest.
   two interpreters, e.g. one made by ``harness stack``): the managed, async and device pools,
   out-of-core, seed 000's arrays under 16 GB and Chainer's pools; the pinned copy ceilings their
   rates are read against come from one interpreter, in a run of their own;
-- ``fragmentation``: the allocator settings on training that fragments (GPU calls of minutes:
-  the LM under every setting, over bucketed lengths and in the everyday loop (its lengths drawn in
-  three orders) under the default, ``expandable`` and ``async``, ResNet50 under those three, both at one shape under the default,
-  CuPy's pools, and what fits on a 24 GB card with expandable segments); ``full`` adds the other
-  settings;
+- ``fragmentation``: the allocator settings on training that fragments (GPU calls of minutes: the
+  LM under every setting, over bucketed lengths and in the everyday loop (its lengths drawn in
+  three orders) under the default, ``expandable`` and ``async``, ResNet50 under those three, both
+  at one shape under the default, CuPy's pools, and what fits on a 24 GB card with expandable
+  segments); ``full`` adds the other settings;
 - ``full``: every benchmark and parameter set (hours: the what-fits searches alone take many
   minutes each).
 
@@ -92,12 +92,13 @@ BUDGET_TORCH = [
     r"^tricks\.WhatFitsCombined\.",
 ]
 
-# The LM that fragments on the whole card under every setting but the gc threshold (which acts under
-# a cap), over bucketed lengths (the powers of two) under the default, expandable segments and
-# cudaMallocAsync, both again in the everyday loop (the last step's outputs and zeroed gradients kept),
-# every length in that loop drawn in two more orders, and on a 24 GB card under all five; ResNet50 that fragments under the default, expandable
-# segments and cudaMallocAsync; both at one shape under the default; CuPy's three pools; and the
-# what-fits search the default has no record of (``tricks.WhatFits`` searches the default's).
+# The LM that fragments on the whole card under every setting but the gc threshold (which acts
+# under a cap), over bucketed lengths (the powers of two) under the default, expandable segments
+# and cudaMallocAsync, both again in the everyday loop (the last step's outputs and zeroed
+# gradients kept), every length in that loop drawn in two more orders, and on a 24 GB card under
+# all five; ResNet50 that fragments under the default, expandable segments and cudaMallocAsync;
+# both at one shape under the default; CuPy's three pools; and the what-fits search the default
+# has no record of (``tricks.WhatFits`` searches the default's).
 FRAGMENTATION = [
     r"^fragmentation\.LmShapes\.\w+\('uniform128-4096', '(default|expandable|async|split512)'\)",
     r"^fragmentation\.LmShapes\.\w+\('pow2_128-4096', '(default|expandable|async)'\)",

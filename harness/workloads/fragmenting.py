@@ -4,8 +4,9 @@ work, and the same workloads at one fixed shape to compare with.
 A shape distribution is named in the parameters (``SHAPES``): ``uniformA-B`` draws each step's
 size uniformly from A to B (sequence lengths by the token; image sides by ``IMAGE_STRIDE``, the
 factor ResNet50 downsamples by), ``pow2_A-B`` uniformly from the powers of two A, 2A, ... B (the
-few lengths of bucketed batching, each dividing the token budget), ``fixedN`` is N every step. Draws come from a generator seeded
-once per case, so every setting of the allocator meets the same sizes in the same order.
+few lengths of bucketed batching, each dividing the token budget), ``fixedN`` is N every step.
+Draws come from a generator seeded once per case, so every setting of the allocator meets the same
+sizes in the same order.
 
 A step holds as much work as ``batch`` samples at ``REFERENCE``: the LM trains
 ``batch x REFERENCE`` tokens a step (16 x 1024 = 16,384, the issue's budget) as ``tokens // L``
