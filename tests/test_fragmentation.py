@@ -218,6 +218,8 @@ def test_records_filed_before_the_loop_and_the_draws_were_parameters_ran_the_sui
     old = {k: v for k, v in TINY.items() if k not in ("references", "draws")}
     upgraded = get("fragmentation").upgrade(old)
     assert (upgraded["references"], upgraded["draws"]) == ("drop", 0)
+    # in the order a record files them, so pages name an older record as they name a new one
+    assert list(upgraded) == sorted(upgraded)
 
 
 def test_the_draws_reorder_the_lengths_and_leave_the_model_and_its_data_alone():

@@ -132,8 +132,9 @@ class Case:
     outdated: Callable[..., bool] = lambda record: False
 
     def upgrade(self, params: Mapping) -> dict:
-        """``params`` of a record, with the parameters added since it was filed at ``earlier``'s values."""
-        return {**{k: v for k, v in self.earlier.items() if k not in params}, **params}
+        """``params`` of a record, with the parameters added since it was filed at ``earlier``'s
+        values, by name as a record files them (readers name a record by its parameters in order)."""
+        return dict(sorted({**{k: v for k, v in self.earlier.items() if k not in params}, **params}.items()))
 
     def _pick(self, name: str, value):
         allowed = self.params[name]
