@@ -40,6 +40,7 @@ TESTS = {
     "harness/workloads/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),  # test_fits.py starts processes
     "harness/workloads/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
     "harness/units.py": ("tests/test_units.py",),
+    "harness/workloads/fragmenting.py": ("tests/test_fragmentation.py",),  # its shape draws: the sizes every step meets
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
@@ -47,7 +48,8 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
                                         "checked_against_reference"),
         "harness/workloads/fits.py": ("largest_fitting", "_in_units", "_top", "_search", "_recorded", "_first_fit", "_narrow",
                                       "_try", "_cold_start", "_bracket", "_gallop", "_up", "_down", "linear_estimate",
-                                      "side_by_side")}
+                                      "side_by_side"),
+        "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes")}
 THRESHOLD = 90.0  # percent of mutants killed, per module
 # What mutmut's copy needs besides the module: the package, the tests and what they read (a
 # few tests still take a committed record as a template).
