@@ -146,18 +146,18 @@ def test_timed_steps_too_short_for_the_driver_are_read_over_extra_steps(monkeypa
 
 class FakeTrace:
     """The autograd profiler's results as ``_profiled`` reads them: each traced step's window
-    (``STEP_MARK``, 10 us apart) and the GPU's activity, ``busy[i]`` us at the start of step i."""
+    (``STEP_MARK``, 10 us apart, each with a CPU op of its own) and the GPU's activity,
+    ``busy[i]`` us at the start of step i (an empty kernel where it is 0)."""
 
     def __init__(self, busy_us, **kwargs):
         import torch
         cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
         span = lambda a, b: types.SimpleNamespace(start=a, end=b)  # noqa: E731
+        event = lambda name, kind, a, b: types.SimpleNamespace(name=name, device_type=kind, time_range=span(a, b))  # noqa: E731
         self.function_events = (
-            [types.SimpleNamespace(name=busy.STEP_MARK, device_type=cpu, time_range=span(10 * i, 10 * i + 10))
-             for i in range(len(busy_us))]
-            + [types.SimpleNamespace(name="kernel", device_type=cuda, time_range=span(10 * i, 10 * i + b))
-               for i, b in enumerate(busy_us) if b])
-        self.kwargs = kwargs
+            [event(busy.STEP_MARK, cpu, 10 * i, 10 * i + 10) for i in range(len(busy_us))]
+            + [event("aten::mm", cpu, 10 * i + 1, 10 * i + 3) for i in range(len(busy_us))]
+            + [event("kernel", cuda, 10 * i, 10 * i + b) for i, b in enumerate(busy_us)])
 
     def __enter__(self):
         return self
@@ -166,22 +166,40 @@ class FakeTrace:
         return False
 
 
-def test_the_traced_warm_up_step_is_left_out_of_the_busy_share(monkeypatch):
-    """CUPTI can miss the first traced step's kernels: that step runs, but only the steps after it
-    are read (here the warm-up step reads idle, the three after it half busy)."""
+def profiled(monkeypatch, busy_us, step_s):
+    """``_profiled``'s share over a traced run whose GPU was busy ``busy_us``, with what it
+    asked the profiler for and the marks it named."""
     import contextlib
 
     import torch.autograd.profiler as autograd_profiler
-    traced = {}
+    asked, marks, ran = {}, [], []
 
     def profile(**kwargs):
-        traced.update(kwargs)
-        return FakeTrace([0, 5, 5, 5])
+        asked.update(kwargs)
+        return FakeTrace(busy_us)
+
+    def record_function(name):
+        marks.append(name)
+        return contextlib.nullcontext()
 
     monkeypatch.setattr(autograd_profiler, "profile", profile)
-    monkeypatch.setattr(autograd_profiler, "record_function", lambda name: contextlib.nullcontext())
-    ran = []
+    monkeypatch.setattr(autograd_profiler, "record_function", record_function)
     step = types.SimpleNamespace(prepare=no_prepare, step=lambda: ran.append(1), sync=lambda: None)
-    assert busy._profiled(step, 3, 10e-6) == pytest.approx(0.5)
-    assert len(ran) == 4  # the warm-up step and the three read
-    assert traced == {"use_device": "cuda", "use_kineto": True}  # CUPTI's kernels, through Kineto
+    return busy._profiled(step, len(busy_us) - 1, step_s), asked, marks, ran
+
+
+def test_the_traced_warm_up_step_is_left_out_of_the_busy_share(monkeypatch):
+    """CUPTI can miss the first traced step's kernels: that step runs, but only the steps after it
+    are read (the warm-up step reads idle here, the three after it 2, 5 and 8 us of 10)."""
+    share, asked, marks, ran = profiled(monkeypatch, [0, 2, 5, 8], 10e-6)
+    assert share == pytest.approx(0.5, rel=1e-9)
+    assert len(ran) == 4 and marks == [busy.STEP_MARK] * 4  # the warm-up step and the three read, each marked
+    assert asked == {"use_device": "cuda", "use_kineto": True}  # CUPTI's kernels, through Kineto
+
+
+def test_the_share_is_over_the_unprofiled_step_time_and_none_where_no_kernel_ran(monkeypatch):
+    # The profiler stretches each step's window on the host (10 us here); the GPU's work is read
+    # against the step's own time, 8 us: (2 + 4 + 6) / (3 x 8).
+    assert profiled(monkeypatch, [0, 2, 4, 6], 8e-6)[0] == pytest.approx(0.5, rel=1e-9)
+    # Only empty kernels: the profiler saw no GPU work, and NVML is asked instead.
+    assert profiled(monkeypatch, [0, 0, 0, 0], 8e-6)[0] is None

@@ -69,6 +69,9 @@ def test_busy_is_the_union_of_gpu_activity_inside_the_step_windows():
     assert fraction([], [(0, 1)]) is None
     # windows stretched by a profiler: the unprofiled step time is the wall
     assert fraction([(0, 10), (20, 30)], [(0, 4), (20, 24)], step_s=5) == 0.8
+    # never past all of it, however long the windows were stretched; and steps shorter than one unit
+    assert fraction([(0, 10)], [(0, 10)], step_s=5) == 1.0
+    assert fraction([(0, 0.5), (1, 1.5)], [(0, 0.25), (1, 1.25)]) == 0.5
 
 
 def test_no_gpu_means_no_busy_figure():

@@ -41,6 +41,7 @@ TESTS = {
     "harness/workloads/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
     "harness/units.py": ("tests/test_units.py",),
     "harness/workloads/fragmenting.py": ("tests/test_fragmentation.py",),  # its shape draws: the sizes every step meets
+    "harness/measure/busy.py": ("tests/test_busy.py", "tests/test_busy_families.py", "tests/test_step_peaks.py"),
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
@@ -49,7 +50,8 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         "harness/workloads/fits.py": ("largest_fitting", "_in_units", "_top", "_search", "_recorded", "_first_fit", "_narrow",
                                       "_try", "_cold_start", "_bracket", "_gallop", "_up", "_down", "linear_estimate",
                                       "side_by_side"),
-        "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes")}
+        "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes"),
+        "harness/measure/busy.py": ("union_s", "fraction", "_profiled")}
 THRESHOLD = 90.0  # percent of mutants killed, per module
 # What mutmut's copy needs besides the module: the package, the tests and what they read (a
 # few tests still take a committed record as a template).

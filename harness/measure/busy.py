@@ -35,7 +35,8 @@ def union_s(intervals, lo: float, hi: float) -> float:
     """Length of the union of (start, end) intervals clipped to [lo, hi]."""
     total, reach = 0.0, lo
     for a, b in sorted((max(a, lo), min(b, hi)) for a, b in intervals):
-        if b <= max(a, reach):  # outside the window, or already counted
+        # Outside the window, or already counted.
+        if b <= max(a, reach):  # pragma: no mutate (at b == max(a, reach) the interval adds nothing)
             continue
         total += b - max(a, reach)
         reach = b
