@@ -152,8 +152,10 @@ class FakeTrace:
     def __init__(self, busy_us, **kwargs):
         import torch
         cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
-        span = lambda a, b: types.SimpleNamespace(start=a, end=b)  # noqa: E731
-        event = lambda name, kind, a, b: types.SimpleNamespace(name=name, device_type=kind, time_range=span(a, b))  # noqa: E731
+
+        def event(name, kind, a, b):
+            return types.SimpleNamespace(name=name, device_type=kind, time_range=types.SimpleNamespace(start=a, end=b))
+
         self.function_events = (
             [event(busy.STEP_MARK, cpu, 10 * i, 10 * i + 10) for i in range(len(busy_us))]
             + [event("aten::mm", cpu, 10 * i + 1, 10 * i + 3) for i in range(len(busy_us))]
