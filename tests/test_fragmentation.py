@@ -202,15 +202,24 @@ def test_the_everyday_loop_keeps_the_last_steps_logits_and_zeroed_gradients_into
     from harness.workloads.fragmenting import lm_trainer
     from harness.workloads.training import precision
     for keep in (False, True):
-        step, trainer, _ = lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"), keep)
+        step, trainer, _ = lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"),
+                                      keep_references=keep)
         step()
         step()
         kept = getattr(trainer.forward, "last", None)
         assert (kept is not None) == keep
         if keep:  # the second step's logits, at its own length
             assert kept.shape[:2] == (1024 // step.sizes[1], step.sizes[1])
-        trainer.optimizer.zero_grad(set_to_none=not trainer.keep_references)
-        assert all((p.grad is not None) == keep for p in trainer.model.parameters())
+        # What the third step's forward runs beside: the gradients its step zeroed, or none.
+        backward, grads_held = trainer.backward, []
+
+        def noting():
+            grads_held.append(all(p.grad is not None for p in trainer.model.parameters()))
+            return backward()
+
+        trainer.backward = noting
+        step()
+        assert grads_held == [keep]
 
 
 def test_records_filed_before_the_loop_and_the_draws_were_parameters_ran_the_suites_loop_and_seed():

@@ -86,8 +86,8 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
         stack.enter_context(float32_matmul(False))  # fp32 is the reference: TF32 off, as in tricks
         keep = references == "keep"
         if workload == "lm":
-            step, trainer, per_step = lm_trainer(device, dist, batch, vocab, width, depth,
-                                                 precision_of(precision), keep, draws)
+            step, trainer, per_step = lm_trainer(device, dist, batch, vocab, width, depth, precision_of(precision),
+                                                 keep_references=keep, draws=draws)
         else:
             step, trainer, per_step = resnet_trainer(device, dist, batch, precision_of(precision),
                                                      keep_references=keep, draws=draws)
