@@ -86,6 +86,31 @@ def test_a_cuda_ordinal_is_mapped_to_its_gpu_through_cuda_visible_devices(visibl
     assert (gpu.index if gpu else None) == expected
 
 
+@pytest.mark.parametrize("visible, expected", [
+    (None, [0, 1, 2, 3]), ("2", [2]), ("3,1", [3, 1]), ("GPU-2,GPU-2", [2]), ("1,,3", [1]), ("", []), ("7", [])])
+def test_the_gpus_a_process_can_use_are_named_by_their_nvml_index(visible, expected):
+    """A case pinned to one GPU of a shared box reads that GPU's memory alone."""
+    environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    assert devices.visible_indices(fake_devices(count=4), environ) == expected
+
+
+def test_a_case_samples_the_memory_of_the_gpus_it_can_see_only(monkeypatch):
+    from harness.drive import runner
+    from harness.measure.memory import PeakMemory
+    from harness.measure.workload import Workload
+    from harness.cases.base import Case
+    asked = []
+    monkeypatch.setattr(runner, "PeakMemory", lambda gpus: asked.append(list(gpus)) or PeakMemory())
+    case = Case(name="pinned", params={"device": ("cuda", "cpu")},
+                build=lambda device: Workload(step=lambda: None, check=lambda: {}, work={"bytes": 1}, warmup=0, repeat=2))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    runner.execute(case, {"device": "cuda"}, devices=fake_devices(count=4))
+    runner.execute(case, {"device": "cpu"}, devices=fake_devices(count=4))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    runner.execute(case, {"device": "cuda"}, devices=fake_devices(count=4))
+    assert asked == [[2], [], [0, 1, 2, 3]]
+
+
 def test_a_uuid_prefix_names_its_gpu_only_when_it_names_one():
     box = devices.Devices(gpus=tuple(devices.GPU(i, "H", 1, 1, "9.0", f"GPU-ab{i}") for i in range(2)))
     assert devices.cuda_gpu(0, box, {"CUDA_VISIBLE_DEVICES": "GPU-ab1"}).index == 1

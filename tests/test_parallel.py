@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import launch_workers  # beside this file: what spawned workers import must not pull in torch
+from conftest import fake_devices
 
 from harness.cases.parallel_lm import job as lm_job
 from harness.workloads.launch import AGENT_SIGNALS, LaunchError, launch
@@ -251,6 +252,18 @@ def test_a_node_of_a_box_labels_its_gpu_as_the_box_numbers_it(monkeypatch):
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("GROUP_RANK", "1")
     assert distributed.gpu_label(0) == "node1.gpu1"
+
+
+def test_a_rank_pinned_to_one_gpu_of_a_shared_box_reads_and_labels_that_gpu(monkeypatch):
+    """CUDA_VISIBLE_DEVICES=2 on a box of four: the rank's CUDA device 0 is the box's GPU 2, which
+    the case's process read before the launch; NVML's GPU 0 is a neighbour's."""
+    from harness.measure import devices
+    from harness.workloads import distributed
+    monkeypatch.setattr(devices, "discover", lambda: fake_devices(count=4))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    assert (distributed.gpu_index(0), distributed.gpu_label(0)) == (2, "gpu2")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert (distributed.gpu_index(1), distributed.gpu_label(1)) == (1, "gpu1")
 
 
 # ---- seed 003's cut --------------------------------------------------------------------------------

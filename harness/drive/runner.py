@@ -10,7 +10,7 @@ from harness import cases
 from harness.cases.base import Case, Config
 from harness.measure import budget
 from harness.measure.busy import Sampled, gpu_busy
-from harness.measure.devices import Devices, discover
+from harness.measure.devices import Devices, discover, visible_indices
 from harness.measure.environment import snapshot
 from harness.measure.memory import PeakMemory
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, Skip, as_does_not_fit, is_out_of_memory
@@ -37,7 +37,7 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
     # A case that keeps files of its own (the what-fits probes) keeps them beside the run's records.
     extra = {"run_file": run.path if run and run.run_id else None} if case.keeps_files else {}
     # A case on the CPU holds no device memory: the GPUs' levels would be other processes'.
-    peak = PeakMemory(gpus=range(devices.count) if params.get("device") != "cpu" else ())
+    peak = PeakMemory(gpus=visible_indices(devices) if params.get("device") != "cpu" else ())
     timing, work = None, {}
     try:
         with peak:

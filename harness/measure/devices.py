@@ -141,6 +141,17 @@ def cuda_gpu(ordinal: int, devices: Devices | None = None, environ=None) -> GPU 
     return _entry_gpu(entries[ordinal], devices)
 
 
+def visible_indices(devices: Devices, environ=None) -> list[int]:
+    """NVML's indices of the GPUs this process's CUDA can use, in CUDA's order, each once. A case
+    pinned to one GPU of a shared box (``CUDA_VISIBLE_DEVICES``) reads the memory of that GPU
+    alone: another process starting on a neighbour would otherwise count as its own peak."""
+    entries = visible_entries(environ)
+    if entries is None:
+        return [g.index for g in devices.gpus]
+    gpus = (cuda_gpu(o, devices, environ) for o in range(len(entries)))
+    return list(dict.fromkeys(g.index for g in gpus if g is not None))
+
+
 def _entry_gpu(entry: str, devices: Devices) -> GPU | None:
     if entry.isdigit():
         return next((g for g in devices.gpus if g.index == int(entry)), None)

@@ -36,7 +36,7 @@ def worker(rank: int, world: int, job: parallel_job.Job) -> list:
     # device's (NVML: the context and NCCL's buffers included), which the parent cannot see apart
     # from the build, the whole launch being its set-up.
     gpus = [local] if job.device == "cuda" else []
-    peak = PeakMemory(gpus=gpus)
+    peak = PeakMemory(gpus=[gpu_index(local)] if gpus else [])
     with peak, busy.Sampled(gpus) as sampled:
         timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat,
                             begin=lambda: (peak.steps_begin(), sampled.begin()))
@@ -124,14 +124,24 @@ def _is_block(layer, model) -> bool:
     return own and bool(list(layer.children())) and any(True for _ in layer.parameters())
 
 
+def gpu_index(local: int) -> int:
+    """NVML's index of this rank's GPU (CUDA device ``local``), the number the case's process
+    gives it too: NVML numbers every GPU of the box, whatever ``CUDA_VISIBLE_DEVICES`` hides. Where
+    NVML cannot tell, the ordinal past those of earlier nodes of the box (``launch.FIRST_GPU``)."""
+    from harness.measure.devices import cuda_gpu
+    from harness.workloads.nodes import FIRST_GPU
+    gpu = cuda_gpu(local)
+    return gpu.index if gpu is not None else int(os.environ.get(FIRST_GPU, 0)) + local
+
+
 def gpu_label(local: int) -> str:
-    """This rank's GPU as the case's process numbers the GPUs of its box (``gpuN``, the ordinal
-    past those of earlier nodes of the box: ``launch.FIRST_GPU``), or, for a rank on another box
-    of a multi-node launch, with that node's number before it (``node1.gpu0``)."""
-    from harness.workloads.nodes import FIRST_GPU, Nodes
-    ordinal = int(os.environ.get(FIRST_GPU, 0)) + local
+    """This rank's GPU as the case's process labels the GPUs of its box (``gpuN``, ``gpu_index``),
+    or, for a rank on another box of a multi-node launch, with that node's number before it
+    (``node1.gpu0``)."""
+    from harness.workloads.nodes import Nodes
     node = int(os.environ.get("GROUP_RANK", 0))
-    return f"node{node}.gpu{ordinal}" if Nodes.from_env().count > 1 and node != 0 else f"gpu{ordinal}"
+    index = gpu_index(local)
+    return f"node{node}.gpu{index}" if Nodes.from_env().count > 1 and node != 0 else f"gpu{index}"
 
 
 def _memory(torch, job, device, rank, local, steps: dict) -> dict:
@@ -139,7 +149,7 @@ def _memory(torch, job, device, rank, local, steps: dict) -> dict:
     of its own GPU (``local`` on its node) by ``gpu_label``, the figure that the case's reading of
     that GPU before any rank started is taken from; ``steps``: its ``PeakMemory.bytes``."""
     if job.device == "cuda":
-        used = f"device.used.gpu{local}"
+        used = f"device.used.gpu{gpu_index(local)}"
         return {f"allocator.torch.max_allocated.cuda:{rank}": int(torch.cuda.max_memory_allocated(device)),
                 f"allocator.torch.max_reserved.cuda:{rank}": int(torch.cuda.max_memory_reserved(device)),
                 **({f"device.used.{gpu_label(local)}": steps[used]} if used in steps else {})}
