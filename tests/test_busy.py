@@ -153,11 +153,15 @@ class FakeTrace:
         import torch
         cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
 
-        def event(name, kind, a, b):
-            return types.SimpleNamespace(name=name, device_type=kind, time_range=types.SimpleNamespace(start=a, end=b))
+        def event(name, kind, a, b, annotation=False):
+            return types.SimpleNamespace(name=name, device_type=kind, time_range=types.SimpleNamespace(start=a, end=b),
+                                         is_user_annotation=annotation)
 
+        # Each step's mark also shows on the GPU's timeline, as Kineto files it (gpu_user_annotation),
+        # from the step's start to its end: the span of its work, not work.
         self.function_events = (
             [event(busy.STEP_MARK, cpu, 10 * i, 10 * i + 10) for i in range(len(busy_us))]
+            + [event(busy.STEP_MARK, cuda, 10 * i, 10 * i + 10, annotation=True) for i in range(len(busy_us))]
             + [event("aten::mm", cpu, 10 * i + 1, 10 * i + 3) for i in range(len(busy_us))]
             + [event("kernel", cuda, 10 * i, 10 * i + b) for i, b in enumerate(busy_us)])
 

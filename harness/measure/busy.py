@@ -67,9 +67,15 @@ def _profiled(workload, steps: int, step_s: float) -> float | None:
     events = prof.function_events
     # The first traced step is a warm-up, its window left out: CUPTI can miss the activity of the
     # first step it traces, which would read as an idle GPU.
-    windows = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == STEP_MARK)[1:]
+    cpu = torch.autograd.DeviceType.CPU
+    windows = sorted((e.time_range.start, e.time_range.end) for e in events
+                     if e.name == STEP_MARK and e.device_type == cpu)[1:]
+    # A user annotation on the GPU's timeline (the step mark's own, ``gpu_user_annotation``) spans
+    # from the step's first kernel to its last, idle gaps included: it is not activity, and counted
+    # it reads every step as busy, as torch's own tables know (they leave it out of device time).
     gpu = [(e.time_range.start, e.time_range.end) for e in events
-           if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start]
+           if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+           and e.time_range.end > e.time_range.start]
     # Profiler times are in microseconds.
     return fraction(windows, gpu, step_s * 1e6) if gpu else None
 
