@@ -123,6 +123,23 @@ def test_honest_rounds_pass(clone, tmp_path):
     assert "PASS: 0 regression(s) in 2 case(s) compared" in rendered(tmp_path / "out/report.md")
 
 
+def test_a_compare_beside_other_gpu_processes_says_how_many_runs_began_so(clone, tmp_path, monkeypatch, capsys):
+    """Between two runs none of the compare's own processes holds a GPU: any that does is a
+    neighbour's, whose use of the host is in the runs' times. Idle GPUs, or none NVML can list, say nothing."""
+    answers = iter([{0: 0, 1: 0}, None, {0: 0, 1: 2}, {0: 0, 1: 0}, {0: 1, 1: 2}] + [{0: 0}] * 20)
+    monkeypatch.setattr(compare, "gpu_processes", lambda: next(answers))
+    runner = FakeRunner()
+    assert compare.main("HEAD", bench=HOST, results=tmp_path / "out", repo=clone, measure=runner) == 0
+    text = rendered(tmp_path / "out/report.md")
+    assert "**The box was shared:** 2 run(s) began while other processes held its GPUs" in text
+    out = capsys.readouterr().out
+    assert out.count("other processes hold this box's GPUs (gpu1: 2)") == 1  # said once, at the first
+    assert json.loads((tmp_path / "out/compare.json").read_text())["shared_runs"] == 2
+    monkeypatch.setattr(compare, "gpu_processes", lambda: {0: 0})
+    assert compare.main("HEAD", bench=HOST, results=tmp_path / "quiet", repo=clone, measure=FakeRunner()) == 0
+    assert "shared" not in rendered(tmp_path / "quiet/report.md")
+
+
 def test_a_failing_runner_leaves_no_worktree(clone, tmp_path):
     def fails(count):
         if count == 3:

@@ -25,6 +25,10 @@ A case a stopped sitting left with only some of its rounds is measured whole aga
 had are moved to ``interrupted/`` in the folder, kept but not judged. A folder is measured by one
 process at a time (its lock).
 
+The host drops out only where the compare has the box to itself: a run that begins while another
+process holds one of the box's GPUs (NVML, between runs) is counted, and the report says how many
+did (``State.shared_runs``).
+
 Each sitting begins with a warm-up: one process of the first case from BASE's worktree whose
 record is not kept. The first process of a session on a box runs slow (the driver loaded, the
 clocks raised, the page cache filled); measured, it would be BASE's first round, and would widen
@@ -48,6 +52,7 @@ from harness.drive import begun, profiles, scratch, suite, todo
 from harness.drive.bench import RUN_ENV
 from harness.drive.compare_state import STATE, CompareRefused, State
 from harness.measure import lifeline, locks
+from harness.measure.devices import gpu_processes
 from harness.measure.environment import snapshot
 from harness.measure.machine import machine_name
 from harness.measure.safety import MULTICAST_OFF
@@ -255,6 +260,7 @@ def measure_all(steps, trees: dict[str, Path], runs: dict[tuple[str, int], RunCo
     for i, (b, r, side) in enumerate(steps):
         if (i == 0 or steps[i - 1][0] != b) and past(deadline):
             return len(steps) - i
+        neighbours(timer.state)
         ctx = runs[side, r]
         before = len(filed(ctx.path))
         output = measure(trees[side], ctx, b)
@@ -263,6 +269,21 @@ def measure_all(steps, trees: dict[str, Path], runs: dict[tuple[str, int], RunCo
         print(f"oombench compare: [{i + 1}/{len(steps)}] {side} round {r}: "
               f"{told(filed(ctx.path)[before:], b, output)}", flush=True)
     return 0
+
+
+def neighbours(state: State) -> None:
+    """Counts a run that begins while another process holds a GPU of this box (between runs, none
+    of the compare's own does), and says so at the first: the compare takes the host out of the
+    comparison only where it has the box to itself. Its neighbours' processes share the host's
+    cores, memory and link, at moments that fall on one side's rounds as likely as on the other's."""
+    held = {i: n for i, n in (gpu_processes() or {}).items() if n}
+    if not held:
+        return
+    state.shared_runs += 1
+    if state.shared_runs == 1:
+        where = ", ".join(f"gpu{i}: {n}" for i, n in sorted(held.items()))
+        print(f"oombench compare: other processes hold this box's GPUs ({where}): a compare beside them "
+              "measures them too; its report says how many runs began so", flush=True)
 
 
 def session(repo: Path, folder: Path, state: State, steps, runs, measure, env, deadline_s: float | None,
@@ -321,7 +342,15 @@ def heading(state: State) -> list[str]:
             f"Both measured on {state.machine} {measured(state)}: {len(state.benches)} case(s), {rounds} round(s) "
             f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
             "a fresh process; the gate judges every round of each side (the median of its rounds' medians), its floors "
-            "learned from BASE's rounds."]
+            "learned from BASE's rounds."] + shared(state)
+
+
+def shared(state: State) -> list[str]:
+    if not state.shared_runs:
+        return []
+    return [f"**The box was shared:** {state.shared_runs} run(s) began while other processes held its GPUs. Their "
+            "use of the host's cores, memory and link is in those runs' times, and a verdict may be theirs: "
+            "compare on a box of its own."]
 
 
 def fresh(repo: Path, base_rev: str, new_rev: str, profile: str, bench: str | None, rounds: int,

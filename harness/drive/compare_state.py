@@ -40,6 +40,7 @@ class State:
     threshold: float
     measured_s: float = 0.0  # over all sittings, each from its worktrees' making to its last process's end
     sittings: int = 0
+    shared_runs: int = 0  # runs that began while other processes held the box's GPUs (``harness.drive.compare``)
 
     def save(self, folder: Path) -> None:
         d = dataclasses.asdict(self)

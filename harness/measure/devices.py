@@ -182,6 +182,24 @@ def _mig_gpu(uuid: str, devices: Devices) -> GPU | None:
     return replace(host, memory_total=int(mem.total), memory_free=int(mem.free), uuid=uuid)
 
 
+def gpu_processes() -> dict[int, int] | None:
+    """NVML index -> how many compute processes hold each GPU of the box now, every GPU listed;
+    None where NVML cannot say (no driver here). A sandbox that hides other containers'
+    processes shows fewer: this sees what NVML lets it see."""
+    try:
+        import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        return {i: len(nvml.nvmlDeviceGetComputeRunningProcesses(h)) for i, h in enumerate(handles)}
+    except Exception:
+        return None
+    finally:
+        nvml.nvmlShutdown()
+
+
 def describe(devices: Devices, memory=gb) -> str:
     """The box in a line: "1 x NVIDIA H200 (150.8 GB, sm_90), driver 580.159.04, CUDA 13.0"."""
     if not devices.gpus:
