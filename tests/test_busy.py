@@ -158,10 +158,10 @@ class FakeTrace:
                                          is_user_annotation=annotation)
 
         # Each step's mark also shows on the GPU's timeline, as Kineto files it (gpu_user_annotation),
-        # from the step's start to its end: the span of its work, not work.
+        # over the span of the step's GPU side: not work, and not the step's window either.
         self.function_events = (
             [event(busy.STEP_MARK, cpu, 10 * i, 10 * i + 10) for i in range(len(busy_us))]
-            + [event(busy.STEP_MARK, cuda, 10 * i, 10 * i + 10, annotation=True) for i in range(len(busy_us))]
+            + [event(busy.STEP_MARK, cuda, 10 * i + 1, 10 * i + 9, annotation=True) for i in range(len(busy_us))]
             + [event("aten::mm", cpu, 10 * i + 1, 10 * i + 3) for i in range(len(busy_us))]
             + [event("kernel", cuda, 10 * i, 10 * i + b) for i, b in enumerate(busy_us)])
 

@@ -74,7 +74,7 @@ def _profiled(workload, steps: int, step_s: float) -> float | None:
     # from the step's first kernel to its last, idle gaps included: it is not activity, and counted
     # it reads every step as busy, as torch's own tables know (they leave it out of device time).
     gpu = [(e.time_range.start, e.time_range.end) for e in events
-           if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+           if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation
            and e.time_range.end > e.time_range.start]
     # Profiler times are in microseconds.
     return fraction(windows, gpu, step_s * 1e6) if gpu else None
