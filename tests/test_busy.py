@@ -116,11 +116,13 @@ def test_the_runner_files_what_the_ranks_read_where_they_ran_the_steps():
 
 # ---- a one-process case: NVML read over its timed steps where they lasted long enough ------------
 
-def one_process(monkeypatch, lasted_s: float):
-    """gpu_busy of a case whose timed steps NVML sampled for ``lasted_s``; (reading, extra steps run)."""
+def one_process(monkeypatch, lasted_s: float, traced: bool = False):
+    """gpu_busy of a case whose timed steps NVML sampled for ``lasted_s``; (reading, extra steps run).
+    ``traced``: the tracer's reading is the test's own (else the tracer sees nothing)."""
     fake = SinceKept([80])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(busy, "_profiled", lambda *a: None)
+    if not traced:
+        monkeypatch.setattr(busy, "_profiled", lambda *a: None)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     extra = []
     step = types.SimpleNamespace(gpus=(0,), timing=None, prepare=no_prepare, step=lambda: extra.append(1),
@@ -130,13 +132,26 @@ def one_process(monkeypatch, lasted_s: float):
         timed.begin()
         timed.end()
         timed.lasted = lasted_s
-        return busy.gpu_busy(step, 0.01, timed), len(extra), fake.since[0] == timed.since
+        return busy.gpu_busy(step, 0.01, timed), len(extra), bool(fake.since) and fake.since[0] == timed.since
 
 
 def test_a_one_process_case_is_read_over_its_timed_steps_where_they_lasted_long_enough(monkeypatch):
     got, extra, from_timed = one_process(monkeypatch, lasted_s=1.0)
     assert got == {"fraction": 0.8, "gpus": [0.8], "source": "nvml", "sampled": ["gpu0"]}
     assert extra == 0 and from_timed  # no step ran for the reading: it is the timed steps'
+
+
+def test_a_traced_share_keeps_nvmls_reading_of_the_timed_steps_beside_it(monkeypatch):
+    """The tracer's share decides; NVML's over the timed steps is kept as a second opinion, where it
+    read them, so that a tracer that misreads (every step busy) stands out against it."""
+    for lasted, beside in ((1.0, {"nvml": 0.8}), (0.001, {})):
+        monkeypatch.setattr(busy, "_cupti_reading", lambda workload, step_s: {"fraction": 0.97})
+        got = one_process(monkeypatch, lasted_s=lasted, traced=True)[0]
+        assert got == {"fraction": 0.97, **beside, "source": "cupti", "sampled": ["gpu0"]}
+    # No NVML over the timed steps, or one that fails there: the traced share stands alone.
+    failing = types.SimpleNamespace(timed_shares=lambda: 1 / 0)
+    assert busy._nvml_beside(None) == {} and busy._nvml_beside(failing) == {}
+    assert busy._nvml_beside(types.SimpleNamespace(timed_shares=lambda: [0.30004, 0.25003])) == {"nvml": 0.5501}
 
 
 def test_timed_steps_too_short_for_the_driver_are_read_over_extra_steps(monkeypatch):

@@ -202,7 +202,8 @@ def label(ordinal: int) -> str:
 
 
 def gpu_busy(workload, step_s: float, timed: Sampled | None = None) -> dict:
-    """{"fraction": 0..1, "source": "cupti" | "nvml", "sampled": [the GPUs read]}; {} for a case
+    """{"fraction": 0..1, "source": "cupti" | "nvml", "sampled": [the GPUs read]}, with NVML's share
+    of the timed steps as ``nvml`` beside a traced fraction where NVML read them; {} for a case
     without a GPU; what the processes that ran the steps read (``Workload.busy``) where they were
     not this one; {"source": "none", "reason": ...} where neither could say. ``timed``: NVML as
     it sampled the timed steps, read before any extra step is run."""
@@ -219,9 +220,22 @@ def gpu_busy(workload, step_s: float, timed: Sampled | None = None) -> dict:
             reasons.append(f"{source}: {type(e).__name__}: {e}"[:200])
             continue
         if reading is not None:
-            return {**reading, "source": source, "sampled": [label(o) for o in workload.gpus]}
+            beside = _nvml_beside(timed) if source == "cupti" else {}
+            return {**reading, **beside, "source": source, "sampled": [label(o) for o in workload.gpus]}
         reasons.append(f"{source}: saw no GPU activity")
     return {"source": "none", "reason": "; ".join(reasons)}
+
+
+def _nvml_beside(timed: Sampled | None) -> dict:
+    """NVML's share over the timed steps, kept beside a traced one where NVML read them (``nvml``):
+    a second opinion, read with no extra step, against which a fault of the tracer stands out."""
+    if timed is None:
+        return {}
+    try:
+        shares = timed.timed_shares()
+    except Exception:  # NVML that cannot answer here leaves the traced share alone
+        return {}
+    return {} if shares is None else {"nvml": round(across_gpus(shares), 4)}
 
 
 def _cupti_reading(workload, step_s: float) -> dict | None:
