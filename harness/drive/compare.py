@@ -48,7 +48,7 @@ import uuid
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from harness.drive import begun, profiles, scratch, suite, todo
+from harness.drive import begun, bytecode, profiles, scratch, suite, todo
 from harness.drive.bench import RUN_ENV
 from harness.drive.compare_state import STATE, CompareRefused, State
 from harness.measure import lifeline, locks
@@ -167,7 +167,7 @@ def measure_in(tree: Path, ctx: RunContext, bench: todo.Bench) -> str:
     which files its record in ``ctx``'s run; returns the process's output. The process and all
     it starts end with this one, and are ended on the way out."""
     path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path, RUN_ENV: ctx.to_json(), **MULTICAST_OFF}
+    env = {**bytecode.for_children(os.environ), "PYTHONPATH": path, RUN_ENV: ctx.to_json(), **MULTICAST_OFF}
     proc = subprocess.Popen([sys.executable, "-c", CASE, bench.case, bench.params], cwd=tree, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             preexec_fn=lifeline.preexec(os.getpid()))

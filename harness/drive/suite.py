@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness.cases.ceilings import GPU_PROBES
-from harness.drive import begun, profiles
+from harness.drive import begun, bytecode, profiles
 from harness.drive.asv_output import fold
 from harness.drive.asvconf import private_config
 from harness.drive.bench import RUN_ENV
@@ -107,7 +107,7 @@ def asv_run(*args: str, env=None) -> int:
 
 
 def asv_environment(ctx: RunContext, allow_oversubscription: bool) -> dict:
-    env = dict(os.environ)
+    env = bytecode.for_children(os.environ)
     # asv drops PYTHONPATH for benchmark processes and takes ASV_PYTHONPATH in its place.
     env["ASV_PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     env[RUN_ENV] = ctx.to_json()
