@@ -162,38 +162,8 @@ def gpu_matmul(precision: str, n: int = GPU_MATMUL_N) -> Workload:
         ref = (a[rows].double() @ b.double()).cpu().numpy()
         return checked(f"matmul_{precision}", rel_err(c[rows].double().cpu().numpy(), ref), MATMUL_TOLERANCE[precision])
 
-    step = partial(torch.matmul, a, b, out=c)
-    if precision == "fp32":
-        # Planted for `harness compare`'s GPU test, reverted in the next commit: after each product,
-        # a square product of the top-left m x m corners, m a multiple of 128 chosen here so that
-        # it takes 2% of the whole product: added work, not idle time. Of the sizes tried only the
-        # chosen one's output is kept (the others' handed back), so the peak grows by it alone.
-        whole = _seconds_each(torch, step)
-        m = min(range(1024, n // 2 + 1, 128), key=lambda m: abs(_corner_seconds(torch, a, b, m) - 0.02 * whole))
-        torch.cuda.empty_cache()
-        corner = partial(torch.matmul, a[:m, :m], b[:m, :m], out=torch.empty(m, m, device="cuda:0", dtype=dtype))
-
-        def step():
-            torch.matmul(a, b, out=c)
-            corner()
-    return Workload(step=step, sync=torch_sync((0,)), gpus=(0,),
+    return Workload(step=partial(torch.matmul, a, b, out=c), sync=torch_sync((0,)), gpus=(0,),
                     check=check, work={"flops": 2 * n**3}, warmup=3, repeat=20)
-
-
-def _corner_seconds(torch, a, b, m: int) -> float:
-    out = torch.empty(m, m, device=a.device, dtype=a.dtype)
-    return _seconds_each(torch, partial(torch.matmul, a[:m, :m], b[:m, :m], out=out))
-
-
-def _seconds_each(torch, f, reps: int = 5) -> float:
-    import time
-    f()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(reps):
-        f()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / reps
 
 
 # ---- what a process holds before its first allocation: the context and the libraries' own -----
