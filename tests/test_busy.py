@@ -116,9 +116,10 @@ def test_the_runner_files_what_the_ranks_read_where_they_ran_the_steps():
 
 # ---- a one-process case: NVML read over its timed steps where they lasted long enough ------------
 
-def one_process(monkeypatch, lasted_s: float, traced: bool = False):
+def one_process(monkeypatch, lasted_s: float, traced: bool = False, trace: bool = True):
     """gpu_busy of a case whose timed steps NVML sampled for ``lasted_s``; (reading, extra steps run).
-    ``traced``: the tracer's reading is the test's own (else the tracer sees nothing)."""
+    ``traced``: the tracer's reading is the test's own (else the tracer sees nothing); ``trace``:
+    gpu_busy's own."""
     fake = SinceKept([80])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     if not traced:
@@ -132,7 +133,8 @@ def one_process(monkeypatch, lasted_s: float, traced: bool = False):
         timed.begin()
         timed.end()
         timed.lasted = lasted_s
-        return busy.gpu_busy(step, 0.01, timed), len(extra), bool(fake.since) and fake.since[0] == timed.since
+        return (busy.gpu_busy(step, 0.01, timed, trace=trace), len(extra),
+                bool(fake.since) and fake.since[0] == timed.since)
 
 
 def test_a_one_process_case_is_read_over_its_timed_steps_where_they_lasted_long_enough(monkeypatch):
@@ -224,3 +226,30 @@ def test_the_share_is_over_the_unprofiled_step_time_and_none_where_no_kernel_ran
     assert profiled(monkeypatch, [0, 2, 4, 6], 8e-6)[0] == pytest.approx(0.5, rel=1e-9)
     # Only empty kernels: the profiler saw no GPU work, and NVML is asked instead.
     assert profiled(monkeypatch, [0, 0, 0, 0], 8e-6)[0] is None
+
+
+def test_an_untraced_run_reads_nvml_over_its_timed_steps_and_runs_no_step_for_it(monkeypatch):
+    """A run that asked for no extra step (a compare's later rounds): never the tracer, never a step
+    run for NVML; its share of the timed steps where it read them, else none, saying why."""
+    def no_trace(*a):
+        raise AssertionError("traced")
+
+    monkeypatch.setattr(busy, "_profiled", no_trace)
+    monkeypatch.setattr(busy, "_cupti_reading", no_trace)
+    got, extra, from_timed = one_process(monkeypatch, lasted_s=1.0, traced=True, trace=False)
+    assert (got, extra, from_timed) == ({"fraction": 0.8, "gpus": [0.8], "source": "nvml", "sampled": ["gpu0"]}, 0, True)
+    got, extra, _ = one_process(monkeypatch, lasted_s=0.001, traced=True, trace=False)
+    assert extra == 0 and got["source"] == "none"
+    assert "not traced in this run" in got["reason"] and "too short" in got["reason"]
+
+
+def test_the_runner_hands_the_runs_trace_setting_to_the_busy_reading(monkeypatch, tmp_path):
+    from harness.drive import runner
+    from harness.measure.store import RecordStore, RunContext
+    asked = []
+    monkeypatch.setattr(runner, "gpu_busy", lambda *a, trace=True: asked.append(trace) or {})
+    for trace in (False, True):
+        ctx = RunContext(RecordStore(tmp_path), "m", "run", "c" * 40, trace_busy=trace)
+        assert runner.execute("ceilings", {"probe": "host_copy"}, run=ctx).ok
+    runner.execute("ceilings", {"probe": "host_copy"})
+    assert asked == [False, True, True]

@@ -227,3 +227,19 @@ def test_a_a_compare_of_host_copy_reports_no_regression(clone, tmp_path):
         files = sorted((tmp_path / "out" / side / "records").rglob("*.jsonl"))
         assert len(files) == 1 and files[0].name.startswith(head)
     assert worktrees(clone) == [f"worktree {clone}"]
+
+
+def test_only_each_sides_first_round_traces_the_gpu_busy_share(tmp_path):
+    """The trace runs extra steps after the timed ones (seconds of a model's process); the verdict
+    reads times, so the later rounds run none, and their processes are told so across the boundary."""
+    state = compare.State({"base": "a" * 40, "new": "b" * 40}, ["A", "B"], 3, [], None, None, "c" * 40, "run", "m",
+                          "report.md", 0.1)
+    runs = compare.contexts(tmp_path, state)
+    assert {key: ctx.trace_busy for key, ctx in runs.items()} == {
+        (side, r): r == 1 for side in ("base", "new") for r in (1, 2, 3)}
+    for ctx in runs.values():
+        assert compare.RunContext.from_json(ctx.to_json()) == ctx
+    # A harness that knows no such setting hands none over: its runs trace, as they always did.
+    old = json.loads(runs["new", 2].to_json())
+    del old["trace_busy"]
+    assert compare.RunContext.from_json(json.dumps(old)).trace_busy is True

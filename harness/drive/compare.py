@@ -29,6 +29,11 @@ The host drops out only where the compare has the box to itself: a run that begi
 process holds one of the box's GPUs (NVML, between runs) is counted, and the report says how many
 did (``State.shared_runs``).
 
+Only each side's first round traces the GPU-busy share (``RunContext.trace_busy``): the trace
+runs extra steps after the timed ones, seconds of a model's process, for a share the next rounds
+would repeat; the verdict reads times. The later rounds keep NVML's share of their timed steps
+where it read them.
+
 Each sitting begins with a warm-up: one process of the first case from BASE's worktree whose
 record is not kept. The first process of a session on a box runs slow (the driver loaded, the
 clocks raised, the page cache filled); measured, it would be BASE's first round, and would widen
@@ -190,9 +195,11 @@ def told(recs: list, bench: todo.Bench, output: str | None) -> str:
 
 
 def contexts(folder: Path, state: State) -> dict[tuple[str, int], RunContext]:
-    """(side, round) -> where its runs file their records: the same files in every sitting."""
+    """(side, round) -> where its runs file their records: the same files in every sitting. Only
+    the first round traces the GPU-busy share (``RunContext.trace_busy``): the verdict reads times,
+    and the trace's extra steps cost a model's process seconds, for a share each round would repeat."""
     return {(side, r): RunContext(RecordStore.of_results(folder / side), state.machine, f"{state.run_id}-r{r}",
-                                  commit, parent_pid=os.getpid())
+                                  commit, parent_pid=os.getpid(), trace_busy=r == 1)
             for r in range(1, state.rounds + 1) for side, commit in state.commits.items()}
 
 
@@ -341,8 +348,8 @@ def heading(state: State) -> list[str]:
     return [f"## oombench compare: `{commits[BASE][:8]}` ({base_rev}) against `{commits[NEW][:8]}` ({new_rev})",
             f"Both measured on {state.machine} {measured(state)}: {len(state.benches)} case(s), {rounds} round(s) "
             f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
-            "a fresh process; the gate judges every round of each side (the median of its rounds' medians), its floors "
-            "learned from BASE's rounds."] + shared(state)
+            "a fresh process (the GPU-busy share traced in the first round of each side); the gate judges every round "
+            "of each side (the median of its rounds' medians), its floors learned from BASE's rounds."] + shared(state)
 
 
 def shared(state: State) -> list[str]:

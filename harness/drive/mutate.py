@@ -51,7 +51,8 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
                                       "_try", "_cold_start", "_bracket", "_gallop", "_up", "_down", "linear_estimate",
                                       "side_by_side"),
         "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes"),
-        "harness/measure/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside")}
+        "harness/measure/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside", "_untraced", "_nvml_reading",
+                                    "gpu_busy")}
 THRESHOLD = 90.0  # percent of mutants killed, per module
 # What mutmut's copy needs besides the module: the package, the tests and what they read (a
 # few tests still take a committed record as a template).

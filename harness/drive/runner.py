@@ -52,7 +52,7 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
                     peak.steps_end()
                     work = workload.work
                     check = workload.check()
-                    busy = gpu_busy(workload, timing.median_s, timed)
+                    busy = gpu_busy(workload, timing.median_s, timed, trace=run.trace_busy if run else True)
             finally:
                 workload.close()
     except Skip as e:

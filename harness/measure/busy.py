@@ -201,16 +201,19 @@ def label(ordinal: int) -> str:
     return f"gpu{ordinal}"
 
 
-def gpu_busy(workload, step_s: float, timed: Sampled | None = None) -> dict:
+def gpu_busy(workload, step_s: float, timed: Sampled | None = None, trace: bool = True) -> dict:
     """{"fraction": 0..1, "source": "cupti" | "nvml", "sampled": [the GPUs read]}, with NVML's share
     of the timed steps as ``nvml`` beside a traced fraction where NVML read them; {} for a case
     without a GPU; what the processes that ran the steps read (``Workload.busy``) where they were
     not this one; {"source": "none", "reason": ...} where neither could say. ``timed``: NVML as
-    it sampled the timed steps, read before any extra step is run."""
+    it sampled the timed steps, read before any extra step is run. ``trace`` False (a run that
+    asked for no extra step, ``RunContext.trace_busy``): NVML's share of the timed steps alone."""
     if workload.timing is not None:
         return workload.busy
     if not workload.gpus:
         return {}
+    if not trace:
+        return _untraced(workload, timed)
     reasons = []
     readers = (("cupti", lambda: _cupti_reading(workload, step_s)), ("nvml", lambda: _nvml_reading(workload, timed)))
     for source, read in readers:
@@ -224,6 +227,19 @@ def gpu_busy(workload, step_s: float, timed: Sampled | None = None) -> dict:
             return {**reading, **beside, "source": source, "sampled": [label(o) for o in workload.gpus]}
         reasons.append(f"{source}: saw no GPU activity")
     return {"source": "none", "reason": "; ".join(reasons)}
+
+
+def _untraced(workload, timed: Sampled | None) -> dict:
+    """NVML's share of the timed steps, with no step run for a reading: for a run that asked for
+    none (a compare's later rounds, whose verdict reads their times alone)."""
+    try:
+        reading = _nvml_reading(workload, timed, extra_steps=False)
+        why = f"nvml: the timed steps lasted too short for its samples (under {NVML_MIN_S:g} s)"
+    except Exception as e:  # NVML that cannot answer here
+        reading, why = None, f"nvml: {type(e).__name__}: {e}"[:200]
+    if reading is not None:
+        return {**reading, "source": "nvml", "sampled": [label(o) for o in workload.gpus]}
+    return {"source": "none", "reason": f"cupti: not traced in this run (no extra step); {why}"}
 
 
 def _nvml_beside(timed: Sampled | None) -> dict:
@@ -243,10 +259,12 @@ def _cupti_reading(workload, step_s: float) -> dict | None:
     return None if fraction is None else {"fraction": round(fraction, 4)}
 
 
-def _nvml_reading(workload, timed: Sampled | None) -> dict | None:
+def _nvml_reading(workload, timed: Sampled | None, extra_steps: bool = True) -> dict | None:
     """The shares summed (``across_gpus``), each GPU's kept beside: over the timed steps where
-    ``timed`` read them, else over steps run for it."""
-    shares = (timed.timed_shares() if timed is not None else None) or _nvml(workload)
+    ``timed`` read them, else over steps run for it (where ``extra_steps``)."""
+    shares = timed.timed_shares() if timed is not None else None
+    if not shares:
+        shares = _nvml(workload) if extra_steps else None
     if shares is None:
         return None
     return {"fraction": round(across_gpus(shares), 4), "gpus": [round(v, 4) for v in shares]}

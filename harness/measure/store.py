@@ -325,6 +325,9 @@ class RunContext:
     commit: str | None = None
     deadline: float | None = None
     parent_pid: int | None = None  # the ``harness run`` process: each benchmark dies with it
+    # False: no step is run after the timed ones to trace the GPU-busy share (NVML's share of the
+    # timed steps stands, where it read them): a compare's later rounds, judged on their times.
+    trace_busy: bool = True
 
     @property
     def path(self) -> Path:
@@ -332,10 +335,11 @@ class RunContext:
 
     def to_json(self) -> str:
         return json.dumps({"records": str(self.store.root), "machine": self.machine, "run_id": self.run_id,
-                           "commit": self.commit, "deadline": self.deadline, "parent_pid": self.parent_pid})
+                           "commit": self.commit, "deadline": self.deadline, "parent_pid": self.parent_pid,
+                           "trace_busy": self.trace_busy})
 
     @classmethod
     def from_json(cls, text: str) -> "RunContext":
         d = json.loads(text)
         return cls(RecordStore(Path(d["records"])), d["machine"], d.get("run_id"), d.get("commit"), d.get("deadline"),
-                   d.get("parent_pid"))
+                   d.get("parent_pid"), d.get("trace_busy", True))
