@@ -240,7 +240,15 @@ def test_an_untraced_run_reads_nvml_over_its_timed_steps_and_runs_no_step_for_it
     assert (got, extra, from_timed) == ({"fraction": 0.8, "gpus": [0.8], "source": "nvml", "sampled": ["gpu0"]}, 0, True)
     got, extra, _ = one_process(monkeypatch, lasted_s=0.001, traced=True, trace=False)
     assert extra == 0 and got["source"] == "none"
-    assert "not traced in this run" in got["reason"] and "too short" in got["reason"]
+    assert got["reason"] == ("cupti: not traced in this run (no extra step); nvml: no reading of the timed steps "
+                             f"(it needs {busy.NVML_MIN_S:g} s of them and a sample of each GPU)")
+    # No NVML beside the timed steps at all: the same reason.
+    step = types.SimpleNamespace(gpus=(0,), timing=None)
+    assert busy.gpu_busy(step, 0.01, None, trace=False) == {"source": "none", "reason": got["reason"]}
+    # NVML that fails says how, within the reason's length.
+    failing = types.SimpleNamespace(timed_shares=lambda: (_ for _ in ()).throw(OSError("x" * 300)))
+    got = busy.gpu_busy(step, 0.01, failing, trace=False)
+    assert got["reason"] == "cupti: not traced in this run (no extra step); " + ("nvml: OSError: " + "x" * 300)[:200]
 
 
 def test_the_runner_hands_the_runs_trace_setting_to_the_busy_reading(monkeypatch, tmp_path):
@@ -253,3 +261,28 @@ def test_the_runner_hands_the_runs_trace_setting_to_the_busy_reading(monkeypatch
         assert runner.execute("ceilings", {"probe": "host_copy"}, run=ctx).ok
     runner.execute("ceilings", {"probe": "host_copy"})
     assert asked == [False, True, True]
+
+
+def test_nvml_shares_are_kept_to_four_places_each_and_summed():
+    timed = types.SimpleNamespace(timed_shares=lambda: [0.123456, 0.200004])
+    assert busy._nvml_reading(None, timed) == {"fraction": 0.3235, "gpus": [0.1235, 0.2]}
+    assert busy._as_reading(None) is None
+
+
+def test_the_tracer_is_handed_the_steps_and_a_failing_one_leaves_nvml_to_answer(monkeypatch):
+    """The tracer runs the case's own steps against its unprofiled step time; where it fails, NVML
+    still answers, and where neither can, the reason names both, in order."""
+    seen = []
+    monkeypatch.setattr(busy, "_profiled", lambda w, steps, step_s: seen.append((w, steps, step_s)) or 0.5)
+    step = types.SimpleNamespace(gpus=(0,), timing=None)
+    assert busy.gpu_busy(step, 0.25) == {"fraction": 0.5, "source": "cupti", "sampled": ["gpu0"]}
+    assert seen == [(step, busy.STEPS, 0.25)]
+
+    def fails(*a):
+        raise RuntimeError("no CUPTI here " + "y" * 300)
+    monkeypatch.setattr(busy, "_profiled", fails)
+    monkeypatch.setattr(busy, "_nvml_reading", lambda w, timed: {"fraction": 0.7, "gpus": [0.7]})
+    assert busy.gpu_busy(step, 0.25) == {"fraction": 0.7, "gpus": [0.7], "source": "nvml", "sampled": ["gpu0"]}
+    monkeypatch.setattr(busy, "_nvml_reading", lambda w, timed: None)
+    assert busy.gpu_busy(step, 0.25) == {
+        "source": "none", "reason": ("cupti: RuntimeError: no CUPTI here " + "y" * 300)[:200] + "; nvml: saw no GPU activity"}

@@ -233,8 +233,8 @@ def _untraced(workload, timed: Sampled | None) -> dict:
     """NVML's share of the timed steps, with no step run for a reading: for a run that asked for
     none (a compare's later rounds, whose verdict reads their times alone)."""
     try:
-        reading = _nvml_reading(workload, timed, extra_steps=False)
-        why = f"nvml: the timed steps lasted too short for its samples (under {NVML_MIN_S:g} s)"
+        reading = _as_reading(timed.timed_shares() if timed is not None else None)
+        why = f"nvml: no reading of the timed steps (it needs {NVML_MIN_S:g} s of them and a sample of each GPU)"
     except Exception as e:  # NVML that cannot answer here
         reading, why = None, f"nvml: {type(e).__name__}: {e}"[:200]
     if reading is not None:
@@ -259,12 +259,13 @@ def _cupti_reading(workload, step_s: float) -> dict | None:
     return None if fraction is None else {"fraction": round(fraction, 4)}
 
 
-def _nvml_reading(workload, timed: Sampled | None, extra_steps: bool = True) -> dict | None:
-    """The shares summed (``across_gpus``), each GPU's kept beside: over the timed steps where
-    ``timed`` read them, else over steps run for it (where ``extra_steps``)."""
-    shares = timed.timed_shares() if timed is not None else None
-    if not shares:
-        shares = _nvml(workload) if extra_steps else None
+def _nvml_reading(workload, timed: Sampled | None) -> dict | None:
+    """Over the timed steps where ``timed`` read them, else over steps run for it."""
+    return _as_reading((timed.timed_shares() if timed is not None else None) or _nvml(workload))
+
+
+def _as_reading(shares: list[float] | None) -> dict | None:
+    """The GPUs' shares summed (``across_gpus``), each GPU's kept beside; None for no shares."""
     if shares is None:
         return None
     return {"fraction": round(across_gpus(shares), 4), "gpus": [round(v, 4) for v in shares]}
