@@ -243,3 +243,15 @@ def test_only_each_sides_first_round_traces_the_gpu_busy_share(tmp_path):
     old = json.loads(runs["new", 2].to_json())
     del old["trace_busy"]
     assert compare.RunContext.from_json(json.dumps(old)).trace_busy is True
+
+
+def test_the_report_quotes_the_compare_against_one_sides_round_once_every_round_is_timed():
+    state = compare.State({"base": "a" * 40, "new": "b" * 40}, ["A", "B"], 2, [], None, None, "c" * 40, "run", "m",
+                          "report.md", 0.1, measured_s=400.0)
+    assert compare.one_round(state) == ""  # no round timed: a compare from before rounds were timed
+    state.round_s = {"base r1": 60.0, "new r1": 100.0, "new r2": 80.0}
+    assert compare.one_round(state) == ""  # a round missing: no figure that would undercount it
+    state.round_s["base r2"] = 90.0
+    assert compare.one_round(state) == (
+        f" One side's round (a fresh process a case, as one plain run of the cases): {compare.minutes(60)} to "
+        f"{compare.minutes(100)}; the compare's measuring took 4.0 to 6.7 times one.")

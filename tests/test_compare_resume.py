@@ -112,6 +112,10 @@ def test_a_resume_measures_just_the_runs_left_and_reports_as_one_uninterrupted_c
     # Ten seconds a run: 6 in the first sitting and 6 in the second, not the clock between them.
     assert f"in 2 sittings, {compare.minutes(120)} of measuring in all" in ours[1]
     assert f"in one session, {compare.minutes(120)}" in theirs[1]
+    # Each side's round: its 2 processes, 20 s, summed over the sittings, against the 120 s in all.
+    for heading in (ours[1], theirs[1]):
+        assert heading.endswith(f"One side's round (a fresh process a case, as one plain run of the cases): "
+                                f"{compare.minutes(20)}; the compare's measuring took 6.0 times one.")
     assert f"measured in 2 sittings, {compare.minutes(120)}" in capsys.readouterr().out
 
 

@@ -269,11 +269,13 @@ def measure_all(steps, trees: dict[str, Path], runs: dict[tuple[str, int], RunCo
             return len(steps) - i
         neighbours(timer.state)
         ctx = runs[side, r]
-        before = len(filed(ctx.path))
+        before, began = len(filed(ctx.path)), clock()
         output = measure(trees[side], ctx, b)
+        took = clock() - began
+        timer.state.round_s[f"{side} r{r}"] = timer.state.round_s.get(f"{side} r{r}", 0.0) + took
         timer.tick()
         begun.file_lost(ctx, env)  # a process that died without a record gets one saying so
-        print(f"oombench compare: [{i + 1}/{len(steps)}] {side} round {r}: "
+        print(f"oombench compare: [{i + 1}/{len(steps)}] {side} round {r} ({took:.1f} s): "
               f"{told(filed(ctx.path)[before:], b, output)}", flush=True)
     return 0
 
@@ -349,7 +351,22 @@ def heading(state: State) -> list[str]:
             f"Both measured on {state.machine} {measured(state)}: {len(state.benches)} case(s), {rounds} round(s) "
             f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
             "a fresh process (the GPU-busy share traced in the first round of each side); the gate judges every round "
-            "of each side (the median of its rounds' medians), its floors learned from BASE's rounds."] + shared(state)
+            "of each side (the median of its rounds' medians), its floors learned from BASE's rounds."
+            + one_round(state)] + shared(state)
+
+
+def one_round(state: State) -> str:
+    """What one side's round took (a fresh process per case, as one plain run of the cases), against
+    the compare's measuring time; empty where the state kept no round's time."""
+    if len(state.round_s) < 2 * state.rounds:
+        return ""
+    lo, hi = min(state.round_s.values()), max(state.round_s.values())
+
+    def between(a: str, b: str) -> str:
+        return a if a == b else f"{a} to {b}"
+    return (f" One side's round (a fresh process a case, as one plain run of the cases): "
+            f"{between(minutes(lo), minutes(hi))}; the compare's measuring took "
+            f"{between(f'{state.measured_s / hi:.1f}', f'{state.measured_s / lo:.1f}')} times one.")
 
 
 def shared(state: State) -> list[str]:

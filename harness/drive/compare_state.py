@@ -41,6 +41,9 @@ class State:
     measured_s: float = 0.0  # over all sittings, each from its worktrees' making to its last process's end
     sittings: int = 0
     shared_runs: int = 0  # runs that began while other processes held the box's GPUs (``harness.drive.compare``)
+    # Seconds of the runs' processes, per side and round ("base r1"), over all sittings: one of
+    # them is a fresh process per case, what one plain run of the cases takes near enough.
+    round_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def save(self, folder: Path) -> None:
         d = dataclasses.asdict(self)
