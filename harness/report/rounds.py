@@ -37,15 +37,23 @@ def pooled(recs: list[Record]) -> dict[tuple[str, str], Record]:
 
 
 def one(rounds: list[Record]) -> Record:
-    """The newest round, carrying the timing of all (``timing``); the newest round that did not
-    end ok where there is one."""
+    """The newest round, carrying the timing of all (``timing``) and the rounds' GPU-busy share
+    (``busy``); the newest round that did not end ok where there is one."""
     ordered = sorted(rounds, key=lambda r: r.created)
     lost = [r for r in ordered if r.outcome != OK or r.timing is None]
     if lost:
         return lost[-1]
     if len(ordered) == 1:
         return ordered[0]
-    return dataclasses.replace(ordered[-1], timing=timing([r.timing for r in ordered]))
+    return dataclasses.replace(ordered[-1], timing=timing([r.timing for r in ordered]), gpu_busy=busy(ordered))
+
+
+def busy(ordered: list[Record]) -> dict:
+    """The GPU-busy share of the newest round that traced one, else of the newest that read one
+    (NVML, coarser), else the newest round's: a compare traces each side's first round only."""
+    read = [r.gpu_busy for r in ordered if (r.gpu_busy or {}).get("fraction") is not None]
+    traced = [b for b in read if b.get("source") == "cupti"]
+    return (traced or read or [ordered[-1].gpu_busy])[-1]
 
 
 def timing(rounds: list[Timing]) -> Timing:
