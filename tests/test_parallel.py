@@ -235,10 +235,10 @@ def test_a_rank_reports_its_gpus_level_over_the_timed_steps_and_not_set_up_or_be
               "device.used_before.gpu1": 2**30, "device.used.gpu0": 1}
     fake = type("Cuda", (), {"max_memory_allocated": staticmethod(lambda d: 5),
                              "max_memory_reserved": staticmethod(lambda d: 6)})
-    memory = distributed._memory(type("Torch", (), {"cuda": fake}), job, "cuda:1", 1, 1, levels)
+    memory = distributed._memory(type("Torch", (), {"cuda": fake}), job, "cuda:1", 1, 1, 1, levels)
     assert memory == {"allocator.torch.max_allocated.cuda:1": 5, "allocator.torch.max_reserved.cuda:1": 6,
                       "device.used.gpu1": 7 * 2**30}
-    assert "device.used.gpu1" not in distributed._memory(torch, replace(job, device="cpu"), "cpu", 1, 1, levels)
+    assert "device.used.gpu1" not in distributed._memory(torch, replace(job, device="cpu"), "cpu", 1, 1, None, levels)
 
 
 def test_a_node_of_a_box_labels_its_gpu_as_the_box_numbers_it(monkeypatch):

@@ -36,18 +36,19 @@ def worker(rank: int, world: int, job: parallel_job.Job) -> list:
     # device's (NVML: the context and NCCL's buffers included), which the parent cannot see apart
     # from the build, the whole launch being its set-up.
     gpus = [local] if job.device == "cuda" else []
-    peak = PeakMemory(gpus=[gpu_index(local)] if gpus else [])
+    index = gpu_index(local) if gpus else None  # NVML's, read once: each reading enumerates the box
+    peak = PeakMemory(gpus=[index] if gpus else [])
     with peak, busy.Sampled(gpus) as sampled:
         timing = time_steps(trainer["step"], sync=sync, warmup=job.warmup, repeat=job.repeat,
                             begin=lambda: (peak.steps_begin(), sampled.begin()))
         peak.steps_end()
         losses = trainer["losses"]()  # after the timed steps, as every strategy reports them
         _long_enough(torch, dist, trainer["step"], sync, sampled, timing.median_s, device)
-        reading = sampled.reading(gpu_label(local))
+        reading = sampled.reading(gpu_label(local, index))
     dist.all_reduce(losses)  # mean of equal shards' means: the global batch's loss
     first, last = (float(v) / world for v in losses)
     mine = {"timing": timing.to_dict(), "loss_first": first, "loss": last,
-            "memory": _memory(torch, job, device, rank, local, peak.bytes), "busy": reading}
+            "memory": _memory(torch, job, device, rank, local, index, peak.bytes), "busy": reading}
     everyone = [None] * world
     dist.all_gather_object(everyone, mine)
     # Only on success: after an error a peer may be stuck in a collective and the destroy with
@@ -134,23 +135,24 @@ def gpu_index(local: int) -> int:
     return gpu.index if gpu is not None else int(os.environ.get(FIRST_GPU, 0)) + local
 
 
-def gpu_label(local: int) -> str:
-    """This rank's GPU as the case's process labels the GPUs of its box (``gpuN``, ``gpu_index``),
-    or, for a rank on another box of a multi-node launch, with that node's number before it
-    (``node1.gpu0``)."""
+def gpu_label(local: int, index: int | None = None) -> str:
+    """This rank's GPU as the case's process labels the GPUs of its box (``gpuN``, ``gpu_index``,
+    read here where ``index`` is not given), or, for a rank on another box of a multi-node launch,
+    with that node's number before it (``node1.gpu0``)."""
     from harness.workloads.nodes import Nodes
     node = int(os.environ.get("GROUP_RANK", 0))
-    index = gpu_index(local)
+    index = gpu_index(local) if index is None else index
     return f"node{node}.gpu{index}" if Nodes.from_env().count > 1 and node != 0 else f"gpu{index}"
 
 
-def _memory(torch, job, device, rank, local, steps: dict) -> dict:
+def _memory(torch, job, device, rank, local, index, steps: dict) -> dict:
     """The rank's peaks over its timed steps: the allocator's by global rank, the device level
-    of its own GPU (``local`` on its node) by ``gpu_label``, the figure that the case's reading of
-    that GPU before any rank started is taken from; ``steps``: its ``PeakMemory.bytes``."""
+    of its own GPU (``local`` on its node, NVML's ``index``) by ``gpu_label``, the figure that the
+    case's reading of that GPU before any rank started is taken from; ``steps``: its
+    ``PeakMemory.bytes``."""
     if job.device == "cuda":
-        used = f"device.used.gpu{gpu_index(local)}"
+        used = f"device.used.gpu{index}"
         return {f"allocator.torch.max_allocated.cuda:{rank}": int(torch.cuda.max_memory_allocated(device)),
                 f"allocator.torch.max_reserved.cuda:{rank}": int(torch.cuda.max_memory_reserved(device)),
-                **({f"device.used.{gpu_label(local)}": steps[used]} if used in steps else {})}
+                **({f"device.used.{gpu_label(local, index)}": steps[used]} if used in steps else {})}
     return {f"host.max_rss.rank{rank}": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
