@@ -51,8 +51,8 @@ def frozen_rows():
 
 
 @pytest.fixture(scope="module")
-def generated(every) -> dict:
-    return docs.generate(every)
+def generated(every, committed) -> dict:
+    return {**docs.generate(every), docs.COMPARES_DOC: docs.compares_doc(committed)}
 
 
 def test_every_committed_doc_is_what_the_committed_records_give(generated):

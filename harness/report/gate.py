@@ -572,7 +572,19 @@ def history_floors(history: Path, base_path: Path, base: list[Record], session: 
     return noise.history_floors(history)
 
 
-def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[int, str, str]:
+@dataclass(frozen=True)
+class Judged:
+    """What a gate judged: its report, the records of each side it compared, and BASE's kind."""
+    report: Report
+    base: list[Record]
+    new: list[Record]
+    kind: str
+
+
+def judged(base_path: Path, new_path: Path, opts: Options = Options(), pattern: str | None = None,
+           history: Path | None = None) -> Judged:
+    """The gate's judgement of NEW's records against BASE's, before any rendering; GateError where
+    the input cannot be compared."""
     if history is not None and (not str(history) or not Path(history).exists()):
         raise GateError(f"--history {history} does not exist: pass a folder of records to learn the noise floors "
                         "from, or leave --history out for results/records")
@@ -589,6 +601,11 @@ def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[in
         raise GateError("no case is in both sets, so nothing was compared: check that BASE and NEW measured the "
                         "same cases (e.g. `python3 -m harness run --bench ceilings.Host` for the CPU cases), "
                         "or widen --only")
-    text = render(report, base, new, opts, kinds[0], fmt)
-    md = render(report, base, new, opts, kinds[0], "markdown")
-    return (1 if report.regressions else 0), text, md
+    return Judged(report, base, new, kinds[0])
+
+
+def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[int, str, str]:
+    j = judged(base_path, new_path, opts, pattern, history)
+    text = render(j.report, j.base, j.new, opts, j.kind, fmt)
+    md = render(j.report, j.base, j.new, opts, j.kind, "markdown")
+    return (1 if j.report.regressions else 0), text, md

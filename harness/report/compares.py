@@ -1,0 +1,213 @@
+"""The compares on file, as ``docs/results/compares.md``: each folder under
+``results/compare/<machine>/`` that ``harness compare`` filled, one line each.
+
+A line says which commits the compare measured (A/A where BASE is NEW, the check that the gate
+stays quiet on its own noise), how many of its planned runs are on record, on which hosts, how
+long it measured against one side's round (a fresh process a case, as one plain run of the cases
+takes), and the verdict of this checkout's gate over its records, judged as a compare judges them
+(every round of each side, floors learned from BASE's rounds). The verdict is made again from the
+records rather than read from the folder's report, so a page never shows a verdict its records do
+not give; a compare whose runs are not all on record is marked in progress and judged on the
+cases measured whole so far.
+
+``compare.json`` (``harness.drive.compare_state``) is read as data, for the figures only the
+compare kept (its plan, measuring time and rounds' times); a folder without one, from before the
+state was kept, is described from its records alone.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.measure.machine import host_key
+from harness.measure.record import Record
+from harness.report import markdown
+from harness.report.gate import GateError, Options, judged, load_set
+from harness.report.gate import verdict as gate_verdict
+from harness.units import minutes
+
+COMPARES = "results/compare"
+SIDES = ("base", "new")
+STATE = "compare.json"
+REPORTS = ("report.md", "interim-report.md")  # the compare's own, and one gated over a compare in progress
+# A gate report's verdict line: bold, its punctuation escaped (``harness.report.gate.render``).
+_VERDICT = re.compile(r"^\*\*((?:PASS|FAIL)\\?:.*?)\*\*$", re.M)
+FLAGGED_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Compare:
+    machine: str
+    name: str
+    commits: tuple[str, str]  # BASE's and NEW's full hashes
+    cases: int
+    rounds: int
+    runs: int  # on record, both sides
+    planned: int  # cases x rounds x 2 where the state says, else the runs on record
+    hosts: tuple[str, ...]
+    measured_s: float | None  # over all sittings; None where the state kept none
+    round_s: tuple[float, float] | None  # the quickest and slowest round of a side; None where not kept
+    shared_runs: int
+    verdict: str
+    flagged: tuple[str, ...]  # what the gate called regressions, one line each
+    reported: str  # the verdict line of the folder's own report (an interim one's marked so), or ""
+    span: tuple[float, float]  # the first and last of its records' filing times
+
+    @property
+    def a_a(self) -> bool:
+        return self.commits[0] == self.commits[1]
+
+    @property
+    def done(self) -> bool:
+        return self.runs >= self.planned
+
+
+def beside(c: Compare, others: list[Compare]) -> list[Compare]:
+    """The other compares measured on one of ``c``'s hosts while it measured: their runs shared
+    the host's cores, memory and link with its runs (compares made before a compare counted its
+    runs beside other GPU work say so only here)."""
+    return [o for o in others if o is not c and set(o.hosts) & set(c.hosts)
+            and o.span[0] <= c.span[1] and c.span[0] <= o.span[1]]
+
+
+def find(results: Path) -> list[Compare]:
+    """Every compare under ``results/compare``, by machine and folder name."""
+    root = Path(results) / "compare"
+    folders = sorted(p.parent for p in root.glob(f"*/*/{SIDES[0]}") if (p.parent / SIDES[1]).is_dir())
+    return [c for c in map(read, folders) if c is not None]
+
+
+def side_records(folder: Path, side: str) -> Path:
+    """Where a side's records are: ``<side>/records/<machine>/``, or, in compares filed before
+    records had a store of their own, the files straight under ``<side>/``."""
+    store = folder / side / "records"
+    return store if store.is_dir() else folder / side
+
+
+def read(folder: Path) -> Compare | None:
+    """The compare in ``folder``; None where a side holds no record (nothing was measured)."""
+    try:
+        sides = [load_set(side_records(folder, side), side.upper()) for side in SIDES]
+    except GateError:
+        return None
+    state = _state(folder)
+    base, new = sides
+    cases = len(state["benches"]) if state else len(_cases(base))
+    rounds = state["rounds"] if state else max(1, round(len(base) / max(1, len(_cases(base)))))
+    runs = len(base) + len(new)
+    verdict, flagged = _verdict(folder, state)
+    return Compare(
+        machine=folder.parent.name, name=folder.name, commits=(_commit(base, state, 0), _commit(new, state, 1)),
+        cases=cases, rounds=rounds, runs=runs, planned=cases * rounds * 2 if state else runs,
+        hosts=tuple(sorted({host_key(r.environment) for r in base + new} - {""})),
+        measured_s=state.get("measured_s") if state else None, round_s=_round_s(state, rounds),
+        shared_runs=state.get("shared_runs", 0) if state else 0, verdict=verdict, flagged=flagged,
+        reported=reported(folder), span=(min(r.created for r in base + new), max(r.created for r in base + new)))
+
+
+def _state(folder: Path) -> dict | None:
+    try:
+        state = json.loads((folder / STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and isinstance(state.get("benches"), list) else None
+
+
+def _cases(recs: list[Record]) -> set[tuple[str, str]]:
+    return {(r.case, json.dumps(r.params, sort_keys=True)) for r in recs}
+
+
+def _commit(recs: list[Record], state: dict | None, i: int) -> str:
+    if state and isinstance(state.get("commits"), dict):
+        return str(state["commits"][SIDES[i]])
+    return sorted({r.commit for r in recs})[-1]
+
+
+def _round_s(state: dict | None, rounds: int) -> tuple[float, float] | None:
+    """Where every round of both sides kept its time (a case's process each, summed over the
+    compare's sittings): one round is what one plain run of the cases takes near enough."""
+    kept = (state or {}).get("round_s") or {}
+    if len(kept) < 2 * rounds:
+        return None
+    return min(kept.values()), max(kept.values())
+
+
+def _verdict(folder: Path, state: dict | None) -> tuple[str, tuple[str, ...]]:
+    threshold = float((state or {}).get("threshold") or 0.0)
+    base = side_records(folder, SIDES[0])
+    try:
+        j = judged(base, side_records(folder, SIDES[1]), Options(threshold=threshold, rounds=True), history=base)
+    except GateError as e:
+        return f"not comparable: {str(e).splitlines()[0]}", ()
+    flagged = tuple(f"{row.name}: {row.what} {row.before} → {row.after} ({row.verdict})" for row in j.report.regressions)
+    return gate_verdict(j.report).split(";")[0], flagged
+
+
+def reported(folder: Path) -> str:
+    """What the folder's own report said: its verdict line, "(interim)" where the report was gated
+    over a compare in progress; "" where the folder holds no report with a verdict."""
+    for name, mark in zip(REPORTS, ("", " (interim)")):
+        try:
+            found = _VERDICT.search((folder / name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue
+        if found:
+            return re.sub(r"\\(.)", r"\1", found.group(1)).split(";")[0] + mark
+    return ""
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+INTRO = (
+    "Each line is one `python3 -m harness compare BASE NEW` filed under `results/compare/<machine>/<folder>/`: "
+    "both commits measured on one box in one session, case by case in the order A B B A A B (A: BASE), each run "
+    "a fresh process. A/A compares (BASE is NEW) show what the gate says of the box's own noise: every one "
+    "should pass. The verdict is this checkout's gate over the folder's records, judged as the compare judged "
+    "them; a compare with runs still to measure (`--resume FOLDER` measures them) is judged on the cases "
+    "measured whole so far. *Measuring* is the compare's time over all its sittings; *one round* is one side's "
+    "round, a fresh process a case, which is what one plain `harness run` of the same cases takes near enough. "
+    "*Its report said* is the verdict of the folder's own `report.md`, made by the gate of the commit that ran "
+    "the compare: where the two differ, the gate has changed since (a compare made before the gate judged every "
+    "round judged each side's last round alone).")
+HEADER = ("folder", "BASE → NEW", "cases × rounds", "runs on record", "hosts", "measuring", "one round", "verdict",
+          "its report said")
+RIGHT = (False, False, True, True, False, True, True)
+
+
+def page(compares: list[Compare], generated: str) -> str:
+    """The markdown page of ``compares``, a table per machine kind."""
+    parts = ["# Compares on one box: A/A and planted regressions", generated, INTRO]
+    if not compares:
+        return "\n\n".join(parts + ["No compare is on file yet."]) + "\n"
+    for machine in sorted({c.machine for c in compares}):
+        mine = [c for c in compares if c.machine == machine]
+        rows = [_row(c, beside(c, compares)) for c in mine]
+        parts += [f"## {markdown.escape(machine)}", "\n".join(markdown.table(HEADER, rows, RIGHT))]
+        parts += [t for t in (_flagged(c) for c in mine) if t]
+    return "\n\n".join(parts) + "\n"
+
+
+def _row(c: Compare, near: list[Compare]) -> list:
+    base, new = (h[:8] for h in c.commits)
+    pair = f"{base} → {new} (A/A)" if c.a_a else f"{base} → {new}"
+    runs = f"{c.runs}" if c.done else f"{c.runs} of {c.planned} (in progress)"
+    hosts = ", ".join(c.hosts) + (f"; {c.shared_runs} run(s) beside other GPU work" if c.shared_runs else "")
+    hosts += f"; measured beside {len(near)} other compare(s) on this host" if near else ""
+    return [markdown.code(c.name), pair, f"{c.cases} × {c.rounds}", runs, hosts,
+            minutes(c.measured_s) if c.measured_s is not None else "not kept",
+            _between(c.round_s) if c.round_s else "not kept", c.verdict, c.reported or "no report"]
+
+
+def _between(span: tuple[float, float]) -> str:
+    lo, hi = (minutes(s) for s in span)
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def _flagged(c: Compare) -> str:
+    if not c.flagged:
+        return ""
+    lines = [f"- {markdown.escape(f)}" for f in c.flagged[:FLAGGED_SHOWN]]
+    more = [f"- ... and {len(c.flagged) - FLAGGED_SHOWN} more"] if len(c.flagged) > FLAGGED_SHOWN else []
+    return "\n".join([f"{markdown.code(c.name)} flagged:", *lines, *more])

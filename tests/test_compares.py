@@ -1,0 +1,116 @@
+"""docs/results/compares.md: every compare on file, its plan, hosts, times and the gate's verdict
+over its records, made from planted compare folders (never from what happens to be committed)."""
+import json
+from pathlib import Path
+
+from gate_records import record, write
+from harness.report import compares
+
+MACHINE = "nvidia-h100-80gb-hbm3-x1"
+BASE_ROUNDS = (0.0100, 0.01001, 0.00999)
+CASES = ({"probe": "device_copy"}, {"probe": "matmul_fp32"})
+
+
+def side(folder: Path, commit: str, medians, *, cases=CASES, host="host-a", t0=0.0, flat=False) -> None:
+    """One side's rounds of ``cases``, a file per round, as a compare files them (``flat``: the
+    files straight under the side's folder, as compares filed them before they had a store)."""
+    where = folder if flat else folder / "records" / MACHINE
+    where.mkdir(parents=True)
+    for r, median in enumerate(medians, 1):
+        recs = [record(params=p, median=median, n=20, host=host, created=t0 + 10 * r + i, commit=commit,
+                       run=f"20990101T000000-abcdef-r{r}") for i, p in enumerate(cases)]
+        write(where / f"{commit[:8]}-20990101T000000-abcdef-r{r}.jsonl", recs)
+
+
+def state(folder: Path, base: str, new: str, cases: int, **kw) -> None:
+    data = {"commits": {"base": base, "new": new}, "revs": [base[:7], new[:7]], "rounds": 3,
+            "benches": [{"name": f"b{i}"} for i in range(cases)], "threshold": 0.0, "measured_s": 600.0,
+            "sittings": 2, "shared_runs": 0, "round_s": {f"{s} r{r}": 90.0 + r for s in ("base", "new") for r in (1, 2, 3)}}
+    (folder / "compare.json").write_text(json.dumps({**data, **kw}))
+
+
+def compare(root: Path, name: str, base: str, new: str, new_medians, *, planned=len(CASES), **kw) -> Path:
+    folder = root / "compare" / MACHINE / name
+    side(folder / "base", base, BASE_ROUNDS, **kw)
+    side(folder / "new", new, new_medians, **kw)
+    state(folder, base, new, planned)
+    return folder
+
+
+def only(root: Path) -> compares.Compare:
+    (found,) = compares.find(root)
+    return found
+
+
+def test_an_a_a_compare_reads_as_such_and_passes(tmp_path):
+    compare(tmp_path, "aa", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001])
+    c = only(tmp_path)
+    assert c.a_a and c.done and (c.cases, c.rounds, c.runs, c.planned) == (2, 3, 12, 12)
+    assert c.verdict.startswith("PASS: 0 regression(s) in 2 case(s)") and c.flagged == ()
+    assert c.hosts == ("host-a",) and c.measured_s == 600.0 and c.round_s == (91.0, 93.0)
+
+
+def test_a_slowdown_of_every_new_round_fails_and_names_its_case(tmp_path):
+    compare(tmp_path, "ab", "a" * 40, "b" * 40, [m * 1.03 for m in BASE_ROUNDS])
+    c = only(tmp_path)
+    assert not c.a_a and c.verdict.startswith("FAIL: 2 regression(s)")
+    assert len(c.flagged) == 2 and all("slower" in f and "time" in f for f in c.flagged)
+    page = compares.page([c], "<!-- generated -->")
+    assert "aaaaaaaa → bbbbbbbb |" in page and "(A/A)" not in page
+    assert "`ab` flagged:" in page and "probe\\=matmul\\_fp32" in page
+
+
+def test_a_compare_in_progress_says_how_many_runs_are_on_record(tmp_path):
+    compare(tmp_path, "half", "a" * 40, "a" * 40, BASE_ROUNDS, planned=4)
+    c = only(tmp_path)
+    assert not c.done and (c.runs, c.planned) == (12, 24)
+    assert "12 of 24 (in progress)" in compares.page([c], "")
+
+
+def test_a_compare_filed_before_its_state_was_kept_is_read_from_its_records(tmp_path):
+    folder = tmp_path / "compare" / MACHINE / "old"
+    side(folder / "base", "a" * 40, BASE_ROUNDS, flat=True)
+    side(folder / "new", "c" * 40, [m * 1.03 for m in BASE_ROUNDS], flat=True)
+    c = only(tmp_path)
+    assert c.commits == ("a" * 40, "c" * 40) and (c.cases, c.rounds, c.runs, c.planned) == (2, 3, 12, 12)
+    assert c.measured_s is None and c.round_s is None and c.verdict.startswith("FAIL")
+    (row,) = [line for line in compares.page([c], "").splitlines() if line.startswith("| `old`")]
+    cells = [cell.strip() for cell in row.split("|")]
+    assert cells[6:8] == ["not kept", "not kept"]  # measuring, one round
+
+
+def test_a_round_time_missing_from_the_state_is_not_quoted(tmp_path):
+    folder = compare(tmp_path, "aa", "a" * 40, "a" * 40, BASE_ROUNDS)
+    state(folder, "a" * 40, "a" * 40, 2, round_s={"base r1": 90.0})
+    assert only(tmp_path).round_s is None
+
+
+def test_the_folders_own_report_is_quoted_beside_the_verdict_made_again(tmp_path):
+    folder = compare(tmp_path, "ab", "a" * 40, "b" * 40, BASE_ROUNDS)
+    assert only(tmp_path).reported == ""
+    (folder / "interim-report.md").write_text("## head\n\n**PASS\\: 0 regression\\(s\\) in 1 case\\(s\\) compared\\; 0 retired**\n")
+    assert only(tmp_path).reported == "PASS: 0 regression(s) in 1 case(s) compared (interim)"
+    (folder / "report.md").write_text("x\n**FAIL\\: 1 regression\\(s\\) \\(1 slower\\) in 2 case\\(s\\) compared\\; 0 retired**\n")
+    c = only(tmp_path)
+    assert c.reported == "FAIL: 1 regression(s) (1 slower) in 2 case(s) compared"
+    assert c.verdict.startswith("PASS") and c.reported in compares.page([c], "")
+
+
+def test_compares_measured_at_once_on_one_host_are_marked_beside_each_other(tmp_path):
+    compare(tmp_path, "g0", "a" * 40, "a" * 40, BASE_ROUNDS)
+    compare(tmp_path, "g1", "a" * 40, "a" * 40, BASE_ROUNDS)
+    compare(tmp_path, "later", "a" * 40, "a" * 40, BASE_ROUNDS, t0=1000.0)
+    compare(tmp_path, "elsewhere", "a" * 40, "a" * 40, BASE_ROUNDS, host="host-b")
+    found = {c.name: c for c in compares.find(tmp_path)}
+    assert [o.name for o in compares.beside(found["g0"], list(found.values()))] == ["g1"]
+    assert compares.beside(found["later"], list(found.values())) == []
+    assert compares.beside(found["elsewhere"], list(found.values())) == []
+    assert compares.page(list(found.values()), "").count("measured beside 1 other compare(s) on this host") == 2
+
+
+def test_a_folder_with_a_side_of_no_record_is_left_out_and_none_found_says_so(tmp_path):
+    folder = tmp_path / "compare" / MACHINE / "empty"
+    (folder / "base" / "records").mkdir(parents=True)
+    (folder / "new" / "records").mkdir(parents=True)
+    assert compares.find(tmp_path) == []
+    assert "No compare is on file yet." in compares.page([], "")
