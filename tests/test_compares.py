@@ -114,3 +114,15 @@ def test_a_folder_with_a_side_of_no_record_is_left_out_and_none_found_says_so(tm
     (folder / "new" / "records").mkdir(parents=True)
     assert compares.find(tmp_path) == []
     assert "No compare is on file yet." in compares.page([], "")
+
+
+def test_the_a_a_tally_counts_flagged_lines_apart_for_compares_that_shared_their_host(tmp_path):
+    compare(tmp_path, "alone", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001], t0=5000.0)
+    compare(tmp_path, "g0", "a" * 40, "a" * 40, [m * 1.03 for m in BASE_ROUNDS])  # a false flag, on a shared host
+    compare(tmp_path, "g1", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001])
+    compare(tmp_path, "ab", "a" * 40, "b" * 40, [m * 1.03 for m in BASE_ROUNDS], t0=9000.0)  # not A/A: not counted
+    found = compares.find(tmp_path)
+    assert compares.a_a_tally(found, found) == (
+        "A/A compares with the host to themselves: 1, over 2 case verdict(s), 0 line(s) flagged; "
+        "A/A compares beside other compares on their host: 2, over 4 case verdict(s), 2 line(s) flagged.")
+    assert compares.a_a_tally([c for c in found if c.name == "ab"], found) == "No A/A compare on this kind yet."

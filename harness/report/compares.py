@@ -53,6 +53,7 @@ class Compare:
     verdict: str
     flagged: tuple[str, ...]  # what the gate called regressions, one line each
     reported: str  # the verdict line of the folder's own report (an interim one's marked so), or ""
+    compared: int  # cases the gate judged (0 where it could not compare)
     span: tuple[float, float]  # the first and last of its records' filing times
 
     @property
@@ -97,14 +98,14 @@ def read(folder: Path) -> Compare | None:
     cases = len(state["benches"]) if state else len(_cases(base))
     rounds = state["rounds"] if state else max(1, round(len(base) / max(1, len(_cases(base)))))
     runs = len(base) + len(new)
-    verdict, flagged = _verdict(folder, state)
+    verdict, flagged, compared = _verdict(folder, state)
     return Compare(
         machine=folder.parent.name, name=folder.name, commits=(_commit(base, state, 0), _commit(new, state, 1)),
         cases=cases, rounds=rounds, runs=runs, planned=cases * rounds * 2 if state else runs,
         hosts=tuple(sorted({host_key(r.environment) for r in base + new} - {""})),
         measured_s=state.get("measured_s") if state else None, round_s=_round_s(state, rounds),
         shared_runs=state.get("shared_runs", 0) if state else 0, verdict=verdict, flagged=flagged,
-        reported=reported(folder), span=(min(r.created for r in base + new), max(r.created for r in base + new)))
+        reported=reported(folder), compared=compared, span=(min(r.created for r in base + new), max(r.created for r in base + new)))
 
 
 def _state(folder: Path) -> dict | None:
@@ -134,15 +135,15 @@ def _round_s(state: dict | None, rounds: int) -> tuple[float, float] | None:
     return min(kept.values()), max(kept.values())
 
 
-def _verdict(folder: Path, state: dict | None) -> tuple[str, tuple[str, ...]]:
+def _verdict(folder: Path, state: dict | None) -> tuple[str, tuple[str, ...], int]:
     threshold = float((state or {}).get("threshold") or 0.0)
     base = side_records(folder, SIDES[0])
     try:
         j = judged(base, side_records(folder, SIDES[1]), Options(threshold=threshold, rounds=True), history=base)
     except GateError as e:
-        return f"not comparable: {str(e).splitlines()[0]}", ()
+        return f"not comparable: {str(e).splitlines()[0]}", (), 0
     flagged = tuple(f"{row.name}: {row.what} {row.before} → {row.after} ({row.verdict})" for row in j.report.regressions)
-    return gate_verdict(j.report).split(";")[0], flagged
+    return gate_verdict(j.report).split(";")[0], flagged, j.report.compared
 
 
 def reported(folder: Path) -> str:
@@ -184,9 +185,21 @@ def page(compares: list[Compare], generated: str) -> str:
     for machine in sorted({c.machine for c in compares}):
         mine = [c for c in compares if c.machine == machine]
         rows = [_row(c, beside(c, compares)) for c in mine]
-        parts += [f"## {markdown.escape(machine)}", "\n".join(markdown.table(HEADER, rows, RIGHT))]
+        parts += [f"## {markdown.escape(machine)}", a_a_tally(mine, compares), "\n".join(markdown.table(HEADER, rows, RIGHT))]
         parts += [t for t in (_flagged(c) for c in mine) if t]
     return "\n\n".join(parts) + "\n"
+
+
+def a_a_tally(mine: list[Compare], every: list[Compare]) -> str:
+    """How often the gate cried wolf on this kind: the lines A/A compares flagged, counted apart
+    for compares that had their host to themselves."""
+    a_a = [c for c in mine if c.a_a]
+    alone = [c for c in a_a if not beside(c, every)]
+    groups = (("with the host to themselves", alone), ("beside other compares on their host",
+                                                       [c for c in a_a if c not in alone]))
+    said = [f"A/A compares {how}: {len(group)}, over {sum(c.compared for c in group)} case verdict(s), "
+            f"{sum(len(c.flagged) for c in group)} line(s) flagged" for how, group in groups if group]
+    return "; ".join(said) + "." if said else "No A/A compare on this kind yet."
 
 
 def _row(c: Compare, near: list[Compare]) -> list:
