@@ -3,7 +3,7 @@ over its records, made from planted compare folders (never from what happens to 
 import json
 from pathlib import Path
 
-from gate_records import record, write
+from gate_records import H200, record, write
 from harness.report import compares
 
 MACHINE = "nvidia-h100-80gb-hbm3-x1"
@@ -11,14 +11,14 @@ BASE_ROUNDS = (0.0100, 0.01001, 0.00999)
 CASES = ({"probe": "device_copy"}, {"probe": "matmul_fp32"})
 
 
-def side(folder: Path, commit: str, medians, *, cases=CASES, host="host-a", t0=0.0, flat=False) -> None:
+def side(folder: Path, commit: str, medians, *, cases=CASES, host="host-a", t0=0.0, flat=False, **kw) -> None:
     """One side's rounds of ``cases``, a file per round, as a compare files them (``flat``: the
     files straight under the side's folder, as compares filed them before they had a store)."""
     where = folder if flat else folder / "records" / MACHINE
     where.mkdir(parents=True)
     for r, median in enumerate(medians, 1):
         recs = [record(params=p, median=median, n=20, host=host, created=t0 + 10 * r + i, commit=commit,
-                       run=f"20990101T000000-abcdef-r{r}") for i, p in enumerate(cases)]
+                       run=f"20990101T000000-abcdef-r{r}", **kw) for i, p in enumerate(cases)]
         write(where / f"{commit[:8]}-20990101T000000-abcdef-r{r}.jsonl", recs)
 
 
@@ -29,11 +29,12 @@ def state(folder: Path, base: str, new: str, cases: int, **kw) -> None:
     (folder / "compare.json").write_text(json.dumps({**data, **kw}))
 
 
-def compare(root: Path, name: str, base: str, new: str, new_medians, *, planned=len(CASES), **kw) -> Path:
+def compare(root: Path, name: str, base: str, new: str, new_medians, *, planned=None, new_kw=None, state_kw=None,
+            **kw) -> Path:
     folder = root / "compare" / MACHINE / name
     side(folder / "base", base, BASE_ROUNDS, **kw)
-    side(folder / "new", new, new_medians, **kw)
-    state(folder, base, new, planned)
+    side(folder / "new", new, new_medians, **{**kw, **(new_kw or {})})
+    state(folder, base, new, planned or len(kw.get("cases", CASES)), **(state_kw or {}))
     return folder
 
 
@@ -126,3 +127,65 @@ def test_the_a_a_tally_counts_flagged_lines_apart_for_compares_that_shared_their
         "A/A compares with the host to themselves: 1, over 2 case verdict(s), 0 line(s) flagged; "
         "A/A compares beside other compares on their host: 2, over 4 case verdict(s), 2 line(s) flagged.")
     assert compares.a_a_tally([c for c in found if c.name == "ab"], found) == "No A/A compare on this kind yet."
+
+
+PLANTED = tuple({"probe": f"planted_{i}"} for i in range(6))  # cases no committed history knows
+
+
+def test_the_verdict_judges_every_round_not_the_last_alone(tmp_path):
+    compare(tmp_path, "one-bad-round", "a" * 40, "b" * 40, [0.01, 0.010005, 0.0115], cases=PLANTED[:1])
+    assert only(tmp_path).verdict.startswith("PASS")  # the last round alone reads 15% slower
+
+
+def test_the_floors_are_learned_from_bases_rounds_and_the_states_threshold_raises_them(tmp_path):
+    folder = compare(tmp_path, "ab", "a" * 40, "b" * 40, [m * 1.03 for m in BASE_ROUNDS], cases=PLANTED[:1])
+    assert only(tmp_path).verdict.startswith("FAIL")  # under the 5% default floor, over BASE's rounds' 1%
+    state(folder, "a" * 40, "b" * 40, 1, threshold=0.05)
+    assert only(tmp_path).verdict.startswith("PASS")
+
+
+def test_a_compare_the_gate_cannot_judge_says_why(tmp_path):
+    compare(tmp_path, "kinds", "a" * 40, "b" * 40, BASE_ROUNDS, new_kw={"gpu": H200})
+    c = only(tmp_path)
+    assert c.verdict.startswith("not comparable: BASE is nvidia-h100") and c.compared == 0 and c.flagged == ()
+
+
+def test_a_host_no_record_names_is_left_out_of_the_hosts(tmp_path):
+    compare(tmp_path, "cpu", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001], gpu=None, host="")
+    assert only(tmp_path).hosts == ()
+
+
+def test_an_unreadable_report_is_no_report(tmp_path):
+    folder = compare(tmp_path, "ab", "a" * 40, "b" * 40, BASE_ROUNDS)
+    (folder / "report.md").write_bytes(b"**PASS\\: \xff**\n")
+    (folder / "interim-report.md").write_text("no verdict line here\n")
+    assert only(tmp_path).reported == ""
+
+
+def test_the_page_says_what_each_compare_is(tmp_path):
+    compare(tmp_path, "20990101T0000-aa", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001])
+    compare(tmp_path, "20990101T0100-ab", "a" * 40, "b" * 40, [m * 1.03 for m in BASE_ROUNDS], cases=PLANTED,
+            planned=7, t0=5000.0, state_kw={"shared_runs": 2, "measured_s": 75.0, "round_s": {}})
+    (tmp_path / "compare" / MACHINE / "20990101T0000-aa" / "report.md").write_text("**PASS\\: 0 regression\\(s\\)**\n")
+    assert compares.page(compares.find(tmp_path), "<!-- generated -->") == PAGE
+
+
+PAGE = ("# Compares on one box: A/A and planted regressions\n\n<!-- generated -->\n\n" + compares.INTRO + """
+
+## nvidia\\-h100\\-80gb\\-hbm3\\-x1
+
+A/A compares with the host to themselves: 1, over 2 case verdict(s), 0 line(s) flagged.
+
+| folder             | BASE → NEW                |   cases × rounds |         runs on record | hosts                                  |   measuring |            one round | verdict                                                | its report said       |
+|:-------------------|:--------------------------|-----------------:|-----------------------:|:---------------------------------------|------------:|---------------------:|:-------------------------------------------------------|:----------------------|
+| `20990101T0000-aa` | aaaaaaaa → aaaaaaaa (A/A) |            2 × 3 |                     12 | host-a                                 |    10.0 min | 1.52 min to 1.55 min | PASS: 0 regression(s) in 2 case(s) compared            | PASS: 0 regression(s) |
+| `20990101T0100-ab` | aaaaaaaa → bbbbbbbb       |            7 × 3 | 36 of 42 (in progress) | host-a; 2 run(s) beside other GPU work |    1.25 min |             not kept | FAIL: 6 regression(s) (6 slower) in 6 case(s) compared | no report             |
+
+`20990101T0100-ab` flagged:
+- ceilings probe\\=planted\\_0\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)
+- ceilings probe\\=planted\\_1\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)
+- ceilings probe\\=planted\\_2\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)
+- ceilings probe\\=planted\\_3\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)
+- ceilings probe\\=planted\\_4\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)
+- ... and 1 more
+""")

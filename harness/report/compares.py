@@ -24,7 +24,7 @@ from pathlib import Path
 from harness.measure.machine import host_key
 from harness.measure.record import Record
 from harness.report import markdown
-from harness.report.gate import GateError, Options, judged, load_set
+from harness.report.gate import GateError, Options, judged, load_set, params_text
 from harness.report.gate import verdict as gate_verdict
 from harness.units import minutes
 
@@ -80,27 +80,23 @@ def find(results: Path) -> list[Compare]:
     return [c for c in map(read, folders) if c is not None]
 
 
-def side_records(folder: Path, side: str) -> Path:
-    """Where a side's records are: ``<side>/records/<machine>/``, or, in compares filed before
-    records had a store of their own, the files straight under ``<side>/``."""
-    store = folder / side / "records"
-    return store if store.is_dir() else folder / side
-
 
 def read(folder: Path) -> Compare | None:
-    """The compare in ``folder``; None where a side holds no record (nothing was measured)."""
+    """The compare in ``folder``; None where a side holds no record (nothing was measured). A
+    side's records are read from under its folder: ``records/<machine>/``, or straight under it in
+    compares filed before they had a store of their own."""
     try:
-        sides = [load_set(side_records(folder, side), side.upper()) for side in SIDES]
+        sides = [load_set(folder / side, side.upper()) for side in SIDES]
     except GateError:
         return None
     state = _state(folder)
     base, new = sides
     cases = len(state["benches"]) if state else len(_cases(base))
-    rounds = state["rounds"] if state else max(1, round(len(base) / max(1, len(_cases(base)))))
+    rounds = state["rounds"] if state else len(base) // len(_cases(base))
     runs = len(base) + len(new)
     verdict, flagged, compared = _verdict(folder, state)
     return Compare(
-        machine=folder.parent.name, name=folder.name, commits=(_commit(base, state, 0), _commit(new, state, 1)),
+        machine=folder.parent.name, name=folder.name, commits=(_commit(base), _commit(new)),
         cases=cases, rounds=rounds, runs=runs, planned=cases * rounds * 2 if state else runs,
         hosts=tuple(sorted({host_key(r.environment) for r in base + new} - {""})),
         measured_s=state.get("measured_s") if state else None, round_s=_round_s(state, rounds),
@@ -110,20 +106,19 @@ def read(folder: Path) -> Compare | None:
 
 def _state(folder: Path) -> dict | None:
     try:
-        state = json.loads((folder / STATE).read_text(encoding="utf-8"))
+        state = json.loads((folder / STATE).read_text(encoding="utf-8"))  # pragma: no mutate (UTF-8 is this platform's default)
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) and isinstance(state.get("benches"), list) else None
 
 
 def _cases(recs: list[Record]) -> set[tuple[str, str]]:
-    return {(r.case, json.dumps(r.params, sort_keys=True)) for r in recs}
+    return {(r.case, params_text(r)) for r in recs}
 
 
-def _commit(recs: list[Record], state: dict | None, i: int) -> str:
-    if state and isinstance(state.get("commits"), dict):
-        return str(state["commits"][SIDES[i]])
-    return sorted({r.commit for r in recs})[-1]
+def _commit(recs: list[Record]) -> str:
+    """The commit a side measured (one per side: a compare's worktree is one commit)."""
+    return max(r.commit for r in recs)
 
 
 def _round_s(state: dict | None, rounds: int) -> tuple[float, float] | None:
@@ -137,9 +132,9 @@ def _round_s(state: dict | None, rounds: int) -> tuple[float, float] | None:
 
 def _verdict(folder: Path, state: dict | None) -> tuple[str, tuple[str, ...], int]:
     threshold = float((state or {}).get("threshold") or 0.0)
-    base = side_records(folder, SIDES[0])
+    base = folder / SIDES[0]
     try:
-        j = judged(base, side_records(folder, SIDES[1]), Options(threshold=threshold, rounds=True), history=base)
+        j = judged(base, folder / SIDES[1], Options(threshold=threshold, rounds=True), history=base)
     except GateError as e:
         return f"not comparable: {str(e).splitlines()[0]}", (), 0
     flagged = tuple(f"{row.name}: {row.what} {row.before} → {row.after} ({row.verdict})" for row in j.report.regressions)
@@ -151,7 +146,7 @@ def reported(folder: Path) -> str:
     over a compare in progress; "" where the folder holds no report with a verdict."""
     for name, mark in zip(REPORTS, ("", " (interim)")):
         try:
-            found = _VERDICT.search((folder / name).read_text(encoding="utf-8"))
+            found = _VERDICT.search((folder / name).read_text(encoding="utf-8"))  # pragma: no mutate (as above)
         except (OSError, UnicodeDecodeError):
             continue
         if found:
