@@ -1,6 +1,7 @@
 """docs/results/compares.md: every compare on file, its plan, hosts, times and the gate's verdict
 over its records, made from planted compare folders (never from what happens to be committed)."""
 import json
+import re
 from pathlib import Path
 
 from gate_records import H200, record, write
@@ -189,3 +190,32 @@ A/A compares with the host to themselves: 1, over 2 case verdict(s), 0 line(s) f
 - ceilings probe\\=planted\\_4\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)
 - ... and 1 more
 """)
+
+
+def test_states_of_older_compares_and_hostile_ones_are_read_for_what_they_hold(tmp_path):
+    folder = compare(tmp_path, "old-state", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001],
+                     state_kw={"rounds": 6, "round_s": {f"{s} r{r}": 90.0 for s in ("base", "new") for r in range(1, 7)}})
+    data = json.loads((folder / "compare.json").read_text())
+    del data["shared_runs"]
+    (folder / "compare.json").write_text(json.dumps(data))
+    c = only(tmp_path)
+    assert (c.rounds, c.planned, c.shared_runs, c.round_s) == (6, 24, 0, (90.0, 90.0))
+    assert re.search(r"\|\s+1\.50 min \|", compares.page([c], ""))
+    (folder / "compare.json").write_text(json.dumps({**data, "benches": "not a list"}))
+    c = only(tmp_path)
+    assert (c.cases, c.rounds, c.planned, c.measured_s) == (2, 3, 12, None)
+
+
+def test_the_page_lists_every_host_and_five_flagged_lines_without_more(tmp_path):
+    compare(tmp_path, "ab", "a" * 40, "b" * 40, [m * 1.03 for m in BASE_ROUNDS], cases=PLANTED[:5])
+    compare(tmp_path, "b", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001], host="host-b")
+    ab, b = compares.find(tmp_path)
+    page = compares.page([ab], "")
+    assert page.count("\n- ") == 5 and "more" not in page
+    merged = compares.Compare(**{**ab.__dict__, "hosts": ("host-a", "host-b")})
+    assert "| host-a, host-b" in compares.page([merged], "")
+
+
+def test_an_empty_page_is_the_heading_the_intro_and_a_line_saying_so():
+    assert compares.page([], "<!-- g -->") == ("# Compares on one box: A/A and planted regressions\n\n<!-- g -->\n\n"
+                                               f"{compares.INTRO}\n\nNo compare is on file yet.\n")
