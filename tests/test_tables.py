@@ -219,7 +219,7 @@ def test_every_table_the_docs_quote_is_what_the_command_prints_from_results(caps
     monkeypatch.setattr(tables, "load_rows", load_once)
     quoted = docs_tables()
     assert len(quoted) >= 12
-    assert {doc for doc, *_ in quoted} >= {p.name for p in DOCS} - {"parallel.md"} | {"README.md"}
+    assert {doc for doc, *_ in quoted} >= {p.name for p in DOCS} - {"parallel.md", "compares.md"} | {"README.md"}
     for doc, args, printed, text in quoted:
         assert cli.main(["table", *args.split(), "--results", str(committed_results)]) == 0
         out = capsys.readouterr().out
@@ -241,9 +241,15 @@ H100_STANDARD = RECORDS / "nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab7
 
 
 def test_a_box_that_skipped_every_record_of_a_table_takes_no_column_but_a_skip_beside_figures_stays(tmp_path):
+    """Likewise a row every box skipped takes no line."""
     root = results_with(tmp_path, CPU_STANDARD, H100_STANDARD)
-    lines = render(load_rows(root), "ceilings", ["probe"], "machine", ["rate"], {})[0].splitlines()
+    text, notes = render(load_rows(root), "ceilings", ["probe"], "machine", ["rate"], {})
+    lines = text.splitlines()
     assert lines[0] == "| probe | machine AMD EPYC | machine H100 80GB HBM3 |"  # the CPU box ran host probes
+    # a row no box ran (two GPUs needed, neither had them) takes no line: a footnote names it and why
+    assert not any(line.startswith("| p2p_copy") for line in lines) and len(lines) == 2 + 11
+    assert notes == ["Left out, no machine ran them: p2p_copy (skipped: needs 2 GPU(s), this box has no GPU: no NVIDIA "
+                     "GPU visible (NVML: NVML Shared Library Not Found); run it on a box with 2 or more)."]
     row = {line.split(" | ")[0]: line for line in lines[2:]}
     assert row["| device_copy"].split(" | ")[1] == "skipped"  # a skip on a box that measured others stays
     gpu_only = render(load_rows(root), "tricks", ["technique"], "machine", ["rate"],

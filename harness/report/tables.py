@@ -359,6 +359,21 @@ def _measured_boxes(rows: list[Row]) -> list[Row]:
     return [r for r in rows if machine_label(r) in ran]
 
 
+def _rows_run(keys: list[tuple], cols: list, at: dict) -> tuple[list[tuple], list[str]]:
+    """The rows some machine ran (as a box that skipped a whole table takes no column), and for
+    each row that none ran but one skipped, its name and why: a parameter set the case declares
+    and cannot run (channels_last on a model without images) says nothing in every column."""
+    def ran(k: tuple) -> bool:
+        return any(at.get((k, c)) is not None and at[(k, c)].record.outcome != SKIPPED for c in cols)
+    unrun = [f"{', '.join(map(str, k))} (skipped: {_skip_reason(k, cols, at)})"
+             for k in keys if not ran(k) and any((k, c) in at for c in cols)]
+    return [k for k in keys if ran(k)], unrun
+
+
+def _skip_reason(k: tuple, cols: list, at: dict) -> str:
+    return next(at[(k, c)].record.reason or "no reason kept" for c in cols if (k, c) in at)
+
+
 def _one_case_per_cell(was: Row, row: Row) -> None:
     """Two records in one cell must be the same case on the same machine (the newer wins); two
     machines or parameters folded into one cell would show one of them as if it were all."""
@@ -419,12 +434,15 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
     keys = sorted({k for k, _ in at}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
     cols = case.ordered(across, {c for _, c in at})
     keys = ranked(keys, at, cols[0]) if rank else keys
+    keys, unrun = _rows_run(keys, cols, at)
     lines = [(one_line(", ".join(map(str, k))),
               [(cell(at.get((k, c)), shows, _base(bases, down, across, versus, k, c), view), at.get((k, c))) for c in cols])
              for k in keys]
     notes = [text for mark, text in NOTES.items() if mark in view.used]
     if "peak" in shows and schemas == {1}:
         notes.append(ALL_WHOLE_CASE)
+    if unrun:
+        notes.append(f"Left out, no machine ran them: {'; '.join(unrun)}.")
     return Grid([", ".join(down)] + [one_line(f"{across} {c}") for c in cols], lines, notes)
 
 
