@@ -22,6 +22,13 @@ settings.load_profile(os.environ.get("OOMBENCH_HYPOTHESIS", "ci"))
 FROZEN = Path(__file__).resolve().parent / "data" / "results"
 
 
+@pytest.fixture(autouse=True)
+def no_earlier_compares(tmp_path_factory, monkeypatch):
+    """A compare's gate reads the committed compares for how far host-bound steps scatter; tests
+    see none unless they plant them (``gate(..., prior=...)``), whatever is committed."""
+    monkeypatch.setattr("harness.report.gate.COMPARES", tmp_path_factory.mktemp("no-compares"))
+
+
 @pytest.fixture
 def no_gpu():
     return Devices(reason="no NVIDIA GPU visible (test)")

@@ -2,7 +2,7 @@
 rounds. A shift of every NEW round past BASE's scatter fails; one bad round does not decide."""
 from pathlib import Path
 
-from gate_records import record, write
+from gate_records import H100, H200, record, write
 from harness.report import gate
 
 BASE_ROUNDS = (0.0100, 0.01001, 0.00999)  # three rounds that agree within 0.2%
@@ -77,3 +77,69 @@ def test_the_rounds_busy_share_is_the_traced_one_before_nvmls_coarser_reading():
     assert rounds.one(recs).gpu_busy == shares[0]
     assert rounds.one(recs[1:]).gpu_busy == shares[1]  # no traced round: NVML's
     assert rounds.one(recs[2:] * 2).gpu_busy == shares[2]  # none read: the newest round's reason
+
+
+# -- a host-bound step's floor in a compare: at least the scatter earlier compares saw on one host ---------------
+
+PAGEABLE = {"case": "pageable", "params": {"direction": "h2d", "size_mib": 256}, "work": {"h2d_bytes": 256 * 2**20}}
+LUMPY_BASE, LUMPY_NEW = (0.0316, 0.0299, 0.0301), (0.0361, 0.0289, 0.0371)  # one code: processes land in two speeds
+
+
+def rounds_of(folder: Path, medians, commit: str, *, gpu=H100, t0=0.0, **fields) -> Path:
+    """One side's rounds of one case, a file per round."""
+    folder.mkdir(parents=True)
+    for r, median in enumerate(medians, 1):
+        rec = record(median=median, n=20, run=f"20990101T000000-abcdef-r{r}", created=t0 + r, commit=commit, gpu=gpu,
+                     **fields)
+        write(folder / f"{commit}-r{r}.jsonl", [rec])
+    return folder
+
+
+def earlier(root: Path, name: str, base_medians, new_medians, *, new_commit="aaaaaaaa", gpu=H100, **fields) -> None:
+    rounds_of(root / "kind" / name / "base", base_medians, "aaaaaaaa", gpu=gpu, **fields)
+    rounds_of(root / "kind" / name / "new", new_medians, new_commit, gpu=gpu, t0=10.0, **fields)
+
+
+def lumpy(tmp_path, prior=None, fields=PAGEABLE, where=None) -> tuple[int, str]:
+    here = where or tmp_path / "judged"
+    base = rounds_of(here / "base", LUMPY_BASE, "cccccccc", t0=100.0, **fields)
+    new = rounds_of(here / "new", LUMPY_NEW, "cccccccc", t0=110.0, **fields)
+    return gate.gate(base, new, history=base, all_rounds=True, prior=prior)
+
+
+def test_a_host_bound_step_takes_the_scatter_earlier_compares_saw_within_one_host(tmp_path):
+    rc, text = lumpy(tmp_path)
+    assert rc == 1 and "11.3% w" in text  # three rounds of BASE alone teach too tight a floor: a false flag
+    prior = tmp_path / "prior"
+    earlier(prior, "aa", (0.0314, 0.0338, 0.0331), (0.0354, 0.0361, 0.0374), **PAGEABLE)
+    rc, text = lumpy(tmp_path / "second", prior=prior)
+    assert rc == 0 and "PASS" in text and "25.5% w" in text
+
+
+def test_a_gpu_bound_step_keeps_its_sessions_floor_whatever_earlier_compares_saw(tmp_path):
+    prior = tmp_path / "prior"
+    earlier(prior, "aa", (0.0314, 0.0338, 0.0331), (0.0354, 0.0361, 0.0374))  # device_copy, busy 0.99
+    base = side(tmp_path / "base", BASE_ROUNDS, "aaaaaaaa")
+    new = side(tmp_path / "new", [m * 1.03 for m in BASE_ROUNDS], "bbbbbbbb")
+    rc, text = gate.gate(base, new, history=base, all_rounds=True, prior=prior)
+    assert rc == 1 and "1.0% w" in text
+
+
+def test_only_one_codes_rounds_teach_the_scatter(tmp_path):
+    """A planted NEW's rounds are its change, not noise: an A/B compare lends only BASE's."""
+    prior = tmp_path / "prior"
+    earlier(prior, "ab", (0.0301, 0.0302, 0.0300), (0.0450, 0.0460, 0.0455), new_commit="dddddddd", **PAGEABLE)
+    assert lumpy(tmp_path, prior=prior)[0] == 1
+
+
+def test_the_compare_judged_is_not_its_own_earlier_compare(tmp_path):
+    prior = tmp_path / "prior"
+    rc, _ = lumpy(tmp_path, prior=prior, where=prior / "kind" / "judged")
+    assert rc == 1
+
+
+def test_a_kind_no_compare_ran_the_step_on_learns_from_another_kinds(tmp_path):
+    prior = tmp_path / "prior"
+    earlier(prior, "aa-h200", (0.0314, 0.0338, 0.0331), (0.0354, 0.0361, 0.0374), gpu=H200, **PAGEABLE)
+    rc, text = lumpy(tmp_path, prior=prior)
+    assert rc == 0 and "25.5% w" in text

@@ -323,9 +323,9 @@ def session(repo: Path, folder: Path, state: State, steps, runs, measure, env, d
 
 def judge(folder: Path, report: Path, threshold: float) -> int:
     """The gate of NEW's records against BASE's, with floors learned from BASE's rounds."""
-    from harness.report.gate import gate
+    from harness.report.gate import COMPARES, gate
     base, new = folder / BASE / "records", folder / NEW / "records"
-    rc, text = gate(base, new, threshold=threshold, history=base, report=report, all_rounds=True)
+    rc, text = gate(base, new, threshold=threshold, history=base, report=report, all_rounds=True, prior=COMPARES)
     print(text, file=sys.stderr if rc == 2 else sys.stdout)
     return rc
 

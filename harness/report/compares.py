@@ -134,7 +134,8 @@ def _verdict(folder: Path, state: dict | None) -> tuple[str, tuple[str, ...], in
     threshold = float((state or {}).get("threshold") or 0.0)
     base = folder / SIDES[0]
     try:
-        j = judged(base, folder / SIDES[1], Options(threshold=threshold, rounds=True), history=base)
+        j = judged(base, folder / SIDES[1], Options(threshold=threshold, rounds=True), history=base,
+                   prior=folder.parent.parent)
     except GateError as e:
         return f"not comparable: {str(e).splitlines()[0]}", (), 0
     flagged = tuple(f"{row.name}: {row.what} {row.before} → {row.after} ({row.verdict})" for row in j.report.regressions)

@@ -77,6 +77,7 @@ DEVICE = "device (gain over before)"
 PROBE_PEAK = "allocated by the probe at the answer"
 PEAK_REL = 0.02
 HISTORY = COMMITTED / "records"
+COMPARES = COMMITTED / "compare"  # earlier compares: how far a host-bound step's processes scatter on one host
 SHOWN_PROBLEMS = 10
 RATIO_ALONE = "ratio alone"
 # What the gate otherwise fails, each let through only where ``--allow`` names it.
@@ -458,7 +459,8 @@ def notes(report: Report, opts: Options, kind: str) -> list[str]:
            "by its answer and the peak of the probe at it, never its wall time"]
     if opts.rounds:
         out.append("rounds: each side's time is the median of its rounds' medians, the rank test over all its "
-                   f"rounds' steps; floors learned from BASE's rounds alone, at least {noise.SESSION_MIN_FLOOR:.0%}")
+                   f"rounds' steps; floors learned from BASE's rounds alone, at least {noise.SESSION_MIN_FLOOR:.0%}, "
+                   "a host-bound step's at least its scatter within one host in earlier compares")
     if opts.cross_machine:
         out.append(f"cross-machine: matched on case and parameters alone, NEW's record of BASE's kind first; "
                    f"floors are those of BASE's kind ({kind})")
@@ -526,14 +528,16 @@ def refusal(e: GateError, fmt: str) -> str:
 
 def gate(base_path: Path, new_path: Path, threshold: float = 0.0, k: float = 2.0, min_bytes: int = 64 * MB,
          pattern: str | None = None, cross_machine: bool = False, fmt: str = "text",
-         history: Path | None = None, report: Path | None = None, allow=(), all_rounds: bool = False) -> tuple[int, str]:
+         history: Path | None = None, report: Path | None = None, allow=(), all_rounds: bool = False,
+         prior: Path | None = None) -> tuple[int, str]:
     """(exit code, text): 0 pass, 1 regressions, 2 input that cannot be compared or a report that
     cannot be written (the text says why). ``report``: a markdown file for a pull-request comment,
     written whatever the outcome. ``allow``: keys of ALLOW, what the gate then lets through.
-    ``all_rounds``: each side holds rounds of one session on one box (``Options.rounds``)."""
+    ``all_rounds``: each side holds rounds of one session on one box (``Options.rounds``); ``prior``:
+    a folder of earlier compares, whose rounds set the least floor of a host-bound step then."""
     try:
         opts = Options(threshold, k, min_bytes, cross_machine, check_allow(allow), all_rounds)
-        rc, text, md = _gate(base_path, new_path, opts, pattern, fmt, history)
+        rc, text, md = _gate(base_path, new_path, opts, pattern, fmt, history, prior)
     except GateError as e:
         rc, text, md = 2, refusal(e, "text"), refusal(e, "markdown")
     if report is not None:
@@ -563,13 +567,18 @@ def write_report(path: Path, md: str, base_path, new_path, pattern) -> None:
     write_whole(path, text)
 
 
-def history_floors(history: Path, base_path: Path, base: list[Record], session: bool = False) -> noise.Floors:
+def history_floors(history: Path, base_path: Path, base: list[Record], session: bool = False,
+                   prior: Path | None = None) -> noise.Floors:
     """The floors learned from ``history``; where it is BASE's own path, from BASE's records as
-    already read (a history of many records is read once), at least ``noise.SESSION_MIN_FLOOR``
-    where those are rounds of one session (``session``)."""
-    if history.resolve() == base_path.resolve():
-        return noise.Floors(base, least=noise.SESSION_MIN_FLOOR if session else noise.MIN_FLOOR)
-    return noise.history_floors(history)
+    already read (a history of many records is read once): where those are rounds of one session
+    (``session``), ``noise.SessionFloors``, a host-bound step's floor at least what the compares
+    under ``prior`` (other than the one in BASE's folder) measured within one host."""
+    if history.resolve() != base_path.resolve():
+        return noise.history_floors(history)
+    if not session:
+        return noise.Floors(base, least=noise.MIN_FLOOR)
+    earlier = noise.compare_rounds(prior, exclude=base_path) if prior is not None else []
+    return noise.SessionFloors(base, noise.Floors(earlier, least=noise.SESSION_MIN_FLOOR) if earlier else None)
 
 
 @dataclass(frozen=True)
@@ -582,9 +591,9 @@ class Judged:
 
 
 def judged(base_path: Path, new_path: Path, opts: Options = Options(), pattern: str | None = None,
-           history: Path | None = None) -> Judged:
+           history: Path | None = None, prior: Path | None = None) -> Judged:
     """The gate's judgement of NEW's records against BASE's, before any rendering; GateError where
-    the input cannot be compared."""
+    the input cannot be compared. ``prior``: earlier compares (``history_floors``)."""
     if history is not None and (not str(history) or not Path(history).exists()):
         raise GateError(f"--history {history} does not exist: pass a folder of records to learn the noise floors "
                         "from, or leave --history out for results/records")
@@ -595,7 +604,8 @@ def judged(base_path: Path, new_path: Path, opts: Options = Options(), pattern: 
     if not opts.cross_machine and kinds[0] != kinds[1]:
         raise GateError(f"BASE is {kinds[0] or 'empty'} and NEW is {kinds[1] or 'empty'}: compare records of one "
                         "machine kind, or pass --cross-machine to match on case and parameters alone")
-    floors = history_floors(Path(history) if history is not None else HISTORY, Path(base_path), base_all, opts.rounds)
+    floors = history_floors(Path(history) if history is not None else HISTORY, Path(base_path), base_all, opts.rounds,
+                            prior)
     report = compare(base, new, floors, opts)
     if report.common == 0:
         raise GateError("no case is in both sets, so nothing was compared: check that BASE and NEW measured the "
@@ -604,8 +614,8 @@ def judged(base_path: Path, new_path: Path, opts: Options = Options(), pattern: 
     return Judged(report, base, new, kinds[0])
 
 
-def _gate(base_path, new_path, opts: Options, pattern, fmt, history) -> tuple[int, str, str]:
-    j = judged(base_path, new_path, opts, pattern, history)
+def _gate(base_path, new_path, opts: Options, pattern, fmt, history, prior) -> tuple[int, str, str]:
+    j = judged(base_path, new_path, opts, pattern, history, prior)
     text = render(j.report, j.base, j.new, opts, j.kind, fmt)
     md = render(j.report, j.base, j.new, opts, j.kind, "markdown")
     return (1 if j.report.regressions else 0), text, md

@@ -205,6 +205,66 @@ class Floors:
         return within if within.fraction <= across.fraction else across
 
 
+class SessionFloors(Floors):
+    """The floors of one ``harness compare`` session: learned from BASE's rounds, down to
+    ``SESSION_MIN_FLOOR``, except that a host-bound step's floor is at least how far one host's
+    fresh processes of it scatter in the earlier compares (``prior``: its floor within one host
+    there; on its own machine kind where one ran it, else the widest on any kind, the scatter
+    being the host's). Three rounds cannot show a host-paced step's scatter, which is lumpy: a
+    pageable copy's process lands in one of a few speeds, so BASE's three rounds may all land in
+    one and NEW's in another. GPU-bound steps keep the session's own floor, tight enough for a
+    2% change; a step no earlier compare ran keeps it too."""
+
+    def __init__(self, base: list[Record], prior: Floors | None = None):
+        super().__init__(base, least=SESSION_MIN_FLOOR)
+        self.prior = prior
+
+    def floor(self, key: tuple, klass: str, same_host: bool) -> Floor:
+        own = super().floor(key, klass, same_host)
+        known = self._known(key, klass) if klass == "host-bound" and self.prior is not None else None
+        return known if known is not None and known.fraction > own.fraction else own
+
+    def _known(self, key: tuple, klass: str) -> Floor | None:
+        mine = self.prior.within(key, klass)
+        if mine.learned:
+            return Floor(mine.fraction, f"{mine.how} of earlier compares", True)
+        kin = [(k[0], self.prior.within(k, klass)) for k in self.prior.runs if k[1:] == key[1:] and k != key]
+        kin = [(kind, f) for kind, f in kin if f.learned]
+        if not kin:
+            return None
+        kind, widest = max(kin, key=lambda kf: kf[1].fraction)
+        return Floor(widest.fraction, f"{widest.how} of earlier compares on {kind}", True)
+
+
+def compare_rounds(root: Path, exclude: Path | None = None) -> list[Record]:
+    """The rounds of the compares filed under ``root`` (``<kind>/<folder>/{base,new}/``), one
+    code each: BASE's, and NEW's too where NEW measured BASE's commit (an A/A compare); a
+    planted or changed NEW is left out, as is the compare holding ``exclude`` (the one judged)."""
+    root, out = Path(root), []
+    inside = (Path(exclude).resolve(), *Path(exclude).resolve().parents) if exclude is not None else ()
+    for folder in sorted(p.parent for p in root.glob("*/*/base")) if root.is_dir() else []:
+        if folder.resolve() in inside:
+            continue
+        base, new = (_rounds(folder / side) for side in ("base", "new"))
+        same = bool(base) and {r.commit for r in new} == {r.commit for r in base}
+        out += base + (new if same else [])
+    return out
+
+
+def _rounds(side: Path) -> list[Record]:
+    return [cases.upgraded(r) for r in _loaded(str(side), _stamp(side))] if side.is_dir() else []
+
+
+@lru_cache(maxsize=256)
+def _loaded(side: str, stamp: tuple) -> tuple[Record, ...]:
+    return tuple(load_any(Path(side)).records)
+
+
+def _stamp(root: Path) -> tuple:
+    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else [root] if root.exists() else []
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+
+
 @lru_cache(maxsize=8)
 def _learned(root: str, stamp: tuple) -> Floors:
     return Floors([cases.upgraded(r) for r in load_any(Path(root)).records])
@@ -213,9 +273,7 @@ def _learned(root: str, stamp: tuple) -> Floors:
 def history_floors(root: Path) -> Floors:
     """The floors of the records under ``root``, learned once per state of its files."""
     root = Path(root)
-    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else [root] if root.exists() else []
-    stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
-    return _learned(str(root.resolve()), stamp)
+    return _learned(str(root.resolve()), _stamp(root))
 
 
 def can_decide(n: int, m: int) -> bool:
