@@ -143,3 +143,19 @@ def test_a_kind_no_compare_ran_the_step_on_learns_from_another_kinds(tmp_path):
     earlier(prior, "aa-h200", (0.0314, 0.0338, 0.0331), (0.0354, 0.0361, 0.0374), gpu=H200, **PAGEABLE)
     rc, text = lumpy(tmp_path, prior=prior)
     assert rc == 0 and "25.5% w" in text
+
+
+def test_every_earlier_compare_counts_and_the_judged_one_is_passed_over_not_the_rest(tmp_path):
+    prior = tmp_path / "prior"
+    wide, tight = ((0.030, 0.045, 0.033), (0.041, 0.036, 0.030)), ((0.0300, 0.0301, 0.0302), (0.0301, 0.0300, 0.0302))
+    earlier(prior, "b-wide", *wide, **PAGEABLE)
+    earlier(prior, "c-tight", *tight, host="host-b", **PAGEABLE)  # the last folder read: alone it would fail the case
+    assert lumpy(tmp_path / "one", prior=prior)[0] == 0
+    assert lumpy(tmp_path / "two", prior=prior, where=prior / "kind" / "a-judged")[0] == 0  # read first, skipped
+
+
+def test_another_cases_scatter_is_not_borrowed(tmp_path):
+    prior = tmp_path / "prior"
+    other = {**PAGEABLE, "params": {"direction": "d2h", "size_mib": 256}}
+    earlier(prior, "aa-h200", (0.0314, 0.0338, 0.0331), (0.0354, 0.0361, 0.0374), gpu=H200, **other)
+    assert lumpy(tmp_path, prior=prior)[0] == 1
