@@ -3,7 +3,7 @@ rounds. A shift of every NEW round past BASE's scatter fails; one bad round does
 from pathlib import Path
 
 from gate_records import H100, H200, record, write
-from harness.report import gate
+from harness.report import gate, noise
 
 BASE_ROUNDS = (0.0100, 0.01001, 0.00999)  # three rounds that agree within 0.2%
 
@@ -159,3 +159,13 @@ def test_another_cases_scatter_is_not_borrowed(tmp_path):
     other = {**PAGEABLE, "params": {"direction": "d2h", "size_mib": 256}}
     earlier(prior, "aa-h200", (0.0314, 0.0338, 0.0331), (0.0354, 0.0361, 0.0374), gpu=H200, **other)
     assert lumpy(tmp_path, prior=prior)[0] == 1
+
+
+def test_without_an_earlier_compare_a_host_bound_step_keeps_the_sessions_floor():
+    from harness.measure.record import Record
+    recs = [Record.from_dict(record(median=m, n=20, run=f"r{r}", created=float(r), **PAGEABLE))
+            for r, m in enumerate(LUMPY_BASE, 1)]
+    key = noise.key_of(recs[0])
+    own = noise.SessionFloors(recs).floor(key, "host-bound", True)
+    assert own.how == "learned within 1 host(s)" and round(own.fraction, 3) == 0.113
+    assert noise.SessionFloors(recs, prior=noise.Floors([])).floor(key, "host-bound", True) == own
