@@ -5,7 +5,8 @@ A line says which commits the compare measured (A/A where BASE is NEW, the check
 stays quiet on its own noise), how many of its planned runs are on record, on which hosts, how
 long it measured against one side's round (a fresh process a case, as one plain run of the cases
 takes), and the verdict of this checkout's gate over its records, judged as a compare judges them
-(every round of each side, floors learned from BASE's rounds). The verdict is made again from the
+(every round of each side, floors learned from BASE's rounds, a host-bound step's at least its
+scatter within one host in the other compares on file). The verdict is made again from the
 records rather than read from the folder's report, so a page never shows a verdict its records do
 not give; a compare whose runs are not all on record is marked in progress and judged on the
 cases measured whole so far.
@@ -80,7 +81,6 @@ def find(results: Path) -> list[Compare]:
     return [c for c in map(read, folders) if c is not None]
 
 
-
 def read(folder: Path) -> Compare | None:
     """The compare in ``folder``; None where a side holds no record (nothing was measured). A
     side's records are read from under its folder: ``records/<machine>/``, or straight under it in
@@ -89,19 +89,18 @@ def read(folder: Path) -> Compare | None:
         sides = [load_set(folder / side, side.upper()) for side in SIDES]
     except GateError:
         return None
-    state = _state(folder)
-    base, new = sides
+    state, (base, new) = _state(folder), sides
+    every = base + new
     cases = len(state["benches"]) if state else len(_cases(base))
     rounds = state["rounds"] if state else len(base) // len(_cases(base))
-    runs = len(base) + len(new)
     verdict, flagged, compared = _verdict(folder, state)
     return Compare(
         machine=folder.parent.name, name=folder.name, commits=(_commit(base), _commit(new)),
-        cases=cases, rounds=rounds, runs=runs, planned=cases * rounds * 2 if state else runs,
-        hosts=tuple(sorted({host_key(r.environment) for r in base + new} - {""})),
+        cases=cases, rounds=rounds, runs=len(every), planned=cases * rounds * 2 if state else len(every),
+        hosts=tuple(sorted({host_key(r.environment) for r in every} - {""})),
         measured_s=state.get("measured_s") if state else None, round_s=_round_s(state, rounds),
         shared_runs=state.get("shared_runs", 0) if state else 0, verdict=verdict, flagged=flagged,
-        reported=reported(folder), compared=compared, span=(min(r.created for r in base + new), max(r.created for r in base + new)))
+        reported=reported(folder), compared=compared, span=(min(r.created for r in every), max(r.created for r in every)))
 
 
 def _state(folder: Path) -> dict | None:
@@ -161,8 +160,8 @@ INTRO = (
     "Each line is one `python3 -m harness compare BASE NEW` filed under `results/compare/<machine>/<folder>/`: "
     "both commits measured on one box in one session, case by case in the order A B B A A B (A: BASE), each run "
     "a fresh process. A/A compares (BASE is NEW) show what the gate says of the box's own noise: every one "
-    "should pass. The verdict is this checkout's gate over the folder's records, judged as the compare judged "
-    "them; a compare with runs still to measure (`--resume FOLDER` measures them) is judged on the cases "
+    "should pass. The verdict is this checkout's gate over the folder's records, judged as `harness compare` "
+    "judges them now; a compare with runs still to measure (`--resume FOLDER` measures them) is judged on the cases "
     "measured whole so far. *Measuring* is the compare's time over all its sittings; *one round* is one side's "
     "round, a fresh process a case, which is what one plain `harness run` of the same cases takes near enough. "
     "*Its report said* is the verdict of the folder's own `report.md`, made by the gate of the commit that ran "
