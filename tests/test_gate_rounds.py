@@ -169,3 +169,18 @@ def test_without_an_earlier_compare_a_host_bound_step_keeps_the_sessions_floor()
     own = noise.SessionFloors(recs).floor(key, "host-bound", True)
     assert own.how == "learned within 1 host(s)" and round(own.fraction, 3) == 0.113
     assert noise.SessionFloors(recs, prior=noise.Floors([])).floor(key, "host-bound", True) == own
+
+
+def test_harness_gate_rounds_judges_a_compares_folder_again_as_the_compare_would(tmp_path, monkeypatch, capsys):
+    from harness.drive import cli
+    folder = tmp_path / "compare"
+    base = rounds_of(folder / "base", LUMPY_BASE, "cccccccc", **PAGEABLE)
+    new = rounds_of(folder / "new", LUMPY_NEW, "cccccccc", t0=10.0, **PAGEABLE)
+    assert cli.main(["gate", str(base), str(new), "--rounds"]) == 1  # no earlier compare: BASE's rounds alone
+    assert "11.3% w" in capsys.readouterr().out
+    prior = tmp_path / "committed"
+    earlier(prior, "aa", (0.0314, 0.0338, 0.0331), (0.0354, 0.0361, 0.0374), **PAGEABLE)
+    monkeypatch.setattr(gate, "COMPARES", prior)
+    assert cli.main(["gate", str(base), str(new), "--rounds"]) == 0
+    assert "25.5% w" in capsys.readouterr().out
+    assert cli.main(["gate", str(base), str(new), "--history", str(base)]) == 1  # the plain gate: latest rounds

@@ -289,11 +289,13 @@ def _gate(args) -> int:
     if _refused("gate", lambda: _gate_refusal(args)):
         return 2
     bootstrap.ensure("gate")
-    from harness.report.gate import gate
+    from harness.report import gate as gating
     from harness.units import MB
-    rc, text = gate(args.base, args.new, threshold=args.threshold, k=args.standard_errors,
-                    min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
-                    fmt=args.format, history=args.history, report=args.report, allow=args.allow)
+    history = args.history if args.history is not None or not args.rounds else args.base
+    rc, text = gating.gate(args.base, args.new, threshold=args.threshold, k=args.standard_errors,
+                           min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
+                           fmt=args.format, history=history, report=args.report, allow=args.allow,
+                           all_rounds=args.rounds, prior=gating.COMPARES if args.rounds else None)
     # A refusal (the gate's last line on exit 2, e.g. a report it could not write) goes to stderr,
     # as every command's refusal does; the comparison before it, if any, stays on stdout.
     body, _, last = text.rpartition("\n")
@@ -500,7 +502,11 @@ def _add_gate(sub) -> None:
                    help="let through what the gate otherwise fails, and list it in the report: schema (records "
                         "of two schemas: times compared, peaks not), missing-level (a peak level NEW lacks)")
     g.add_argument("--history", metavar="DIR", default=None,
-                   help="records the noise floors are learned from (default: results/records)")
+                   help="records the noise floors are learned from (default: results/records; with --rounds, BASE)")
+    g.add_argument("--rounds", action="store_true",
+                   help="BASE and NEW are the base/ and new/ of a `harness compare` folder: judge every round "
+                        "as the compare does (floors from BASE's rounds, a host-bound step's at least its scatter "
+                        "in the compares under results/compare), e.g. to judge a compare again with this gate")
     g.set_defaults(func=_gate)
 
 
