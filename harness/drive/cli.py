@@ -291,7 +291,7 @@ def _gate(args) -> int:
     bootstrap.ensure("gate")
     from harness.report import gate as gating
     from harness.units import MB
-    history = args.history if args.history is not None or not args.rounds else args.base
+    history = args.base if args.rounds and args.history is None else args.history  # a compare's floors: BASE's rounds
     rc, text = gating.gate(args.base, args.new, threshold=args.threshold, k=args.standard_errors,
                            min_bytes=int(args.min_mb * MB), pattern=args.only, cross_machine=args.cross_machine,
                            fmt=args.format, history=history, report=args.report, allow=args.allow,

@@ -361,12 +361,11 @@ def heading(state: State) -> list[str]:
 def one_round(state: State) -> str:
     """What one side's round took (a fresh process per case, as one plain run of the cases), against
     the compare's measuring time; empty where the state kept no round's time."""
-    if len(state.round_s) < 2 * state.rounds:
+    from harness.report.compares import between, round_span
+    span = round_span(state.round_s, state.rounds)
+    if span is None:
         return ""
-    lo, hi = min(state.round_s.values()), max(state.round_s.values())
-
-    def between(a: str, b: str) -> str:
-        return a if a == b else f"{a} to {b}"
+    lo, hi = span
     return (f" One side's round (a fresh process a case, as one plain run of the cases): "
             f"{between(minutes(lo), minutes(hi))}; the compare's measuring took "
             f"{between(f'{state.measured_s / hi:.1f}', f'{state.measured_s / lo:.1f}')} times one.")

@@ -98,7 +98,7 @@ def read(folder: Path) -> Compare | None:
         machine=folder.parent.name, name=folder.name, commits=(_commit(base), _commit(new)),
         cases=cases, rounds=rounds, runs=len(every), planned=cases * rounds * 2 if state else len(every),
         hosts=tuple(sorted({host_key(r.environment) for r in every} - {""})),
-        measured_s=state.get("measured_s") if state else None, round_s=_round_s(state, rounds),
+        measured_s=state.get("measured_s") if state else None, round_s=round_span((state or {}).get("round_s"), rounds),
         shared_runs=state.get("shared_runs", 0) if state else 0, verdict=verdict, flagged=flagged,
         reported=reported(folder), compared=compared, span=(min(r.created for r in every), max(r.created for r in every)))
 
@@ -120,13 +120,19 @@ def _commit(recs: list[Record]) -> str:
     return max(r.commit for r in recs)
 
 
-def _round_s(state: dict | None, rounds: int) -> tuple[float, float] | None:
-    """Where every round of both sides kept its time (a case's process each, summed over the
-    compare's sittings): one round is what one plain run of the cases takes near enough."""
-    kept = (state or {}).get("round_s") or {}
+def round_span(round_s: dict | None, rounds: int) -> tuple[float, float] | None:
+    """The quickest and slowest of a compare's rounds (``State.round_s``: a case's process each,
+    summed over its sittings), where every round of both sides kept its time; one round is what
+    one plain run of the cases takes near enough."""
+    kept = round_s or {}
     if len(kept) < 2 * rounds:
         return None
     return min(kept.values()), max(kept.values())
+
+
+def between(lo: str, hi: str) -> str:
+    """Two figures as a span, or one where they read the same."""
+    return lo if lo == hi else f"{lo} to {hi}"
 
 
 def _verdict(folder: Path, state: dict | None) -> tuple[str, tuple[str, ...], int]:
@@ -205,12 +211,7 @@ def _row(c: Compare, near: list[Compare]) -> list:
     hosts += f"; measured beside {len(near)} other compare(s) on this host" if near else ""
     return [markdown.code(c.name), pair, f"{c.cases} × {c.rounds}", runs, hosts,
             minutes(c.measured_s) if c.measured_s is not None else "not kept",
-            _between(c.round_s) if c.round_s else "not kept", c.verdict, c.reported or "no report"]
-
-
-def _between(span: tuple[float, float]) -> str:
-    lo, hi = (minutes(s) for s in span)
-    return lo if lo == hi else f"{lo} to {hi}"
+            between(*map(minutes, c.round_s)) if c.round_s else "not kept", c.verdict, c.reported or "no report"]
 
 
 def _flagged(c: Compare) -> str:

@@ -361,12 +361,12 @@ def _measured_boxes(rows: list[Row]) -> list[Row]:
 
 def _rows_run(keys: list[tuple], cols: list, at: dict) -> tuple[list[tuple], list[str]]:
     """The rows some machine ran (as a box that skipped a whole table takes no column), and for
-    each row that none ran but one skipped, its name and why: a parameter set the case declares
-    and cannot run (channels_last on a model without images) says nothing in every column."""
+    each row that none ran (every key has a cell, so a box skipped it), its name and why: a
+    parameter set the case declares and cannot run (channels_last on a model without images)
+    says nothing in every column."""
     def ran(k: tuple) -> bool:
         return any(at.get((k, c)) is not None and at[(k, c)].record.outcome != SKIPPED for c in cols)
-    unrun = [f"{', '.join(map(str, k))} (skipped: {_skip_reason(k, cols, at)})"
-             for k in keys if not ran(k) and any((k, c) in at for c in cols)]
+    unrun = [f"{', '.join(map(str, k))} (skipped: {_skip_reason(k, cols, at)})" for k in keys if not ran(k)]
     return [k for k in keys if ran(k)], unrun
 
 
