@@ -2,6 +2,8 @@
 rounds. A shift of every NEW round past BASE's scatter fails; one bad round does not decide."""
 from pathlib import Path
 
+import pytest
+
 from gate_records import H100, H200, record, write
 from harness.report import gate, noise
 
@@ -184,3 +186,86 @@ def test_harness_gate_rounds_judges_a_compares_folder_again_as_the_compare_would
     assert cli.main(["gate", str(base), str(new), "--rounds"]) == 0
     assert "25.5% w" in capsys.readouterr().out
     assert cli.main(["gate", str(base), str(new), "--history", str(base)]) == 1  # the plain gate: latest rounds
+
+
+# -- SessionFloors and the earlier compares' rounds, read directly ------------------------------------------------
+
+def pageable(medians, *, gpu=H100, gpus=1, host="host-a", t0=0.0) -> list:
+    import dataclasses
+
+    from conftest import fake_devices
+    from gate_records import CARD
+    from harness.measure.record import Record
+    recs = [Record.from_dict(record(median=m, n=20, run=f"20990101T000000-abcdef-r{r}", created=t0 + r, gpu=gpu,
+                                    host=host, **PAGEABLE)) for r, m in enumerate(medians, 1)]
+    if gpus == 1:
+        return recs
+    env = dataclasses.replace(recs[0].environment, devices=fake_devices(gpu, count=gpus, total=CARD[gpu]))
+    return [dataclasses.replace(r, environment=env) for r in recs]
+
+
+def test_where_no_compare_ran_the_step_on_its_kind_the_widest_scatter_on_another_kind_is_taken_and_named():
+    """The scatter is the host's, so the widest seen anywhere stands; a kind that ran it once teaches nothing."""
+    base = pageable(LUMPY_BASE)
+    key = noise.key_of(base[0])
+    narrow = pageable((0.0300, 0.0330, 0.0310), gpu=H200)  # read first, and its kind's name sorts last
+    wide = pageable((0.0300, 0.0450, 0.0330), gpu=None)
+    once = pageable((0.0300,), gpu=H200, gpus=2)
+    prior = noise.Floors(narrow + once + wide)
+    floor = noise.SessionFloors(base, prior=prior).floor(key, "host-bound", True)
+    widest = prior.within(noise.key_of(wide[0]), "host-bound")
+    assert floor == noise.Floor(widest.fraction, "learned within 1 host(s) of earlier compares on cpu-test-cpu", True)
+    assert floor.fraction > prior.within(noise.key_of(narrow[0]), "host-bound").fraction
+
+
+def test_on_its_own_kind_the_earlier_compares_floor_is_named_as_theirs_and_learned():
+    base = pageable(LUMPY_BASE)
+    key = noise.key_of(base[0])
+    prior = noise.Floors(pageable((0.0314, 0.0338, 0.0331, 0.0354, 0.0361, 0.0374), host="host-b"))
+    floor = noise.SessionFloors(base, prior=prior).floor(key, "host-bound", True)
+    assert floor.learned is True and floor.how == "learned within 1 host(s) of earlier compares"
+    assert floor.fraction == prior.within(key, "host-bound").fraction > 0.2
+
+
+def test_where_earlier_compares_saw_no_more_scatter_than_the_session_the_sessions_own_floor_stands():
+    base = pageable(LUMPY_BASE)
+    key = noise.key_of(base[0])
+    same = noise.SessionFloors(base, prior=noise.Floors(pageable(LUMPY_BASE, host="host-b")))
+    floor = same.floor(key, "host-bound", True)
+    assert floor.how == "learned within 1 host(s)" and floor == noise.SessionFloors(base).floor(key, "host-bound", True)
+
+
+def test_earlier_compares_are_read_whole_without_an_exclusion_and_again_once_a_round_is_added(tmp_path):
+    earlier(tmp_path, "aa", (0.0314, 0.0338), (0.0354,), **PAGEABLE)
+    assert sorted(r.timing.median_s for r in noise.compare_rounds(tmp_path)) == pytest.approx([0.0314, 0.0338, 0.0354])
+    rounds_of(tmp_path / "kind" / "bb" / "base", (0.0400,), "aaaaaaaa", **PAGEABLE)
+    extra = tmp_path / "kind" / "aa" / "new" / "aaaaaaaa-r9.jsonl"
+    write(extra, [record(median=0.0390, n=20, run="20990101T000000-abcdef-r9", created=19.0, commit="aaaaaaaa",
+                         **PAGEABLE)])
+    medians = sorted(r.timing.median_s for r in noise.compare_rounds(tmp_path))
+    assert medians == pytest.approx([0.0314, 0.0338, 0.0354, 0.039, 0.04])
+    assert noise.compare_rounds(tmp_path / "none") == []
+
+
+def test_a_round_file_swapped_for_another_of_its_size_and_time_is_read_again(tmp_path):
+    import os
+
+    def padded(path: Path) -> Path:  # every round file one size
+        path.write_text(path.read_text().rstrip("\n").ljust(1999) + "\n")
+        return path
+    earlier(tmp_path, "aa", (0.0314,), (0.0354,), **PAGEABLE)
+    old = padded(tmp_path / "kind" / "aa" / "new" / "aaaaaaaa-r1.jsonl")
+    assert sorted(r.timing.median_s for r in noise.compare_rounds(tmp_path)) == pytest.approx([0.0314, 0.0354])
+    stat = old.stat()
+    new = padded(write(old.with_name("aaaaaaaa-r2.jsonl"), [record(
+        median=0.0355, n=20, run="20990101T000000-abcdef-r2", created=12.0, commit="aaaaaaaa", **PAGEABLE)]))
+    old.unlink()
+    os.utime(new, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert sorted(r.timing.median_s for r in noise.compare_rounds(tmp_path)) == pytest.approx([0.0314, 0.0355])
+
+
+def test_a_floor_learned_across_hosts_is_held_to_the_least_it_was_given():
+    tight = [*pageable((0.03000, 0.03001), host="host-a"), *pageable((0.03001, 0.03002), host="host-b", t0=5.0)]
+    key = noise.key_of(tight[0])
+    assert noise.Floors(tight, least=0.003).across(key, "host-bound").fraction < noise.MIN_FLOOR
+    assert noise.Floors(tight).across(key, "host-bound").fraction == noise.MIN_FLOOR
