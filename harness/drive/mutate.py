@@ -34,7 +34,7 @@ TESTS = {
     "harness/measure/budget.py": ("tests/test_budget.py",),
     "harness/report/gate.py": ("tests/test_gate.py", "tests/test_gate_closed.py", "tests/test_gate_rows.py"),
     "harness/report/noise.py": ("tests/test_noise_floors.py", "tests/test_gate_rounds.py"),
-    "harness/report/rounds.py": ("tests/test_gate_rounds.py",),
+    "harness/report/rounds.py": ("tests/test_rounds.py", "tests/test_gate_rounds.py"),
     "harness/report/compares.py": ("tests/test_compares.py",),
     "harness/report/efficiency.py": ("tests/test_efficiency.py",),
     "harness/report/tables.py": ("tests/test_tables.py",),
