@@ -181,7 +181,7 @@ def test_a_slowdown_under_the_hosts_spread_is_reported_as_not_to_be_told_and_har
     (case,) = [c for c in CASES if picked(c, H100, "ceilings", {"probe": "matmul_bf16"})]
     base, other, *_ = hosts(case)
     new = slower(base, host_of(other))
-    text = gate.render(report(base, new), [base], [new], gate.Options(), H100).splitlines()
+    text = gate.render(report(base, new), [base], [new], gate.Options(), H100, "text").splitlines()
     assert text[-3:] == [
         "across hosts, a slowdown under the floor cannot be told from the host: 1 case(s) with a floor past 5%; "
         "measure both commits on one box in one session, python3 -m harness compare BASE NEW",

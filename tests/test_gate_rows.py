@@ -168,7 +168,7 @@ def test_text_ends_with_the_verdict_and_markdown_starts_with_it():
     a, b = Record.from_dict(record()), Record.from_dict(record(gpu=None, host="host-b"))
     report = gate.Report(rows=[gate.lost_row(a, "missing", "missing", "missing")], compared=1, only_new=["j"])
     opts = gate.Options(cross_machine=True)
-    text = gate.render(report, [a], [b], opts, "H100").splitlines()
+    text = gate.render(report, [a], [b], opts, "H100", "text").splitlines()
     assert text[:2] == [f"base: {gate.provenance([a])}", f"new:  {gate.provenance([b])}"]
     assert text[2].split() == ["before", "after", "ratio", "floor", "verdict", "case"]
     assert text[-3:] == [gate.notes(report, opts, "H100")[1], "only in new: j", gate.verdict(report)]
