@@ -225,6 +225,35 @@ def test_a_named_card_caps_the_allocator_at_its_total_less_the_overhead_and_says
         budget.budget_bytes("p100-16gb", CARD)  # its limit is only known once measured
 
 
+def test_a_named_card_as_large_as_this_one_fits_and_a_larger_one_is_refused_by_both_sizes():
+    h100 = budget.CARDS["h100-80gb"].total_bytes
+    b = budget.of("h100-80gb", h100, None, overhead=budget.Overhead(CONTEXT, "nvml process"))
+    assert (b.limit_bytes, b.card_bytes, b.enforced) == (h100 - CONTEXT, h100, "")  # nothing caps it: said so
+    with pytest.raises(Skip) as e:
+        budget.of("h200", h100, "torch", overhead=budget.Overhead(0, "nvml process"))
+    assert str(e.value) == ("card h200 (150.8 GB) is larger than this one (85.5 GB): "
+                            "run it on a card with 150.8 GB or more")
+
+
+def test_an_overhead_past_the_named_cards_total_leaves_the_allocator_nothing():
+    b = budget.of("p100-16gb", CARD, "torch", overhead=budget.Overhead(P100 + 1, "device used less before"))
+    assert b.limit_bytes == 0 and b.overhead_bytes == P100 + 1
+
+
+def test_a_named_card_without_an_overhead_measures_it_under_its_own_allocator(monkeypatch):
+    asked = []
+    monkeypatch.setattr(budget, "measure_overhead", lambda allocator: asked.append(allocator) or budget.Overhead(
+        CONTEXT, "nvml process"))
+    assert budget.of("p100-16gb", CARD, "cupy").limit_bytes == P100 - CONTEXT and asked == ["cupy"]
+
+
+def test_a_named_card_asked_for_as_a_cap_is_refused_naming_the_caps():
+    with pytest.raises(ValueError) as e:
+        budget.budget_bytes("p100-16gb", CARD)
+    assert str(e.value) == ("budget p100-16gb is a named card, whose limit is its total less this process's overhead: "
+                            "pass one of 16GB, 24GB, 40GB, 80GB or card here")
+
+
 def fake_nvml(monkeypatch, used: list, processes):
     """pynvml whose device reports ``used`` (one figure a read, the last repeated) and lists ``processes``."""
     import sys
@@ -235,6 +264,8 @@ def fake_nvml(monkeypatch, used: list, processes):
         pass
 
     def running(handle):
+        if handle != ("handle", 0):  # the GPU's handle, as NVML gave it
+            return []
         if processes is None:
             raise NVMLError("not supported")
         return [types.SimpleNamespace(pid=pid, usedGpuMemory=n) for pid, n in processes]
@@ -242,8 +273,9 @@ def fake_nvml(monkeypatch, used: list, processes):
     last = [used[-1]]
     monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(
         NVMLError=NVMLError, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetComputeRunningProcesses=running,
-        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=next(reads, last[0]))))
+        nvmlDeviceGetHandleByIndex=lambda i: ("handle", i), nvmlDeviceGetComputeRunningProcesses=running,
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(
+            used=next(reads, last[0]) if h == ("handle", 0) else -1)))
     from harness.measure import devices
     monkeypatch.setattr(devices, "cuda_gpu", lambda ordinal, devs=None: fake_devices().gpus[0])
     budget.measure_overhead.cache_clear()

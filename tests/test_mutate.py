@@ -58,6 +58,25 @@ def test_where_part_of_a_module_is_mutated_only_its_mutants_count():
         assert re.search(rf"^def {name}\(", (bootstrap.REPO / "harness/workloads/tricks.py").read_text(), re.M), name
 
 
+def test_a_method_of_a_part_is_named_as_mutmut_names_it_and_the_gpu_warm_ups_are_left_out():
+    listing = """\
+    harness.measure.budget.x\u01c1Budget\u01c1over__mutmut_1: killed
+    harness.measure.budget.x_of__mutmut_1: survived
+    harness.measure.budget.x__warm_torch__mutmut_1: survived
+"""
+    s = mutate.score("harness/measure/budget.py", listing)
+    assert (s.killed, s.total, s.survivors) == (1, 2, ("harness.measure.budget.x_of__mutmut_1",))
+
+
+@pytest.mark.parametrize("module", sorted(mutate.PART))
+def test_every_function_a_part_names_is_in_its_module(module):
+    source = (bootstrap.REPO / module).read_text()
+    for name in mutate.PART[module]:
+        cls, _, fn = name.rpartition(".")
+        where = re.search(rf"^class {cls}\b.*?(?=^\S)", source, re.M | re.S).group(0) if cls else source
+        assert re.search(rf"^\s*def {fn}\(", where, re.M), name
+
+
 def test_the_table_has_one_row_per_module():
     scores = [mutate.Score("harness/units.py", 9, 10, ()), mutate.Score("harness/report/gate.py", 1, 3, ("m",))]
     lines = mutate.table(scores).splitlines()

@@ -110,7 +110,9 @@ def _known(name: str) -> None:
 def size_bytes(name: str, card_total: int) -> int:
     """The memory budget ``name`` stands for: a named card's total, a cap's bytes, or the whole card."""
     _known(name)
-    return card_total if name == "card" else CARDS[name].total_bytes if name in CARDS else int(name[:-2]) * GB
+    if name == "card":
+        return card_total
+    return CARDS[name].total_bytes if name in CARDS else int(name.removesuffix("GB")) * GB
 
 
 def budget_bytes(name: str, card_total: int) -> int:
@@ -142,7 +144,7 @@ def of(name: str, card_total: int, allocator: str | None, overhead: Overhead | N
         raise ValueError(f"allocator {allocator!r} is not one of {', '.join(ENFORCED)}")
     if name not in CARDS:
         return Budget(name, budget_bytes(name, card_total), card_total, ENFORCED.get(allocator, ""))
-    total = size_bytes(name, card_total)
+    total = CARDS[name].total_bytes
     if total > card_total:
         raise Skip(f"card {name} ({gb(total)}) is larger than this one ({gb(card_total)}): "
                    f"run it on a card with {gb(total)} or more")
