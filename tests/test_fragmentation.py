@@ -170,6 +170,10 @@ def test_fragmentation_is_reserved_over_allocated_at_the_peaks():
     assert torch_peaks(cuda) == {"peak_allocated": 19_100_000_000, "peak_reserved": 26_600_000_000,
                                  "fragmentation": round(26.6 / 19.1, 4)}
     assert fragmentation(0, 0) is None and fragmentation(5, None) is None
+    assert fragmentation(5, 0) is None and fragmentation(5, -1) is None and fragmentation(5, 1) == 5.0
+    per_gpu = SimpleNamespace(max_memory_allocated=lambda d: (100, 200)[d], max_memory_reserved=lambda d: (150, 500)[d])
+    assert torch_peaks(per_gpu) == {"peak_allocated": 100, "peak_reserved": 150, "fragmentation": 1.5}
+    assert torch_peaks(per_gpu, 1) == {"peak_allocated": 200, "peak_reserved": 500, "fragmentation": 2.5}
     levels = {"allocator.torch.max_allocated.cuda:0": 19, "allocator.torch.max_reserved.cuda:0": 26,
               "setup.allocator.torch.max_reserved.cuda:0": 99, "device.used.gpu0": 28}
     assert reserved_peak(levels) == 26

@@ -243,7 +243,7 @@ class PeakMemory:
 def fragmentation(reserved: int | None, allocated: int | None) -> float | None:
     """Bytes an allocator held from the driver over the bytes live tensors or arrays held, at
     their peaks: 1.0 where every cached byte was in use; None where nothing was allocated."""
-    if not reserved or not allocated or allocated <= 0:
+    if not reserved or (allocated or 0) <= 0:
         return None
     return round(reserved / allocated, 4)
 
