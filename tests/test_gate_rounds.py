@@ -225,7 +225,7 @@ def test_where_no_compare_ran_the_step_on_its_kind_the_widest_scatter_on_another
     prior = noise.Floors(narrow + once + wide)
     floor = noise.SessionFloors(base, prior=prior).floor(key, "host-bound", True)
     widest = prior.within(noise.key_of(wide[0]), "host-bound")
-    assert floor == noise.Floor(widest.fraction, "learned within 1 host(s) of earlier compares on cpu-test-cpu", True)
+    assert floor == noise.Floor(widest.fraction, "widest within 1 host(s) of earlier compares on cpu-test-cpu", True)
     assert floor.fraction > prior.within(noise.key_of(narrow[0]), "host-bound").fraction
 
 
@@ -234,8 +234,21 @@ def test_on_its_own_kind_the_earlier_compares_floor_is_named_as_theirs_and_learn
     key = noise.key_of(base[0])
     prior = noise.Floors(pageable((0.0314, 0.0338, 0.0331, 0.0354, 0.0361, 0.0374), host="host-b"))
     floor = noise.SessionFloors(base, prior=prior).floor(key, "host-bound", True)
-    assert floor.learned is True and floor.how == "learned within 1 host(s) of earlier compares"
+    assert floor.learned is True and floor.how == "widest within 1 host(s) of earlier compares"
     assert floor.fraction == prior.within(key, "host-bound").fraction > 0.2
+
+
+def test_a_steadier_host_filed_later_does_not_narrow_what_another_host_showed():
+    """The floor must not fall as compares are filed: a verdict judged again later stays what it was."""
+    base = pageable(LUMPY_BASE)
+    key = noise.key_of(base[0])
+    lumpy_host = pageable((0.0314, 0.0338, 0.0331, 0.0354, 0.0361, 0.0374), host="host-b")
+    steady_host = pageable((0.0300, 0.0301, 0.0300, 0.0301, 0.0300, 0.0301), host="host-c", t0=20.0)
+    alone = noise.SessionFloors(base, prior=noise.Floors(lumpy_host)).floor(key, "host-bound", True)
+    both = noise.SessionFloors(base, prior=noise.Floors(lumpy_host + steady_host)).floor(key, "host-bound", True)
+    assert both.fraction == alone.fraction > 0.2 and both.how == "widest within 2 host(s) of earlier compares"
+    averaged = noise.Floors(lumpy_host + steady_host).within(key, "host-bound")
+    assert averaged.fraction < alone.fraction and averaged.how == "learned within 2 host(s)"  # the plain gate's
 
 
 def test_where_earlier_compares_saw_no_more_scatter_than_the_session_the_sessions_own_floor_stands():

@@ -12,8 +12,8 @@ Which cases: those this checkout's ``benchmarks/`` select by ``--profile`` or ``
 ``harness run`` selects them. The gate (``harness.report.gate``) then judges every round of each
 side (``harness.report.rounds``: the median of a side's round medians, a rank test over all its
 rounds' steps), its noise floors learned from BASE's rounds alone: the within-session noise of
-one code, never widened by the difference being judged. A host-bound step's floor is at least how
-far its fresh processes scattered on one host in the compares committed under results/compare
+one code, never widened by the difference being judged. A host-bound step's floor is at least the
+widest its fresh processes scattered on one host in the compares committed under results/compare
 (``harness.report.noise.SessionFloors``): a few rounds cannot show a host-paced step's lumpy
 scatter. The worktrees are removed on the way
 out, whether the run ends, fails or is stopped; the records stay in the compare's folder.

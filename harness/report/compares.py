@@ -6,7 +6,7 @@ stays quiet on its own noise), how many of its planned runs are on record, on wh
 long it measured against one side's round (a fresh process a case, as one plain run of the cases
 takes), and the verdict of this checkout's gate over its records, judged as a compare judges them
 (every round of each side, floors learned from BASE's rounds, a host-bound step's at least its
-scatter within one host in the other compares on file). The verdict is made again from the
+widest scatter on one host in the other compares on file). The verdict is made again from the
 records rather than read from the folder's report, so a page never shows a verdict its records do
 not give; a compare whose runs are not all on record is marked in progress and judged on the
 cases measured whole so far.

@@ -455,7 +455,7 @@ def notes(report: Report, opts: Options, kind: str) -> list[str]:
     if opts.rounds:
         out.append("rounds: each side's time is the median of its rounds' medians, the rank test over all its "
                    f"rounds' steps; floors learned from BASE's rounds alone, at least {noise.SESSION_MIN_FLOOR:.0%}, "
-                   "a host-bound step's at least its scatter within one host in earlier compares")
+                   "a host-bound step's at least its widest scatter on one host in earlier compares")
     if opts.cross_machine:
         out.append(f"cross-machine: matched on case and parameters alone, NEW's record of BASE's kind first; "
                    f"floors are those of BASE's kind ({kind})")

@@ -189,13 +189,17 @@ class Floors:
         spread = math.expm1(max(map(log_range, several)))
         return Floor(quantile_floor(sigma, self.least), f"learned across {hosts} hosts", True, spread)
 
-    def within(self, key: tuple, klass: str) -> Floor:
+    def within(self, key: tuple, klass: str, widest: bool = False) -> Floor:
+        """The floor one host's runs of the step teach: their scatter on the hosts that ran it
+        twice, averaged, or (``widest``) the widest of them."""
         repeated = [v for hosts in self.stacks(key) for v in hosts.values() if len(v) >= 2]
         if not repeated:
             return Floor(DEFAULT_WITHIN[klass], f"default ({klass}): no host ran it twice", False)
-        sigma = statistics.mean(log_range(v) / d2(len(v)) for v in repeated)
+        sigmas = [log_range(v) / d2(len(v)) for v in repeated]
         hosts = len({h for hosts in self.stacks(key) for h, v in hosts.items() if len(v) >= 2})
-        return Floor(quantile_floor(sigma, self.least), f"learned within {hosts} host(s)", True)
+        if widest:
+            return Floor(quantile_floor(max(sigmas), self.least), f"widest within {hosts} host(s)", True)
+        return Floor(quantile_floor(statistics.mean(sigmas), self.least), f"learned within {hosts} host(s)", True)
 
     def floor(self, key: tuple, klass: str, same_host: bool) -> Floor:
         across = self.across(key, klass)
@@ -208,12 +212,13 @@ class Floors:
 class SessionFloors(Floors):
     """The floors of one ``harness compare`` session: learned from BASE's rounds, down to
     ``SESSION_MIN_FLOOR``, except that a host-bound step's floor is at least how far one host's
-    fresh processes of it scatter in the earlier compares (``prior``: its floor within one host
-    there; on its own machine kind where one ran it, else the widest on any kind, the scatter
-    being the host's). Three rounds cannot show a host-paced step's scatter, which is lumpy: a
-    pageable copy's process lands in one of a few speeds, so BASE's three rounds may all land in
-    one and NEW's in another. GPU-bound steps keep the session's own floor, tight enough for a
-    2% change; a step no earlier compare ran keeps it too."""
+    fresh processes of it scatter in the earlier compares (``prior``): the widest scatter of one
+    host there, never an average that a steadier host would narrow as compares are filed; on its
+    own machine kind where one ran it, else the widest on any kind, the scatter being the host's.
+    Three rounds cannot show a host-paced step's scatter, which is lumpy: a pageable copy's
+    process lands in one of a few speeds, so BASE's three rounds may all land in one and NEW's in
+    another. GPU-bound steps keep the session's own floor, tight enough for a 2% change; a step no
+    earlier compare ran keeps it too."""
 
     def __init__(self, base: list[Record], prior: Floors | None = None):
         super().__init__(base, least=SESSION_MIN_FLOOR)
@@ -225,10 +230,11 @@ class SessionFloors(Floors):
         return known if known is not None and known.fraction > own.fraction else own
 
     def _known(self, key: tuple, klass: str) -> Floor | None:
-        mine = self.prior.within(key, klass)
+        mine = self.prior.within(key, klass, widest=True)
         if mine.learned:
             return Floor(mine.fraction, f"{mine.how} of earlier compares", True)
-        kin = [(k[0], self.prior.within(k, klass)) for k in self.prior.runs if k[1:] == key[1:] and k != key]
+        kin = [(k[0], self.prior.within(k, klass, widest=True))
+               for k in self.prior.runs if k[1:] == key[1:] and k != key]
         kin = [(kind, f) for kind, f in kin if f.learned]
         if not kin:
             return None
