@@ -69,7 +69,8 @@ def _imported(name: str):
     """The module if its import has finished. The sampler runs beside the case, which may be
     importing the framework right then: a half-imported module lacks what is read here."""
     module = sys.modules.get(name)
-    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):  # pragma: no mutate
+    spec = getattr(module, "__spec__", None)
+    if module is None or getattr(spec, "_initializing", False):  # pragma: no mutate (None is as false)
         return None
     return module
 

@@ -197,9 +197,8 @@ class Floors:
             return Floor(DEFAULT_WITHIN[klass], f"default ({klass}): no host ran it twice", False)
         sigmas = [log_range(v) / d2(len(v)) for v in repeated]
         hosts = len({h for hosts in self.stacks(key) for h, v in hosts.items() if len(v) >= 2})
-        if widest:
-            return Floor(quantile_floor(max(sigmas), self.least), f"widest within {hosts} host(s)", True)
-        return Floor(quantile_floor(statistics.mean(sigmas), self.least), f"learned within {hosts} host(s)", True)
+        sigma, how = (max(sigmas), "widest") if widest else (statistics.mean(sigmas), "learned")
+        return Floor(quantile_floor(sigma, self.least), f"{how} within {hosts} host(s)", True)
 
     def floor(self, key: tuple, klass: str, same_host: bool) -> Floor:
         across = self.across(key, klass)
