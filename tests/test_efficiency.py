@@ -93,8 +93,9 @@ def test_a_hostile_record_has_no_efficiency_and_no_error():
     nothing = record("unified", FAULT, {"migrated_bytes": 0}, 0.1)
     odd = record("unified", dict(FAULT, fraction="../../x"), {"migrated_bytes": 10**9}, 0.1)
     unknown = record("no_such_case", FAULT, {"migrated_bytes": 10**9}, 0.1)
+    boundless = record("unified", FAULT, {"migrated_bytes": 1e300}, 1e-300)  # a rate that overflows
     found = eff.Ceilings([ceiling("h2d_pinned", 50)])
-    assert all(eff.efficiency(r, found) is None for r in (nothing, odd, unknown))
+    assert all(eff.efficiency(r, found) is None for r in (nothing, odd, unknown, boundless))
 
 
 def test_host_bound_is_under_80_percent_busy():
@@ -236,3 +237,40 @@ def test_the_pageable_ceiling_is_kept_per_machine_kind_and_direction():
     best = eff.best_pageable([first, other_case, failed, tie, d2h])
     assert sorted(direction for _, direction in best) == ["d2h", "h2d"]
     assert {d: r for (_, d), r in best.items()} == {"h2d": first, "d2h": d2h}  # a tie keeps the first
+
+
+def test_only_a_step_counted_in_h2d_bytes_that_copies_back_is_read_beside_d2h():
+    duplex = record("ceilings", {"probe": "duplex_pinned"},
+                    {"bytes": 3 * 10**9, "h2d_bytes": 2 * 10**9, "d2h_bytes": 10**9}, 2 / 45)
+    migrated = record("unified", FAULT, {"bytes": 3 * 10**9, "migrated_bytes": 10**9, "d2h_bytes": 10**9}, 0.1)
+    got = eff.efficiency(migrated, eff.Ceilings([ceiling("h2d_pinned", 50), duplex]))
+    assert got.unit == "migrated_bytes" and got.both_ways is None  # faults, not copies: no duplex link to share
+    stream = {"pattern": "stream", "fraction": 0.1, "budget": "card"}
+    copies = record("out_of_core", stream, {"bytes": 3 * 10**9, "h2d_bytes": 2 * 10**9, "d2h_bytes": 10**9}, 0.05)
+    bytes_only = record("ceilings", {"probe": "duplex_pinned"}, {"bytes": 3 * 10**9}, 2 / 45)
+    got = eff.efficiency(copies, eff.Ceilings([ceiling("h2d_pinned", 50), bytes_only]))
+    assert got.fraction == 0.8 and got.both_ways is None  # a duplex ceiling that split no direction out
+
+
+def cpu_box(rec: Record) -> Record:
+    """``rec`` as from a box with no GPU that kept no host id: nothing names its host."""
+    d = rec.to_dict()
+    d["environment"].update(cpu="AMD EPYC 7B13", host={})
+    d["environment"]["devices"]["gpus"] = []
+    return Record.from_dict(d)
+
+
+def test_records_that_name_no_host_are_never_the_same_host():
+    rec, top = cpu_box(record("unified", FAULT, {"migrated_bytes": 10**9}, 0.1)), cpu_box(ceiling("h2d_pinned", 50))
+    got = eff.efficiency(rec, eff.Ceilings([top]))
+    assert got.ceiling == top and not got.same_host  # found by kind, and marked so
+
+
+def test_a_box_without_a_gpu_is_kept_under_its_cpu():
+    found = eff.Ceilings([cpu_box(ceiling("host_copy", 20))])
+    assert list(found.by_kind) == [("host_copy", "cpu-amd-epyc-7b13")]
+
+
+def test_a_case_whose_gpu_work_runs_elsewhere_is_never_host_bound_even_with_work():
+    assert eff.host_bound(record("fits", FITS, {"bytes": 10**9}, 74.3, busy=0.002)) is None
+    assert eff.host_bound(record("unified", FAULT, {"bytes": 10**9}, 74.3, busy=0.002)) == 0.002

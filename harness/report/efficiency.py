@@ -15,6 +15,7 @@ host only: another host's link says nothing about this one's.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from harness import cases
@@ -74,7 +75,7 @@ def bound_of(rec: Record) -> str | None:
 def _first_gpu_only(rec: Record) -> bool:
     """A step over several GPUs whose NVML share was read on the first alone (records before the
     share covered each GPU): its idle time may be the other GPUs' turn, not the host."""
-    busy, gpus = rec.gpu_busy or {}, rec.params.get("gpus", 1)
+    busy, gpus = rec.gpu_busy or {}, rec.params.get("gpus")
     return isinstance(gpus, int) and gpus > 1 and busy.get("source") == "nvml" and "gpus" not in busy
 
 
@@ -116,7 +117,7 @@ class Ceilings:
         same_run = [c for c in mine if rec.run_id and c.run_id == rec.run_id]
         if same_run or mine:
             return max(same_run or mine, key=lambda c: c.created), True
-        alike = self.by_kind.get((probe, _kind(rec)), [])
+        alike = self.by_kind.get((probe, _kind(rec)))
         return (max(alike, key=lambda c: c.created), False) if alike else None
 
 
@@ -129,13 +130,13 @@ def _unit(rec: Record, probe: str) -> str | None:
 
 
 def rate(rec: Record, unit: str | None) -> float | None:
-    """``rec.rate(unit)`` where it is a finite positive number, else None: a record read from a
-    file may hold a zero median or work that is not a number, and no report may fail on it."""
+    """``rec.rate(unit)`` where it is a finite positive number, else None (for no unit too): a record
+    read from a file may hold a zero median or work that is not a number, and no report may fail on it."""
     try:
-        value = rec.rate(unit) if unit else None
+        value = rec.rate(unit)
     except (TypeError, ZeroDivisionError, OverflowError):
         return None
-    return value if isinstance(value, (int, float)) and 0 < value < float("inf") else None
+    return value if isinstance(value, (int, float)) and value > 0 and math.isfinite(value) else None
 
 
 def efficiency(rec: Record, ceilings: Ceilings) -> Efficiency | None:
@@ -143,13 +144,12 @@ def efficiency(rec: Record, ceilings: Ceilings) -> Efficiency | None:
     was measured on a box of its kind."""
     probe = bound_of(rec)
     unit = _unit(rec, probe) if probe and rec.outcome == OK else None
-    found = ceilings.find(rec, probe) if unit else None
+    mine = rate(rec, unit)
+    found = ceilings.find(rec, probe) if mine else None
     if found is None:
         return None
     ceiling, same_host = found
-    top, mine = rate(ceiling, _unit(ceiling, probe)), rate(rec, unit)
-    if not mine or not top:
-        return None
+    top = rate(ceiling, _unit(ceiling, probe))  # never None: Ceilings keeps only records with a rate
     return Efficiency(mine / top, probe, unit, ceiling, same_host, _both_ways(rec, probe, unit, ceilings))
 
 
@@ -171,7 +171,7 @@ def best_pageable(records) -> dict[tuple[str, str], Record]:
     for rec in records:
         if rec.case != PAGEABLE or rec.outcome != OK or not rate(rec, "bytes"):
             continue
-        key = (machine_name(rec.environment.devices, rec.environment.cpu), str(rec.params.get("direction")))
+        key = (_kind(rec), str(rec.params.get("direction")))
         if key not in best or rate(rec, "bytes") > rate(best[key], "bytes"):
             best[key] = rec
     return best
