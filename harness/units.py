@@ -28,18 +28,16 @@ def decimals(value: float) -> int:
     """The decimals ``figure`` writes ``value`` with: one from 10 up (and for 0), else as many as
     three significant digits need."""
     size = abs(value)
-    if size >= 10 or size == 0 or not math.isfinite(size):
+    if size == 0 or not math.isfinite(size):
         return 1
-    return 2 - math.floor(math.log10(size))
+    return max(1, 2 - math.floor(math.log10(size)))
 
 
 def figure(value: float) -> str:
     """``value`` by the one digit rule, thousands separated: figure(1234.5) -> "1,234.5",
     figure(1.234) -> "1.23", figure(0.0235) -> "0.0235"."""
     places = decimals(value)
-    rounded = round(value, places)
-    if decimals(rounded) < places:  # 9.996 rounds to 10: written "10.0", as 10 is, not "10.00"
-        places = decimals(rounded)
+    places = min(places, decimals(round(value, places)))  # 9.996 rounds to 10: written "10.0", as 10 is, not "10.00"
     return f"{value:,.{places}f}"
 
 
@@ -59,7 +57,7 @@ def gbs(ns, sep: str = " / ") -> str:
 
 
 def _unit(n: float) -> tuple[int, str]:
-    if round(n / MB, decimals(n / MB)) < 1000:  # 999.96 MB is written 1.00 GB, not 1,000.0 MB
+    if round(n / MB, 1) < 1000:  # as written near 1000 MB: 999.96 MB is 1.00 GB, not 1,000.0 MB
         return MB, "MB"
     return GB, "GB"
 
