@@ -259,8 +259,19 @@ def test_a_machine_s_section_leaves_out_other_machines_and_what_is_shown_apart()
     def t(way, machine, **kw):
         return Trial(json.dumps({"way": way}), machine, kw.pop("outcome", "ok"), 85 * G, step_s=0.1, **kw)
     tried = [t("device_pool", "a", device=90 * G), t("zero_copy", "b", device=90 * G),
-             t("managed_pool", "a", device=G, unevicted=True)]
+             t("managed_pool", "a", device=G, unevicted=True), t("out_of_core", "b", device=G)]
     on_a = chooser.section(tried, wl, 16 * G, "a")
     assert on_a["left"] == ["way=device_pool"] and [x.machine for x, _ in on_a["apart"]] == ["a"]
+    assert on_a["answer"] == []  # b's way out is b's answer, not a's
     anywhere = chooser.section(tried, wl, 16 * G, None)
     assert anywhere["left"] == ["way=device_pool", "way=zero_copy"]
+    assert [(x.way, x.machine) for x, _ in anywhere["answer"]] == [(json.dumps({"way": "out_of_core"}), "b")]
+
+
+def test_each_measured_gpu_s_own_section_answers_from_its_own_records_alone():
+    h200 = snapshot(fake_devices())
+    recs = [record("seed000", {"way": "zero_copy", "budget": "card"}, device=G),
+            dataclasses.replace(record("seed000", {"way": "out_of_core", "budget": "card"}, device=G), environment=h200)]
+    own = {s["card"].split(" (")[0]: [json.loads(t.way)["way"] for t, _ in s["answer"]]
+           for s in chooser.view(rows(*recs))["sections"] if "its own records" in s["card"] and "seed" in s["workload"]}
+    assert own == {"nvidia-h100-80gb-hbm3-x1": ["zero_copy"], "nvidia-h200-x1": ["out_of_core"]}

@@ -43,7 +43,7 @@ class Trial:
 def refutes(t: Trial, card: int) -> bool:
     """Whether ``t`` shows the way does not fit a card of ``card`` bytes: it ran short of device
     memory with at least that much, or asked for more than the card at once."""
-    return t.outcome == DOES_NOT_FIT and (t.size >= card or (t.requested or 0) > card)
+    return t.outcome == DOES_NOT_FIT and (t.size >= card or (t.requested is not None and t.requested > card))
 
 
 def fits(tried: list[Trial], card: int) -> Trial | None:
