@@ -133,6 +133,12 @@ def test_tables_show_efficiency_beside_the_rate_and_mark_host_bound_steps(tmp_pa
     assert "10.0 GB/s migrated (0.20 of pinned H2D) † GPU busy 43%" in summary.table(recs)
 
 
+def test_a_share_of_a_rate_counted_in_no_primary_unit_names_its_unit(tmp_path):
+    recs = [record("unified", FAULT, {"migrated_bytes": 10**9}, 0.1), ceiling("h2d_pinned", 50)]  # no "bytes"
+    text = table(load_rows(planted(tmp_path, recs)), "unified", ["placement"], "machine", ["eff"])
+    assert "| fault | migrated 0.20 of pinned H2D |" in text
+
+
 def test_a_schema_1_peak_beside_a_step_peak_is_marked(tmp_path):
     new = record("unified", FAULT, {"bytes": 10**9}, 0.1)
     d = new.to_dict()

@@ -411,6 +411,8 @@ def test_an_answer_the_hosts_memory_set_is_marked_and_explained_and_no_other_is(
     ({"deviation": 0.0141, "tolerance": 0.01, "reference_spread": 0.00361},
      " (loss gap 0.0141 from fp32, 0.0136 allowed)"),
     ({"deviation": 0.0141, "tolerance": 0.0141}, " (loss gap 0.0141 from fp32, 0.0141 allowed)"),
+    # Six digits at most: a gap within a millionth of its allowance reads as it.
+    ({"deviation": 0.1000001, "tolerance": 0.1}, " (loss gap 0.1 from fp32, 0.1 allowed)"),
     ({"deviation": 0.5, "tolerance": True}, ""), ({"deviation": 0.5, "tolerance": 0.1, "ended": "raised2"}, ""),
     ({}, ""), (None, "")])
 def test_a_failure_says_why(check, said):
@@ -420,9 +422,9 @@ def test_a_failure_says_why(check, said):
 def test_a_loss_is_the_last_one_a_check_kept_and_a_check_value_is_written_as_its_kind():
     assert tables.loss({"loss_last": 2.5, "loss": 3.0}) == 2.5 and tables.loss({"loss": 3}) == 3
     assert tables.loss({"loss": True}) is None and tables.loss({"loss": "2.5"}) is None and tables.loss({}) is None
-    assert tables._check_value(None) == "-" and tables._check_value(12345) == "12,345"
-    assert tables._check_value(True) == "True" and tables._check_value("a\nb") == "a ↵ b"
-    assert tables._check_value(2.5) == "2.5"
+    assert tables._check_value(None, "max_batch") == "-" and tables._check_value(12345, "max_batch") == "12,345"
+    assert tables._check_value(True, "fits") == "True" and tables._check_value("a\nb", "error") == "a ↵ b"
+    assert tables._check_value(2.5, "loss") == "2.5"
     assert tables._check_value(524_288_000, "context.cuda") == "524.3 MB"
     assert tables._check_value(524_288_000, "max_batch") == "524,288,000"
 

@@ -165,8 +165,8 @@ def test_rank_without_a_step_to_rank_exits_2_naming_the_fix(tmp_path, capsys):
         assert out.out == "" and len(out.err.strip().splitlines()) == 1
         return out.err
 
-    assert "--rank orders the rows by the step of their cell in the first column: add step to --show" in \
-        refused("--show", "peak,loss", "--rank")
+    assert refused("--show", "peak,loss", "--rank") == \
+        "oombench table: --rank orders the rows by the step of their cell in the first column: add step to --show\n"
     # a --versus value neither down, across nor fixed by --where still has no row to be read against
     assert "needs seq_len down or across the table, or fixed by --where" in \
         refused("--show", "step", "--versus", "seq_len=1024", "--rank")

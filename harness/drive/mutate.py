@@ -38,8 +38,9 @@ TESTS = {
     "harness/report/rounds.py": ("tests/test_rounds.py", "tests/test_gate_rounds.py"),
     "harness/report/compares.py": ("tests/test_compares.py",),
     "harness/report/efficiency.py": ("tests/test_efficiency.py",),
-    "harness/report/tables.py": ("tests/test_tables.py", "tests/test_tables_rank.py", "tests/test_ways.py",
-                                 "tests/test_efficiency.py", "tests/test_fits_rule.py"),  # marks, answers
+    "harness/report/tables.py": ("tests/test_tables.py", "tests/test_tables_rank.py", "tests/test_tables_cells.py",
+                                 "tests/test_ways.py", "tests/test_efficiency.py",
+                                 "tests/test_fits_rule.py"),  # marks, answers
     "harness/report/pages/chooser.py": ("tests/test_chooser.py",),
     "harness/workloads/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),  # test_fits.py starts processes
     "harness/workloads/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant

@@ -8,7 +8,6 @@ again from it, and a figure is never typed by hand.
 """
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,9 +93,9 @@ def where_of(case: cases.Case, pairs: list[str], option: str = "--where") -> dic
 
 
 def _value(row: Row, name: str):
-    """The value on an axis; a list or mapping (a record can hold one) as its JSON, so it can key a cell."""
-    value = machine_label(row) if name == MACHINE else row.record.params.get(name)
-    return value if isinstance(value, (str, int, float, bool, type(None))) else json.dumps(value, default=str)
+    """The value on an axis: the machine's label, or the parameter's (a string, number, boolean or
+    None: a record holding any other is refused as it is read, so each value can key a cell)."""
+    return machine_label(row) if name == MACHINE else row.record.params.get(name)
 
 
 def allocated_peak(rec) -> int | None:
@@ -128,7 +127,8 @@ def _eff(row: Row, view: View) -> str:
 
 
 def _ratio(row: Row, base: Row | None, what: str) -> str:
-    """`` (0.73x)``: the figure as a multiple of the base record's, where both have it."""
+    """`` (0.73x)``: the figure (``what``: step, rate or peak) as a multiple of the base record's,
+    where both have it."""
     if base is None or base.record.outcome != OK or base is row or base.record.timing is None:
         return ""
     rec, ref = row.record, base.record
@@ -136,11 +136,9 @@ def _ratio(row: Row, base: Row | None, what: str) -> str:
         pair = rec.timing.median_s, ref.timing.median_s
     elif what == "rate":
         pair = tuple(r[0][0] if r else None for r in (row.rates(), base.rates()))
-    elif what == "peak":
+    elif what == "peak":  # the allocator's where the base kept one, else the device's
         mine, theirs = allocated_peak(rec), allocated_peak(ref)
         pair = (mine, theirs) if theirs else (rec.device_bytes(), ref.device_bytes())
-    else:
-        return ""
     return f" ({pair[0] / pair[1]:.2f}x)" if all(pair) else ""
 
 
@@ -154,7 +152,7 @@ def loss(check: dict):
 BYTES_CHECKS = ("context.",)
 
 
-def _check_value(value, key: str = "") -> str:
+def _check_value(value, key: str) -> str:
     if value is None:
         return "-"
     if not isinstance(value, int) or isinstance(value, bool):
@@ -163,15 +161,22 @@ def _check_value(value, key: str = "") -> str:
 
 
 def _show(row: Row, what: str, base: Row | None, view: View, shows: list[str]) -> str:
+    """One figure of a cell; a rate with its share of the ceiling that bounds it, unless ``eff``
+    is shown beside it."""
+    if what == "rate":
+        eff = "" if "eff" in shows else _eff(row, view)
+        return _rate(row) + ("" if eff in ("", "-") else f" ({eff})") + _ratio(row, base, what)
+    return _figure(row, what, base, view)
+
+
+def _figure(row: Row, what: str, base: Row | None, view: View) -> str:
+    """Any figure but the rate: none reads what else the cell shows."""
     rec = row.record
     if what.startswith("check:"):
         key = what[len("check:"):]
         return _answer(rec, key, view)
     if what == "step":
         return ms(rec.timing.median_s) + _ratio(row, base, what)
-    if what == "rate":
-        eff = "" if "eff" in shows else _eff(row, view)
-        return _rate(row) + ("" if eff in ("", "-") else f" ({eff})") + _ratio(row, base, what)
     if what == "eff":
         return _eff(row, view)
     if what == "peak":
@@ -221,7 +226,7 @@ def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) ->
     if _loss_gap(row.record.check) is None:
         return ""
     measured = {"step": row.record.timing is not None, "peak": bool(allocated_peak(row.record) or row.record.device_bytes())}
-    costs = [_show(row, s, base, view, shows) for s in shows if measured.get(s)]
+    costs = [_figure(row, s, base, view) for s in shows if measured.get(s)]
     return ": " + ", ".join(costs) if costs else ""
 
 
@@ -260,7 +265,8 @@ def _why_failed(check: dict) -> str:
 
 def _apart(gap: float, allowed: float) -> tuple[str, str]:
     """The gap and the allowance to two significant digits, or as many more as it takes to tell them
-    apart: a failed check must not read "gap 0.014, 0.014 allowed"."""
+    apart, up to six: a failed check must not read "gap 0.014, 0.014 allowed"; one within a millionth
+    of its allowance reads as it."""
     for digits in range(2, 7):
         shown = f"{gap:.{digits}g}", f"{allowed:.{digits}g}"
         if shown[0] != shown[1]:
@@ -278,11 +284,11 @@ def _loss_gap(check: dict | None) -> tuple[float, float] | None:
     return gap, allowed + spread
 
 
-def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus,
-                   where: dict | None = None, rank: bool = False) -> None:
+def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus, where: dict,
+                   rank: bool) -> None:
     _axis_names(case, down + [across])
     for name, _ in versus or ():
-        if name not in down + [across] + list(where or ()):
+        if name not in down + [across] + list(where):
             raise ValueError(f"--versus {name}=... needs {name} down or across the table, or fixed by --where")
     if rank and "step" not in shows:
         raise ValueError("--rank orders the rows by the step of their cell in the first column: add step to --show")
@@ -328,13 +334,18 @@ def _matching(rows: list[Row], case_name: str, where: dict) -> list[Row]:
 
 def _versus_cells(rows: list[Row], case_name: str, down: list[str], across: str, where: dict, versus, at: dict) -> dict:
     """The cells ``--versus``'s base is read from: the table's own (``at``), or, where it names a value
-    other than the one --where fixes (budget=card beside --where budget=16GB), the cells of the records
-    that hold that value instead; none (no multiples) where no record does."""
-    moved = {name: value for name, value in versus or () if name in where and str(value) != str(where[name])}
+    of a parameter --where fixes (budget=card beside --where budget=16GB), the cells of the records that
+    hold that value instead (the same cells again where it is the value --where fixes); none (no
+    multiples) where no record does."""
+    moved = {name: value for name, value in versus or () if name in where}
     if not moved:
         return at
     there = {**where, **moved}
     return cells_at(rows, case_name, down, across, there) if _matching(rows, case_name, there) else {}
+
+
+# A row's place under --rank, first to last: by its step where it ran one; ran without one; not run.
+STEP, NO_STEP, NOT_RUN = 0, 1, 2
 
 
 def ranked(keys: list[tuple], at: dict, col) -> list[tuple]:
@@ -345,10 +356,10 @@ def ranked(keys: list[tuple], at: dict, col) -> list[tuple]:
         row = at.get((key, col))
         rec = row.record if row else None
         if rec is None or rec.outcome == SKIPPED:
-            return 2, 0.0
+            return (NOT_RUN,)
         if rec.outcome != OK or rec.timing is None:
-            return 1, 0.0
-        return 0, rec.timing.median_s
+            return (NO_STEP,)
+        return STEP, rec.timing.median_s
     return sorted(keys, key=place)
 
 
@@ -417,7 +428,7 @@ class Grid:
 
 
 def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-         where: dict | None = None, versus: tuple = (), rank: bool = False) -> Grid:
+         where: dict | None, versus: tuple, rank: bool) -> Grid:
     """The table's cells. ``versus=((parameter, value), ...)``: step, rate and peak also as a
     multiple of the record that differs only in holding those values (``(("technique", "fp32"),)``:
     each trick against fp32; add ``("budget", "card")`` to read each way out under a budget against
