@@ -124,3 +124,10 @@ def test_a_cell_asked_for_a_figure_it_does_not_know_names_those_it_does(tmp_path
     with pytest.raises(ValueError) as refused:
         tables.cell(row, ["speed"])
     assert str(refused.value) == "unknown figure 'speed': choose from step, rate, eff, peak, scaling, loss or check:KEY"
+
+
+def test_a_multiple_is_only_of_a_step_a_rate_or_a_peak(tmp_path):
+    mine, base = rows_of(tmp_path, record(step=0.2), record("tf32", step=0.1))
+    assert tables._ratio(mine, base, "step") == " (2.00x)"
+    with pytest.raises(ValueError, match=r"^no multiple of 'loss': only of step, rate and peak$"):
+        tables._ratio(mine, base, "loss")

@@ -139,6 +139,8 @@ def _ratio(row: Row, base: Row | None, what: str) -> str:
     elif what == "peak":  # the allocator's where the base kept one, else the device's
         mine, theirs = allocated_peak(rec), allocated_peak(ref)
         pair = (mine, theirs) if theirs else (rec.device_bytes(), ref.device_bytes())
+    else:
+        raise ValueError(f"no multiple of {what!r}: only of step, rate and peak")
     return f" ({pair[0] / pair[1]:.2f}x)" if all(pair) else ""
 
 
