@@ -163,3 +163,26 @@ def test_reference_runs_of_the_same_sums_give_a_spread_and_a_run_of_other_sums_e
     runs("fp32", "fp32 in micro-batches of 2", "fp32")
     with pytest.raises(CheckFailed, match="the widest gap among 1 fp32 runs"):
         trick_steps.checked_against_reference("checkpoint", far, [False] * 12, **SHAPE)
+
+
+def lagging(curve, steps=2):
+    """``curve`` as a run whose first ``steps`` updates the scaler skipped: it lags by as many."""
+    return curve[:1] * (steps + 1) + curve[1:-steps]
+
+
+def test_a_curve_held_to_this_run_s_fp32_curve_aligns_out_the_steps_the_scaler_skipped(monkeypatch):
+    ref = memorising()
+    monkeypatch.setattr(trick_steps, "reference_losses", lambda *a, **k: pytest.fail("trained a reference"))
+    out = trick_steps.checked_against_reference("fp16_autocast", lagging(ref), [True, True] + [False] * 10,
+                                                fp32_curve=ref, **SHAPE)
+    assert (out["deviation"], out["reference_runs"], out["skipped_steps"]) == (0, 1, 2)
+
+
+def test_the_nearest_reference_run_is_the_nearest_after_the_skipped_steps_are_aligned_out(monkeypatch):
+    ref = memorising()
+    # Unaligned, the curve sits nearest the run that lags as it does; aligned, nearest the others.
+    runs = iter([ref, lagging(ref), ref])
+    monkeypatch.setattr(trick_steps, "reference_losses", lambda *a, **k: ("fp32", next(runs)))
+    out = trick_steps.checked_against_reference("checkpoint", bumped(lagging(ref), 0.003, step=6),
+                                                [True, True] + [False] * 10, **SHAPE)
+    assert out["reference_runs"] == 3 and out["deviation"] == pytest.approx(0.003)

@@ -373,9 +373,9 @@ def aligned(losses, skipped) -> list[tuple[int, float]]:
     weights as they were, so the loss after it belongs beside the reference's loss before it: the
     curves are compared at equal numbers of applied updates."""
     applied, pairs = 0, []
-    for value, skip in zip(losses, list(skipped) + [False] * (len(losses) - len(skipped))):
+    for i, value in enumerate(losses):
         pairs.append((applied, float(value)))
-        applied += not skip
+        applied += not (i < len(skipped) and skipped[i])  # steps past the list: none skipped
     return pairs
 
 
@@ -431,7 +431,7 @@ def checked_against_reference(technique: str, losses, skipped, fp32_curve=None, 
     ``fp32_curve``: fp32's own curve on the whole batch at this shape, measured earlier in the
     same run, in place of the first reference run (one draw of the same training as any other)."""
     if fp32_curve is not None and references(technique, shape["batch"], shape["micro_batch"]):
-        reference, ref_losses = WHOLE_BATCH[0][0], list(fp32_curve)
+        reference, ref_losses = WHOLE_BATCH[0][0], list(fp32_curve)  # pragma: no mutate: fp32's label is its technique
     else:
         reference, ref_losses = reference_losses(len(losses), technique, **shape)
     if reference is None:
