@@ -174,3 +174,56 @@ def test_a_step_over_the_host_link_is_read_against_host_bound_noise_however_busy
     moved["timing"] = {k: v * 1.07 if k.endswith("_s") else v for k, v in busy_copy["timing"].items()}
     (line,) = lines([busy_copy, moved])
     assert line["verdict"] == SAME
+
+
+def test_a_rise_of_exactly_the_floor_is_noise_and_no_finite_positive_ratio_is_no_ratio():
+    assert verdict(1.25, 0.25, True) == SAME  # log 1.25 == log1p 0.25: the floor itself is not past it
+    assert verdict(0.0, 0.05, True) == verdict(float("inf"), 0.05, True) == "no ratio"
+
+
+def test_what_differs_names_a_library_the_new_side_lacks_and_one_set_against_itself_is_the_same():
+    assert versions.what_differs({"torch": "2.4.1", "numpy": "1.26.4"}, {"numpy": "2.4.6"}) == \
+        "torch 2.4.1 → none; numpy 1.26.4 → 2.4.6"
+    assert versions.what_differs(OLD, dict(OLD)) == "same versions"
+
+
+def test_a_release_with_more_digits_is_the_newer_side_not_the_earlier_text():
+    (line,) = lines([record({**OLD, "numpy": "2.10.0"}, "aaaaaaaaaaaa", 0.015),
+                     record({**OLD, "numpy": "2.9.0"}, "aaaaaaaaaaaa", 0.010)])
+    assert line["differs"] == "numpy 2.9.0 → 2.10.0" and line["ratio"] == pytest.approx(1.5)
+
+
+def test_only_ok_records_naming_a_library_are_stacks_to_compare():
+    failed = dict(record(NEW, "aaaaaaaaaaaa", 0.015), outcome="skipped", reason="planted", timing=None)
+    assert lines([record(OLD, "aaaaaaaaaaaa", 0.010), failed]) == []
+    (line,) = lines([record({}, "aaaaaaaaaaaa", 0.020), record(OLD, "aaaaaaaaaaaa", 0.010),
+                     record(NEW, "aaaaaaaaaaaa", 0.010)])
+    assert line["differs"] == "cupy-cuda13x 13.6.0 → 14.2.0"
+
+
+def test_the_latest_of_a_side_is_picked_on_the_shared_host_and_where_none_is_shared():
+    base = record(OLD, "aaaaaaaaaaaa", 0.010)
+    (shared,) = lines([base, record(NEW, "aaaaaaaaaaaa", 0.020, 1), record(NEW, "aaaaaaaaaaaa", 0.015, 2)])
+    assert shared["host"] == "same aaaaaaaa" and shared["ratio"] == pytest.approx(1.5)
+    (apart,) = lines([base, record(NEW, "bbbbbbbbbbbb", 0.020, 1), record(NEW, "cccccccccccc", 0.015, 2)])
+    assert apart["host"] == "differs aaaaaaaa → cccccccc" and apart["ratio"] == pytest.approx(1.5)
+
+
+def on_cpu(rec: dict, host: str | None) -> dict:
+    """The record measured on a box without GPUs, naming ``host``, or no host (its GPUs' UUIDs
+    cannot stand in for one)."""
+    rec["environment"]["devices"]["gpus"] = []
+    rec["environment"]["host"] = {"id": host} if host else {}
+    return rec
+
+
+def test_a_pair_where_one_record_names_no_host_is_read_as_host_not_recorded():
+    (line,) = lines([on_cpu(record(OLD, "", 0.010), "aaaaaaaaaaaa"), on_cpu(record(NEW, "", 0.010), None)])
+    assert line["host"] == "not recorded"
+    assert line["verdict"] == "within cross-host noise (host not recorded)"
+
+
+def test_two_records_that_name_no_host_are_not_a_shared_host():
+    (line,) = lines([on_cpu(record(OLD, "", 0.010, 0), None), on_cpu(record(OLD, "", 0.010, 1), "aaaaaaaaaaaa"),
+                     on_cpu(record(NEW, "", 0.010, 2), None), on_cpu(record(NEW, "", 0.010, 3), "bbbbbbbbbbbb")])
+    assert line["host"] == "differs aaaaaaaa → bbbbbbbb"
