@@ -36,15 +36,16 @@ def verdict(ratio: float, floor: float, same_host: bool | None, learned: bool = 
         if same_host:
             return "within same-host noise"
         return f"within cross-host noise ({'hosts differ' if same_host is False else 'host not recorded'})"
-    moved = f"{abs(ratio - 1):.0%} {'slower' if ratio > 1 else 'faster'}"
+    slower = ratio > 1  # pragma: no mutate (>= reads alike: a ratio of 1 is within any floor, all >= 0)
+    moved = f"{abs(ratio - 1):.0%} {'slower' if slower else 'faster'}"
     return f"version effect: {moved}" if learned else f"possible version effect: {moved} (one run each: repeat to confirm)"
 
 
 def what_differs(base: dict[str, str], new: dict[str, str]) -> str:
     """``numpy 1.26.4 → 2.4.6``: only the libraries whose versions differ (the full sets hide the
-    one change among the unchanged), in ``VERSION_LIBS`` order."""
-    names = sorted({*base, *new}, key=lambda k: VERSION_LIBS.index(k) if k in VERSION_LIBS else len(VERSION_LIBS))
-    return "; ".join(f"{k} {base.get(k, ABSENT)} → {new.get(k, ABSENT)}" for k in names
+    one change among the unchanged), in ``VERSION_LIBS`` order. ``base`` and ``new`` are two
+    records' ``libraries``, which name only ``VERSION_LIBS``."""
+    return "; ".join(f"{k} {base.get(k, ABSENT)} → {new.get(k, ABSENT)}" for k in VERSION_LIBS
                      if base.get(k) != new.get(k)) or "same versions"
 
 
@@ -75,21 +76,15 @@ def host_text(base: Row, new: Row) -> str:
     return f"same {a}" if a == b else f"differs {a} → {b}"
 
 
-def rate_ratio(base: Row, new: Row) -> float | None:
-    b, n = base.rate(), new.rate()
-    return n[0] / b[0] if b and n and b[1] == n[1] and b[0] > 0 else None
-
-
 def compare(base: Row, new: Row, floors: noise.Floors) -> dict:
     """One line of the table: the pair, what differs, where it ran, the ratio and its reading."""
     same = noise.same_host(base.record, new.record)
     same_host = same if host(base) and host(new) else None
     floor = floors.floor(noise.key_of(base.record), noise.pair_class(base.record, new.record), same)
-    b, n = base.record.timing.median_s, new.record.timing.median_s
-    ratio = n / b if b > 0 else math.nan
+    ratio = new.record.timing.median_s / base.record.timing.median_s  # a record's median is > 0: Record checks it
     text = verdict(ratio, floor.fraction, same_host, floor.learned)
     return {"base": base, "new": new, "differs": what_differs(libraries(base.record), libraries(new.record)),
-            "host": host_text(base, new), "ratio": ratio, "rate_ratio": rate_ratio(base, new), "floor": floor,
+            "host": host_text(base, new), "ratio": ratio, "floor": floor,
             "verdict": text, "effect": "version effect" in text}
 
 
@@ -105,7 +100,7 @@ def comparisons(rows: list[Row], floors: noise.Floors) -> list[dict]:
     step-time ratio new over base, and a stack made to compare one library differs in that one."""
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r.record.outcome == OK and r.record.timing is not None and r.versions:
+        if r.record.outcome == OK and r.versions:  # an ok record has its timing: Record checks it
             groups[(r.case, fmt_params(r.record.params), r.machine)][r.versions].append(r)
     out = []
     for (case, params, machine), sets in sorted(groups.items()):
