@@ -7,10 +7,13 @@ from pathlib import Path
 import pytest
 
 from benchmarks import parallel as bench
-from gate_records import record, write
+from gate_records import environment, record, write
 from harness.cases import parallel_resnet50
 from harness.measure.outcomes import SKIPPED
+from harness.measure.record import Record
+from harness.measure.timing import Timing
 from harness.report.pages.model import load_rows
+from harness.report.scaling import scaling_efficiency
 from harness.report.specs import FAMILIES
 
 PARAMS = {"device": "cuda", "micro_batches": 1, "image_size": 1024, "nodes": 1, "transport": "fast",
@@ -57,3 +60,27 @@ def test_the_tutorials_batch_does_not_split_over_four_or_eight(gpus):
     with pytest.raises(Skip, match="does not split evenly"):
         _check_fits_strategy(Job(model="resnet50", strategy="ddp", device="cuda", gpus=gpus, batch=10))
     _check_fits_strategy(Job(model="resnet50", strategy="ddp", device="cuda", gpus=gpus, batch=bench.SCALING["batch"]))
+
+
+# -- the efficiency itself ---------------------------------------------------------------------------
+
+def scaled(strategy="ddp", gpus=4, median=0.05, outcome="ok", timed=True) -> Record:
+    """A parallel record with step ``median``; ``gpus=None`` for one filed without the parameter."""
+    params = {**PARAMS, "strategy": strategy, "batch": 16, **({"gpus": gpus} if gpus else {})}
+    timing = Timing(median, median, median, median, median, 10, 2) if timed else None
+    return Record(case="parallel_resnet50", params=params, outcome=outcome, environment=environment(), timing=timing)
+
+
+def test_scaling_efficiency_is_the_single_step_over_k_times_the_strategys_step():
+    single = scaled("single", 1, 0.16)
+    assert scaling_efficiency(single, scaled(gpus=4, median=0.05)) == pytest.approx(0.8)
+    assert scaling_efficiency(single, scaled(gpus=2, median=0.05)) == pytest.approx(1.6)
+    assert scaling_efficiency(single, scaled(gpus=None, median=0.08)) == pytest.approx(2.0)  # no gpus: one device
+
+
+def test_scaling_efficiency_is_none_where_either_record_was_not_ok_or_kept_no_timing():
+    single, ddp = scaled("single", 1, 0.16), scaled()
+    assert scaling_efficiency(scaled("single", 1, 0.16, outcome="failed"), ddp) is None
+    assert scaling_efficiency(single, scaled(outcome="failed")) is None
+    assert scaling_efficiency(scaled("single", 1, timed=False), ddp) is None
+    assert scaling_efficiency(single, scaled(timed=False)) is None

@@ -42,7 +42,7 @@ TESTS = {
                                  "tests/test_ways.py", "tests/test_efficiency.py",
                                  "tests/test_fits_rule.py"),  # marks, answers
     "harness/report/pages/chooser.py": ("tests/test_chooser.py",),
-    "harness/report/pages/headline.py": ("tests/test_small_lies.py",),  # test_pages.py publishes with asv
+    "harness/report/pages/headline.py": ("tests/test_headline.py", "tests/test_small_lies.py"),  # test_pages.py publishes with asv
     "harness/report/pages/versions.py": ("tests/test_pages_versions.py",),
     "harness/report/scaling.py": ("tests/test_scaling.py",),
     "harness/workloads/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),  # test_fits.py starts processes
