@@ -28,6 +28,9 @@ VERSION_LIBS = ("torch", "numpy", "cupy-cuda13x", "cupy-cuda12x", "cupy", "chain
 # The rate a row is ranked by: the README's units first (tokens/s for LMs, samples/s for images),
 # then arithmetic where a step does it, then bytes moved, then a graph's nodes.
 PRIMARY_UNITS = ("tokens", "samples", "flops", "bytes", "nodes")
+# Every rate a row shows, the primary units first in their order: an LM's step counts samples and
+# tokens, and its rate reads in tokens/s on every table and page.
+SHOWN_UNITS = PRIMARY_UNITS + tuple(u for u in RATE_UNITS if u not in PRIMARY_UNITS)
 
 
 def libraries(rec: Record) -> dict[str, str]:
@@ -45,7 +48,7 @@ def release(version: str) -> tuple[int, ...]:
 def age(libs: dict[str, str]) -> tuple:
     """Orders sets of versions oldest first, library by library in ``VERSION_LIBS`` order (torch
     first); a set without a library comes before one with it."""
-    return tuple((k in libs, release(libs.get(k, ""))) for k in VERSION_LIBS)
+    return tuple((k in libs, release(libs[k]) if k in libs else ()) for k in VERSION_LIBS)
 
 
 def versions_of(rec: Record) -> str:
@@ -100,14 +103,18 @@ class Row:
             if r is not None:
                 scale, label = RATE_UNITS[unit]
                 return r / scale, label
-        median = self.record.timing.median_s
-        return (1 / median if median > 0 else 0.0), "steps/s"
+        return 1 / self.record.timing.median_s, "steps/s"  # an ok record's median is > 0 (Record refuses 0)
 
     def rates(self) -> list[tuple[float, str]]:
+        """Every rate in datasheet units, the primary one (``rate``'s) first; none for a record
+        that did not run ok (a failed check's steps are timed, but no rate of it is shown)."""
+        if self.record.outcome != OK:
+            return []
         out = []
-        for unit, (scale, label) in RATE_UNITS.items():
-            r = safe_rate(self.record, unit) if self.record.outcome == OK else None
+        for unit in SHOWN_UNITS:
+            r = safe_rate(self.record, unit)
             if r is not None:
+                scale, label = RATE_UNITS[unit]
                 out.append((r / scale, label))
         return out
 
