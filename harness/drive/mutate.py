@@ -45,6 +45,8 @@ TESTS = {
     "harness/report/pages/headline.py": ("tests/test_headline.py", "tests/test_small_lies.py"),  # test_pages.py publishes with asv
     "harness/report/pages/versions.py": ("tests/test_pages_versions.py",),
     "harness/report/scaling.py": ("tests/test_scaling.py",),
+    "harness/report/pages/model.py": ("tests/test_model_rows.py", "tests/test_headline.py",
+                                      "tests/test_tables_cells.py", "tests/test_efficiency.py"),
     "harness/workloads/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),  # test_fits.py starts processes
     "harness/workloads/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
     "harness/units.py": ("tests/test_units.py",),
