@@ -1,6 +1,8 @@
 """The what-fits search on fake memory models: the exact boundary whatever the guess, hints and
 known bounds, the estimate's line, the sizes probed at once, and the probes each search runs,
 pinned (each probe of a real search is a process that loads a model). Nothing here starts one."""
+from fractions import Fraction
+
 import pytest
 
 from harness.units import GB
@@ -275,6 +277,7 @@ def test_side_by_side_a_gallop_asks_the_guess_and_its_neighbours_then_goes_on_on
 def test_the_estimate_reads_the_highest_peak_of_a_size_and_the_line_a_quarter_below_the_top():
     assert fits.linear_estimate([(1, 10), (4, 40), (4, 30)], 100) == 10  # 4's higher peak: 10 bytes a size
     assert fits.linear_estimate([(1, 10), (4, 40)], 40) == 4  # a peak at the cap fits it
+    assert fits.linear_estimate([(1, 10), (2, 20)], 10) == 1  # 1 is under the cap and 2 over it: no span needed
     assert fits.linear_estimate([(2, 20), (4, 40)], 100) is None  # a span of two: wait for four
     assert fits.linear_estimate([(1, 10), (3, 20), (4, 40)], 100) == 7  # through 3 and 4, not 1
     assert fits.linear_estimate([(1, 100), (4, 102)], 110) == 16  # a shallow line still rises
@@ -291,3 +294,134 @@ def test_a_guess_never_sends_a_probe_past_the_limit_or_onto_what_is_known():
     probe, asked = asking(7)
     assert fits.largest_fitting(probe, known={5: True, 9: False}, estimate=lambda: 20).largest == 7
     assert 5 not in asked and 9 not in asked and max(asked) < 11
+
+
+def recording(boundary):
+    """A probe and a ``probe_many`` that fit up to ``boundary``, with the sizes each was asked."""
+    asked, rounds = [], []
+
+    def probe(n):
+        asked.append(n)
+        return n <= boundary
+
+    def many(sizes):
+        rounds.append(list(sizes))
+        return [n <= boundary for n in sizes]
+    return probe, many, asked, rounds
+
+
+def test_a_start_known_not_to_fit_answers_zero_without_a_probe_whatever_fits_over_it():
+    probe, many, asked, rounds = recording(5)
+    search = fits.largest_fitting(probe, known={1: False, 5: True}, probe_many=many)
+    assert (search.largest, search.probed, asked, rounds) == (0, [], [], [])
+
+
+def test_side_by_side_the_size_after_the_answer_goes_to_the_probes_at_once():
+    probe, many, asked, rounds = recording(37)
+    assert fits.largest_fitting(probe, probe_many=many, limit=4096).largest == 37
+    assert rounds == [[1, 2, 4], [39]] and 39 not in asked
+
+
+def test_a_hint_is_probed_only_where_it_lies_over_what_fits_and_under_what_fails_and_the_limit():
+    probe, many, asked, rounds = recording(5)
+    assert fits.largest_fitting(probe, start=5, hint=(4, 6), limit=4096).largest == 5
+    assert asked == [5, 6, 7]  # 4 is under the start: never probed
+    probe, many, asked, rounds = recording(5)
+    assert fits.largest_fitting(probe, start=5, hint=(5, 6), probe_many=many, limit=4096).largest == 5
+    assert (asked, rounds) == ([5, 6], [[7]])  # the hint's fit at the start, alone: no cold start
+    probe, many, asked, rounds = recording(12)
+    assert fits.largest_fitting(probe, known={10: True}, hint=(5, None)).largest == 12 and 5 not in asked
+    probe, many, asked, rounds = recording(100)
+    assert fits.largest_fitting(probe, hint=(16, None), limit=16).probed == [(16, True)]  # the limit, at once
+    for hint in ((17, None), (None, 17)):
+        probe, many, asked, rounds = recording(100)
+        assert fits.largest_fitting(probe, hint=hint, limit=16).largest == 16 and max(asked) == 16
+    for hint in ((20, None), (None, 20)):  # past a size known not to fit
+        for at_once in (False, True):
+            probe, many, asked, rounds = recording(5)
+            search = fits.largest_fitting(probe, known={10: False}, hint=hint, probe_many=many if at_once else None)
+            assert search.largest == 5 and 20 not in asked + sum(rounds, [])
+
+
+def test_a_size_known_not_to_fit_at_the_limit_bounds_the_search_under_it():
+    probe, many, asked, rounds = recording(12)
+    search = fits.largest_fitting(probe, known={3: True, 16: False}, limit=16)
+    assert search.probed == [(9, True), (12, True), (14, False), (13, False)]  # bisecting from 3 and 16
+
+
+def test_a_size_known_not_to_fit_past_the_limit_bounds_nothing_and_no_probe_goes_past_it():
+    probe, many, asked, rounds = recording(100)
+    known = {5: True, 100: False}
+    assert fits.largest_fitting(probe, limit=16, known=known).probed == [(10, True), (16, True)]
+    assert fits.largest_fitting(probe, limit=16, known=known, estimate=lambda: 50).probed == [(16, True)]
+    search = fits.largest_fitting(probe, limit=16, known=known, estimate=lambda: 50, probe_many=many)
+    assert (search.largest, rounds) == (16, [[15, 16]])
+
+
+def test_in_steps_of_128_tokens_the_probes_go_side_by_side_and_a_failure_under_the_answer_is_kept():
+    probe, many, asked, rounds = recording(1000)
+    search = fits.largest_fitting(probe, start=128, limit=2**20, unit=128, known={384: False}, probe_many=many)
+    assert (search.largest, search.failed_below) == (896, [384])
+    assert rounds == [[128, 256], [512], [1152]] and asked == [1024, 768, 896]
+
+
+def test_in_steps_the_search_starts_at_its_start_and_a_limit_between_two_steps_rounds_down():
+    probe, many, asked, rounds = recording(10**9)
+    search = fits.largest_fitting(probe, start=256, limit=1000, unit=128)
+    assert search.probed == [(256, True), (512, True), (896, True)] and type(search.largest) is int
+
+
+def test_a_unit_of_two_probes_even_sizes_only():
+    probe, many, asked, rounds = recording(11)
+    assert fits.largest_fitting(probe, limit=4096, unit=2).largest == 10
+    assert asked == [2, 4, 8, 16, 12, 10, 14]
+
+
+def test_a_first_probe_too_slow_answers_zero_and_names_it():
+    def probe(n):
+        raise fits.TooSlow(n, 1.0)
+    search = fits.largest_fitting(probe, limit=4096)
+    assert (search.largest, search.too_slow, search.probed) == (0, 1, [(1, None)])
+
+
+def test_sizes_probed_at_once_that_run_too_slow_are_kept_as_not_answered():
+    def many(sizes):
+        raise fits.TooSlow(max(sizes), 1.0)
+    search = fits.largest_fitting(lambda n: True, known={1: True, 2: True, 4: True}, estimate=lambda: 20,
+                                  probe_many=many)
+    assert (search.largest, search.too_slow, search.probed) == (4, 21, [(21, None)])
+
+
+@pytest.mark.parametrize("at_once", [False, True])
+def test_a_start_known_too_slow_answers_zero_and_names_it_without_waiting_for_it_again(at_once):
+    probe, many, asked, rounds = recording(10**6)
+    search = fits.largest_fitting(probe, start=8, slow=8, probe_many=many if at_once else None)
+    assert (search.largest, search.too_slow, asked, rounds) == (0, 8, [], [])
+    tokens = fits.largest_fitting(probe, start=1024, limit=2**20, unit=128, slow=1000)
+    assert (tokens.largest, tokens.too_slow, asked) == (0, 1024, [])  # 1000 rounds up to the start's step
+
+
+def test_sizes_already_answered_are_never_sent_to_the_probes_at_once_not_even_as_an_empty_round():
+    probed, rounds = [], []
+    _, many = fits._recorded(probed, {3: True, 4: False}, None, lambda sizes: rounds.append(sizes) or [])
+    assert many([3, 4]) == [True, False] and (probed, rounds) == ([], [])
+
+
+def test_with_every_peak_over_the_cap_the_line_is_read_below_them():
+    assert fits.linear_estimate([(2, 20), (8, 80)], cap=15) == 1  # 10 bytes a size: 1 holds 10, 2 holds 20
+
+
+def test_the_line_through_the_top_two_is_read_without_rounding_its_slope():
+    assert fits.linear_estimate([(5, 1), (20, 4)], cap=5) == 25  # 25 holds 5 bytes exactly: a slope of 0.2 read 24
+
+
+def test_the_line_between_sizes_either_side_of_the_cap_is_read_in_whole_numbers():
+    """Exactly the largest size whose line stays under the cap: here the line meets the cap a
+    197e9th of a token short of 307371 tokens, which a float quotient rounds up to."""
+    (n0, p0), (n1, p1) = points = [(2048, 3_000_000_000), (2**20, 200_000_000_003)]
+    cap = 60_474_459_356
+    n = fits.linear_estimate(points, cap)
+
+    def line(m):
+        return p0 + Fraction(p1 - p0, n1 - n0) * (m - n0)
+    assert line(n) <= cap < line(n + 1) and n == 307370

@@ -57,9 +57,9 @@ TESTS = {
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
 PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap", "deviation", "against_reference",
                                         "checked_against_reference"),
-        "harness/workloads/fits.py": ("largest_fitting", "_in_units", "_top", "_search", "_recorded", "_first_fit", "_narrow",
-                                      "_try", "_cold_start", "_bracket", "_gallop", "_up", "_down", "linear_estimate",
-                                      "side_by_side"),
+        "harness/workloads/fits.py": ("largest_fitting", "_in_units", "_top", "_under", "_search", "_recorded",
+                                      "_first_fit", "_narrow", "_try", "_cold_start", "_bracket", "_gallop", "_up",
+                                      "_down", "linear_estimate", "_on_line", "side_by_side"),
         "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes"),
         "harness/measure/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside", "_untraced", "_nvml_reading",
                                     "_as_reading",

@@ -133,19 +133,21 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     ``known``, ``hint``, ``slow`` and the estimate included, stays in the caller's units)."""
     if unit > 1:
         return _in_units(unit, probe, start, limit, estimate, known or {}, probe_many, slow, hint)
+    if slow is not None and slow <= start:  # the first size is known too slow: no probe would answer in time
+        return Search(largest=0, too_slow=slow)
     if slow is not None:
         limit = min(limit, slow - 1)
-    search, answers = Search(largest=0), dict(known or {})
-    fits, fits_many = _recorded(search, answers, probe, probe_many)
+    probed, answers, too_slow = [], dict(known or {}), None
+    fits, fits_many = _recorded(probed, answers, probe, probe_many)
     try:
-        search.largest = _search(fits, fits_many, answers, start, limit, estimate, hint)
+        largest = _search(fits, fits_many, answers, start, limit, estimate, hint)
     except TooSlow as e:
-        search.largest, search.too_slow = _top(answers, start, limit)[0] or 0, e.n
+        largest, too_slow = _top(answers, start, limit)[0] or 0, e.n
     else:
-        if slow is not None and search.largest == limit:
-            search.too_slow = slow
-    search.failed_below = sorted(n for n, ok in answers.items() if ok is False and start <= n < search.largest)
-    return search
+        if slow is not None and largest == limit:
+            too_slow = slow
+    return Search(largest=largest, probed=probed, too_slow=too_slow,
+                  failed_below=sorted(n for n, ok in answers.items() if ok is False and n in range(start, largest)))
 
 
 def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many, slow, hint) -> Search:
@@ -180,24 +182,30 @@ def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many,
 
 
 def _top(answers: dict, start: int, limit: int) -> tuple:
-    """(the largest size in [start, limit] seen to fit, the smallest seen to fail over it, or
-    from ``start`` where none fit), either None."""
+    """(the largest size in [start, limit] seen to fit, the smallest in it seen to fail over that,
+    or from ``start`` where none fit), either None: a size past the limit bounds nothing."""
     low = max((n for n, ok in answers.items() if ok and start <= n <= limit), default=None)
     above = start if low is None else low + 1
-    return low, min((n for n, ok in answers.items() if ok is False and n >= above), default=None)
+    return low, min((n for n, ok in answers.items() if ok is False and above <= n <= limit), default=None)
 
 
-def _search(fits, fits_many, answers: dict, start: int, limit: int, estimate, hint=(None, None)) -> int:
+def _under(high, limit: int) -> int:
+    """The largest size a probe may ask for: the one under ``high`` (the smallest failure known
+    over the answer, at most ``limit``), or ``limit`` where none is known."""
+    return limit if high is None else high - 1
+
+
+def _search(fits, fits_many, answers: dict, start: int, limit: int, estimate, hint: tuple) -> int:
     """The answer, from what ``answers`` holds (each probe adds to it): a first fit (``hint``'s
     or ``start``), a boundary over the largest fit, and the sizes after it."""
     if answers.get(start) is False:
         return 0
     low, high = _top(answers, start, limit)
-    low, high = _try(fits, hint[0], low, high, limit, above=max(low or 0, start - 1))
-    low, high = _first_fit(fits, fits_many, start, low, high, limit)
+    _try(fits, hint[0], above=start - 1 if low is None else low, top=_under(high, limit))
+    low, high = _first_fit(fits, fits_many, start, *_top(answers, start, limit), limit)
     if low is None:
         return 0
-    _try(fits, hint[1], low, high, limit, above=low)
+    _try(fits, hint[1], above=low, top=_under(high, limit))
     while True:
         low, high = _top(answers, start, limit)
         if low >= limit:
@@ -205,25 +213,26 @@ def _search(fits, fits_many, answers: dict, start: int, limit: int, estimate, hi
         if high is None or high - low > 1:
             _narrow(fits, fits_many, estimate, low, high, limit)
             continue
-        after = [n for n in range(high + 1, min(low + CONFIRM_ABOVE, limit) + 1) if n not in answers]
+        after = [n for n in range(high, min(low + CONFIRM_ABOVE, limit) + 1) if n not in answers]
         if not after:
             return low
         fits_many(after) if fits_many else fits(after[0])
 
 
-def _recorded(search: Search, answers: dict, probe, probe_many):
+def _recorded(probed: list, answers: dict, probe, probe_many):
     """``probe`` and ``probe_many`` (None stays None) answering in bools from ``answers`` where
-    they hold the size, else probing it: each probe kept in ``search.probed`` in order and its
-    answer in ``answers``; a size too slow to answer kept as (n, None)."""
+    they hold the size, else probing it: each probe kept in ``probed`` as (n, fits) in order and
+    its answer in ``answers``; a size too slow to answer kept as (n, None). ``probe_many`` is
+    never asked for no sizes (``SubprocessProber.many`` would start a pool of no processes)."""
     def fits(n):
         if n in answers:
             return answers[n]
         try:
             ok = bool(probe(n))
         except TooSlow:
-            search.probed.append((n, None))
+            probed.append((n, None))
             raise
-        search.probed.append((n, ok))
+        probed.append((n, ok))
         answers[n] = ok
         return ok
 
@@ -232,9 +241,9 @@ def _recorded(search: Search, answers: dict, probe, probe_many):
         try:
             got = [bool(ok) for ok in probe_many(new)] if new else []
         except TooSlow as e:
-            search.probed.append((e.n, None))
+            probed.append((e.n, None))
             raise
-        search.probed.extend(zip(new, got))
+        probed.extend(zip(new, got))
         answers.update(zip(new, got))
         return [answers[n] for n in sizes]
 
@@ -242,9 +251,10 @@ def _recorded(search: Search, answers: dict, probe, probe_many):
 
 
 def _first_fit(fits, fits_many, start: int, low, high, limit: int):
-    """(low, high) with ``low`` at or above ``start`` and known to fit; (None, high) where
-    ``start`` does not fit. With nothing known there, several sizes go at once where they can."""
-    if low is not None and low >= start:
+    """(low, high) with ``low`` known to fit (``_top``'s, where it found one: at or above
+    ``start``); (None, high) where ``start`` does not fit. With nothing known to fit, several sizes
+    go at once where they can."""
+    if low is not None:
         return low, high
     if fits_many:
         return _cold_start(fits_many, start, high, limit)
@@ -262,7 +272,7 @@ def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> None:
         guess = estimate() if estimate else None
     if low >= limit:
         return
-    if guess is not None and (high is None or high - low > 1):
+    if guess is not None:
         low, high = _gallop(fits, guess, low, high, limit, fits_many)
     if high is None:
         return
@@ -271,18 +281,17 @@ def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> None:
         low, high = (mid, high) if fits(mid) else (low, mid)
 
 
-def _try(fits, n, low, high, limit: int, above: int):
-    """(low, high) after probing ``n`` where it lies above ``above`` and below ``high`` and the
-    limit; as they were where it does not (or is None)."""
-    if n is None or n <= above or n > limit or (high is not None and n >= high):
-        return low, high
-    return (n, high) if fits(n) else (low, n)
+def _try(fits, n, above: int, top: int) -> None:
+    """Probes ``n`` where it lies above ``above`` and at most ``top``; nothing where it does not
+    (or is None). The caller reads what it found from the answers."""
+    if n is not None and above < n <= top:
+        fits(n)
 
 
 def _cold_start(fits_many, start: int, high, limit: int):
     """With nothing known, ``start`` and its double and quadruple at once (the span the estimate
     waits for): (the largest that fit or None, the smallest that did not or ``high``)."""
-    sizes = [n for n in (start, 2 * start, 4 * start) if n <= limit and (high is None or n < high)]
+    sizes = [n for n in (start, 2 * start, 4 * start) if n <= _under(high, limit)]
     return _bracket(dict(zip(sizes, fits_many(sizes))), None, high)
 
 
@@ -298,8 +307,10 @@ def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=
     """Probe ``guess`` (held strictly between low and high), then step away from it by 1, 2,
     4... in the direction it points until a probe lands on the other side: (low, high).
     ``fits_many`` probes the guess and its two neighbours at once, and the gallop goes on from
-    there only if all three fell on one side."""
-    top = limit if high is None else high - 1
+    there only if all three fell on one side. A bracket already closed (``high`` is ``low`` + 1)
+    costs no probe: one at a time it asks for ``high``, which the search's ``fits`` answers from
+    what it knows, and side by side for no size (``_recorded``)."""
+    top = _under(high, limit)
     n = max(low + 1, min(guess, top))
     if fits_many is None:
         return _up(fits, n, high, top, 1) if fits(n) else _down(fits, low, n, 1)
@@ -350,20 +361,27 @@ def linear_estimate(points, cap: float):
     for n, peak in points:  # two probes at one size (two budgets) give one point
         highest[n] = max(peak, highest.get(n, peak))
     under = [n for n, peak in highest.items() if peak <= cap]
-    over = [n for n, peak in highest.items() if peak > cap and (not under or n > max(under))]
-    if under and over:
-        n0, n1 = max(under), min(over)
-        return int(n0 + (cap - highest[n0]) * (n1 - n0) // (highest[n1] - highest[n0]))
+    if under and max(highest) > max(under):  # every size over the largest under the cap is over it
+        n0 = max(under)
+        n1 = min(n for n in highest if n > n0)
+        return _on_line(cap, (n0, highest[n0]), (n1, highest[n1]))
     if under:
         highest = {n: highest[n] for n in under}
     if not highest or max(highest) < 4 * min(highest):
         return None
     n1 = max(highest)
     n0 = max(n for n in highest if 4 * n <= 3 * n1)
-    slope = (highest[n1] - highest[n0]) / (n1 - n0)
-    if slope <= 0:
+    if highest[n1] <= highest[n0]:  # no growth: no line to read
         return None
-    return int(n1 + (cap - highest[n1]) // slope)
+    return _on_line(cap, (n1, highest[n1]), (n0, highest[n0]))
+
+
+def _on_line(cap, a: tuple, b: tuple) -> int:
+    """The largest n whose bytes on the rising line through ``a`` and ``b`` ((n, bytes) each)
+    stay at most ``cap``, read from ``a``: exact where the bytes are whole (no slope rounded to
+    a float, which can put the answer one size short)."""
+    (n0, p0), (n1, p1) = a, b
+    return int(n0 + (cap - p0) * (n1 - n0) // (p1 - p0))
 
 
 class SubprocessProber:
