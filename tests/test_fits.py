@@ -331,6 +331,17 @@ def test_the_prober_kills_a_probe_past_its_time_and_logs_it_as_neither_fitting_n
     assert log.too_slow(key) == 8
 
 
+def test_probes_side_by_side_keep_the_answers_beside_one_too_slow():
+    def prober(top):
+        return fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), top, "8"], timeout_s=2)
+    with pytest.raises(fits.TooSlow) as slow:
+        prober("3").many([1, 4, 16, 8])
+    assert (slow.value.n, slow.value.answered) == (8, {1: True, 4: False})  # the smaller of the two too slow
+    many = prober("100")
+    search = fits.largest_fitting(many, probe_many=many.many, limit=4096)
+    assert (search.largest, search.too_slow) == (4, 8)
+
+
 def test_only_an_answer_at_a_search_limit_lower_than_todays_is_outdated():
     from types import SimpleNamespace
     from harness.cases import fits as fits_case

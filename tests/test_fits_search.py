@@ -425,3 +425,19 @@ def test_the_line_between_sizes_either_side_of_the_cap_is_read_in_whole_numbers(
     def line(m):
         return p0 + Fraction(p1 - p0, n1 - n0) * (m - n0)
     assert line(n) <= cap < line(n + 1) and n == 307370
+
+
+def test_a_side_by_side_probe_too_slow_keeps_the_answers_of_the_sizes_beside_it():
+    """A cold start of 1, 2, 4 at once where 4 runs too slow: 1 and 2 fit, and the answer is 2."""
+    def many(sizes):
+        raise fits.TooSlow(4, 1.0, {n: True for n in sizes if n < 4})
+    search = fits.largest_fitting(lambda n: pytest.fail("probed alone"), probe_many=many, limit=64)
+    assert (search.largest, search.too_slow) == (2, 4)
+    assert search.probed == [(1, True), (2, True), (4, None)]
+
+
+def test_in_steps_a_probe_too_slow_keeps_the_answers_beside_it_in_the_caller_s_units():
+    def many(sizes):
+        raise fits.TooSlow(512, 1.0, {n: True for n in sizes if n < 512})
+    search = fits.largest_fitting(lambda n: pytest.fail("probed alone"), probe_many=many, limit=4096, unit=128)
+    assert (search.largest, search.too_slow) == (256, 512)

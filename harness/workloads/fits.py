@@ -57,11 +57,12 @@ HOST_KILLED = "killed by SIGKILL: the host's memory ran out (the kernel's out-of
 
 
 class TooSlow(Exception):
-    """A probe at ``n`` ran past its time limit, fitting or not."""
+    """A probe at ``n`` ran past its time limit, fitting or not; ``answered``: the sizes probed
+    beside it that did answer ({size: fits}), which its search keeps."""
 
-    def __init__(self, n: int, seconds: float):
+    def __init__(self, n: int, seconds: float, answered: dict | None = None):
         super().__init__(f"the probe at n={n} ran past {seconds:g} s")
-        self.n, self.seconds = n, seconds
+        self.n, self.seconds, self.answered = n, seconds, dict(answered or {})
 
 
 @dataclass
@@ -158,7 +159,7 @@ def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many,
             try:
                 return f(k * unit) if isinstance(k, int) else f([m * unit for m in k])
             except TooSlow as e:
-                raise TooSlow(-(-e.n // unit), e.seconds) from None
+                raise TooSlow(-(-e.n // unit), e.seconds, {n // unit: ok for n, ok in e.answered.items()}) from None
         return call
 
     def guess():
@@ -241,7 +242,9 @@ def _recorded(probed: list, answers: dict, probe, probe_many):
         try:
             got = [bool(ok) for ok in probe_many(new)] if new else []
         except TooSlow as e:
-            probed.append((e.n, None))
+            kept = [(n, bool(e.answered[n])) for n in new if n in e.answered]
+            probed.extend(kept + [(e.n, None)])
+            answers.update(kept)
             raise
         probed.extend(zip(new, got))
         answers.update(zip(new, got))
@@ -446,10 +449,21 @@ class SubprocessProber:
             self.on_result(result)
 
     def many(self, sizes) -> list[bool]:
-        """One process per size, all at once: the caller has checked that memory holds them."""
+        """One process per size, all at once: the caller has checked that memory holds them. Where
+        one runs too slow, the smallest such size's TooSlow carries the others' answers."""
         from concurrent.futures import ThreadPoolExecutor
         with self._gpu_held(), ThreadPoolExecutor(len(sizes)) as pool:
-            return list(pool.map(self._probe, sizes))
+            futures = [(n, pool.submit(self._probe, n)) for n in sizes]
+        answered, slow = {}, []
+        for n, future in futures:
+            try:
+                answered[n] = future.result()
+            except TooSlow as e:
+                slow.append(e)
+        if slow:
+            first = min(slow, key=lambda e: e.n)
+            raise TooSlow(first.n, first.seconds, answered)
+        return [answered[n] for n in sizes]
 
 
 OVER = ("batch", "seq_len")  # what a search grows: the batch, or the length of one sequence
