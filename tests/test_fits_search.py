@@ -441,3 +441,5 @@ def test_in_steps_a_probe_too_slow_keeps_the_answers_beside_it_in_the_caller_s_u
         raise fits.TooSlow(512, 1.0, {n: True for n in sizes if n < 512})
     search = fits.largest_fitting(lambda n: pytest.fail("probed alone"), probe_many=many, limit=4096, unit=128)
     assert (search.largest, search.too_slow) == (256, 512)
+    assert search.probed == [(128, True), (256, True), (512, None)]
+    assert all(type(n) is int for n, _ in search.probed)  # whole sizes, as a record writes them
