@@ -336,10 +336,10 @@ def _matching(rows: list[Row], case_name: str, where: dict) -> list[Row]:
 
 def _versus_cells(rows: list[Row], case_name: str, down: list[str], across: str, where: dict, versus, at: dict) -> dict:
     """The cells ``--versus``'s base is read from: the table's own (``at``), or, where it names a value
-    of a parameter --where fixes (budget=card beside --where budget=16GB), the cells of the records that
-    hold that value instead (the same cells again where it is the value --where fixes); none (no
-    multiples) where no record does."""
-    moved = {name: value for name, value in versus or () if name in where}
+    other than the one --where fixes (budget=card beside --where budget=16GB), the cells of the records
+    that hold that value instead; none (no multiples) where no record does."""
+    # an equal value would read the same cells again
+    moved = {n: v for n, v in versus or () if n in where and str(v) != str(where[n])}  # pragma: no mutate (as said)
     if not moved:
         return at
     there = {**where, **moved}
