@@ -130,7 +130,8 @@ def test_run_files_results_locally_unless_asked_and_passes_the_profile(monkeypat
     seen = []
     monkeypatch.setattr(bootstrap, "ensure", lambda command: None)
     monkeypatch.setattr(suite, "run", lambda **kw: seen.append(kw) or 0)
-    assert cli.main(["run"]) == 0 and seen[-1]["results"] == LOCAL and seen[-1]["profile"] == "standard"
+    # No --profile reaches the run as None: a --resume goes on with its run's own, a new run takes "standard".
+    assert cli.main(["run"]) == 0 and seen[-1]["results"] == LOCAL and seen[-1]["profile"] is None
     assert cli.main(["run", "--file", "--profile", "quick"]) == 0
     assert seen[-1]["results"] == COMMITTED and seen[-1]["profile"] == "quick"
     assert cli.main(["run", "--results", str(tmp_path)]) == 0 and seen[-1]["results"] == tmp_path

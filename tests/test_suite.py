@@ -1,15 +1,19 @@
 """The asv wiring: the suite is discovered as declared, asv check is clean, and the run hands
 asv what it needs."""
+import contextlib
+import io
 import json
 import re
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from harness.drive import suite
 from harness.drive.bench import RUN_ENV
+from harness.measure.machine import host_key
 from harness.measure.store import RecordStore, RunContext, StoreError
 from harness.cases.ceilings import CONTEXT_PROBES, GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
 from harness.measure.safety import OPT_IN_ENV
@@ -284,6 +288,98 @@ def test_a_run_resumes_only_where_its_records_are_and_at_their_commit(tmp_path):
             store.resumable(bad, "box", commit)
 
 
+class Flushes(io.StringIO):
+    """stdout that keeps what was flushed: a note printed before asv starts must be flushed to
+    come before asv's own output in a log."""
+    def __init__(self):
+        super().__init__()
+        self.flushed, self._at = [], 0
+
+    def flush(self):
+        if self.tell() > self._at:
+            self.flushed.append(self.getvalue()[self._at:])
+            self._at = self.tell()
+
+
+def test_a_resume_goes_on_with_the_cases_its_run_chose(tmp_path, capsys):
+    """A stopped run's skips say `harness run --resume ID` measures the rest: without the run's own
+    --bench that command went on with the default profile instead."""
+    from harness.drive.suite import RunRefused, Selection, resumed
+    store = RecordStore(tmp_path)
+    run = store.run_file("box", "abcdef12", "r1")
+    run.parent.mkdir(parents=True)
+    store.claim(run, asdict(Selection("tricks\\.", "standard", True, ("/venv/bin/python",))))
+    own = Selection("tricks\\.", "standard", True, ("/venv/bin/python",))
+    assert resumed(store, run, "r1", Selection()) == own
+    assert resumed(store, run, "r1", own) == own  # the same options, given again: the same run
+    for asked, flag in ((Selection(bench="ceilings"), "--bench"), (Selection(profile="full"), "--profile"),
+                        (Selection(python=("/other/python",)), "--python")):
+        with pytest.raises(RunRefused) as e:
+            resumed(store, run, "r1", asked)
+        assert str(e.value) == ("run r1 measures --bench 'tricks\\.' --quick --python /venv/bin/python, and a resume "
+                                f"goes on with the same cases: leave {flag} out, or start a new run without --resume")
+    store.claim(run, asdict(Selection(profile="budget")))
+    with pytest.raises(RunRefused, match=r"^run r1 measures --profile budget, .* leave --quick out"):
+        resumed(store, run, "r1", Selection(quick=True))
+    assert capsys.readouterr().out == ""
+
+
+def test_a_new_run_without_a_profile_or_bench_measures_the_standard_profile(tmp_path, monkeypatch):
+    from harness.drive.suite import Selection
+    seen = []
+    monkeypatch.setattr(suite, "_locked_run", lambda store, chosen, *rest: seen.append(chosen) or 0)
+    assert suite.run(results=tmp_path) == 0 and suite.run(bench="ceilings", quick=True, results=tmp_path) == 0
+    assert seen == [Selection(profile="standard"), Selection("ceilings", "standard", True)]
+
+
+@pytest.mark.parametrize("state", [None, '{"pid": 1}', '{"selection": {"bench": 3}}',
+                                   '{"selection": {"python": "/venv/bin/python"}}', "not json"])
+def test_a_resume_of_a_run_that_does_not_say_its_cases_goes_on_with_the_command_s(tmp_path, capsys, state):
+    from harness.drive.suite import Selection, resumed
+    store = RecordStore(tmp_path)
+    run = tmp_path / "box" / "abcdef12-r1.jsonl"
+    run.parent.mkdir()
+    if state is not None:
+        RecordStore.run_state(run).write_text(state)
+    asked = Selection(bench="ceilings")
+    out = Flushes()
+    with contextlib.redirect_stdout(out):
+        assert resumed(store, run, "r1", asked) == asked
+    assert out.flushed == ["oombench: run r1 does not say which cases it measures (its state is missing "
+                           "or older): going on with this command's, --bench ceilings\n"]
+
+
+def test_a_selection_reads_back_as_written_and_names_its_options():
+    from harness.drive.suite import Selection
+    assert Selection().flags() == "--profile standard"
+    assert Selection(profile="budget", quick=True).flags() == "--profile budget --quick"
+    assert Selection("a b", "full", False, ("/p 1", "/p2")).flags() == "--bench 'a b' --python '/p 1' --python /p2"
+    assert Selection.of({"bench": "x"}) == Selection("x", None, False, ())
+    assert Selection.of({"profile": "quick", "quick": True, "python": ["/p"]}) == Selection(None, "quick", True, ("/p",))
+    for bad in ({"bench": 1}, {"profile": ["x"]}, {"quick": "yes"}, {"python": "/p"}, {"python": [1]}):
+        assert Selection.of(bad) is None, bad
+
+
+def test_a_resume_refused_by_the_store_is_refused_by_the_run_with_its_message(tmp_path):
+    store = RecordStore(tmp_path)
+    (tmp_path / "box").mkdir()
+    (tmp_path / "box" / "abcdef12-r1.jsonl").write_text("")
+    assert suite.resumable(store, "r1", "box", "abcdef1299") == tmp_path / "box" / "abcdef12-r1.jsonl"
+    with pytest.raises(suite.RunRefused) as e:
+        suite.resumable(store, "r1", "other", "abcdef1299")
+    with pytest.raises(StoreError) as direct:
+        store.resumable("r1", "other", "abcdef1299")
+    assert str(e.value) == str(direct.value) == "run r1 was measured on box, not on this machine (other)"
+
+
+def test_an_interpreter_that_is_not_one_stops_the_run_naming_the_fix(tmp_path):
+    assert suite.environments(None) == ["-E", f"existing:{sys.executable}"]
+    with pytest.raises(SystemExit) as e:
+        suite.environments([sys.executable, str(tmp_path / "python")])
+    assert str(e.value) == (f"oombench: {tmp_path / 'python'} is not an executable python: pass the interpreter of an "
+                            "environment that has the project's requirements, e.g. --python /path/to/venv/bin/python")
+
+
 def test_every_benchmark_class_sets_up_on_a_box_without_a_gpu(records_dir, monkeypatch):
     """asv calls setup with each parameter set: on the CPU a GPU class must be skipped with its
     reason (NotImplementedError), never break on a name or a parameter."""
@@ -349,12 +445,17 @@ def test_a_chosen_subset_brings_the_device_ceilings_along_on_a_gpu_host_that_has
     host_only = record("ceilings", {"probe": "host_copy"}, {"bytes": 10**9}, 0.1, uuid="GPU-host-only")
     store = RecordStore.of_results(planted(tmp_path, [known, host_only]))
     new_host = ceiling("h2d_pinned", 50.0, uuid="GPU-new").environment
-    assert suite.with_ceilings(store, new_host, r"^tricks\.") == [r"^tricks\.", suite.CEILINGS_BENCH]
-    assert "has no device ceilings on file" in capsys.readouterr().out
+    out = Flushes()
+    with contextlib.redirect_stdout(out):
+        assert suite.with_ceilings(store, new_host, r"^tricks\.") == [r"^tricks\.", suite.CEILINGS_BENCH]
+    assert out.flushed == [f"oombench: this host ({host_key(new_host)}) has no device ceilings on file: they join the "
+                           "run, so that its rates are read against its own\n"]
     assert suite.with_ceilings(store, host_only.environment, "x") == ["x", suite.CEILINGS_BENCH]
     assert suite.with_ceilings(store, known.environment, r"^tricks\.") == [r"^tricks\."]
     assert suite.with_ceilings(store, new_host, r"ceilings\.Device") == [r"ceilings\.Device"]
     assert suite.with_ceilings(store, new_host, None) == []
     no_gpu = replace(new_host, devices=replace(new_host.devices, gpus=[]))
     assert suite.with_ceilings(store, no_gpu, r"ceilings\.Host") == [r"ceilings\.Host"]
+    named = replace(no_gpu, host={"id": "host-without-gpus"})  # a host known by name, yet no GPU: no ceilings
+    assert suite.with_ceilings(store, named, r"^tricks\.") == [r"^tricks\."]
     assert re.search(suite.CEILINGS_BENCH, suite.CEILING_PROBE_NAME)

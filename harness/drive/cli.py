@@ -385,13 +385,14 @@ def _add_run(sub) -> None:
     r.add_argument("--python", action="append", metavar="PATH",
                    help="measure in this interpreter's environment (repeat for several: asv -E existing:PATH each)")
     r.add_argument("--resume", metavar="RUN_ID",
-                   help="go on with a run that was cut short, at its commit: what it measured is read back, not measured again")
+                   help="go on with a run that was cut short, at its commit, over the cases it chose (its --bench or "
+                        "--profile, --quick, --python): what it measured is read back, not measured again")
     r.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="start no case after this many seconds; asv still writes what was measured (then --resume)")
-    r.add_argument("--profile", choices=tuple(profiles.PROFILES), default="standard",
+    r.add_argument("--profile", choices=tuple(profiles.PROFILES),
                    help="how much to run: quick (one value per family), standard (what the pages compare; "
                         "the default), budget (past emulated 16 to 80 GB cards), full (everything); "
-                        "--bench overrides it")
+                        "--bench overrides it; a --resume goes on with its run's own")
     r.add_argument("--file", action="store_true",
                    help="file the results into results/ (for committing); by default they go to .asv/results/")
     r.add_argument("--results", metavar="DIR", help="file the results into DIR (asv's files and records/)")

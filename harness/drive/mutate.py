@@ -50,8 +50,11 @@ TESTS = {
     "harness/workloads/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),  # test_fits.py starts processes
     "harness/workloads/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
     "harness/units.py": ("tests/test_units.py",),
+    "harness/measure/store.py": ("tests/test_store.py", "tests/test_record.py", "tests/test_inputs_hostile.py", "tests/test_begun.py",
+                                 "tests/test_outcomes.py", "tests/test_compare_resume.py"),  # test_kills.py kills processes: minutes a mutant
     "harness/workloads/fragmenting.py": ("tests/test_fragmentation.py",),  # its shape draws: the sizes every step meets
     "harness/measure/busy.py": ("tests/test_busy.py", "tests/test_busy_families.py", "tests/test_step_peaks.py"),
+    "harness/drive/suite.py": ("tests/test_suite.py", "tests/test_cli.py"),
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
@@ -60,6 +63,10 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         "harness/workloads/fits.py": ("largest_fitting", "_in_units", "_top", "_under", "_search", "_recorded",
                                       "_first_fit", "_narrow", "_try", "_cold_start", "_bracket", "_gallop", "_up",
                                       "_down", "linear_estimate", "_on_line", "side_by_side"),
+        # What a run chooses to measure; the rest drives asv and is tested by running it (test_kills.py,
+        # test_locks.py, test_asv_front.py), seconds to minutes a mutant.
+        "harness/drive/suite.py": ("Selection.flags", "Selection.of", "resumed", "resumable", "with_ceilings",
+                                   "environments"),
         "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes"),
         "harness/measure/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside", "_untraced", "_nvml_reading",
                                     "_as_reading",

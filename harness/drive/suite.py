@@ -5,7 +5,8 @@ commit and machine, and the HTML. This module only hands asv what it cannot find
 the machine's description (its GPUs), the commit of the checkout, and where ``harness`` lives.
 
 A run holds its results folder's lock for its whole life (``harness.measure.locks``), names its
-process beside its records (``--resume`` of a live run is refused), and ends asv and all it
+process and what it measures beside its records (``--resume`` of a live run is refused; one of a
+stopped run goes on with that run's own cases), and ends asv and all it
 started when SIGTERM, SIGINT or SIGHUP reaches it; every benchmark watches this process's pid,
 so not even ``kill -9`` leaves one measuring (``harness.measure.lifeline``).
 """
@@ -20,6 +21,7 @@ import sys
 import time
 import uuid
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from harness.cases.ceilings import GPU_PROBES
@@ -170,16 +172,57 @@ def refuse_live(store: RecordStore, resume: str) -> None:
                          f"wait for it to end, or stop it (kill {live['pid']}), then --resume {resume}")
 
 
-def resumable(store: RecordStore, resume: str, machine: str, commit: str) -> None:
+def resumable(store: RecordStore, resume: str, machine: str, commit: str) -> Path:
     try:
-        store.resumable(resume, machine, commit)
+        return store.resumable(resume, machine, commit)
     except StoreError as e:
         raise RunRefused(str(e)) from None
 
 
+@dataclass(frozen=True)
+class Selection:
+    """The options that choose a run's cases, kept beside its records so that a resume measures
+    the rest of the same cases, not of the default profile's."""
+    bench: str | None = None
+    profile: str | None = None  # None: the default profile, "standard"
+    quick: bool = False
+    python: tuple[str, ...] = ()
+
+    def flags(self) -> str:
+        return shlex.join([*(["--bench", self.bench] if self.bench else ["--profile", self.profile or "standard"]),
+                           *(["--quick"] if self.quick else []), *(a for py in self.python for a in ("--python", py))])
+
+    @classmethod
+    def of(cls, d: dict) -> "Selection | None":
+        """From a run's state; None where it is not one ``asdict`` wrote."""
+        python = d.get("python") or []
+        sel = cls(d.get("bench"), d.get("profile"), d.get("quick", False), tuple(python))
+        if (isinstance(sel.bench, (str, type(None))) and isinstance(sel.profile, (str, type(None)))
+                and isinstance(sel.quick, bool) and isinstance(python, list) and all(isinstance(py, str) for py in python)):
+            return sel
+        return None
+
+
+def resumed(store: RecordStore, run_file: Path, resume: str, asked: Selection) -> Selection:
+    """The cases run ``resume`` chose, which its resume goes on with; an option given that would
+    choose others is refused, naming the run's own."""
+    stored = store.selection(run_file)
+    earlier = Selection.of(stored) if stored is not None else None
+    if earlier is None:
+        print(f"oombench: run {resume} does not say which cases it measures (its state is missing or older): "
+              f"going on with this command's, {asked.flags()}", flush=True)
+        return asked
+    for name in ("bench", "profile", "quick", "python"):
+        given = getattr(asked, name)
+        if given and given != getattr(earlier, name):
+            raise RunRefused(f"run {resume} measures {earlier.flags()}, and a resume goes on with the same cases: "
+                             f"leave --{name} out, or start a new run without --resume")
+    return earlier
+
+
 def run(bench: str | None = None, quick: bool = False, allow_oversubscription: bool = False,
         publish: bool = True, pythons: list[str] | None = None, resume: str | None = None,
-        deadline_s: float | None = None, results: Path = LOCAL, profile: str = "standard",
+        deadline_s: float | None = None, results: Path = LOCAL, profile: str | None = None,
         wait: bool = True) -> int:
     """One run under the results folder's lock (waits for it, or ``RunRefused`` with
     ``wait=False``); returns asv's exit status, or 128 + the signal that stopped it."""
@@ -188,15 +231,17 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
     except re.error as e:
         raise RunRefused(f"--bench takes a regular expression, and {bench!r} is not one ({e})") from None
     store = RecordStore.of_results(results)
+    chosen = Selection(bench, profile, quick, tuple(pythons or ()))
     if resume is not None:
         refuse_live(store, resume)
         # Checked before the lock too, which makes the results folder: a refused resume leaves nothing.
-        resumable(store, resume, machine_info(snapshot())["machine"], head_commit())
+        chosen = resumed(store, resumable(store, resume, machine_info(snapshot())["machine"], head_commit()),
+                         resume, chosen)
+    chosen = replace(chosen, profile=chosen.profile or "standard")
     with signals_stop_the_run():
         try:
             with locks.held(locks.results_lock(results), f"results folder {results}", wait=wait):
-                return _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, resume,
-                                   deadline_s, results, profile)
+                return _locked_run(store, chosen, allow_oversubscription, publish, resume, deadline_s, results)
         except locks.Busy as e:
             raise RunRefused(str(e)) from None
         except Interrupted as e:
@@ -204,8 +249,7 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
             return 128 + e.signum
 
 
-def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, resume, deadline_s, results,
-                profile) -> int:
+def _locked_run(store, chosen: Selection, allow_oversubscription, publish, resume, deadline_s, results) -> int:
     env = snapshot()
     info = machine_info(env)
     register_with_asv(info)
@@ -221,19 +265,19 @@ def _locked_run(store, bench, quick, allow_oversubscription, publish, pythons, r
     deadline = time.time() + deadline_s if deadline_s is not None else None
     ctx = RunContext(store, info["machine"], run_id, commit, deadline, parent_pid=os.getpid())
     print(f"oombench: run {run_id}, results in {results} (if it is cut short: python3 -m harness run --resume "
-          f"{run_id} ...)", flush=True)
+          f"{run_id})", flush=True)
     # The run's records file exists from the start, so that it can be resumed even if a deadline
     # or a kill left it nothing measured; beside it, which process runs it.
     ctx.path.parent.mkdir(parents=True, exist_ok=True)
     ctx.path.touch()
-    store.claim(ctx.path)
+    store.claim(ctx.path, asdict(chosen))
     try:
-        regexes = with_ceilings(store, env, bench) or profiles.benchmarks(profile)
-        return _measure(ctx, regexes, quick, allow_oversubscription, publish, pythons, results)
+        regexes = with_ceilings(store, env, chosen.bench) or profiles.benchmarks(chosen.profile)
+        return _measure(ctx, regexes, chosen.quick, allow_oversubscription, publish, list(chosen.python), results)
     except Interrupted:
         report(ctx.path, run_id)
         print(f"oombench: run {run_id} was stopped; what it measured is kept: python3 -m harness run --resume "
-              f"{run_id} (with the same arguments) measures the rest", flush=True)
+              f"{run_id} measures the rest", flush=True)
         raise
 
 

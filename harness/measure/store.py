@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,19 +251,32 @@ class RecordStore:
         """Who runs (or last ran) a run: its pid, start time and command; see ``live_run``."""
         return run_file.with_name(run_file.stem + STATE_SUFFIX)
 
-    def claim(self, run_file: Path) -> None:
-        """Names this process as the one running ``run_file``'s run."""
+    def claim(self, run_file: Path, selection: dict | None = None) -> None:
+        """Names this process as the one running ``run_file``'s run, and what the run measures
+        (``selection``: the options that chose its cases, which a resume goes on with)."""
         import psutil
         me = psutil.Process()
         state = self.run_state(run_file)
         state.parent.mkdir(parents=True, exist_ok=True)
-        write_whole(state, json.dumps({"pid": me.pid, "started": me.create_time(), "argv": sys.argv}))
+        write_whole(state, json.dumps({"pid": me.pid, "started": me.create_time(), "argv": sys.argv,
+                                       "selection": selection}))
+
+    @staticmethod
+    def selection(run_file: Path) -> dict | None:
+        """The selection ``claim`` wrote for ``run_file``'s run; None where its state is missing,
+        unreadable or holds none."""
+        try:
+            with open_regular(RecordStore.run_state(run_file)) as f:
+                chosen = json.loads(f.read(MAX_LINE_BYTES)).get("selection")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return chosen if isinstance(chosen, dict) else None
 
     def live_run(self, run_id: str) -> dict | None:
         """The state of run ``run_id`` where its process still runs (on any machine's records
         here: one process, one run id), else None."""
         import psutil
-        for path in sorted(self.root.glob(f"*/*-{run_id}{STATE_SUFFIX}")) if self.root.exists() else []:
+        for path in sorted(self.root.glob(f"*/*-{run_id}{STATE_SUFFIX}")):  # none where root is missing
             try:
                 with open_regular(path) as f:
                     state = json.loads(f.read(MAX_LINE_BYTES))
@@ -273,13 +287,13 @@ class RecordStore:
         return None
 
     def files(self) -> list[Path]:
-        return sorted(self.root.rglob("*.jsonl")) if self.root.exists() else []
+        return sorted(self.root.rglob("*.jsonl"))  # none where root is missing
 
     # -- resume ----------------------------------------------------------------------------------
     def resumable(self, run_id: str, machine: str, commit: str) -> Path:
         """The records file of run ``run_id`` to go on with, at this commit on this machine; a
         StoreError naming the fix where it is of another commit or machine, or absent."""
-        if not run_id or any(c in run_id for c in "*?[]/\\"):
+        if not run_id or re.search(r"[*?\[\]/\\\s]", run_id):
             raise StoreError(f"--resume takes a run id as `harness run` printed it (e.g. 20261123T182937-9004fb), "
                              f"got {run_id!r}")
         path = self.run_file(machine, commit, run_id)
@@ -287,7 +301,7 @@ class RecordStore:
             return path
         here = sorted((self.root / machine).glob(f"*-{run_id}.jsonl"))
         if here:
-            was = here[0].name.split("-", 1)[0]
+            was = here[0].name.partition("-")[0]
             raise StoreError(f"run {run_id} measured commit {was}, and this checkout is at {commit[:8]}: "
                              f"`git checkout {was}` to resume it, or start a new run without --resume")
         elsewhere = sorted(p.parent.name for p in self.root.glob(f"*/*-{run_id}.jsonl"))
