@@ -1,14 +1,17 @@
 """A case whose measuring process dies or raises leaves a ``failed`` record saying so, and is
 not measured again for the benchmark's next figure; a resumed run measures what a stopped one
 left. (The end-to-end kill of a measuring process under ``harness run``: tests/test_kills.py.)"""
+import errno
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from harness.drive import begun, bench
 from harness.measure.environment import snapshot
+from harness.measure.inputs import disk_full
 from harness.measure.store import RecordStore, append_line, load_file, read_lines
 from harness.report import tables
 from harness.report.pages.model import Row
@@ -113,6 +116,85 @@ def test_a_death_without_a_new_oom_kill_or_a_count_to_read_says_only_that_it_die
     assert not begun.oom_killed(entry, 4) and begun.oom_killed(entry, 5)
     assert not begun.oom_killed({"pid": 7}, 5) and not begun.oom_killed(entry, None)
     assert "killed or crashed" not in begun.reason(entry, kills_now=5)
-    assert "crashed in native code" in begun.reason(entry, kills_now=4)
+    assert begun.reason(entry, kills_now=4) == (
+        "its process (pid 7) ended while measuring, without a record: killed (by asv at the benchmark's timeout, or by "
+        "the kernel's out-of-memory killer when host memory runs out) or crashed in native code; asv's output of the "
+        "run says which")  # no host size known: none said
     monkeypatch.setattr(begun, "OOM_EVENTS", (str(tmp_path / "absent"),))
     assert begun.oom_kills() is None
+
+
+def test_a_case_begins_with_its_process_its_run_s_harness_and_the_oom_kills_so_far(ctx, tmp_path, monkeypatch):
+    events = tmp_path / "memory.events"
+    events.write_text("oom 1\noom_kill 1\n")
+    monkeypatch.setattr(begun, "OOM_EVENTS", (str(events),))
+    before = time.time()
+    begun.begin(ctx, CASE, PARAMS)
+    ((n, entry),) = read_lines(RecordStore.begun_log(ctx.path))[0]
+    assert before <= entry.pop("began") <= time.time()
+    assert entry == {"case": CASE, "params": PARAMS, "pid": os.getpid(), "harness_pid": 4242, "oom_kills": 1}
+
+
+@pytest.mark.parametrize("text, kills", [("oom_kill 7\n", 7), ("oom_kill_disable 0\noom_kill 0\n", 0),
+                                         ("oom_kill x\n", None), ("oom_kill 1 2\n", None), ("oom_kills 3\n", None),
+                                         ("", None)])
+def test_the_oom_kill_count_is_read_only_from_its_own_line(tmp_path, monkeypatch, text, kills):
+    events = tmp_path / "memory.events"
+    events.write_text(text)
+    monkeypatch.setattr(begun, "OOM_EVENTS", (str(events),))
+    assert begun.oom_kills() == kills
+
+
+def test_each_case_lost_is_filed_once_with_its_run_and_commit(ctx):
+    ctx.path.parent.mkdir(parents=True)
+    other = {"probe": "cpu_matmul_fp32"}
+    for params in (PARAMS, dict(reversed(list({"probe": "host_copy", "n": 1}.items()))), other,
+                   {"n": 1, "probe": "host_copy"}, PARAMS):
+        append_line(RecordStore.begun_log(ctx.path), {"case": CASE, "params": params, "pid": dead_pid(),
+                                                      "harness_pid": ctx.parent_pid, "began": 0})
+    assert begun.died(ctx, CASE, other)["params"] == other
+    assert begun.died(ctx, CASE, {"probe": "elsewhere"}) is None and begun.died(ctx, "other", PARAMS) is None
+    filed = begun.file_lost(ctx, snapshot())
+    assert [r.params for r in filed] == [PARAMS, {"n": 1, "probe": "host_copy"}, other]  # one per case and parameters
+    assert {(r.run_id, r.commit) for r in filed} == {(ctx.run_id, ctx.commit)}
+
+
+def test_a_plain_asv_run_has_no_run_to_file_lost_cases_into(tmp_path, monkeypatch):
+    ctx = set_run(monkeypatch, tmp_path / "records", run_id=None, commit="c" * 40, parent_pid=4242)
+    ctx.path.parent.mkdir(parents=True)
+    begun_by(ctx, dead_pid(), harness_pid=ctx.parent_pid)
+    assert RecordStore.begun_log(ctx.path).exists()
+    assert begun.died(ctx, CASE, PARAMS) is None and begun.file_lost(ctx, snapshot()) == []
+
+
+@pytest.mark.parametrize("oom", [False, True])
+def test_a_case_lost_while_the_disk_was_full_is_said_to_have_died_of_it_unless_the_oom_killer_did(
+        ctx, tmp_path, monkeypatch, oom):
+    events = tmp_path / "memory.events"
+    monkeypatch.setattr(begun, "OOM_EVENTS", (str(events),))
+    monkeypatch.setattr(begun, "disk_nearly_full", lambda path: path == ctx.path.parent)
+    ctx.path.parent.mkdir(parents=True)
+    pid = dead_pid()
+    append_line(RecordStore.begun_log(ctx.path), {"case": CASE, "params": PARAMS, "pid": pid,
+                                                  "harness_pid": ctx.parent_pid, "began": 0, "oom_kills": 2})
+    events.write_text(f"oom_kill {3 if oom else 2}\n")
+    (rec,) = begun.file_lost(ctx, snapshot())
+    if oom:
+        assert rec.check == {"ended": "oom_killed"} and "out-of-memory killer" in rec.reason
+    else:
+        assert rec.check == {"ended": begun.DISK_FULL}
+        assert rec.reason == f"its process (pid {pid}) ended without a record: {disk_full(ctx.path.parent, ctx.run_id)}"
+    assert (rec.case, rec.params, rec.outcome, rec.run_id, rec.commit) == (CASE, PARAMS, "failed", ctx.run_id, ctx.commit)
+
+
+def test_a_case_that_raised_is_filed_with_its_error_or_as_the_disk_being_full(ctx):
+    env = snapshot()
+    full = begun.raised(ctx, CASE, PARAMS, OSError(errno.ENOSPC, "No space left on device"), env)
+    assert (full.case, full.params, full.outcome, full.check, full.run_id, full.commit, full.environment) == \
+        (CASE, PARAMS, "failed", {"ended": begun.DISK_FULL}, ctx.run_id, ctx.commit, env)
+    assert full.reason == disk_full(ctx.path.parent, ctx.run_id) and ctx.run_id in full.reason
+    long = begun.raised(ctx, CASE, PARAMS, ValueError("x" * 3000), env)
+    assert (long.case, long.params, long.outcome, long.run_id, long.commit, long.environment) == \
+        (CASE, PARAMS, "failed", ctx.run_id, ctx.commit, env)
+    assert long.reason == ("ValueError: " + "x" * 3000)[:2000]
+    assert long.check == {"ended": "raised", "error": "ValueError"}

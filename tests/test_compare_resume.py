@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.drive import cli, compare
-from harness.drive.compare_state import STATE
+from harness.drive.compare_state import STATE, CompareRefused, State
+from harness.drive.todo import Bench
 from harness.measure.store import RecordStore
 from test_compare import HOST, FakeRunner, git, rendered
 
@@ -261,3 +262,37 @@ def test_a_case_a_stopped_sitting_left_part_measured_is_measured_whole_again_its
     ours, theirs = (rendered(f / "report.md").replace(str(f), "FOLDER").splitlines() for f in (out, whole))
     assert ours[2:] == theirs[2:]
     assert "2 run(s) of cases a stopped sitting left part-measured moved to" in capsys.readouterr().out
+
+
+def a_state() -> State:
+    bench = Bench(family="ceilings", cls="Device", methods=("track_seconds_per_step",), args="('device_copy')",
+                  case="ceilings", params='{"probe": "device_copy"}')
+    return State(commits={"base": "a" * 40, "new": "b" * 40}, revs=["HEAD~1", "HEAD"], rounds=3, benches=[bench],
+                 profile=None, bench="ceilings", harness="c" * 40, run_id="20990101T000000-aaaaaa",
+                 machine="nvidia-h200-x1", report="/tmp/report.md", threshold=0.0, measured_s=12.5, sittings=2,
+                 round_s={"base r1": 4.0, "new r1": 4.5})
+
+
+def test_a_compare_s_state_reads_back_as_saved_one_field_a_line(tmp_path):
+    """Committed beside the records, the state shows in a diff what each sitting changed."""
+    state = a_state()
+    state.save(tmp_path)
+    assert State.read(tmp_path) == state
+    text = (tmp_path / STATE).read_text()
+    assert text.endswith("}\n") and '\n "sittings": 2,\n' in text and '\n "measured_s": 12.5,\n' in text
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{", "JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ('{"rounds": 3}', "KeyError: 'benches'"),
+    ('{"benches": [], "unknown": 1}', "TypeError: ")])
+def test_a_state_that_cannot_be_read_is_refused_naming_why_and_the_fix(tmp_path, text, why):
+    fix = "name the folder that `harness compare` printed, or start a new compare without --resume"
+    with pytest.raises(CompareRefused) as e:
+        State.read(tmp_path)
+    assert str(e.value) == f"--resume {tmp_path} holds no {STATE}, so no compare began there: {fix}"
+    (tmp_path / STATE).write_text(text)
+    with pytest.raises(CompareRefused) as e:
+        State.read(tmp_path)
+    said = str(e.value)
+    assert said.startswith(f"--resume {tmp_path}: {STATE} is unreadable ({why}") and said.endswith(f"): {fix}")

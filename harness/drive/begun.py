@@ -34,9 +34,9 @@ def oom_kills(paths=None) -> int | None:
             lines = Path(path).read_text().splitlines()
         except OSError:
             continue
-        for key, _, value in (line.partition(" ") for line in lines):
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
+        for fields in map(str.split, lines):  # "oom_kill 3" in both versions' layouts
+            if len(fields) == 2 and fields[0] == "oom_kill" and fields[1].isdigit():
+                return int(fields[1])
     return None
 
 
@@ -114,8 +114,7 @@ def _lost(ctx: RunContext) -> list[dict]:
     log = RecordStore.begun_log(ctx.path)
     if not ctx.run_id or not log.exists():
         return []
-    recorded = [(r.case, r.params) for r in load_file(ctx.path).records if r.run_id == ctx.run_id] \
-        if ctx.path.exists() else []
+    recorded = [(r.case, r.params) for r in load_file(ctx.path).records if r.run_id == ctx.run_id]  # none yet: []
     lost = {}
     for _, entry in read_lines(log)[0]:
         key = (entry["case"], repr(sorted(entry["params"].items())))

