@@ -57,7 +57,7 @@ TESTS = {
     "harness/drive/suite.py": ("tests/test_suite.py", "tests/test_cli.py"),
     "harness/drive/begun.py": ("tests/test_begun.py",),  # what a died or raising case's record says
     "harness/drive/compare_state.py": ("tests/test_compare_resume.py",),  # what a resumed compare goes on with
-    "harness/measure/inputs.py": ("tests/test_inputs_hostile.py", "tests/test_store.py"),
+    "harness/measure/inputs.py": ("tests/test_inputs.py", "tests/test_inputs_hostile.py", "tests/test_store.py"),
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.

@@ -180,8 +180,8 @@ def write_whole(path, text: str) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(text.encode())  # UTF-8 whatever the locale, as str.encode always is
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
