@@ -296,3 +296,86 @@ def test_a_state_that_cannot_be_read_is_refused_naming_why_and_the_fix(tmp_path,
         State.read(tmp_path)
     said = str(e.value)
     assert said.startswith(f"--resume {tmp_path}: {STATE} is unreadable ({why}") and said.endswith(f"): {fix}")
+
+
+# -- the bookkeeping, function by function ------------------------------------------------------
+
+def test_each_case_s_runs_alternate_a_b_then_b_a():
+    assert compare.order(1) == [(1, "base"), (1, "new")]
+    assert compare.order(4) == [(1, "base"), (1, "new"), (2, "new"), (2, "base"), (3, "base"), (3, "new"),
+                                (4, "new"), (4, "base")]
+
+
+def test_each_side_and_round_files_into_its_own_run_only_the_first_traced(tmp_path):
+    runs = compare.contexts(tmp_path, a_state())
+    assert sorted(runs) == [("base", 1), ("base", 2), ("base", 3), ("new", 1), ("new", 2), ("new", 3)]
+    for (side, r), ctx in runs.items():
+        assert ctx.store.root == tmp_path / side / "records" and ctx.machine == "nvidia-h200-x1"
+        assert (ctx.run_id, ctx.commit) == (f"20990101T000000-aaaaaa-r{r}", ("a" if side == "base" else "b") * 40)
+        assert ctx.parent_pid == os.getpid() and ctx.trace_busy == (r == 1)
+
+
+def test_a_deadline_has_passed_only_once_the_clock_is_beyond_it(clock):
+    assert not compare.past(None) and not compare.past(clock.now) and compare.past(clock.now - 0.001)
+
+
+def records_planted(folder):
+    (folder / "base" / "records").mkdir(parents=True)
+    (folder / "base" / "records" / "r.jsonl").write_text("")
+
+
+@pytest.mark.parametrize("make", [lambda f: f.write_text("x"), records_planted])
+def test_a_results_folder_that_is_a_file_or_holds_records_is_refused(tmp_path, make):
+    folder = tmp_path / "out"
+    make(folder)
+    with pytest.raises(CompareRefused) as e:
+        compare.refuse_used(folder)
+    assert str(e.value) == f"--results {folder} is a file or holds records already: name a new folder"
+
+
+def test_a_results_folder_of_a_compare_begun_names_its_resume(tmp_path):
+    (tmp_path / STATE).write_text("{}")
+    with pytest.raises(CompareRefused) as e:
+        compare.refuse_used(tmp_path)
+    assert str(e.value) == (f"--results {tmp_path} is the folder of a compare that began already: "
+                            f"`python3 -m harness compare --resume {tmp_path}` goes on with it, or name a new folder")
+
+
+def test_a_results_folder_without_records_is_taken(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "report.md").write_text("")
+    compare.refuse_used(tmp_path)
+    compare.refuse_used(tmp_path / "new")
+
+
+def test_a_stopped_case_s_runs_are_moved_aside_from_every_round_file_and_counted(tmp_path):
+    from gate_records import record
+    from harness.measure.record import Record
+    state = a_state()
+    runs = compare.contexts(tmp_path, state)
+    stopped, whole = {"probe": "device_copy"}, {"probe": "matmul_bf16"}
+    held = {}
+    for key, params in ((("base", 1), [whole, stopped]), (("new", 1), [whole]), (("new", 2), [stopped])):
+        recs = [Record.from_dict(record(params=p, run=runs[key].run_id)) for p in params]
+        held[key] = recs
+        for rec in recs:
+            RecordStore.append(runs[key].path, rec)
+    steps = [(b, r, side) for b in state.benches for r, side in compare.order(3)]
+    assert compare.set_aside(tmp_path, steps, runs, held) == 2
+    left = {key: [r.params for r in RecordStore(runs[key].store.root).load().records if r.run_id == runs[key].run_id]
+            for key in held}
+    assert left == {("base", 1): [whole], ("new", 1): [whole], ("new", 2): []}
+    aside = {p.name: [json.loads(line)["params"] for line in p.read_text().splitlines()]
+             for p in (tmp_path / "interrupted").iterdir()}
+    assert aside == {"base-r1.jsonl": [stopped], "new-r2.jsonl": [stopped]}
+
+
+def test_the_report_says_when_the_box_was_shared_and_what_a_round_took():
+    state = a_state()
+    assert compare.shared(state) == []
+    state.shared_runs = 2
+    assert compare.shared(state) == [
+        "**The box was shared:** 2 run(s) began while other processes held its GPUs. Their use of the host's cores, "
+        "memory and link is in those runs' times, and a verdict may be theirs: compare on a box of its own."]
+    state.round_s = {}
+    assert compare.one_round(state) == ""

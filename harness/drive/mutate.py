@@ -57,6 +57,7 @@ TESTS = {
     "harness/drive/suite.py": ("tests/test_suite.py", "tests/test_cli.py"),
     "harness/drive/begun.py": ("tests/test_begun.py",),  # what a died or raising case's record says
     "harness/drive/compare_state.py": ("tests/test_compare_resume.py",),  # what a resumed compare goes on with
+    "harness/drive/compare.py": ("tests/test_compare_resume.py",),  # test_compare.py clones this repository
     "harness/measure/inputs.py": ("tests/test_inputs.py", "tests/test_inputs_hostile.py", "tests/test_store.py"),
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
@@ -70,6 +71,10 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         # test_locks.py, test_asv_front.py), seconds to minutes a mutant.
         "harness/drive/suite.py": ("Selection.flags", "Selection.of", "resumed", "resumable", "with_ceilings",
                                    "environments"),
+        # A compare's bookkeeping: which runs are left, where each is filed, what a stopped sitting
+        # set aside, and the measuring time it reports; the rest makes worktrees and starts processes.
+        "harness/drive/compare.py": ("order", "contexts", "remaining", "set_aside", "past", "Timer.__init__",
+                                     "Timer.tick", "refuse_used", "resume_command", "measured", "one_round", "shared"),
         "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes"),
         "harness/measure/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside", "_untraced", "_nvml_reading",
                                     "_as_reading",
