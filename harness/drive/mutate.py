@@ -58,6 +58,7 @@ TESTS = {
     "harness/drive/begun.py": ("tests/test_begun.py",),  # what a died or raising case's record says
     "harness/drive/compare_state.py": ("tests/test_compare_resume.py",),  # what a resumed compare goes on with
     "harness/drive/compare.py": ("tests/test_compare_resume.py",),  # test_compare.py clones this repository
+    "harness/workloads/models.py": ("tests/test_models.py",),  # the models every figure of tricks and parallel trains
     "harness/measure/inputs.py": ("tests/test_inputs.py", "tests/test_inputs_hostile.py", "tests/test_store.py"),
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
@@ -75,6 +76,10 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         # set aside, and the measuring time it reports; the rest makes worktrees and starts processes.
         "harness/drive/compare.py": ("order", "contexts", "remaining", "set_aside", "past", "Timer.__init__",
                                      "Timer.tick", "refuse_used", "resume_command", "measured", "one_round", "shared"),
+        # All but torchvision's ResNet50 and its layers: the CPU test set has no torchvision.
+        "harness/workloads/models.py": ("LMConfig.__post_init__", "transformer_lm", "tied_weight", "run_block",
+                                        "EncDecConfig.__post_init__", "encoder_decoder", "tokens", "images",
+                                        "parameter_count", "lm_layers"),
         "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes"),
         "harness/measure/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside", "_untraced", "_nvml_reading",
                                     "_as_reading",
@@ -176,6 +181,9 @@ def run_tester(work: Path, module: str) -> str:
     """mutmut's run in ``work``, then its list of every mutant with its status."""
     mutmut = [sys.executable, "-m", "mutmut"]
     env = {k: v for k, v in os.environ.items() if k != "OOMBENCH_HYPOTHESIS"}  # the default profile's examples
+    # mutmut forks a worker per mutant from a process that has imported torch: a thread pool does
+    # not survive a fork, and the worker hangs until mutmut stops it, which would count as caught.
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if subprocess.run(mutmut + ["run", *patterns(module)], cwd=work, env=env).returncode != 0:
         raise Refused(f"mutmut stopped on {module} (its output above says why): its tests must pass unmutated; "
                       f"try python3 -m pytest {' '.join(TESTS[module])}")
