@@ -128,8 +128,21 @@ def test_shape_names_are_parsed_or_refused():
     assert (pow2.low, pow2.high, pow2.doubling, shapes_of("uniform128-4096").doubling) == (128, 4096, True, False)
     for bad in ("uniform4096-128", "fixed0", "normal128-4096", "uniform128", "pow2_128-3000", "pow2_96-256",
                 "pow2_0-64", "pow2_256-128", "pow2128-4096"):
-        with pytest.raises(ValueError, match="uniformA-B.*pow2_A-B"):
+        with pytest.raises(ValueError) as e:
             shapes_of(bad)
+        assert str(e.value) == (f"shape distribution {bad!r} is not uniformA-B (0 < A <= B), pow2_A-B (B = A times a "
+                                "power of two) or fixedN: name one, e.g. uniform128-4096 or pow2_128-4096")
+    one = shapes_of("uniform1-4")  # sizes from 1 up are sizes too
+    assert (one.name, one.low, one.high, one.doubling) == ("uniform1-4", 1, 4, False)
+    assert shapes_of("pow2_1-8").doubling and shapes_of("fixed1").name == "fixed1"
+
+
+def test_a_step_holds_as_many_whole_samples_as_fit_and_refuses_none():
+    from harness.workloads.fragmenting import images, sequences
+    assert sequences(1024, 1024) == 1 and sequences(4095, 1024) == 3 and images(2 * 224 * 224, 224) == 2
+    with pytest.raises(ValueError) as e:
+        sequences(1023, 1024)
+    assert str(e.value) == "a step of 1023 holds no sample of size 1024: raise the batch or lower the sizes"
 
 
 def test_bucketed_lengths_are_the_powers_of_two_and_keep_the_token_budget_exactly():

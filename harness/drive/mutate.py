@@ -80,7 +80,7 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         "harness/workloads/models.py": ("LMConfig.__post_init__", "transformer_lm", "tied_weight", "run_block",
                                         "EncDecConfig.__post_init__", "encoder_decoder", "tokens", "images",
                                         "parameter_count", "lm_layers"),
-        "harness/workloads/fragmenting.py": ("shapes_of", "rows", "sequences", "images", "live_bytes"),
+        "harness/workloads/fragmenting.py": ("shapes_of", "_unknown", "rows", "sequences", "images", "live_bytes"),
         "harness/measure/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside", "_untraced", "_nvml_reading",
                                     "_as_reading",
                                     "gpu_busy"),

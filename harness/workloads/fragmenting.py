@@ -59,13 +59,19 @@ class Shapes:
 def shapes_of(name: str) -> Shapes:
     """The distribution ``name`` stands for; ValueError naming the form for anything else."""
     m = _NAME.fullmatch(str(name))
-    low, high = (int(m[2]), int(m[3])) if m and m[1] else (int(m[4]),) * 2 if m else (0, 0)
-    doubling = bool(m and m[1] == "pow2_")
+    if m is None:
+        raise _unknown(name)
+    low, high = (int(m[4]),) * 2 if m[4] else (int(m[2]), int(m[3]))
+    doubling = m[1] == "pow2_"
     ratio = high // low if 0 < low <= high else 0
-    if not m or not ratio or (doubling and (high % low or ratio & (ratio - 1))):
-        raise ValueError(f"shape distribution {name!r} is not uniformA-B (0 < A <= B), pow2_A-B (B = A times a "
-                         f"power of two) or fixedN: name one, e.g. {SHAPES[0]} or {SHAPES[1]}")
+    if not ratio or (doubling and (high % low or ratio & (ratio - 1))):
+        raise _unknown(name)
     return Shapes(str(name), low, high, doubling)
+
+
+def _unknown(name) -> ValueError:
+    return ValueError(f"shape distribution {name!r} is not uniformA-B (0 < A <= B), pow2_A-B (B = A times a "
+                      f"power of two) or fixedN: name one, e.g. {SHAPES[0]} or {SHAPES[1]}")
 
 
 class Sizes:
