@@ -296,6 +296,10 @@ def test_a_run_whose_pid_was_reused_or_whose_state_is_unreadable_is_not_live(tmp
     (tmp_path / "h200" / ("bbbbbbbb-r4" + store.STATE_SUFFIX)).write_text(
         json.dumps({"pid": me.pid, "started": me.create_time()}))
     assert s.live_run("r4") == {"pid": me.pid, "started": me.create_time()}  # one unreadable does not hide another
+    (tmp_path / "h100" / ("aaaaaaaa-r5" + store.STATE_SUFFIX)).write_text(json.dumps({"pid": "x", "started": 1}))
+    (tmp_path / "h200" / ("bbbbbbbb-r5" + store.STATE_SUFFIX)).write_text(
+        json.dumps({"pid": me.pid, "started": me.create_time()}))
+    assert s.live_run("r5") == {"pid": me.pid, "started": me.create_time()}  # nor one whose pid is no pid
     assert RecordStore(tmp_path / "none").live_run("r1") is None
 
 

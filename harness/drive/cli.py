@@ -66,7 +66,8 @@ def _run_refusal(args) -> str | None:
         except re.error as e:
             return (f"--bench takes a regular expression over benchmark names (e.g. --bench 'tricks\\.'): "
                     f"{args.bench!r} is not one ({e})")
-    if args.resume is not None and (not args.resume.strip() or re.search(r"[*?\[\]/\\\s]", args.resume)):
+    from harness.measure.inputs import NOT_A_RUN_ID
+    if args.resume is not None and (not args.resume.strip() or NOT_A_RUN_ID.search(args.resume)):
         return (f"--resume takes one run id as `harness run` printed it (e.g. 20261123T182937-9004fb), "
                 f"got {args.resume!r}")
     if args.results is not None and args.file:

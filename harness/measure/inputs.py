@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -22,6 +23,8 @@ from harness.units import GB, gb
 MIN_FREE_BYTES = 16 * 10**6
 # A record is a few kB: a longer line is no record, and reading it whole could exhaust memory.
 MAX_LINE_BYTES = 1 << 20
+# What no run id holds: a glob's wildcards, a path's separators, white space.
+NOT_A_RUN_ID = re.compile(r"[*?\[\]/\\\s]")
 
 
 class Refused(ValueError):

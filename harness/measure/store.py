@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from harness.measure.inputs import MAX_LINE_BYTES, Refused, lines, open_regular, write_whole
+from harness.measure.inputs import MAX_LINE_BYTES, NOT_A_RUN_ID, Refused, lines, open_regular, write_whole
 from harness.measure.record import Record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -265,11 +264,7 @@ class RecordStore:
     def selection(run_file: Path) -> dict | None:
         """The selection ``claim`` wrote for ``run_file``'s run; None where its state is missing,
         unreadable or holds none."""
-        try:
-            with open_regular(RecordStore.run_state(run_file)) as f:
-                chosen = json.loads(f.read(MAX_LINE_BYTES)).get("selection")
-        except (OSError, ValueError, AttributeError):
-            return None
+        chosen = (_run_state(RecordStore.run_state(run_file)) or {}).get("selection")
         return chosen if isinstance(chosen, dict) else None
 
     def live_run(self, run_id: str) -> dict | None:
@@ -277,12 +272,11 @@ class RecordStore:
         here: one process, one run id), else None."""
         import psutil
         for path in sorted(self.root.glob(f"*/*-{run_id}{STATE_SUFFIX}")):  # none where root is missing
+            state = _run_state(path)
             try:
-                with open_regular(path) as f:
-                    state = json.loads(f.read(MAX_LINE_BYTES))
-                if psutil.Process(state["pid"]).create_time() == state["started"]:
+                if state is not None and psutil.Process(state["pid"]).create_time() == state["started"]:
                     return state
-            except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+            except (KeyError, TypeError, ValueError, psutil.Error):
                 continue
         return None
 
@@ -293,7 +287,7 @@ class RecordStore:
     def resumable(self, run_id: str, machine: str, commit: str) -> Path:
         """The records file of run ``run_id`` to go on with, at this commit on this machine; a
         StoreError naming the fix where it is of another commit or machine, or absent."""
-        if not run_id or re.search(r"[*?\[\]/\\\s]", run_id):
+        if not run_id or NOT_A_RUN_ID.search(run_id):
             raise StoreError(f"--resume takes a run id as `harness run` printed it (e.g. 20261123T182937-9004fb), "
                              f"got {run_id!r}")
         path = self.run_file(machine, commit, run_id)
@@ -318,6 +312,17 @@ class RecordStore:
     @staticmethod
     def append(path: Path, record: Record) -> None:
         append_line(path, record.to_dict())
+
+
+def _run_state(path: Path) -> dict | None:
+    """A run's state file as ``claim`` wrote it (read at most a record's length); None where it is
+    missing, unreadable or not a JSON object."""
+    try:
+        with open_regular(path) as f:
+            state = json.loads(f.read(MAX_LINE_BYTES))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def load_any(path: Path) -> Loaded:
