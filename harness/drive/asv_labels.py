@@ -89,7 +89,7 @@ def short_params(result: dict, envs: Environments, level: int) -> dict:
     out = {"machine": params["machine"]}
     if "gpu" in params:
         out["gpu"] = gpu_label(params)
-    python = params.get("python") or ""
+    python = params.get("python") or ""  # pragma: no mutate (any stand-in that is no absolute path reads the same)
     if os.path.isabs(python) and not result.get("requirements"):
         env = environment_of(envs, params["machine"], result.get("commit_hash", ""), python)
         return out | stack(env, python, level)
@@ -121,10 +121,10 @@ def read_result(path: Path) -> dict | None:
 
 
 def copy_machine(folder: Path, dest: Path, envs: Environments) -> None:
-    """One machine's folder: machine.json as it is, each result file with short params."""
+    """One machine's folder: each result file with short params, anything else (machine.json, a
+    file that is no result) as it is."""
     dest.mkdir(parents=True)
-    shutil.copy2(folder / "machine.json", dest)
-    paths = sorted(p for p in folder.glob("*.json") if p.name != "machine.json")
+    paths = sorted(folder.glob("*.json"))
     read = {p: read_result(p) for p in paths}
     good = [p for p in paths if read[p] is not None and "machine" in read[p]["params"]]
     for path, params in zip(good, machine_params([read[p] for p in good], envs)):

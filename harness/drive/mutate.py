@@ -60,6 +60,7 @@ TESTS = {
     "harness/drive/compare.py": ("tests/test_compare_resume.py",),  # test_compare.py clones this repository
     "harness/workloads/models.py": ("tests/test_models.py",),  # the models every figure of tricks and parallel trains
     "harness/measure/inputs.py": ("tests/test_inputs.py", "tests/test_inputs_hostile.py", "tests/test_store.py"),
+    "harness/drive/asv_labels.py": ("tests/test_asv_labels.py", "tests/test_asv_site.py"),  # the labels asv's site shows
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
@@ -92,7 +93,7 @@ THRESHOLD = 90.0  # percent of mutants killed, per module
 # What mutmut's copy needs besides the module: the package, the tests and what they read (a
 # few tests still take a committed record as a template).
 SHARED = ("harness", "tests", "pyproject.toml", "README.md", "docs", "benchmarks", "asv.conf.json",
-          "asv.versions.conf.json", "results")
+          "asv.versions.conf.json", "results", ".git")  # .git: asv publish reads the commits
 # Tests left out of every run: one reads a module's source text, which mutmut rewrites (its
 # trampolines import mutmut); one runs the module in a process of its own, which mutmut cannot see;
 # two read the committed records through git, and mutmut's copy is no git checkout.
