@@ -124,6 +124,22 @@ def test_each_module_gets_its_own_folder_and_set_up_and_starts_anew(tmp_path):
     assert cfg["mutmut"]["also_copy"] == ""  # none of the others is in tmp_path; mutmut copies harness itself
 
 
+def test_only_the_module_whose_tests_publish_with_asv_gets_git_and_no_other_keeps_it(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "results").mkdir()
+    labels = mutate.folder(tmp_path, "harness/drive/asv_labels.py")
+    cfg = configparser.ConfigParser()
+    cfg.read(labels / "setup.cfg")
+    assert (labels / ".git").resolve() == tmp_path / ".git"
+    assert cfg["mutmut"]["also_copy"].split() == ["results", ".git"]
+    (tmp_path / ".mutmut" / "harness.report.gate").mkdir()
+    (tmp_path / ".mutmut" / "harness.report.gate" / ".git").symlink_to(tmp_path / ".git")  # an earlier set-up's
+    gate = mutate.folder(tmp_path, "harness/report/gate.py")
+    cfg.read(gate / "setup.cfg")
+    assert not (gate / ".git").exists() and (gate / "results").is_symlink()
+    assert cfg["mutmut"]["also_copy"].split() == ["results"]
+
+
 def test_a_tester_that_stops_is_refused_naming_the_tests_to_run(tmp_path, monkeypatch):
     import subprocess
     monkeypatch.setattr(subprocess, "run", lambda *a, **kw: subprocess.CompletedProcess(a, 1))

@@ -93,7 +93,10 @@ THRESHOLD = 90.0  # percent of mutants killed, per module
 # What mutmut's copy needs besides the module: the package, the tests and what they read (a
 # few tests still take a committed record as a template).
 SHARED = ("harness", "tests", "pyproject.toml", "README.md", "docs", "benchmarks", "asv.conf.json",
-          "asv.versions.conf.json", "results", ".git")  # .git: asv publish reads the commits
+          "asv.versions.conf.json", "results")
+# What one module's tests read besides: asv publish reads the commits (other tests take a copy
+# without .git for no checkout, as it is under mutmut).
+SHARED_WITH = {"harness/drive/asv_labels.py": (".git",)}
 # Tests left out of every run: one reads a module's source text, which mutmut rewrites (its
 # trampolines import mutmut); one runs the module in a process of its own, which mutmut cannot see;
 # two read the committed records through git, and mutmut's copy is no git checkout.
@@ -145,7 +148,10 @@ def folder(root: Path, module: str) -> Path:
     # missing: after a test or another module changed, either would be stale. Each run starts anew.
     shutil.rmtree(work / "mutants", ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
-    for name in SHARED:
+    shared = SHARED + SHARED_WITH.get(module, ())
+    for stale in (p for p in work.iterdir() if p.is_symlink() and p.name not in shared):
+        stale.unlink()  # a .git linked for another set-up would make mutmut's copy a checkout
+    for name in shared:
         link = work / name
         if (root / name).exists() and not link.is_symlink():
             link.symlink_to(root / name)
@@ -153,7 +159,7 @@ def folder(root: Path, module: str) -> Path:
     cfg["mutmut"] = {
         "source_paths": "harness",
         "only_mutate": module,
-        "also_copy": "\n".join(n for n in SHARED if n not in MUTMUT_COPIES and (root / n).exists()),
+        "also_copy": "\n".join(n for n in shared if n not in MUTMUT_COPIES and (root / n).exists()),
         "pytest_add_cli_args_test_selection": "\n".join(TESTS[module]),
         "pytest_add_cli_args": "\n".join(["-p", "no:cacheprovider", *(f"--deselect={t}" for t in LEFT_OUT)]),
         # A mutant that loops forever (a search whose bracket never closes) is stopped after this many
