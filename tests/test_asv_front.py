@@ -117,18 +117,6 @@ def preview(args: list[str], clone: Path, env: dict) -> None:
         proc.wait(timeout=30)
 
 
-@pytest.mark.parametrize("cmdline, running", [
-    (["/v/bin/python", "-m", "asv", "run", "--quick"], True),
-    (["/v/bin/asv", "--config", "x.json", "run"], True),
-    (["/v/bin/python", "/v/bin/asv", "continuous", "main", "HEAD"], True),
-    (["/v/bin/python", "-m", "asv", "publish"], False),
-    (["/v/bin/python", "-m", "harness", "run"], False),
-    (["/v/bin/python", "/v/lib/asv/benchmark.py", "run"], False)])
-def test_the_asv_run_a_benchmark_belongs_to_is_told_by_its_command_line(cmdline, running):
-    from harness.drive import plain_asv
-    assert plain_asv.is_asv_run(cmdline) is running
-
-
 def test_outside_harness_run_a_record_names_the_commit_asv_built_or_the_checkout_s_head(tmp_path):
     from harness.drive.bench import context
     from harness.measure.devices import Devices

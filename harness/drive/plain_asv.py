@@ -34,11 +34,11 @@ def commit(repo: Path, environ=None) -> str | None:
 
 
 def is_asv_run(cmdline: list[str]) -> bool:
-    """``asv run ...``, ``python -m asv run ...`` (options before the command allowed)."""
+    """``asv run ...``, ``python -m asv run ...``, ``python .../bin/asv run ...`` (options before
+    the command allowed): the first argument named asv, then a command that runs benchmarks."""
     for i, arg in enumerate(cmdline):
-        named = Path(arg).name == "asv" or (arg == "asv" and i > 0 and cmdline[i - 1] == "-m")
-        if named:
-            return any(a in RUNNING for a in cmdline[i + 1:] if not a.startswith("-"))
+        if Path(arg).name == "asv":
+            return any(a in RUNNING for a in cmdline[i + 1:])  # past options and their values
     return False
 
 
