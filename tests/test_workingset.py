@@ -92,3 +92,64 @@ def test_working_sets_and_the_guard_follow_cuda_visible_devices(monkeypatch, tmp
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
     with pytest.raises(Skip, match="CUDA_VISIBLE_DEVICES"):
         card_total(box)
+
+
+# ---- each limit, to its boundary and its words -------------------------------------------------
+
+def test_a_working_set_of_the_whole_card_is_held_to_the_cap_not_refused_as_oversubscription():
+    from harness.measure.safety import ManagedGuard
+    from harness.measure.workingset import admit_managed
+    admit_managed(1.0, GiB, ManagedGuard(free_bytes=2 * GiB, allow_oversubscription=False))
+
+
+def test_the_oversubscription_refusal_names_the_set_the_card_and_the_opt_in():
+    from harness.measure.safety import ManagedGuard, OversubscriptionRefused
+    from harness.measure.workingset import admit_managed
+    with pytest.raises(OversubscriptionRefused) as e:
+        admit_managed(1.5, 3 * GiB, ManagedGuard(free_bytes=2 * GiB, allow_oversubscription=False, gpu=2))
+    assert str(e.value) == (
+        f"working set of 1.5 x the card's memory (3.22 GB) oversubscribes GPU 2: it runs only when you opt in, "
+        f"on a machine you own ({OPT_IN_ENV}=1 or --allow-oversubscription); oversubscribing managed memory can "
+        "hang a shared GPU for every process on the host")
+
+
+def test_the_card_is_cuda_device_0_unless_another_is_named(monkeypatch):
+    from dataclasses import replace
+
+    from harness.measure.devices import Devices
+    from harness.measure.workingset import card, card_total
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    box = fake_devices(count=2)
+    box = Devices(gpus=tuple(replace(g, memory_total=(g.index + 1) * 40 * GiB) for g in box.gpus))
+    assert card(box).index == 0 and card_total(box) == 40 * GiB and card_total(box, 1) == 80 * GiB
+    with pytest.raises(Skip, match=r"needs CUDA device 2, and this process sees 2 GPU\(s\) \(CUDA_VISIBLE_DEVICES "
+                                   r"hides it\): run it on a GPU box"):
+        card(box, 2)
+
+
+def test_a_card_of_no_memory_is_refused_by_name():
+    with pytest.raises(ValueError, match="card memory must be positive, got 0"):
+        working_set_bytes(0.5, 0)
+    assert working_set_bytes(0.5, 1) == 0
+
+
+def test_a_set_that_starts_on_the_host_also_needs_half_the_host_free(monkeypatch):
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    monkeypatch.setenv(HOST_MEMORY_ENV, "4")
+    devices = fake_devices(total=H200)
+    assert guard_managed(0.01, 2 * 10**9, devices, host_use="a managed set that starts on the host").cap > 0
+    with pytest.raises(Skip) as e:
+        guard_managed(0.01, 2 * 10**9 + 1, devices, host_use="a managed set that starts on the host")
+    assert str(e.value).startswith("a managed set that starts on the host needs 2.00 GB of host memory; the limit "
+                                   "is 0.5 of the 4.00 GB available (2.00 GB): run it on a host with more memory")
+    guard_managed(0.01, 3 * 10**9, devices)  # resident on the card: no host memory asked
+
+
+def test_host_memory_is_what_the_host_reports_where_none_is_stated(monkeypatch):
+    import psutil
+    monkeypatch.delenv(HOST_MEMORY_ENV, raising=False)
+    reported = psutil.virtual_memory().available
+    assert isinstance(host_available({}), int) and 0.5 < host_available({}) / reported < 2
+    assert 0.5 < host_available() / reported < 2
+    with pytest.raises(Skip, match="needs"):
+        need_host(4 * reported, "x")  # no figure given: the host's own

@@ -63,6 +63,7 @@ TESTS = {
     "harness/drive/asv_labels.py": ("tests/test_asv_labels.py", "tests/test_asv_site.py"),  # the labels asv's site shows
     "harness/drive/plain_asv.py": ("tests/test_plain_asv.py",),  # the commit and run a plain asv run files under
     "harness/measure/safety.py": ("tests/test_safety.py",),  # the managed-memory guard
+    "harness/measure/workingset.py": ("tests/test_workingset.py",),  # what a working set may ask of card and host
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
