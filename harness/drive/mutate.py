@@ -64,6 +64,8 @@ TESTS = {
     "harness/drive/plain_asv.py": ("tests/test_plain_asv.py",),  # the commit and run a plain asv run files under
     "harness/measure/safety.py": ("tests/test_safety.py",),  # the managed-memory guard
     "harness/measure/workingset.py": ("tests/test_workingset.py",),  # what a working set may ask of card and host
+    "harness/measure/devices.py": ("tests/test_devices.py",),  # which card a process's memory lands on
+    "harness/measure/machine.py": ("tests/test_machine.py", "tests/test_asv_site.py"),  # the folder records land in
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
@@ -99,7 +101,7 @@ SHARED = ("harness", "tests", "pyproject.toml", "README.md", "docs", "benchmarks
           "asv.versions.conf.json", "results")
 # What one module's tests read besides: asv publish reads the commits (other tests take a copy
 # without .git for no checkout, as it is under mutmut).
-SHARED_WITH = {"harness/drive/asv_labels.py": (".git",)}
+SHARED_WITH = {"harness/drive/asv_labels.py": (".git",), "harness/measure/machine.py": (".git",)}
 # Tests left out of every run: one reads a module's source text, which mutmut rewrites (its
 # trampolines import mutmut); one runs the module in a process of its own, which mutmut cannot see;
 # two read the committed records through git, and mutmut's copy is no git checkout.

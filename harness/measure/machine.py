@@ -18,14 +18,15 @@ from harness.measure.host import digest as host_digest
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")  # pragma: no mutate (lower-cased: "X"s never strip)
 
 
 def machine_name(devices: Devices, cpu: str = "") -> str:
     try:
-        return _named(devices, cpu)
+        hash(devices)
     except TypeError:  # devices holding a list somewhere (made by hand): named afresh
         return _name(devices, cpu)
+    return _named(devices, cpu)
 
 
 @lru_cache(maxsize=4096)
@@ -46,7 +47,7 @@ def machine_label(env: Environment) -> str:
     Tables, docs and the gate all label machines with this."""
     gpus = env.devices.gpus
     if not gpus:
-        return env.cpu or machine_name(env.devices, env.cpu)
+        return env.cpu or machine_name(env.devices)
     name = re.sub(r"^NVIDIA\s+", "", gpus[0].name)
     return name if len(gpus) == 1 else f"{name} x{len(gpus)}"
 
