@@ -171,12 +171,12 @@ def _mig_gpu(uuid: str, devices: Devices) -> GPU | None:
     try:
         h = nvml.nvmlDeviceGetHandleByUUID(uuid)
         mem = nvml.nvmlDeviceGetMemoryInfo(h)
-        parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h)
-        host = next((g for g in devices.gpus if g.uuid == _text(nvml.nvmlDeviceGetUUID(parent))), None)
+        parent = _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h)))
     except Exception:
         return None
     finally:
         nvml.nvmlShutdown()
+    host = next((g for g in devices.gpus if g.uuid == parent), None)
     if host is None:
         return None
     return replace(host, memory_total=int(mem.total), memory_free=int(mem.free), uuid=uuid)
