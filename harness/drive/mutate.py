@@ -65,6 +65,7 @@ TESTS = {
     "harness/measure/safety.py": ("tests/test_safety.py",),  # the managed-memory guard
     "harness/measure/workingset.py": ("tests/test_workingset.py",),  # what a working set may ask of card and host
     "harness/measure/devices.py": ("tests/test_devices.py", "tests/test_devices_nvml.py"),  # which card a process's memory lands on
+    "harness/measure/host.py": ("tests/test_host.py",),  # the host a record came from
     "harness/measure/machine.py": ("tests/test_machine.py", "tests/test_asv_site.py"),  # the folder records land in
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models

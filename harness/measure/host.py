@@ -16,15 +16,18 @@ from pathlib import Path
 
 from harness.measure.devices import Devices
 
+MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
+PCI_DEVICES = Path("/sys/bus/pci/devices")
+
 
 def digest(parts) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
 def _machine_id() -> str:
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+    for path in MACHINE_ID_FILES:
         try:
-            return Path(path).read_text().strip()
+            return path.read_text().strip()
         except OSError:
             continue
     return ""
@@ -34,7 +37,7 @@ def _numa_node(bus_id: str) -> int | None:
     # NVML writes the bus id as 00000000:1B:00.0; sysfs as 0000:1b:00.0.
     domain, _, rest = bus_id.lower().partition(":")
     try:
-        return int(Path(f"/sys/bus/pci/devices/{domain[-4:]}:{rest}/numa_node").read_text())
+        return int((PCI_DEVICES / f"{domain[-4:]}:{rest}" / "numa_node").read_text())
     except (OSError, ValueError):
         return None
 
