@@ -66,6 +66,7 @@ TESTS = {
     "harness/measure/workingset.py": ("tests/test_workingset.py",),  # what a working set may ask of card and host
     "harness/measure/devices.py": ("tests/test_devices.py", "tests/test_devices_nvml.py"),  # which card a process's memory lands on
     "harness/measure/host.py": ("tests/test_host.py",),  # the host a record came from
+    "harness/measure/outcomes.py": ("tests/test_outcomes_rules.py", "tests/test_outcomes.py"),  # how a case ends
     "harness/measure/record.py": ("tests/test_record_fields.py", "tests/test_record.py",
                                   "tests/test_store.py"),  # what a record says, and what is no record
     "harness/measure/machine.py": ("tests/test_machine.py", "tests/test_asv_site.py"),  # the folder records land in
