@@ -23,10 +23,9 @@ def slug(text: str) -> str:
 
 def machine_name(devices: Devices, cpu: str = "") -> str:
     try:
-        hash(devices)
+        return _named(devices, cpu)  # pragma: no mutate (a call gone wrong raises TypeError: named below alike)
     except TypeError:  # devices holding a list somewhere (made by hand): named afresh
         return _name(devices, cpu)
-    return _named(devices, cpu)
 
 
 @lru_cache(maxsize=4096)
