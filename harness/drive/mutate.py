@@ -70,6 +70,8 @@ TESTS = {
     "harness/measure/record.py": ("tests/test_record_fields.py", "tests/test_record.py",
                                   "tests/test_store.py"),  # what a record says, and what is no record
     "harness/measure/machine.py": ("tests/test_machine.py", "tests/test_asv_site.py"),  # the folder records land in
+    "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
+    "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
