@@ -70,6 +70,8 @@ TESTS = {
     "harness/measure/record.py": ("tests/test_record_fields.py", "tests/test_record.py",
                                   "tests/test_store.py"),  # what a record says, and what is no record
     "harness/measure/machine.py": ("tests/test_machine.py", "tests/test_asv_site.py"),  # the folder records land in
+    "harness/measure/environment.py": ("tests/test_environment.py",),  # the stack a figure is filed under
+    "harness/measure/requirements.py": ("tests/test_requirements.py",),  # why a case skips, and the fix it names
     "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
     "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
