@@ -74,6 +74,8 @@ TESTS = {
     "harness/measure/requirements.py": ("tests/test_requirements.py",),  # why a case skips, and the fix it names
     "harness/measure/locks.py": ("tests/test_locks_rules.py",),  # who holds a results folder or a GPU
     "harness/measure/owned.py": ("tests/test_owned_rules.py", "tests/test_owned.py"),  # what a command may replace or remove
+    "harness/report/pages/names.py": ("tests/test_page_names.py",),  # the file each page is written to
+    "harness/report/pages/fmt.py": ("tests/test_page_names.py",),  # parameters and ratios on every page
     "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
     "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
