@@ -76,6 +76,7 @@ TESTS = {
     "harness/measure/owned.py": ("tests/test_owned_rules.py", "tests/test_owned.py"),  # what a command may replace or remove
     "harness/report/pages/names.py": ("tests/test_page_names.py",),  # the file each page is written to
     "harness/report/pages/fmt.py": ("tests/test_page_names.py",),  # parameters and ratios on every page
+    "harness/report/docs.py": ("tests/test_docs_parts.py",),  # tests/test_docs.py makes the docs: seconds a mutant
     "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
     "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
@@ -86,6 +87,10 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         "harness/workloads/fits.py": ("largest_fitting", "_in_units", "_top", "_under", "_search", "_recorded",
                                       "_first_fit", "_narrow", "_try", "_cold_start", "_bracket", "_gallop", "_up",
                                       "_down", "linear_estimate", "_on_line", "side_by_side"),
+        # Where the docs' figures come from and where they are put; the tables' and the headline's own
+        # figures are tables.py's and pages/model.py's, mutated there.
+        "harness/report/docs.py": ("_records_glob", "_cupy", "_gpus", "table_section", "refresh_readme", "readme_part",
+                                   "readme_headline", "profile_times_md", "out_problem", "write"),
         # What a run chooses to measure; the rest drives asv and is tested by running it (test_kills.py,
         # test_locks.py, test_asv_front.py), seconds to minutes a mutant.
         "harness/drive/suite.py": ("Selection.flags", "Selection.of", "resumed", "resumable", "with_ceilings",
