@@ -77,6 +77,8 @@ TESTS = {
     "harness/report/pages/names.py": ("tests/test_page_names.py",),  # the file each page is written to
     "harness/report/pages/fmt.py": ("tests/test_page_names.py",),  # parameters and ratios on every page
     "harness/report/docs.py": ("tests/test_docs_parts.py",),  # tests/test_docs.py makes the docs: seconds a mutant
+    "harness/report/pages/tableview.py": ("tests/test_page_charts.py",),  # a family page's columns and folded line
+    "harness/report/pages/charts.py": ("tests/test_page_charts.py",),  # the points each chart draws
     "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
     "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
