@@ -79,6 +79,7 @@ TESTS = {
     "harness/report/docs.py": ("tests/test_docs_parts.py",),  # tests/test_docs.py makes the docs: seconds a mutant
     "harness/report/pages/tableview.py": ("tests/test_page_charts.py",),  # a family page's columns and folded line
     "harness/report/pages/charts.py": ("tests/test_page_charts.py",),  # the points each chart draws
+    "harness/report/specs.py": ("tests/test_specs.py",),  # the command each docs table is printed by
     "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
     "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
@@ -93,6 +94,8 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         # figures are tables.py's and pages/model.py's, mutated there.
         "harness/report/docs.py": ("_records_glob", "_cupy", "_gpus", "table_section", "refresh_readme", "readme_part",
                                    "readme_headline", "profile_times_md", "out_problem", "write"),
+        # The rest of specs.py declares the tables: text and parameters, read by the docs' freshness test.
+        "harness/report/specs.py": ("Spec.args", "Spec.command", "Spec.matches", "Spec.grid", "Spec.render"),
         # What a run chooses to measure; the rest drives asv and is tested by running it (test_kills.py,
         # test_locks.py, test_asv_front.py), seconds to minutes a mutant.
         "harness/drive/suite.py": ("Selection.flags", "Selection.of", "resumed", "resumable", "with_ceilings",
