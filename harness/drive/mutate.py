@@ -82,7 +82,8 @@ TESTS = {
     "harness/report/specs.py": ("tests/test_specs.py",),  # the command each docs table is printed by
     "harness/drive/todo.py": ("tests/test_todo_rules.py", "tests/test_todo.py", "tests/test_profiles.py"),  # what a machine still lacks
     "harness/drive/runner.py": ("tests/test_runner.py", "tests/test_outcomes.py", "tests/test_config.py"),  # how a case's end becomes a record
-    "harness/drive/bench.py": ("tests/test_bench.py", "tests/test_outcomes.py", "tests/test_small_lies.py", "tests/test_begun.py"),  # what asv is handed of a record
+    "harness/drive/bench.py": ("tests/test_bench.py", "tests/test_outcomes.py", "tests/test_small_lies.py",
+                               "tests/test_begun.py"),  # what asv is handed of a record
     "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
     "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
