@@ -84,6 +84,7 @@ TESTS = {
     "harness/drive/runner.py": ("tests/test_runner.py", "tests/test_outcomes.py", "tests/test_config.py"),  # how a case's end becomes a record
     "harness/drive/bench.py": ("tests/test_bench.py", "tests/test_outcomes.py", "tests/test_small_lies.py",
                                "tests/test_begun.py"),  # what asv is handed of a record
+    "harness/drive/asv_output.py": ("tests/test_asv_output.py", "tests/test_small_lies.py"),  # what a run shows of asv
     "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
     "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
