@@ -23,7 +23,7 @@ def expand(platforms: list[str]) -> list[str]:
     out = []
     for p in platforms:
         out.append(p)
-        head, sep, arch = p.partition("_x86_64") if "x86_64" in p else (p, "", "")
+        head, sep, _ = p.partition("_x86_64")
         if p.startswith("manylinux_2_") and sep:
             glibc = int(head.split("_")[2])
             out += [f"manylinux_2_{v}_x86_64" for v in range(glibc - 1, 16, -1)] + ["manylinux2014_x86_64"]
