@@ -88,6 +88,7 @@ TESTS = {
     "harness/drive/asvconf.py": ("tests/test_asvconf_branches.py", "tests/test_asvconf.py"),  # the branches and folders asv is given
     "harness/drive/bytecode.py": ("tests/test_bytecode.py",),  # where a compare's processes keep their bytecode
     "harness/drive/wheelhouse.py": ("tests/test_wheelhouse.py",),  # the wheels an offline box installs from
+    "harness/drive/stack.py": ("tests/test_stack_rules.py", "tests/test_stack.py"),  # the interpreter a versions run measures another stack in
     "harness/report/markdown.py": ("tests/test_markdown.py", "tests/test_gate_markdown.py"),  # what a report's text can carry
     "harness/report/summary.py": ("tests/test_summary.py", "tests/test_small_lies.py"),  # the table a run closes with
 }
