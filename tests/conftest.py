@@ -1,6 +1,7 @@
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,22 @@ class FakePool:
         if self.limit and self.used + n > self.limit:
             raise MemoryError(f"Out of memory allocating {n:,} bytes")
         self.used += n
+
+
+def git(repo: Path, *args: str) -> str:
+    """git in ``repo`` as the tests' author, its output stripped; a failure fails the test."""
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def git_repo(path: Path, branch: str = "main") -> Path:
+    """A repository at ``path``, on ``branch``, with one commit (of a.txt)."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", branch)
+    (path / "a.txt").write_text("a\n")
+    git(path, "add", "a.txt")
+    git(path, "commit", "-q", "-m", "first")
+    return path
 
 
 def fake_devices(name="NVIDIA H200", count=1, total=143771 * 2**20, free=None):

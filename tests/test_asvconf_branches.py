@@ -3,24 +3,21 @@ folders of commands side by side): the checked-out branch is added, branches thi
 dropped, a clone with none is refused naming the fix, paths are made absolute and the results
 folder can be replaced."""
 import json
-import subprocess
 
 import pytest
 
 from harness.drive import asvconf
+
+from conftest import git, git_repo
 
 CONF = {"version": 1, "repo": ".", "branches": ["main", "release"], "results_dir": "results",
         "benchmark_dir": "benchmarks", "html_dir": ".asv/html", "env_dir": ".asv/env", "project": "x"}
 
 
 def clone(tmp_path, branch="main", conf=CONF):
-    repo = tmp_path / "repo"
-    repo.mkdir(parents=True)
+    repo = git_repo(tmp_path / "repo", branch)
     (repo / "asv.conf.json").write_text("// asv allows comments\n" + json.dumps(conf))
-    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
-    run("init", "-q", "-b", branch)
-    run("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "first")
-    return repo, run
+    return repo, lambda *a: git(repo, *a)
 
 
 def test_git_answers_its_output_stripped_or_nothing_on_failure(tmp_path):

@@ -2,24 +2,17 @@
 whole compares of this repository): a commit git does not know, a dirty working tree, a --bench
 that is no expression or selects nothing, what one run's line says, and the compare's own lines
 put above the gate's report."""
-import subprocess
-
 import pytest
 
 from harness.drive import compare, todo
 from harness.drive.compare_state import CompareRefused
 
+from conftest import git, git_repo
+
 
 @pytest.fixture
 def repo(tmp_path):
-    path = tmp_path / "repo"
-    path.mkdir()
-    run = lambda *a: subprocess.run(["git", *a], cwd=path, check=True, capture_output=True, text=True)  # noqa: E731
-    run("init", "-q", "-b", "main")
-    (path / "a.txt").write_text("a\n")
-    run("add", "a.txt")
-    run("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "first")
-    return path
+    return git_repo(tmp_path / "repo")
 
 
 def refusal(fn, *args) -> str:
@@ -29,7 +22,7 @@ def refusal(fn, *args) -> str:
 
 
 def test_a_commit_is_resolved_to_its_hash_and_an_unknown_one_refused_naming_the_fix(repo):
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    head = git(repo, "rev-parse", "HEAD")
     assert compare.resolve(repo, "main", "BASE") == head and compare.resolve(repo, head[:7], "NEW") == head
     for rev in ("nope", " ", "HEAD:a.txt"):  # unknown, blank, a blob rather than a commit
         assert refusal(compare.resolve, repo, rev, "NEW") == (

@@ -2,13 +2,14 @@
 (harness.drive.plain_asv): the commit asv measured and the id of the ``asv run`` it descends from.
 Processes are stood in for by objects with psutil's methods, so each ancestry is exact."""
 import re
-import subprocess
 import time
 
 import psutil
 import pytest
 
 from harness.drive import plain_asv
+
+from conftest import git, git_repo
 
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{6}")
 
@@ -96,9 +97,6 @@ def test_the_commit_is_read_from_this_process_s_environment_unless_one_is_given(
 def test_the_commit_is_asv_s_where_it_set_one_else_the_checkout_s_head(tmp_path):
     assert plain_asv.commit(tmp_path, {"ASV_COMMIT": "c" * 40}) == "c" * 40
     assert plain_asv.commit(tmp_path, {}) is None  # no checkout here: no commit to name
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
-                    "--allow-empty", "-m", "one"], check=True)
-    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    assert plain_asv.commit(tmp_path, {"ASV_COMMIT": ""}) == head.strip()
-    assert plain_asv.commit(tmp_path, {"OTHER": "x"}) == head.strip()
+    head = git(git_repo(tmp_path), "rev-parse", "HEAD")
+    assert plain_asv.commit(tmp_path, {"ASV_COMMIT": ""}) == head
+    assert plain_asv.commit(tmp_path, {"OTHER": "x"}) == head
