@@ -13,10 +13,9 @@ from harness.drive import begun, bench, plain_asv
 from harness.drive.runner import execute
 from harness.measure.outcomes import FAILED
 from harness.measure.store import RecordStore, RunContext, load_file
-from harness.measure.timing import no_sync
-from harness.measure.workload import Workload
 
 from conftest import fake_devices
+from test_outcomes import quick
 
 DEVICES = fake_devices(count=1)
 NO_GPU = fake_devices(count=0)  # what the real runner is given here: NVML is not on this box
@@ -25,8 +24,7 @@ CASE, PARAMS = "ceilings", {"probe": "host_copy"}
 
 def quickly(case, params, devices, run):
     """The runner on a case of the same name and parameters whose step is nothing: the wiring, not the copy."""
-    fake = cases.Case(name=case.name, params={k: (v,) for k, v in params.items()},
-                      build=lambda **_: Workload(step=lambda: None, check=dict, work={"bytes": 1}, sync=no_sync, repeat=2))
+    fake = cases.Case(name=case.name, params={k: (v,) for k, v in params.items()}, build=lambda **_: quick())
     return execute(fake, params, devices=NO_GPU, run=run)
 
 

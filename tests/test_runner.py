@@ -3,6 +3,7 @@ reads): every record, whatever its outcome, names the devices it was given and t
 commit; the memory levels around a failure are kept; the GPUs sampled are the case's own; the
 timed steps run as the workload asks; the busy share is read over those steps, traced or not as
 the run says; a case with a budget files the card it ran under."""
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -15,13 +16,13 @@ from harness.measure.timing import Timing
 from harness.measure.workload import Workload
 
 from conftest import fake_devices
+from test_outcomes import quick
 
 DEVICES = fake_devices(count=2)
 
 
 def workload(**kw) -> Workload:
-    return Workload(**{"step": lambda: None, "check": lambda: {"exact": True}, "work": {"bytes": 8}, "warmup": 1,
-                       "repeat": 3, **kw})
+    return replace(quick(), **kw)
 
 
 def case(build, params=None, **kw) -> cases.Case:

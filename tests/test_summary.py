@@ -11,8 +11,9 @@ from harness.report.efficiency import HOST_BOUND_NOTE
 
 from harness.measure.record import Record
 
-from test_efficiency import FAULT, base, ceiling, record
+from test_efficiency import FAULT, ceiling, cpu_box, record
 
+ON_A_CPU = cpu_box(ceiling("h2d_pinned", 50))  # a box with no GPU: named for its CPU
 PARAMS = "allocator=managed_pool placement=fault pattern=stream fraction=0.1"
 
 
@@ -58,15 +59,9 @@ def test_where_names_the_machine_and_twelve_digits_of_the_commit():
     assert summary.where(dataclasses.replace(rec, commit=None))[1] == "-"
 
 
-def cpu_record() -> Record:
-    d = base()
-    d["environment"]["devices"]["gpus"] = []
-    return Record.from_dict(d)
-
-
 def test_a_cpu_records_machine_is_named_for_its_cpu():
-    name = summary.machine_of(cpu_record())
-    assert name.startswith("cpu-") and "xeon" in name
+    name = summary.machine_of(ON_A_CPU)
+    assert name.startswith("cpu-") and "epyc" in name
 
 
 def test_the_table_has_one_line_a_record_and_the_host_bound_note_only_under_a_host_bound_figure():
@@ -82,7 +77,7 @@ def test_the_table_has_one_line_a_record_and_the_host_bound_note_only_under_a_ho
 
 
 def test_provenance_puts_the_machine_and_commit_first_and_keeps_the_figures_aligned_right():
-    rec, cpu = migrated(), dataclasses.replace(cpu_record(), commit=None)
+    rec, cpu = migrated(), dataclasses.replace(ON_A_CPU, commit=None)
     lines = summary.table([rec, ceiling("h2d_pinned", 50), cpu], provenance=True).splitlines()
     assert lines[0].split()[:3] == ["machine", "commit", "case"]
     width = max(len("nvidia-h100-80gb-hbm3-x1"), len(summary.machine_of(cpu)))
@@ -98,7 +93,7 @@ def test_chosen_keeps_a_machine_and_a_commit_prefix_and_refuses_naming_what_ther
     assert summary.chosen([h100, other], commit="ABC") == [other]
     assert summary.chosen([h100, other], machine="nvidia-h100-80gb-hbm3-x1") == [h100, other]
     assert summary.chosen([], machine="nvidia-b200-x1") == []
-    cpu = cpu_record()
+    cpu = ON_A_CPU
     with pytest.raises(ValueError) as e:
         summary.chosen([h100, other, cpu], machine="nvidia-b200-x1", commit="abc")
     assert str(e.value) == (f"no record of machine nvidia-b200-x1 and commit abc: the records' machines are "
