@@ -8,12 +8,15 @@ record the gate reads as GPU-bound, with every run of it (host, commit, run id, 
 records are rebuilt with their own step times, so the rank test sees each run's real scatter.
 
 A rerun is each other host's middle run against the middle host's; a slowdown is the middle
-host's own steps 5% slower, read on another host. The cases listed in ``HOST_LIMITED`` cannot be
-gated across hosts, each for a reason its history shows (the reason is computed from it):
+host's own steps 5% slower, read on another host. The cases listed in ``HOST_LIMITED`` and
+``SCATTERED`` cannot be gated across hosts, each for a reason its history shows (the reason is
+computed from it):
 - the ceilings: their figure is the host's (clocks and power under a matrix product), and one
   host's own runs differ too;
+- steps paced in part by the host (an embedding on the CPU, activations saved to it, Chainer's
+  pool), whose hosts differ past 5%;
 - steps that scatter within one run (FSDP's two modes, a pipeline's bubbles, DataParallel's
-  threads), seen on two hosts that never ran one commit."""
+  threads, lengths drawn at random), where one run a side cannot see 5%."""
 import dataclasses
 import json
 import statistics
@@ -33,19 +36,30 @@ FROZEN = [json.loads(line) for line in DATA.read_text().splitlines()]
 SLOWER = 1.05
 H100, H200, H200_X2, H200_X4 = "nvidia-h100-80gb-hbm3-x1", "nvidia-h200-x1", "nvidia-h200-x2", "nvidia-h200-x4"
 TWO_GPUS_1024 = {"gpus": 2, "image_size": 1024, "batch": 10}
+LM_EVERYDAY = {"workload": "lm", "batch": 16}
 # (machine kind, case, parameters that pick it out) of the cases a 5% slowdown of cannot be told
-# from the host across hosts.
+# from the host across hosts: their floor across hosts is past 5%, and the gate says so.
 HOST_LIMITED = [
     *((H100, "ceilings", {"probe": f"matmul_{p}"}) for p in ("bf16", "fp16", "tf32")),
-    *((H200, "ceilings", {"probe": p}) for p in ("matmul_bf16", "matmul_tf32")),
-    *((H200_X2, "ceilings", {"probe": p}) for p in ("device_copy", "matmul_fp16")),
+    *((H200, "ceilings", {"probe": f"matmul_{p}"}) for p in ("bf16", "fp16", "tf32")),
+    *((H200_X2, "ceilings", {"probe": p}) for p in ("device_copy", "matmul_fp16", "matmul_tf32")),
     *((H200_X4, "ceilings", {"probe": f"matmul_{p}"}) for p in ("bf16", "fp16", "tf32")),
-    (H100, "tricks", {"workload": "resnet50_1024", "technique": "fp16_autocast"}),
+    *((H100, "fragmentation", {"allocator": a, **LM_EVERYDAY}) for a in ("async", "default")),
+    (H100, "tricks", {"technique": "save_on_cpu", **LM_EVERYDAY}),
+    (H200, "tricks", {"workload": "resnet50_1024", "technique": "fp16_autocast"}),
+    (H200, "tricks", {"technique": "cpu_embedding", **LM_EVERYDAY}),
+    (H200, "chainer_mlp", {"pool": "device_pool", "batch": 4096}),
     (H200_X2, "parallel_lm", {"strategy": "pipeline", "micro_batches": 4}),
-    (H200_X2, "parallel_resnet50", {"strategy": "ddp", **TWO_GPUS_1024}),
     (H200_X2, "parallel_resnet50", {"strategy": "fsdp", **TWO_GPUS_1024}),
     (H200_X2, "parallel_resnet50", {"strategy": "pipeline", "micro_batches": 5, **TWO_GPUS_1024}),
     (H200_X2, "parallel_resnet50", {"strategy": "dp", "gpus": 2, "image_size": 2048}),
+]
+# The cases whose hosts agree within 5% but whose steps scatter so much within one run that the
+# same steps 5% slower are not told from them (the rank test's p stays above its bound): one run
+# a side cannot see it on any host; harness compare pools the steps of its rounds.
+SCATTERED = [
+    (H100, "fragmentation", {"allocator": "expandable", **LM_EVERYDAY}),
+    (H100, "tricks", {"workload": "resnet50_1024", "technique": "fp16_autocast"}),
 ]
 
 
@@ -55,6 +69,10 @@ def picked(case: dict, kind: str, name: str, subset: dict) -> bool:
 
 def host_limited(case: dict) -> bool:
     return any(picked(case, *which) for which in HOST_LIMITED)
+
+
+def not_to_be_told(case: dict) -> bool:
+    return host_limited(case) or any(picked(case, *which) for which in SCATTERED)
 
 
 def timing(run: dict) -> Timing:
@@ -148,7 +166,7 @@ def test_the_frozen_history_holds_two_hosts_of_ddp_and_fsdp_on_two_gpus():
     assert {("parallel_lm", "ddp"), ("parallel_lm", "fsdp"), ("parallel_resnet50", "ddp"),
             ("parallel_resnet50", "fsdp")} <= two_gpus
     assert all(len(hosts(c)) >= 2 and c["busy"] >= noise.BUSY_BOUND for c in CASES)
-    assert all(any(picked(c, *which) for c in CASES) for which in HOST_LIMITED)  # each names a case
+    assert all(sum(picked(c, *which) for c in CASES) == 1 for which in HOST_LIMITED + SCATTERED)  # each names one case
 
 
 @pytest.mark.parametrize("case", CASES, ids=named)
@@ -160,7 +178,7 @@ def test_an_honest_rerun_on_each_other_host_passes(case):
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(
-    strict=True, reason=f"not to be told from the host: {spread(c)}")) if host_limited(c) else c
+    strict=True, reason=f"not to be told: {spread(c)}")) if not_to_be_told(c) else c
     for c in CASES], ids=named)
 def test_five_percent_slower_on_another_host_fails(case):
     base, other, *_ = hosts(case)
@@ -185,6 +203,6 @@ def test_a_slowdown_under_the_hosts_spread_is_reported_as_not_to_be_told_and_har
     assert text[-3:] == [
         "across hosts, a slowdown under the floor cannot be told from the host: 1 case(s) with a floor past 5%; "
         "measure both commits on one box in one session, python3 -m harness compare BASE NEW",
-        'host-limited: ceilings {"probe": "matmul_bf16"}: floor 12.0%, learned across 21 hosts up to 14.0% apart',
+        'host-limited: ceilings {"probe": "matmul_bf16"}: floor 14.3%, learned across 31 hosts up to 14.3% apart',
         "PASS: 0 regression(s) in 1 case(s) compared; 0 retired"]
 

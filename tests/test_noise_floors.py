@@ -36,6 +36,16 @@ def test_the_floor_across_hosts_is_the_99th_quantile_of_two_hosts_log_ratio():
     assert floor.learned and floor.fraction == pytest.approx(math.expm1(Z99 * math.sqrt(2) * sigma), rel=1e-3)
 
 
+def test_among_many_hosts_one_far_host_still_passes_the_floor_it_taught():
+    # 29 hosts within 0.1% and one 4% slower: the range's sigma over 30 hosts puts the quantile near
+    # 3.3%, under what that host's honest rerun would show, so the floor is the spread itself.
+    near = [(f"h{i}", 0.010 * (1 + 0.001 * i / 28)) for i in range(29)]
+    floor = noise.Floors(runs(*near, ("far", 0.0104))).across(key(), "GPU-bound")
+    quantile = math.expm1(Z99 * math.sqrt(2) * math.log(1.04) / noise.d2(30))
+    assert quantile < 0.035 and floor.fraction == pytest.approx(0.04) and floor.spread == pytest.approx(0.04)
+    assert not floor.host_limited
+
+
 def test_the_floor_within_a_host_reads_its_repeated_runs():
     floors = noise.Floors(runs(("a", 0.010), ("a", 0.0105), ("b", 0.013)))
     sigma = math.log(1.05) / D2[2]

@@ -17,7 +17,8 @@ noise from a change, whereas the history holds many hosts and repeats of each ca
   log range / d2(H), d2 the expected range of H standard normal values (the range method of
   control charts: efficient for few hosts, and the history holds few hosts per kind). The
   floor is the one-sided 99% quantile of the log ratio of two hosts drawn at random,
-  Z * sqrt(2) * sigma: a floor that grows where hosts differ (pageable copies, page-fault
+  Z * sqrt(2) * sigma, and never less than the hosts' spread itself (with many hosts, a far one
+  lies past that quantile, and a rerun on a host already seen must pass): a floor that grows where hosts differ (pageable copies, page-fault
   migration, CPU cases) and stays tight where they agree (device copies, GPU-bound training steps).
 - Within one host: the same from the hosts that ran the case more than once, sigma averaged
   over those hosts (the R-bar / d2 estimate). A pair of records from one host uses the smaller
@@ -187,7 +188,10 @@ class Floors:
         sigma = statistics.mean(log_range(m) / d2(len(m)) for m in several)
         hosts = len({h for hosts in self.stacks(key) if len(hosts) >= 2 for h in hosts})
         spread = math.expm1(max(map(log_range, several)))
-        return Floor(quantile_floor(sigma, self.least), f"learned across {hosts} hosts", True, spread)
+        # Never under the spread itself: an honest run on a host already seen must pass, and among
+        # many hosts one far host lies past the normal quantile that the range's sigma gives.
+        floor = max(quantile_floor(sigma, self.least), spread)
+        return Floor(floor, f"learned across {hosts} hosts", True, spread)
 
     def within(self, key: tuple, klass: str, widest: bool = False) -> Floor:
         """The floor one host's runs of the step teach: their scatter on the hosts that ran it
