@@ -9,10 +9,10 @@ import pytest
 
 from harness.measure import busy
 from harness.measure.timing import no_prepare
-from test_devices import FakeNvml
+from nvml_stub import StrictNvml
 
 
-class Utilisation(FakeNvml):
+class Utilisation(StrictNvml):
     """pynvml whose GPU i reports ``shares[i]`` percent busy in every sample."""
     NVML_GPU_UTILIZATION_SAMPLES = 1
 
@@ -20,11 +20,9 @@ class Utilisation(FakeNvml):
         super().__init__(["NVIDIA H200"] * len(shares))
         self.shares = shares
 
-    def nvmlDeviceGetHandleByUUID(self, uuid):
-        return int(uuid.split("-")[1])
-
     def nvmlDeviceGetSamples(self, handle, kind, since):
-        sample = types.SimpleNamespace(timeStamp=since + 1, sampleValue=types.SimpleNamespace(uiVal=self.shares[handle]))
+        share = self.shares[self._gpu(handle)]
+        sample = types.SimpleNamespace(timeStamp=since + 1, sampleValue=types.SimpleNamespace(uiVal=share))
         return kind, [sample, sample]
 
 

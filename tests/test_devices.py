@@ -1,5 +1,3 @@
-import types
-
 import pytest
 
 from harness.measure import devices
@@ -9,54 +7,10 @@ from harness.measure.environment import snapshot
 from conftest import fake_devices
 
 
-class FakeNvml(types.ModuleType):
-    """Stands in for pynvml: two H100s, peers of each other."""
-    NVML_P2P_CAPS_INDEX_READ = 0,  # sic: nvidia-ml-py 13 defines it as a tuple
-    NVML_P2P_STATUS_OK = 0
-
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self, names, p2p_ok=True):
-        super().__init__("pynvml")
-        self.names, self.p2p_ok, self.open = names, p2p_ok, 0
-
-    def nvmlInit(self): self.open += 1
-    def nvmlShutdown(self): self.open -= 1
-    def nvmlDeviceGetCount(self): return len(self.names)
-    def nvmlDeviceGetHandleByIndex(self, i): return i
-    def nvmlDeviceGetName(self, h): return self.names[h]
-    def nvmlDeviceGetMemoryInfo(self, h): return types.SimpleNamespace(total=81559 * 2**20, free=80000 * 2**20, used=1559 * 2**20)
-    def nvmlDeviceGetCudaComputeCapability(self, h): return (9, 0)
-    def nvmlDeviceGetUUID(self, h): return f"GPU-{h}"
-    def nvmlSystemGetDriverVersion(self): return b"580.159.04"
-    def nvmlSystemGetCudaDriverVersion(self): return 13000
-    def nvmlDeviceGetP2PStatus(self, a, b, cap):
-        assert isinstance(cap, int)  # ctypes takes no tuple
-        return 0 if self.p2p_ok else 3
-
-
 def test_no_gpu_is_reported_not_raised():
     d = devices.discover()  # this machine and CI have no NVIDIA driver
     assert d.count == 0 and d.reason
     assert "no GPU" in devices.describe(d)
-
-
-def test_discovery_reads_nvml(monkeypatch):
-    fake = FakeNvml(["NVIDIA H100 80GB HBM3"] * 2)
-    monkeypatch.setitem(__import__("sys").modules, "pynvml", fake)
-    d = devices.discover()
-    assert d.count == 2 and d.reason is None
-    assert d.gpus[1].name == "NVIDIA H100 80GB HBM3" and d.gpus[1].memory_total == 81559 * 2**20
-    assert d.gpus[0].compute_capability == "9.0"
-    assert (d.driver, d.cuda_driver) == ("580.159.04", "13.0")
-    assert d.peer == ((True, True), (True, True))
-    assert fake.open == 0  # NVML shut down again
-
-
-def test_gpus_without_peer_access(monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "pynvml", FakeNvml(["A"] * 2, p2p_ok=False))
-    assert devices.discover().peer == ((True, False), (False, True))
 
 
 def test_machine_name_tells_gpu_models_and_counts_apart():
@@ -115,15 +69,3 @@ def test_a_uuid_prefix_names_its_gpu_only_when_it_names_one():
     box = devices.Devices(gpus=tuple(devices.GPU(i, "H", 1, 1, "9.0", f"GPU-ab{i}") for i in range(2)))
     assert devices.cuda_gpu(0, box, {"CUDA_VISIBLE_DEVICES": "GPU-ab1"}).index == 1
     assert devices.cuda_gpu(0, box, {"CUDA_VISIBLE_DEVICES": "GPU-ab"}) is None  # ambiguous, as CUDA finds it
-
-
-def test_a_mig_device_is_read_by_its_own_uuid(monkeypatch):
-    class Nvml(FakeNvml):
-        def nvmlDeviceGetHandleByUUID(self, uuid): return ("mig", uuid)
-        def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h): return 2
-        def nvmlDeviceGetMemoryInfo(self, h):
-            free = 5 * 2**30 if isinstance(h, tuple) else 80 * 2**30
-            return types.SimpleNamespace(total=2 * free, free=free, used=0)
-    monkeypatch.setitem(__import__("sys").modules, "pynvml", Nvml(["NVIDIA H100"] * 4))
-    gpu = devices.cuda_gpu(0, fake_devices(count=4), {"CUDA_VISIBLE_DEVICES": "MIG-1234"})
-    assert (gpu.index, gpu.uuid, gpu.memory_free) == (2, "MIG-1234", 5 * 2**30)

@@ -115,19 +115,14 @@ def test_cap_must_stay_below_free_memory(fraction):
 # ---- the right card, and one cap for every process on it --------------------------------------
 
 def four_gpus_nvml(monkeypatch):
-    """pynvml of a box with four GPUs, GPU i having (i + 1) x 10 GiB free."""
+    """pynvml of a box with four GPUs, GPU i having (i + 1) x 10 - i GiB free."""
     import sys
-    import types
 
-    from test_devices import FakeNvml
-
-    class Nvml(FakeNvml):
-        def nvmlDeviceGetMemoryInfo(self, h):
-            return types.SimpleNamespace(total=80 * GiB, free=(h + 1) * 10 * GiB, used=0)
-    monkeypatch.setitem(sys.modules, "pynvml", Nvml(["NVIDIA H100"] * 4))
+    from nvml_stub import StrictNvml
+    monkeypatch.setitem(sys.modules, "pynvml", StrictNvml(["NVIDIA H100"] * 4))
 
 
-@pytest.mark.parametrize("visible, free", [(None, 10), ("3", 40), ("3,0", 40), ("GPU-2", 30), ("1,2", 20)])
+@pytest.mark.parametrize("visible, free", [(None, 10), ("3", 37), ("3,0", 37), ("GPU-2", 28), ("1,2", 19)])
 def test_the_cap_follows_the_cuda_device_the_memory_lands_on(monkeypatch, lock_dir, visible, free):
     """NVML ignores CUDA_VISIBLE_DEVICES: the cap was 0.9 of GPU 0's free memory while CuPy's
     device 0 was GPU 3."""
