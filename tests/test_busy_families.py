@@ -30,7 +30,7 @@ class Cards(Utilisation):
     """The stand-in NVML, with the PCI bus ids a record's environment reads of each card."""
 
     def nvmlDeviceGetPciInfo(self, handle):
-        return types.SimpleNamespace(busId=f"00000000:{handle + 1:02x}:00.0")
+        return types.SimpleNamespace(busId=f"00000000:{self._gpu(handle) + 1:02x}:00.0")
 
 
 @pytest.fixture
