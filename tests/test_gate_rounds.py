@@ -33,7 +33,13 @@ def judged(tmp_path, new_medians, **kw) -> tuple[int, str]:
 def test_two_percent_on_every_new_round_fails_against_tight_base_rounds(tmp_path):
     rc, text = judged(tmp_path, [m * 1.02 for m in BASE_ROUNDS])
     assert rc == 1 and "FAIL: 1 regression(s) (1 slower)" in text
-    assert "1.020" in text and "1.0% w" in text  # the floor BASE's rounds taught, at its least
+    assert "1.020" in text and "1.5% w" in text  # the floor BASE's rounds taught, at its least
+
+
+def test_every_new_round_a_percent_apart_from_tight_base_rounds_is_no_regression(tmp_path):
+    # Fresh processes of one step can differ so; three tight BASE rounds cannot show it.
+    rc, text = judged(tmp_path, [m * 1.012 for m in BASE_ROUNDS])
+    assert rc == 0 and "PASS: 0 regression(s) in 1 case(s) compared" in text and "1.012" in text
 
 
 def test_one_noisy_new_round_among_three_does_not_decide(tmp_path):
@@ -124,7 +130,7 @@ def test_a_gpu_bound_step_keeps_its_sessions_floor_whatever_earlier_compares_saw
     base = side(tmp_path / "base", BASE_ROUNDS, "aaaaaaaa")
     new = side(tmp_path / "new", [m * 1.03 for m in BASE_ROUNDS], "bbbbbbbb")
     rc, text = gate.gate(base, new, history=base, all_rounds=True, prior=prior)
-    assert rc == 1 and "1.0% w" in text
+    assert rc == 1 and "1.5% w" in text
 
 
 def test_only_one_codes_rounds_teach_the_scatter(tmp_path):
@@ -157,14 +163,14 @@ def test_every_earlier_compare_counts_and_the_judged_one_is_passed_over_not_the_
 
 
 def test_earlier_compares_that_scattered_less_than_a_percent_leave_the_sessions_least_floor(tmp_path):
-    """Their floor is held to the session's least (1%), not the history's (2%): they only ever raise it."""
+    """Their floor is held to the session's least (1.5%), not the history's (2%): they only ever raise it."""
     prior = tmp_path / "prior"
     earlier(prior, "aa", (0.0300, 0.03005, 0.0301), (0.03002, 0.03004, 0.03008), **PAGEABLE)
     tight = (0.0300, 0.03001, 0.03002)
     base = rounds_of(tmp_path / "judged" / "base", tight, "cccccccc", t0=100.0, **PAGEABLE)
-    new = rounds_of(tmp_path / "judged" / "new", [m * 1.015 for m in tight], "dddddddd", t0=110.0, **PAGEABLE)
+    new = rounds_of(tmp_path / "judged" / "new", [m * 1.018 for m in tight], "dddddddd", t0=110.0, **PAGEABLE)
     rc, text = gate.gate(base, new, history=base, all_rounds=True, prior=prior)
-    assert rc == 1 and "1.0% w" in text
+    assert rc == 1 and "1.5% w" in text
 
 
 def test_another_cases_scatter_is_not_borrowed(tmp_path):

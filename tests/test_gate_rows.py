@@ -148,7 +148,7 @@ def test_every_note_reads_so():
         "host, d = default; bigger when a peak grows by more than max(128.0 MB, 5%); a what-fits search by its answer "
         "and the peak of the probe at it, never its wall time",
         "rounds: each side's time is the median of its rounds' medians, the rank test over all its rounds' steps; "
-        "floors learned from BASE's rounds alone, at least 1%, a host-bound step's at least its widest scatter on "
+        "floors learned from BASE's rounds alone, at least 1.5%, a host-bound step's at least its widest scatter on "
         "one host in earlier compares",
         "cross-machine: matched on case and parameters alone, NEW's record of BASE's kind first; floors are those of "
         "BASE's kind (H100)",

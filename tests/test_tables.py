@@ -407,6 +407,9 @@ def test_an_answer_the_hosts_memory_set_is_marked_and_explained_and_no_other_is(
     ({"deviation": 0.0123, "tolerance": 0.002, "reference_spread": 0.001, "reference": "fp32 with checkpointing"},
      " (loss gap 0.012 from fp32 with checkpointing, 0.003 allowed)"),
     ({"deviation": 0.5, "tolerance": 0.1}, " (loss gap 0.5 from fp32, 0.1 allowed)"),
+    # The spread allowed as many times as the check that made the record allowed it.
+    ({"deviation": 0.0123, "tolerance": 0.002, "reference_spread": 0.001, "spread_factor": 2},
+     " (loss gap 0.012 from fp32, 0.004 allowed)"),
     # Gap and allowance that round alike at two digits get as many more as tell them apart.
     ({"deviation": 0.0141, "tolerance": 0.01, "reference_spread": 0.00361},
      " (loss gap 0.0141 from fp32, 0.0136 allowed)"),

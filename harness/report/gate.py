@@ -454,7 +454,7 @@ def notes(report: Report, opts: Options, kind: str) -> list[str]:
            "by its answer and the peak of the probe at it, never its wall time"]
     if opts.rounds:
         out.append("rounds: each side's time is the median of its rounds' medians, the rank test over all its "
-                   f"rounds' steps; floors learned from BASE's rounds alone, at least {noise.SESSION_MIN_FLOOR:.0%}, "
+                   f"rounds' steps; floors learned from BASE's rounds alone, at least {noise.SESSION_MIN_FLOOR:.1%}, "
                    "a host-bound step's at least its widest scatter on one host in earlier compares")
     if opts.cross_machine:
         out.append(f"cross-machine: matched on case and parameters alone, NEW's record of BASE's kind first; "

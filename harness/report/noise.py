@@ -41,7 +41,10 @@ No floor is below ``MIN_FLOOR``: a change smaller than that is not worth failing
 however steady the case. Floors learned from the rounds of one ``harness compare`` session (one
 box, one interpreter, both commits alternating) go down to ``SESSION_MIN_FLOOR``: there the host
 and its drift are out of the comparison, and a change of a few percent in a GPU-bound step is
-what the compare exists to catch.
+what the compare exists to catch. It is not lower, because each round is a fresh process, and
+fresh processes of a GPU-bound step whose data also crosses host memory (activations saved to
+pinned memory, managed memory) differ by about a percent; three rounds a side can all land close
+together and cannot show that. 1.5% keeps those apart from the 2% slowdown the compare aims at.
 """
 from __future__ import annotations
 
@@ -61,7 +64,7 @@ from harness.report.efficiency import BUSY_BOUND
 
 Z = 2.326  # one-sided 1%: the floor is what two honest runs exceed once in a hundred
 MIN_FLOOR = 0.02
-SESSION_MIN_FLOOR = 0.01
+SESSION_MIN_FLOOR = 0.015
 ALPHA = 0.002  # the rank test's p threshold, as asv compare's
 # The least slowdown of a GPU-bound step a verdict across hosts is meant to see: the across-host
 # floor this module assumes of such a step where history is thin.

@@ -283,7 +283,7 @@ def _loss_gap(check: dict | None) -> tuple[float, float] | None:
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (gap, allowed, spread))
     if check.get("ended") or not numbers:
         return None
-    return gap, allowed + spread
+    return gap, allowed + check.get("spread_factor", 1) * spread  # records before the factor allowed the gap once
 
 
 def _check_request(case: cases.Case, down: list[str], across: str, shows: list[str], versus, where: dict,
