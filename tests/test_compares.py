@@ -66,7 +66,7 @@ def test_a_compare_in_progress_says_how_many_runs_are_on_record(tmp_path):
     compare(tmp_path, "half", "a" * 40, "a" * 40, BASE_ROUNDS, planned=4)
     c = only(tmp_path)
     assert not c.done and (c.runs, c.planned) == (12, 24)
-    assert "12 of 24 (in progress)" in compares.page([c], "")
+    assert "12 of 24 (not finished)" in compares.page([c], "")
 
 
 def test_a_compare_filed_before_its_state_was_kept_is_read_from_its_records(tmp_path):
@@ -203,10 +203,10 @@ PAGE = ("# Compares on one box: A/A and planted regressions\n\n<!-- generated --
 
 A/A compares with the host to themselves: 1, over 2 case verdict(s), 0 line(s) flagged.
 
-| folder             | BASE → NEW                |   cases × rounds |         runs on record | hosts                                  |   measuring |            one round | verdict                                                | its report said       |
-|:-------------------|:--------------------------|-----------------:|-----------------------:|:---------------------------------------|------------:|---------------------:|:-------------------------------------------------------|:----------------------|
-| `20990101T0000-aa` | aaaaaaaa → aaaaaaaa (A/A) |            2 × 3 |                     12 | host-a                                 |    10.0 min | 1.52 min to 1.55 min | PASS: 0 regression(s) in 2 case(s) compared            | PASS: 0 regression(s) |
-| `20990101T0100-ab` | aaaaaaaa → bbbbbbbb       |            7 × 3 | 36 of 42 (in progress) | host-a; 2 run(s) beside other GPU work |    1.25 min |             not kept | FAIL: 6 regression(s) (6 slower) in 6 case(s) compared | no report             |
+| folder             | BASE → NEW                |   cases × rounds |          runs on record | hosts                                  |   measuring |            one round | verdict                                                | its report said       |
+|:-------------------|:--------------------------|-----------------:|------------------------:|:---------------------------------------|------------:|---------------------:|:-------------------------------------------------------|:----------------------|
+| `20990101T0000-aa` | aaaaaaaa → aaaaaaaa (A/A) |            2 × 3 |                      12 | host-a                                 |    10.0 min | 1.52 min to 1.55 min | PASS: 0 regression(s) in 2 case(s) compared            | PASS: 0 regression(s) |
+| `20990101T0100-ab` | aaaaaaaa → bbbbbbbb       |            7 × 3 | 36 of 42 (not finished) | host-a; 2 run(s) beside other GPU work |    1.25 min |             not kept | FAIL: 6 regression(s) (6 slower) in 6 case(s) compared | no report             |
 
 `20990101T0100-ab` flagged:
 - ceilings probe\\=planted\\_0\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)

@@ -8,7 +8,7 @@ takes), and the verdict of this checkout's gate over its records, judged as a co
 (every round of each side, floors learned from BASE's rounds, a host-bound step's at least its
 widest scatter on one host in the other compares on file). The verdict is made again from the
 records rather than read from the folder's report, so a page never shows a verdict its records do
-not give; a compare whose runs are not all on record is marked in progress and judged on the
+not give; a compare whose runs are not all on record is marked not finished and judged on the
 cases measured whole so far.
 
 ``compare.json`` (``harness.drive.compare_state``) is read as data, for the figures only the
@@ -206,7 +206,7 @@ def a_a_tally(mine: list[Compare], every: list[Compare]) -> str:
 def _row(c: Compare, near: list[Compare]) -> list:
     base, new = (h[:8] for h in c.commits)
     pair = f"{base} → {new} (A/A)" if c.a_a else f"{base} → {new}"
-    runs = f"{c.runs}" if c.done else f"{c.runs} of {c.planned} (in progress)"
+    runs = f"{c.runs}" if c.done else f"{c.runs} of {c.planned} (not finished)"
     hosts = ", ".join(c.hosts) + (f"; {c.shared_runs} run(s) beside other GPU work" if c.shared_runs else "")
     hosts += f"; measured beside {len(near)} other compare(s) on this host" if near else ""
     return [markdown.code(c.name), pair, f"{c.cases} × {c.rounds}", runs, hosts,
