@@ -18,8 +18,9 @@ noise from a change, whereas the history holds many hosts and repeats of each ca
   control charts: efficient for few hosts, and the history holds few hosts per kind). The
   floor is the one-sided 99% quantile of the log ratio of two hosts drawn at random,
   Z * sqrt(2) * sigma, and never less than the hosts' spread itself (with many hosts, a far one
-  lies past that quantile, and a rerun on a host already seen must pass): a floor that grows where hosts differ (pageable copies, page-fault
-  migration, CPU cases) and stays tight where they agree (device copies, GPU-bound training steps).
+  lies past that quantile, and a rerun on a host already seen must pass): a floor that grows
+  where hosts differ (pageable copies, page-fault migration, CPU cases) and stays tight where
+  they agree (device copies, GPU-bound training steps).
 - Within one host: the same from the hosts that ran the case more than once, sigma averaged
   over those hosts (the R-bar / d2 estimate). A pair of records from one host uses the smaller
   of the within-host and the across-host floor.
