@@ -42,6 +42,11 @@ def test_every_new_round_a_percent_apart_from_tight_base_rounds_is_no_regression
     assert rc == 0 and "PASS: 0 regression(s) in 1 case(s) compared" in text and "1.012" in text
 
 
+def test_the_readme_states_the_sessions_least_floor():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert f"against BASE's noise (at least {noise.SESSION_MIN_FLOOR:.1%};" in readme
+
+
 def test_one_noisy_new_round_among_three_does_not_decide(tmp_path):
     # The noisy round is the last: the latest round alone would read 15% slower and fail.
     rc, text = judged(tmp_path, [0.01, 0.010005, 0.0115])
