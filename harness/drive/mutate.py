@@ -57,7 +57,8 @@ TESTS = {
     "harness/drive/suite.py": ("tests/test_suite.py", "tests/test_cli.py"),
     "harness/drive/begun.py": ("tests/test_begun.py",),  # what a died or raising case's record says
     "harness/drive/compare_state.py": ("tests/test_compare_resume.py",),  # what a resumed compare goes on with
-    "harness/drive/compare.py": ("tests/test_compare_resume.py", "tests/test_compare_refusals.py"),  # test_compare.py clones this repository
+    "harness/drive/compare.py": ("tests/test_compare_resume.py", "tests/test_compare_refusals.py",
+                                 "tests/test_compare_session.py"),  # test_compare.py clones this repository
     "harness/workloads/models.py": ("tests/test_models.py",),  # the models every figure of tricks and parallel trains
     "harness/measure/inputs.py": ("tests/test_inputs.py", "tests/test_inputs_hostile.py", "tests/test_store.py"),
     "harness/drive/asv_labels.py": ("tests/test_asv_labels.py", "tests/test_asv_site.py"),  # the labels asv's site shows
@@ -110,10 +111,12 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         "harness/drive/suite.py": ("Selection.flags", "Selection.of", "resumed", "resumable", "with_ceilings",
                                    "environments"),
         # A compare's bookkeeping: which runs are left, where each is filed, what a stopped sitting
-        # set aside, and the measuring time it reports; the rest makes worktrees and starts processes.
+        # set aside, the measuring time it reports, and a sitting's loop over its runs with a stand-in
+        # for their processes; the rest makes worktrees and starts processes.
         "harness/drive/compare.py": ("order", "contexts", "remaining", "set_aside", "past", "Timer.__init__",
                                      "Timer.tick", "refuse_used", "resume_command", "measured", "one_round", "shared",
-                                     "resolve", "refuse_dirty", "chosen", "told", "headed"),
+                                     "resolve", "refuse_dirty", "chosen", "told", "headed", "filed", "measure_all",
+                                     "warm_up", "neighbours"),
         # All but torchvision's ResNet50 and its layers: the CPU test set has no torchvision.
         "harness/workloads/models.py": ("LMConfig.__post_init__", "transformer_lm", "tied_weight", "run_block",
                                         "EncDecConfig.__post_init__", "encoder_decoder", "tokens", "images",
