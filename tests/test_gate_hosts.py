@@ -71,8 +71,12 @@ def host_limited(case: dict) -> bool:
     return any(picked(case, *which) for which in HOST_LIMITED)
 
 
+def scattered(case: dict) -> bool:
+    return any(picked(case, *which) for which in SCATTERED)
+
+
 def not_to_be_told(case: dict) -> bool:
-    return host_limited(case) or any(picked(case, *which) for which in SCATTERED)
+    return host_limited(case) or scattered(case)
 
 
 def timing(run: dict) -> Timing:
@@ -192,6 +196,7 @@ def test_the_gate_says_so_where_a_slowdown_cannot_be_told_from_the_host(case):
     rep = report(base, slower(base, host_of(other)))
     said = [n for n in gate.notes(rep, gate.Options(), case["kind"]) if "harness compare" in n]
     assert bool(said) == host_limited(case) and len(rep.host_limited) == host_limited(case)
+    assert ("not told from the steps' scatter" in time_row(rep).verdict) == scattered(case)
     assert report(base, slower(base, host_of(base))).host_limited == []  # on one host, the host is no excuse
 
 

@@ -1,11 +1,14 @@
 """The gate's rows, notes and verdict line, built from planted records and pinned whole: a wrong
 word, count or sign in any of them is a wrong verdict on a pull request."""
+import dataclasses
+
 import pytest
 
 from gate_records import FITS, fits, record
 
 GB = 10**9
 from harness.measure.record import Record
+from harness.measure.timing import Timing
 from harness.report import gate, markdown, noise
 from harness.units import ms
 
@@ -502,3 +505,19 @@ def test_a_pair_on_one_host_is_not_listed_where_its_own_runs_differ_more_than_it
     assert floors.floor(noise.key_of(history[0]), "GPU-bound", same_host=True).host_limited  # across: the narrower
     new = Record.from_dict(record(median=0.0105, host="a", run="20991231T000000-bbbbbb", created=9.0))
     assert gate.compare([history[0]], [new], floors).host_limited == []
+
+
+def stepped(times, host="host-a") -> Record:
+    rec = Record.from_dict(record(host=host))
+    return dataclasses.replace(rec, timing=Timing.from_samples(times, warmup=2))
+
+
+@pytest.mark.parametrize("base, factor, verdict", [
+    ([0.010, 0.012] * 5, 1.06, "same: not told from the steps' scatter (rank p=0.028)"),  # past the floor, steps apart
+    ([0.010, 0.0101] * 5, 1.06, "slower (rank p=5.7e-05)"),  # the same rise over steady steps
+    ([0.010, 0.012] * 5, 1.02, "same"),  # under the floor: nothing to tell
+])
+def test_a_rise_past_the_floor_that_the_steps_scatter_hides_says_so(base, factor, verdict):
+    new = [t * factor for t in base]
+    row, _ = gate.time_row(stepped(base), stepped(new), noise.Floors([]), gate.Options())
+    assert (row.mark, row.verdict) == (" " if verdict.startswith("same") else "+", verdict)

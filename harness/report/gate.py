@@ -28,7 +28,9 @@ median's error read from its IQR and number of steps. Where the steps are too fe
 reach ``noise.ALPHA`` at all (five a side or fewer), nothing can vouch for "same", so the ratio of
 medians against the floor decides alone: the floor is what two honest runs exceed once in a
 hundred, so a rise past it fails whatever the spread, and a hundredfold rise over two steps can
-never read "same". Faster is read the same way, mirrored. Where BASE and NEW come from two hosts
+never read "same". A median past the floor whose steps the test cannot tell apart reads "same:
+not told from the steps' scatter": more steps, or the rounds of ``harness compare``, can tell.
+Faster is read the same way, mirrored. Where BASE and NEW come from two hosts
 and the floor the case's hosts teach is past ``noise.CROSS_HOST_AIM`` (the device ceilings, whose
 figure is the host's; steps paced by the host's page faults), a slowdown under it is not one a
 verdict can see: the report lists those cases and names ``harness compare``, which measures both
@@ -257,6 +259,8 @@ def time_row(base: Record, new: Record, floors: noise.Floors, opts: Options) -> 
         mark, verdict = "+", f"slower ({test})"
     elif faster and ratio * (1 + least) < 1 - 1e-9:  # pragma: no mutate (the 1e-9 takes the tie)
         mark, verdict = "-", f"faster{alone}"
+    elif ratio > 1 + least:  # past the floor, but the steps scatter too much to tell
+        mark, verdict = " ", f"same: not told from the steps' scatter ({test})"
     else:
         mark, verdict = " ", f"same{alone}"
     code = "w" if "within" in floor.how else "a" if floor.learned else "d"
