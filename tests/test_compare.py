@@ -52,6 +52,14 @@ def timing(median: float) -> Timing:
                   steps=len(samples), warmup=1, samples_s=samples)
 
 
+def file_run(ctx, bench, median: float) -> None:
+    """Files the record a case's process would, its steps around ``median``, in ``ctx``'s run."""
+    rec = Record(case=bench.case, params=json.loads(bench.params), outcome=OK, environment=ENV,
+                 timing=timing(median), run_id=ctx.run_id, commit=ctx.commit)
+    ctx.path.parent.mkdir(parents=True, exist_ok=True)
+    RecordStore.append(ctx.path, rec)
+
+
 class FakeRunner:
     """Files a record per run, as the case's process would, with a step time from ``seconds``
     (side, round, case) -> s; keeps (side, round, case, the tree's checked-out commit, the tree)
@@ -74,10 +82,7 @@ class FakeRunner:
             self.calls.append((side, r, bench.case + bench.params, git(tree, "rev-parse", "HEAD"), tree))
             if self.during:
                 self.during(len(self.calls))
-        rec = Record(case=bench.case, params=json.loads(bench.params), outcome=OK, environment=ENV,
-                     timing=timing(self.seconds(side, r, bench.params)), run_id=ctx.run_id, commit=ctx.commit)
-        ctx.path.parent.mkdir(parents=True, exist_ok=True)
-        RecordStore.append(ctx.path, rec)
+        file_run(ctx, bench, self.seconds(side, r, bench.params))
         return ""
 
 

@@ -12,10 +12,7 @@ import pytest
 from harness.drive import begun, compare
 from harness.drive.compare_state import STATE, State
 from harness.drive.todo import Bench
-from harness.measure.outcomes import OK
-from harness.measure.record import Record
-from harness.measure.store import RecordStore
-from test_compare import ENV, timing
+from test_compare import file_run
 from test_compare_resume import FakeClock
 
 BENCHES = [Bench("ceilings", "Host", ("track_seconds_per_step",), f"('{p}')", "ceilings", json.dumps({"probe": p}))
@@ -55,10 +52,7 @@ class Measure:
         self.clock.now += self.takes
         self.calls.append((tree, ctx, bench))
         if self.files:
-            rec = Record(case=bench.case, params=json.loads(bench.params), outcome=OK, environment=ENV,
-                         timing=timing(0.01), run_id=ctx.run_id, commit=ctx.commit)
-            ctx.path.parent.mkdir(parents=True, exist_ok=True)
-            RecordStore.append(ctx.path, rec)
+            file_run(ctx, bench, 0.01)
         return f"the output of {bench.params}"
 
 

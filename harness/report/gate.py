@@ -255,11 +255,12 @@ def time_row(base: Record, new: Record, floors: noise.Floors, opts: Options) -> 
     ratio = new.timing.median_s / base.timing.median_s
     slower, faster, test = evidence(base, new, opts.k)
     alone = f" ({test})" if test.startswith(RATIO_ALONE) else ""
-    if slower and ratio > (1 + least) * (1 + 1e-9):  # pragma: no mutate (the 1e-9 takes the tie)
+    past = ratio > (1 + least) * (1 + 1e-9)  # pragma: no mutate (the 1e-9 takes the tie)
+    if slower and past:
         mark, verdict = "+", f"slower ({test})"
     elif faster and ratio * (1 + least) < 1 - 1e-9:  # pragma: no mutate (the 1e-9 takes the tie)
         mark, verdict = "-", f"faster{alone}"
-    elif ratio > 1 + least:  # past the floor, but the steps scatter too much to tell
+    elif past:  # past the floor, but the steps scatter too much to tell
         mark, verdict = " ", f"same: not told from the steps' scatter ({test})"
     else:
         mark, verdict = " ", f"same{alone}"
