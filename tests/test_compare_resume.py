@@ -92,9 +92,52 @@ def test_a_deadline_stops_the_compare_keeping_the_runs_it_started_and_naming_the
     assert (state["rounds"], state["bench"], state["harness"]) == (3, HOST, git(repo, "rev-parse", "HEAD"))
     assert [b["case"] + b["params"] for b in state["benches"]][0] == case and len(state["benches"]) == 2
     said = capsys.readouterr().out.splitlines()
-    assert said[-1].startswith("oombench compare: stopped at its deadline with 6 of 12 run(s) left")
-    assert f"python3 -m harness compare --resume {out}" in said[-1]
-    assert not (out / "report.md").exists()  # no verdict on a quarter of a compare
+    assert said[-2].startswith("oombench compare: stopped at its deadline with 6 of 12 run(s) left")
+    assert f"python3 -m harness compare --resume {out}" in said[-2]
+    assert not (out / "report.md").exists()  # the compare's own verdict waits for its last case
+
+
+def all_slower(side, r, params):
+    return BASE_TIMES[r] * (1.08 if side == "new" else 1)
+
+
+def the_same(side, r, params):
+    return BASE_TIMES[r]
+
+
+@pytest.mark.parametrize("seconds, so_far, at_end, rc_end", [
+    (all_slower, "FAIL: 1 regression(s) (1 slower) in 1 case(s) compared",
+     "FAIL: 2 regression(s) (2 slower) in 2 case(s) compared", 1),
+    (the_same, "PASS: 0 regression(s) in 1 case(s) compared", "PASS: 0 regression(s) in 2 case(s) compared", 0),
+])
+def test_a_deadline_stop_judges_the_cases_measured_so_far_until_the_compares_own_report_replaces_it(
+        repo, tmp_path, clock, capsys, seconds, so_far, at_end, rc_end):
+    out = tmp_path / "out"
+    rc, _ = stopped_at_deadline(repo, out, clock, runs_before_deadline=3, seconds=seconds)
+    said = capsys.readouterr().out.splitlines()
+    interim = rendered(out / compare.INTERIM)
+    assert rc == compare.STOPPED and so_far in interim
+    assert f"**Interim:** 6 of 12 run(s) on record, each case with all its rounds; `python3 -m harness compare " \
+           f"--resume {out}` measures the rest" in interim
+    assert said[-1] == f"oombench compare: so far {so_far}; 0 retired (interim, in {out / compare.INTERIM})"
+    assert compare.main(resume=out, warmup=False, repo=repo, measure=FakeRunner(seconds, clock=clock)) == rc_end
+    assert at_end in rendered(out / "report.md") and not (out / compare.INTERIM).exists()
+
+
+def test_a_deadline_before_any_case_or_a_signal_leaves_no_interim_report(repo, tmp_path, clock, capsys):
+    out = tmp_path / "out"
+    runner = FakeRunner(clock=clock)
+    rc = compare.main("HEAD~1", "HEAD", bench=HOST, rounds=3, results=out, deadline_s=5, repo=repo, measure=runner)
+    assert rc == compare.STOPPED and runner.calls == [] and len(runner.warmups) == 1
+    assert not (out / compare.INTERIM).exists()
+    assert capsys.readouterr().out.splitlines()[-1].startswith("oombench compare: no interim verdict: ")
+
+    def stop_after_a_case(count):
+        if count == 7:
+            raise compare.suite.Interrupted(signal.SIGTERM)
+    stopped = FakeRunner(clock=clock, during=stop_after_a_case)
+    assert compare.main(resume=out, warmup=False, repo=repo, measure=stopped) == 128 + signal.SIGTERM
+    assert len(records_in(out)) == 6 and not (out / compare.INTERIM).exists()
 
 
 def test_a_resume_measures_just_the_runs_left_and_reports_as_one_uninterrupted_compare(repo, tmp_path, clock,

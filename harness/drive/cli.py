@@ -547,7 +547,8 @@ def _add_compare(sub) -> None:
                    help="the least relative rise that can fail, as for gate (for a box shared with other work)")
     c.add_argument("--deadline", type=_positive_seconds, metavar="SECONDS",
                    help="start no case after this many seconds (one begun runs all its rounds); what was measured "
-                        "is kept, and the compare exits 75 naming the --resume command that measures the rest")
+                        "is kept, the cases measured so far are gated into interim-report.md in the results folder, and "
+                        "the compare exits 75 naming the --resume command that measures the rest")
     c.add_argument("--resume", metavar="FOLDER",
                    help="go on with the compare whose records are in FOLDER: its commits, rounds and cases, the runs "
                         "not measured yet, then the gate over all (same checkout commit, clean tree, one at a time)")

@@ -26,7 +26,10 @@ filed, and ``--resume FOLDER`` measures the cases not on record yet, then gates 
 it goes on with is read from the state file written at the start (``harness.drive.compare_state``).
 A case a stopped sitting left with only some of its rounds is measured whole again; the rounds it
 had are moved to ``interrupted/`` in the folder, kept but not judged. A folder is measured by one
-process at a time (its lock).
+process at a time (its lock). Stopped at its deadline, a compare judges the cases it has measured
+so far, each whole, into ``interim-report.md`` in its folder and prints that verdict in a line,
+so that a long compare shows early what it is finding; its own report comes with its last case,
+and the interim one is removed then.
 
 The host drops out only where the compare has the box to itself: a run that begins while another
 process holds one of the box's GPUs (NVML, between runs) is counted, and the report says how many
@@ -81,6 +84,7 @@ SHOWN_OUTPUT = 1500  # characters of a process's output shown where it filed no 
 # deadline exits with asv's status (the cases past it are skips, not failures); a compare stopped
 # there has no verdict yet, and no script may read one from its status.
 STOPPED = os.EX_TEMPFAIL
+INTERIM = "interim-report.md"  # the gate over the cases measured so far, where a deadline stopped it
 
 
 def clock() -> float:
@@ -324,13 +328,35 @@ def session(repo: Path, folder: Path, state: State, steps, runs, measure, env, d
     return None
 
 
-def judge(folder: Path, report: Path, threshold: float) -> int:
-    """The gate of NEW's records against BASE's, with floors learned from BASE's rounds."""
+def gated(folder: Path, report: Path, threshold: float) -> tuple[int, str]:
+    """The gate of NEW's records against BASE's, with floors learned from BASE's rounds, its
+    markdown written to ``report``."""
     from harness.report.gate import COMPARES, gate
     base, new = folder / BASE / "records", folder / NEW / "records"
-    rc, text = gate(base, new, threshold=threshold, history=base, report=report, all_rounds=True, prior=COMPARES)
+    return gate(base, new, threshold=threshold, history=base, report=report, all_rounds=True, prior=COMPARES)
+
+
+def judge(folder: Path, report: Path, threshold: float) -> int:
+    rc, text = gated(folder, report, threshold)
     print(text, file=sys.stderr if rc == 2 else sys.stdout)
     return rc
+
+
+def so_far(folder: Path, state: State) -> None:
+    """After a stop at the deadline: the gate over the cases on record, in ``INTERIM`` under its
+    own heading, and its verdict in one line. Each case on record then is whole: a case begun runs
+    all its rounds, and one a killed sitting left part-measured was set aside at this one's start."""
+    report = folder / INTERIM
+    rc, text = gated(folder, report, state.threshold)
+    if rc == 2:  # nothing to compare yet (no case both sides measured), or the report not written
+        report.unlink(missing_ok=True)
+        print(f"oombench compare: no interim verdict: {text.splitlines()[-1]}", flush=True)
+        return
+    on_record = sum(len(filed(ctx.path)) for ctx in contexts(folder, state).values())
+    headed(report, heading(state) + ["",
+        f"**Interim:** {on_record} of {len(state.benches) * state.rounds * 2} run(s) on record, each case with all its "
+        f"rounds; `{resume_command(folder)}` measures the rest, and its report judges every case."])
+    print(f"oombench compare: so far {text.splitlines()[-1]} (interim, in {report})", flush=True)
 
 
 def headed(report: Path, lines: list[str]) -> None:
@@ -480,10 +506,13 @@ def sit(repo: Path, folder: Path, state: State, env, measure, deadline_s: float 
           f"`{resume_command(folder)}` goes on)", flush=True)
     if steps:
         stopped = session(repo, folder, state, steps, runs, measure, env, deadline_s, warmup)
+        if stopped == STOPPED:
+            so_far(folder, state)
         if stopped is not None:
             return stopped
     report = Path(state.report)
     rc = judge(folder, report, state.threshold)
     headed(report, heading(state))
+    (folder / INTERIM).unlink(missing_ok=True)  # the whole compare's report stands in its place
     print(f"oombench compare: report in {report}; measured {measured(state)}")
     return rc

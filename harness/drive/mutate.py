@@ -116,7 +116,7 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
         "harness/drive/compare.py": ("order", "contexts", "remaining", "set_aside", "past", "Timer.__init__",
                                      "Timer.tick", "refuse_used", "resume_command", "measured", "one_round", "shared",
                                      "resolve", "refuse_dirty", "chosen", "told", "headed", "filed", "measure_all",
-                                     "warm_up", "neighbours"),
+                                     "warm_up", "neighbours", "so_far"),
         # All but torchvision's ResNet50 and its layers: the CPU test set has no torchvision.
         "harness/workloads/models.py": ("LMConfig.__post_init__", "transformer_lm", "tied_weight", "run_block",
                                         "EncDecConfig.__post_init__", "encoder_decoder", "tokens", "images",
