@@ -117,8 +117,8 @@ def test_a_deadline_stop_judges_the_cases_measured_so_far_until_the_compares_own
     said = capsys.readouterr().out.splitlines()
     interim = rendered(out / compare.INTERIM)
     assert rc == compare.STOPPED and so_far in interim
-    assert f"**Interim:** 6 of 12 run(s) on record, each case with all its rounds; `python3 -m harness compare " \
-           f"--resume {out}` measures the rest" in interim
+    assert f"\n\n**Interim:** 6 of 12 run(s) on record, each case with all its rounds; `python3 -m harness compare " \
+           f"--resume {out}` measures the rest, and its report judges every case.\n" in interim  # a paragraph
     assert said[-1] == f"oombench compare: so far {so_far}; 0 retired (interim, in {out / compare.INTERIM})"
     assert compare.main(resume=out, warmup=False, repo=repo, measure=FakeRunner(seconds, clock=clock)) == rc_end
     assert at_end in rendered(out / "report.md") and not (out / compare.INTERIM).exists()
