@@ -68,6 +68,8 @@ from harness.measure.environment import snapshot
 from harness.measure.machine import machine_name
 from harness.measure.safety import MULTICAST_OFF
 from harness.measure.store import REPO, RecordStore, RunContext, load_file, record_key, write_records
+from harness.report.compares import INTERIM, between, round_span
+from harness.report.gate import COMPARES, gate
 from harness.report.summary import row
 from harness.units import minutes
 
@@ -84,7 +86,6 @@ SHOWN_OUTPUT = 1500  # characters of a process's output shown where it filed no 
 # deadline exits with asv's status (the cases past it are skips, not failures); a compare stopped
 # there has no verdict yet, and no script may read one from its status.
 STOPPED = os.EX_TEMPFAIL
-INTERIM = "interim-report.md"  # the gate over the cases measured so far, where a deadline stopped it
 
 
 def clock() -> float:
@@ -331,7 +332,6 @@ def session(repo: Path, folder: Path, state: State, steps, runs, measure, env, d
 def gated(folder: Path, report: Path, threshold: float) -> tuple[int, str]:
     """The gate of NEW's records against BASE's, with floors learned from BASE's rounds, its
     markdown written to ``report``."""
-    from harness.report.gate import COMPARES, gate
     base, new = folder / BASE / "records", folder / NEW / "records"
     return gate(base, new, threshold=threshold, history=base, report=report, all_rounds=True, prior=COMPARES)
 
@@ -387,7 +387,6 @@ def heading(state: State) -> list[str]:
 def one_round(state: State) -> str:
     """What one side's round took (a fresh process per case, as one plain run of the cases), against
     the compare's measuring time; empty where the state kept no round's time."""
-    from harness.report.compares import between, round_span
     span = round_span(state.round_s, state.rounds)
     if span is None:
         return ""

@@ -32,7 +32,8 @@ from harness.units import minutes
 COMPARES = "results/compare"
 SIDES = ("base", "new")
 STATE = "compare.json"
-REPORTS = ("report.md", "interim-report.md")  # the compare's own, and one gated over a compare in progress
+INTERIM = "interim-report.md"  # gated over a compare in progress (``harness.drive.compare.so_far``)
+REPORTS = ("report.md", INTERIM)  # the compare's own, and the interim one
 # A gate report's verdict line: bold, its punctuation escaped (``harness.report.gate.render``).
 _VERDICT = re.compile(r"^\*\*((?:PASS|FAIL)\\?:.*?)\*\*$", re.M)
 FLAGGED_SHOWN = 5
