@@ -45,8 +45,9 @@ loss is held within the technique's tolerance of the reference's after as many a
 (a step the fp16 GradScaler skipped applied none), the gap taken as a share of the first loss
 (``harness.workloads.tricks.TOLERANCE``; a combination's is the largest of its knobs'). Over it,
 the reference trains four more times: the curve is then held to the nearest of its five runs, and
-twice the widest gap among them (the GPU's nondeterministic sums) is allowed on top. Both curves (the technique's and that nearest run's),
-the gap, the tolerance, that spread, the runs it was read from and the reference are recorded.
+twice the widest gap among them (the GPU's nondeterministic sums) is allowed on top. Both curves
+(the technique's and that nearest run's), the gap, the tolerance, that spread, the runs it was read
+from and the reference are recorded.
 """
 from __future__ import annotations
 

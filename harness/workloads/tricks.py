@@ -432,8 +432,8 @@ def checked_against_reference(technique: str, losses, skipped, fp32_curve=None, 
     tolerance is held once more against the nearest of ``REFERENCE_RUNS`` runs of the reference,
     allowed on top ``SPREAD_FACTOR`` times the widest gap among those runs: the gap between one
     pair of runs varies several-fold from pair to pair, so one pair understates how far two runs of
-    the same step drift apart, and a curve that only the first run's drift put out of reach is one fp32 could have
-    drawn. A technique that changes the sums stays as far from every run.
+    the same step drift apart, and a curve that only the first run's drift put out of reach is one
+    fp32 could have drawn. A technique that changes the sums stays as far from every run.
     Where sums run in a fixed order (the CPU) every gap is zero and changes nothing.
     ``fp32_curve``: fp32's own curve on the whole batch at this shape, measured earlier in the
     same run, in place of the first reference run (one draw of the same training as any other)."""
