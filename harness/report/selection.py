@@ -6,8 +6,8 @@ declaration, so no expression is typed by hand."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 
 @dataclass(frozen=True, init=False)
@@ -28,9 +28,8 @@ class Select:
     def expression(self, param_names: Mapping[str, Sequence[str]] | None = None) -> str:
         """asv's ``--bench`` expression selecting exactly these benchmarks. Where parameters are
         named, ``param_names`` gives each class's (``"family.Class"``) in asv's order."""
-        if not self.params:
-            names = "|".join(self.classes)
-            return rf"^{self.family}\." + (rf"({names})\." if len(self.classes) > 1 else rf"{names}\." if names else "")
+        if not self.params:  # whole classes: their names alone
+            return rf"^{self.family}\." + (rf"{_one_of(self.classes, str)}\." if self.classes else "")
         if not self.classes:
             raise ValueError(f"{self}: parameters are chosen per class: name the classes of {self.family}")
         return "|".join(self._of_class(c, (param_names or {}).get(f"{self.family}.{c}")) for c in self.classes)
@@ -44,9 +43,9 @@ class Select:
         return rf"^{self.family}\.{cls}\.\w+\({values}\)$"
 
 
-def _one_of(values: tuple) -> str:
-    """Any of ``values`` as asv writes a parameter: its Python literal."""
-    literals = [re.escape(repr(v)) for v in values]
+def _one_of(values: tuple, written=repr) -> str:
+    """Any of ``values``, each as asv writes it (a parameter: its Python literal)."""
+    literals = [re.escape(written(v)) for v in values]
     return literals[0] if len(literals) == 1 else f"({'|'.join(literals)})"
 
 
