@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.report import docs
+from harness.report.selection import Select
 
 from conftest import fake_devices
 
@@ -53,7 +54,7 @@ def spec(printed=None, quiet=False, raises=None):
         assert rows == ["the rows"]
         return printed
     return SimpleNamespace(render=render, command=lambda: "python3 -m harness table x", title="T", text="Why.",
-                           quiet=quiet, bench="^x\\.")
+                           quiet=quiet, bench=(Select("x"),))
 
 
 def test_a_tables_section_is_its_title_text_command_and_the_printed_table():

@@ -50,7 +50,8 @@ def test_standard_compares_cards_on_every_trick_and_every_ceiling():
 
 def test_budget_takes_every_way_past_16gb_and_the_cupy_part_is_its_own_list():
     budget = selected("budget")
-    assert set(profiles.BUDGET_CUPY) <= set(profiles.benchmarks("budget"))  # the torch part joins it
+    # the torch part joins it
+    assert set(profiles.expressions(profiles.BUDGET_CUPY)) <= set(profiles.benchmarks("budget"))
     for way in ("device_pool", "managed_pool", "out_of_core", "zero_copy"):
         for times in (1.5, 3.0):
             assert f"unified.Beyond.track_seconds_per_step('{way}', 'stream', '16GB', {times})" in budget
@@ -87,7 +88,7 @@ def test_an_unknown_profile_names_the_choices():
 
 
 def test_budget_starts_with_seed_003_at_16gb_and_runs_only_one_gpu_rows():
-    first = profiles.BUDGET_TORCH[0]
+    (first,) = profiles.expressions(profiles.BUDGET_TORCH[:1])
     hits = {n.split(".track_")[1] for n in NAMES if re.search(first, n)}
     ways_out = ("fp32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "channels_last", "save_on_cpu",
                 "cpu_offload")
@@ -103,3 +104,101 @@ def test_budget_starts_with_seed_003_at_16gb_and_runs_only_one_gpu_rows():
         assert f"parallel.{name}" in parallel
     assert not any(re.search(r"\('\w+', [248][,)]", n) or "ModelParallel" in n or "Pipeline" in n or "Cpu" in n
                    for n in parallel)
+
+# -- the profiles as they were matched by hand, kept literally: the declarations must select the
+# same benchmarks (asv's order of a profile's expressions may change, the set it runs may not) ---------
+
+OLD_CPU = [r"^ceilings\.Host\.", r"^chainer_pool\.\w+Cpu\.", r"^parallel\.LmCpu",
+           r"^tricks\.TricksCpu\.\w+\('(fp32|tf32|checkpoint|pad_longest|seq_cap|cpu_embedding|tied_embeddings|"
+           r"save_on_cpu|cpu_offload|drop_references|keep_references)'\)"]
+OLD_QUICK = [
+    r"^ceilings\.Host\.\w+\('host_copy'\)", r"^ceilings\.Device\.\w+\('device_copy'\)",
+    r"^unified\.Allocators\.\w+\('managed_pool', 'stream', 0\.1\)",
+    r"^chainer_pool\.GcnCpu\.", r"^chainer_pool\.Gcn\.\w+\('managed_pool', 16384\)",
+    r"^parallel\.LmCpuSingle\.", r"^parallel\.LmSingle\.",
+    r"^tricks\.TricksCpu\.\w+\('fp32'\)", r"^tricks\.Techniques\.\w+\('lm', 'fp32'\)",
+]
+OLD_STANDARD = OLD_CPU + [
+    r"^ceilings\.(Device|Peer|Pageable)\.",
+    r"^unified\.Allocators\.\w+\('\w+', 'stream', 0\.1\)", r"^unified\.OutOfCore\.\w+\('stream', 0\.1\)",
+    r"^unified\.Seed\.\w+\(0\.4\)",
+    r"^chainer_pool\.(Gcn|TorchGcn)\.\w+\(('\w+', )?16384\)", r"^chainer_pool\.Mlp\.\w+\('\w+', 4096\)",
+    r"^parallel\.LmSingle\.", r"^parallel\.ResnetSingle\.\w+\(1024\)",
+    r"^tricks\.Techniques\.\w+\('lm', ",
+    r"^tricks\.ResnetSeed\.\w+\('resnet50_1024', ",
+    r"^tricks\.ResnetSeed\.\w+\('resnet50_2048', '(fp32|bf16_autocast|checkpoint)'\)",
+]
+OLD_BUDGET_CUPY = [
+    r"^unified\.OutOfCore\.", r"^unified\.Beyond\.\w+\('\w+', '\w+', '16GB', ",
+    r"^unified\.Beyond\.\w+\('\w+', '\w+', '(24|40)GB', 1\.5\)", r"^unified\.Seed000\.\w+\('\w+', '16GB'\)",
+    r"^chainer_pool\.MlpBeyond\.",
+]
+OLD_WAYS_OUT_LM = "(save_on_cpu|cpu_offload|drop_references|keep_references)"
+OLD_SEED_003_COMBINED = [
+    r"^tricks\.ResnetSeed\.\w+\('resnet50_(1024|2048)', 'fp32'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_1024', 'tf32', [52], '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_1024', '(tf32|bf16_autocast)\+checkpoint', 10, '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_1024', 'bf16_autocast\+(save_on_cpu|cpu_offload)', 10, '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_2048', 'bf16_autocast', 2, '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_2048', '(bf16|fp16)_autocast\+checkpoint', 10, '16GB'\)",
+    r"^tricks\.Seed003Combined\.\w+\('resnet50_2048', 'tf32\+checkpoint', 5, '16GB'\)",
+]
+OLD_BUDGET_TORCH = [
+    r"^tricks\.Seed003Budget\.\w+\('resnet50_1024', '\w+', '16GB'\)",
+    r"^tricks\.Seed003Accumulation\.\w+\('resnet50_1024', \d+, '16GB'\)",
+    r"^tricks\.Seed003Budget\.\w+\('resnet50_2048', '\w+', '16GB'\)",
+    r"^tricks\.Seed003Accumulation\.\w+\('resnet50_2048', \d+, '16GB'\)",
+    r"^tricks\.Seed003(Budget|Accumulation)\.\w+\('resnet50_\d+', [^)]*'(24GB|40GB|80GB)'\)",
+    OLD_SEED_003_COMBINED[0], r"^tricks\.Seed003Combined\.",
+    r"^parallel\.(Resnet|Lm)Single\.",
+    r"^parallel\.ResnetDataParallel\.\w+\('(dp|ddp|fsdp)', 1, \d+\)",
+    r"^parallel\.LmDataParallel\.\w+\('(dp|ddp|fsdp)', 1\)",
+    rf"^tricks\.Techniques\.\w+\('lm', '{OLD_WAYS_OUT_LM}'\)",
+    r"^tricks\.LongSequence\.",
+    r"^tricks\.WhatFitsSequence\.",
+    r"^tricks\.WhatFits\.",
+    r"^tricks\.WhatFitsCombined\.",
+]
+OLD_FRAGMENTATION = [
+    r"^fragmentation\.LmShapes\.\w+\('uniform128-4096', '(default|expandable|async|split512)'\)",
+    r"^fragmentation\.LmShapes\.\w+\('pow2_128-4096', '(default|expandable|async)'\)",
+    r"^fragmentation\.LmEverydayLoop\.\w+\('(uniform128-4096|pow2_128-4096)', '(default|expandable|async)'\)",
+    r"^fragmentation\.LmDrawOrder\.\w+\([12], '(default|expandable|async)'\)",
+    r"^fragmentation\.LmShapes\.\w+\('fixed1024', 'default'\)",
+    r"^fragmentation\.LmBudget\.\w+\('\w+(\.\d)?', '24GB'\)",
+    r"^fragmentation\.ResnetShapes\.\w+\('uniform224-1024', '(default|expandable|async)'\)",
+    r"^fragmentation\.ResnetShapes\.\w+\('fixed1024', 'default'\)",
+    r"^fragmentation\.CupyPools\.",
+    r"^fragmentation\.WhatFitsAllocator\.\w+\('expandable'\)",
+]
+OLD_VERSIONS = [
+    r"^unified\.Allocators\.\w+\('\w+', 'stream', 0\.1\)", r"^unified\.OutOfCore\.\w+\('stream', 0\.1\)",
+    r"^unified\.Seed000\.\w+\('\w+', '16GB'\)",
+    r"^chainer_pool\.Gcn\.\w+\('\w+', 16384\)", r"^chainer_pool\.Mlp\.\w+\('\w+', 4096\)",
+]
+OLD_PROFILES = {"quick": OLD_QUICK, "standard": OLD_STANDARD, "budget": OLD_BUDGET_CUPY + OLD_BUDGET_TORCH,
+                "versions": OLD_VERSIONS, "fragmentation": OLD_FRAGMENTATION, "full": []}
+
+
+def matched(exprs: list[str]) -> set[str]:
+    """The names asv runs for these --bench expressions (none: every one)."""
+    return {n for n in NAMES if not exprs or any(re.search(e, n) for e in exprs)}
+
+
+@pytest.mark.parametrize("profile", list(OLD_PROFILES))
+def test_each_profile_selects_exactly_what_its_hand_written_expressions_did(profile):
+    assert set(profiles.PROFILES) == set(OLD_PROFILES)
+    now, then = selected(profile), matched(OLD_PROFILES[profile])
+    assert now == then, (sorted(now - then)[:5], sorted(then - now)[:5])
+
+
+@pytest.mark.parametrize("part, old", [
+    ("CPU", OLD_CPU), ("QUICK", OLD_QUICK), ("STANDARD", OLD_STANDARD), ("BUDGET_CUPY", OLD_BUDGET_CUPY),
+    ("BUDGET_TORCH", OLD_BUDGET_TORCH), ("SEED_003_COMBINED", OLD_SEED_003_COMBINED),
+    ("FRAGMENTATION", OLD_FRAGMENTATION), ("VERSIONS", OLD_VERSIONS)])
+def test_each_named_part_selects_what_it_did_expression_by_expression(part, old):
+    # the parts keep their order too: the first expressions of a profile are the ones to run alone first
+    declared = getattr(profiles, part)
+    assert len(declared) == len(old)
+    for select, expr in zip(declared, old):
+        assert matched(profiles.expressions([select])) == matched([expr]), (select, expr)

@@ -14,6 +14,7 @@ from harness.measure.record import Record
 from harness.measure.timing import Timing
 from harness.report.pages.model import load_rows
 from harness.report.scaling import scaling_efficiency
+from harness.report.selection import Select
 from harness.report.specs import FAMILIES
 
 PARAMS = {"device": "cuda", "micro_batches": 1, "image_size": 1024, "nodes": 1, "transport": "fast",
@@ -23,7 +24,8 @@ STEPS = {("single", 1): 0.16, ("ddp", 2): 0.1, ("ddp", 4): 0.05, ("ddp", 8): 0.0
 
 
 def scaling_spec():
-    (spec,) = [s for f in FAMILIES for s in f.specs if s.bench == r"parallel\.ResnetScaling"]
+    scaling = (Select("parallel", "ResnetScaling", "ResnetScalingSingle"),)
+    (spec,) = [s for f in FAMILIES for s in f.specs if s.bench == scaling]
     return spec
 
 

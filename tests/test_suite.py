@@ -245,7 +245,7 @@ def test_benchmarks_file_records_in_this_checkout_wherever_the_harness_is_instal
 
 
 def benchmark_classes():
-    from harness.drive.todo import classes
+    from harness.drive.catalog import classes
     for family, name, cls in classes():
         yield f"{family}.{name}", cls
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.drive import todo
+from harness.drive import catalog, todo
 
 from test_todo import BENCHES, bench, plant
 
@@ -94,10 +94,11 @@ def test_a_bench_that_matches_nothing_is_refused_with_an_example_and_a_class_alo
 
 
 def test_a_class_without_parameters_is_one_bench_and_helpers_are_no_family():
-    single = [b for b in todo.benches() if b.cls == "LmSingle"]  # made here: BENCHES was made at import
+    single = [b for b in catalog.benches() if b.cls == "LmSingle"]  # made here: BENCHES was made at import
     assert len(single) == 1 and single[0].args == "" and single[0].names()[0] == "parallel.LmSingle.track_peak_device_bytes"
-    assert "common" not in todo.families() and "__init__" not in todo.families() and "tricks" in todo.families()
-    assert {b.family for b in BENCHES} <= set(todo.families())
+    families = catalog.families()
+    assert "common" not in families and "__init__" not in families and "tricks" in families
+    assert {b.family for b in BENCHES} <= set(families)
     assert all(b.case for b in BENCHES)
 
 

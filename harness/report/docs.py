@@ -30,6 +30,7 @@ from harness.measure.store import REPO
 from harness.report import compares, markdown, tables
 from harness.report.specs import FAMILIES, HEADLINE, SEEDS, SEEDS_INTRO, Family, Spec
 from harness.report.pages.model import Row, latest, load_rows
+from harness.report.selection import Select, expression
 from harness.units import GB, gb, minutes
 
 RECORDS = "results/records"
@@ -172,14 +173,14 @@ def table_section(spec: Spec, rows: list[Row]) -> str:
         return ""
     if printed is None:
         return head + ("No committed record matches yet: `python3 -m harness run --bench "
-                       f"'{spec.bench}'` measures them.\n")
+                       f"'{expression(spec.bench)}'` measures them.\n")
     return head + printed + "\n"
 
 
 def family_doc(fam: Family, rows: list[Row]) -> str:
     mine = latest([r for r in rows if r.case in fam.cases])  # latest keys on the case: the same rows, sorted per family
     parts = [f"# {fam.title}", GENERATED, fam.intro,
-             f"Measured by `python3 -m harness run --bench '^{fam.name}\\.'` (asv's classes in "
+             f"Measured by `python3 -m harness run --bench '{Select(fam.name).expression()}'` (asv's classes in "
              f"`benchmarks/{fam.name}.py`; `--file` files the results into results/ for committing); cases "
              f"{', '.join(f'`{c}`' for c in fam.cases)}. Each table is "
              "`harness table`'s output on the committed records, under the command that prints it: the latest "
@@ -209,7 +210,7 @@ def headline_md(rows: list[Row]) -> str:
     made = HEADLINE.grid(rows)
     if made is None:
         raise DocsError(f"no committed records for the headline (`{HEADLINE.command()}`): file the runs of "
-                        f"`python3 -m harness run --bench '{HEADLINE.bench}'` first")
+                        f"`python3 -m harness run --bench '{expression(HEADLINE.bench)}'` first")
     grid = headline_rows(rows)
     ref = next(r for (t, _), r in sorted(grid.items(), key=lambda kv: kv[0][1]) if t == "fp32")
     p, check = ref.record.params, ref.record.check

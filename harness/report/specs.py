@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness import cases
 from harness.report import tables
+from harness.report.selection import Select
 from harness.workloads.training import LR, LR_WIDTH
 
 if TYPE_CHECKING:  # a type only: the rows come from the reader that asks for a table
@@ -28,7 +29,7 @@ class Spec:
     versus: str | None = None
     title: str = ""
     text: str = ""
-    bench: str = ""  # the asv benchmarks that measure it (`harness run --bench`)
+    bench: tuple[Select, ...] = ()  # the asv benchmarks that measure it (`harness run --bench`)
     quiet: bool = False  # no section at all, rather than "no record yet", while no record matches
     rank: bool = False  # rows by their step in the first column (`harness table --rank`)
 
@@ -84,6 +85,10 @@ class Family:
 LM = ("workload=lm",)
 ONE_GPU = "strategy=single,gpus=1,micro_batches=1,nodes=1,transport=fast"
 PARALLEL_SHOW = "step,peak,scaling,loss"
+PARALLEL_LM = Select("parallel", "LmSingle", "LmDataParallel", "LmModelParallel", "LmPipeline", "LmTwoNodes",
+                     "LmCpuSingle", "LmCpu", "LmCpuPipeline")
+PARALLEL_RESNET = Select("parallel", "ResnetSingle", "ResnetDataParallel", "ResnetScalingSingle", "ResnetScaling",
+                         "ResnetModelParallel", "ResnetPipeline", "ResnetTwoNodes")
 PARALLEL_TEXT = ("Step and peak also as a multiple of `single` on the same machine; the peak is the largest "
                  "GPU's. `of linear` is the scaling efficiency: single's step over the GPU count times the "
                  "strategy's, 1.00 where k GPUs cut the step k times.")
@@ -92,20 +97,21 @@ PARALLEL_TEXT = ("Step and peak also as a multiple of `single` on the same machi
 PAGEABLE_SPECS = (
     Spec("pageable", "direction,size_mib", show="rate", title="Pageable copies by buffer size",
          text="Copies from and to pageable host memory at each buffer size, one column per box: the "
-              "pages take the best size as the box's pageable ceiling.", bench=r"ceilings\.", quiet=True),
+              "pages take the best size as the box's pageable ceiling.", bench=(Select("ceilings"),), quiet=True),
 ) if "pageable" in cases.names() else ()
 # Tables both a family and a seed show, each with its own title and text.
 LONG_SEQUENCE = Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
-                     where=("device=cuda", "batch=1"), bench=r"tricks\.LongSequence")
+                     where=("device=cuda", "batch=1"), bench=(Select("tricks", "LongSequence"),))
 FITS_BATCH = Spec("fits", "technique,machine", across="budget", show="check:max_batch",
-                  where=("over=batch", "allocator=default"), bench=r"tricks\.WhatFits(Combined)?$")
+                  where=("over=batch", "allocator=default"), bench=(Select("tricks", "WhatFits", "WhatFitsCombined"),))
 FITS_SEQUENCE = Spec("fits", "technique,machine", across="budget", show="check:max_seq_len",
-                     where=("over=seq_len", "allocator=default"), bench=r"tricks\.WhatFitsSequence")
+                     where=("over=seq_len", "allocator=default"), bench=(Select("tricks", "WhatFitsSequence"),))
 FRAGMENTATION_SHOW = "step,rate,peak,check:fragmentation"
 # What an emulated card charges (``harness.measure.budget``), as each box measured it in a fresh process.
 CONTEXT_SPECS = tuple(
     Spec("ceilings", "probe", show=",".join(f"check:context.{s}" for s in stages), where=(f"probe=context_{lib}",),
-         title=f"What {name} holds on the device before its first array", bench=r"ceilings\.Context", quiet=True,
+         title=f"What {name} holds on the device before its first array", bench=(Select("ceilings", "Context"),),
+         quiet=True,
          text=f"Bytes a fresh process held on the device outside {name}'s pool (NVML's figure for the process, "
               "else the card's used memory less what it was before) once CUDA started, then once a first matrix "
               "product loaded cuBLAS" + (", then once a first convolution loaded cuDNN" if "cudnn" in stages else "")
@@ -125,7 +131,7 @@ FAMILIES = (
         (Spec("ceilings", "probe", show="rate", title="Every probe, every box",
               text="The rate of each probe in datasheet units, one column per box; a probe the box cannot "
                    "run (GPU-to-GPU with one GPU) is skipped, one never run there says `not run`.",
-              bench=r"ceilings\."),) + CONTEXT_SPECS + PAGEABLE_SPECS),
+              bench=(Select("ceilings"),)),) + CONTEXT_SPECS + PAGEABLE_SPECS),
     Family(
         "unified", "Unified (managed) memory with CuPy, and what experts do instead",
         ("unified", "out_of_core", "unified_seed", "beyond", "seed000"),
@@ -159,22 +165,24 @@ FAMILIES = (
                    title=f"`unified`, pattern `{p}`",
                    text=f"Each allocator and placement at each working-set fraction, pattern `{p}`: the rate "
                         "the kernel's counted work implies, and the device memory it took.",
-                   bench=r"unified\.(Allocators|Placements)") for p in ("stream", "reduce", "matmul", "gather"))
+                   bench=(Select("unified", "Allocators", "Placements"),))
+        for p in ("stream", "reduce", "matmul", "gather"))
         + (Spec("out_of_core", "pattern,fraction", show="rate,peak", title="`out_of_core`: pinned host memory, "
                 "two streams", text="Chunked streaming from pinned host memory: the rate of the kernel's work "
-                "and the device memory its two buffers took.", bench=r"unified\.OutOfCore"),
+                "and the device memory its two buffers took.", bench=(Select("unified", "OutOfCore"),)),
            Spec("unified_seed", "fraction", show="step,rate,peak", title="`unified_seed`: three arrays of ones, "
                 "summed", text="The seed scenario at each fraction of the card: the step (allocation, first "
-                "touch and the sum), the rate of useful traffic, the device memory.", bench=r"unified\.Seed\."),
+                "touch and the sum), the rate of useful traffic, the device memory.",
+                bench=(Select("unified", "Seed"),)),
            Spec("beyond", "pattern,budget,times,machine", across="way", show="rate,peak",
                 title="`beyond`: working sets past an emulated card, by each way out",
                 text="Each way at each working set past its budget: the rate of the pattern's counted work "
                      "and the device memory it took; does-not-fit where the way has no room.",
-                bench=r"unified\.Beyond"),
+                bench=(Select("unified", "Beyond"),)),
            Spec("seed000", "budget,machine", across="way", show="step,peak",
                 title="`seed000`: three float64 arrays of 2**30 elements and c = a + b",
                 text="Seconds per add and the device memory, by way, under each budget.",
-                bench=r"unified\.Seed000"))),
+                bench=(Select("unified", "Seed000"),)))),
     Family(
         "chainer_pool", "Chainer with a managed memory pool, and the same GCN in PyTorch",
         ("chainer_gcn", "chainer_mlp", "chainer_cnn", "torch_gcn"),
@@ -193,16 +201,16 @@ FAMILIES = (
         "(CuPy's pool; PyTorch's allocator) and the device's.",
         (Spec("chainer_gcn", "features,nodes,machine", across="pool", where=("device=cuda",),
               title="`chainer_gcn`: device pool against managed pool",
-              text="The GCN on each pool, by graph size.", bench=r"chainer_pool\.Gcn"),
+              text="The GCN on each pool, by graph size.", bench=(Select("chainer_pool", "Gcn", "GcnCpu"),)),
          Spec("torch_gcn", "features,nodes", where=("device=cuda",), title="`torch_gcn`: the same GCN in PyTorch",
               text="The same model, graph and weights in PyTorch, one column per box.",
-              bench=r"chainer_pool\.TorchGcn"),
+              bench=(Select("chainer_pool", "TorchGcn", "TorchGcnCpu"),)),
          Spec("chainer_mlp", "batch,budget,machine", across="pool", where=("device=cuda",),
               title="`chainer_mlp`: a dense net on each pool", text="By batch size, on the whole card and past an "
-              "emulated 16 GB card (`budget`).", bench=r"chainer_pool\.Mlp"),
+              "emulated 16 GB card (`budget`).", bench=(Select("chainer_pool", "Mlp", "MlpCpu", "MlpBeyond"),)),
          Spec("chainer_cnn", "batch,machine", across="pool", where=("device=cuda",),
               title="`chainer_cnn`: a convolutional net on each pool", text="By batch size.",
-              bench=r"chainer_pool\.Cnn"))),
+              bench=(Select("chainer_pool", "Cnn", "CnnCpu"),)))),
     Family(
         "parallel", "Data parallel against model parallel", ("parallel_lm", "parallel_resnet50"),
         "When the model and its batch do not fit one GPU, the way out is more GPUs, by copying the model "
@@ -226,15 +234,16 @@ FAMILIES = (
         "node holding rank 0 files the record, whose `check.launch` says the nodes, GPUs per node and transport.",
         (Spec("parallel_lm", "strategy,gpus,micro_batches,nodes,transport", show=PARALLEL_SHOW, where=("device=cuda",),
               versus=ONE_GPU, title="`parallel_lm`: the transformer LM", text=f"Each strategy on each GPU count. "
-              f"{PARALLEL_TEXT}", bench=r"parallel\.Lm"),
+              f"{PARALLEL_TEXT}", bench=(PARALLEL_LM,)),
          Spec("parallel_resnet50", "image_size,strategy,gpus,micro_batches,cut,nodes,transport", show=PARALLEL_SHOW,
               where=("device=cuda", "batch=10"), versus=f"{ONE_GPU},cut=balanced", title="`parallel_resnet50`: ResNet50",
               text=f"Each strategy on each GPU count, by image size, at the tutorial's batch 10. {PARALLEL_TEXT}",
-              bench=r"parallel\.Resnet"),
+              bench=(PARALLEL_RESNET,)),
          Spec("parallel_resnet50", "strategy,gpus", show=PARALLEL_SHOW, where=("device=cuda", "batch=16", "image_size=1024"),
               versus="strategy=single,gpus=1", title="`parallel_resnet50` at batch 16: scaling over 1, 2, 4 and 8 GPUs",
               text=f"Data parallel at 1024 x 1024 and batch 16, which every GPU count splits evenly (batch 10 does not "
-                   f"over 4 or 8). {PARALLEL_TEXT}", bench=r"parallel\.ResnetScaling"))),
+                   f"over 4 or 8). {PARALLEL_TEXT}",
+              bench=(Select("parallel", "ResnetScaling", "ResnetScalingSingle"),)))),
     Family(
         "tricks", "Everyday memory tricks, and what fits", ("tricks", "fits"),
         "What most people do first when out of memory, each a value of `technique` over the same training "
@@ -259,22 +268,22 @@ FAMILIES = (
         "another's under the same budget).",
         (Spec("tricks", "technique", show="step,rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
               title="The techniques on the LM", text="The LM at batch 16 of 1024 tokens, every technique.",
-              bench=r"tricks\.Techniques"),
+              bench=(Select("tricks", "Techniques"),)),
          Spec("tricks", "technique", show="step,rate,peak,loss", where=("workload=encdec",),
               title="The techniques on the encoder-decoder", text="A copy task at batch 16 of 1024 tokens; "
               "`tied_embeddings` is one matrix for the encoder, the decoder and the output.",
-              bench=r"tricks\.Techniques"),
+              bench=(Select("tricks", "Techniques"),)),
          Spec("tricks", "technique", show="step,rate,peak,loss", where=("workload=resnet50",),
               title="The techniques on ResNet50", text="Batch 16 of 224 x 224 images; the techniques that "
-              "only apply to sequences skip.", bench=r"tricks\.Techniques"),
+              "only apply to sequences skip.", bench=(Select("tricks", "Techniques"),)),
          Spec("tricks", "micro_batch,machine", across="technique", show="step,rate,peak,loss",
               where=("device=cuda", "batch=64"), title="Gradient accumulation",
               text="The optimizer step fixed at 64 sequences of the LM, cut into micro-batches.",
-              bench=r"tricks\.Accumulation"),
+              bench=(Select("tricks", "Accumulation"),)),
          Spec("tricks", "vocab,machine", across="technique", show="rate,peak,loss", where=("device=cuda", "batch=8"),
               versus="technique=fp32", title="The vocabulary",
               text="The LM at batch 8 from a small vocabulary to a large one: each figure also as a multiple "
-                   "of fp32's at that vocabulary.", bench=r"tricks\.Vocabulary"),
+                   "of fp32's at that vocabulary.", bench=(Select("tricks", "Vocabulary"),)),
          replace(LONG_SEQUENCE, title="One long sequence",
                  text="One sequence per step, ever longer, at two widths."),
          replace(FITS_BATCH, title="What fits: the largest batch", text="The largest batch of 1024-token "
@@ -310,36 +319,36 @@ FAMILIES = (
               where=("device=cuda", "budget=card", "references=drop"),
               title="Reserved against allocated, by setting and shape",
               text="Each workload on the whole card, its fragmenting shapes beside one fixed shape.",
-              bench=r"fragmentation\.(Lm|Resnet)Shapes"),
+              bench=(Select("fragmentation", "LmShapes", "ResnetShapes"),)),
          Spec("fragmentation", "allocator,machine", across="shapes", show=FRAGMENTATION_SHOW,
               where=("device=cuda", "workload=lm", "budget=card", "references=keep", "draws=0"),
               title="The LM in the everyday loop",
               text="`references=keep`: `out = model(x)`, `loss = ...` and `zero_grad(set_to_none=False)` at the top "
                    "of each step, so the last step's logits, at the last step's length, and the zeroed gradients "
                    "live through the next forward.",
-              bench=r"fragmentation\.LmEverydayLoop"),
+              bench=(Select("fragmentation", "LmEverydayLoop"),)),
          Spec("fragmentation", "allocator,machine", across="draws", show=FRAGMENTATION_SHOW,
               where=("device=cuda", "workload=lm", "budget=card", "references=keep", "shapes=uniform128-4096"),
               title="The everyday loop, its lengths drawn in three orders",
               text="The same distribution of lengths met in another order (`draws`, the seed of the draws; the "
                    "model and its data unchanged): how far the reserve depends on the order the shapes arrive in.",
-              bench=r"fragmentation\.LmEverydayLoop|fragmentation\.LmDrawOrder"),
+              bench=(Select("fragmentation", "LmEverydayLoop", "LmDrawOrder"),)),
          Spec("fragmentation", "workload,allocator,machine", across="budget", show=FRAGMENTATION_SHOW,
               where=("device=cuda", "shapes=uniform128-4096", "references=drop"),
               title="The fragmenting LM on a 24 GB card",
               text="Where the default's reserve outgrows the card and a setting keeps it under.",
-              bench=r"fragmentation\.LmBudget"),
+              bench=(Select("fragmentation", "LmBudget"),)),
          Spec("fragmentation", "workload,allocator,machine", across="budget", show=FRAGMENTATION_SHOW,
               where=("device=cuda", "shapes=uniform224-1024", "references=drop"),
               title="The fragmenting ResNet50 on a 16 GB card",
-              bench=r"fragmentation\.ResnetBudget"),
+              bench=(Select("fragmentation", "ResnetBudget"),)),
          Spec("fragmentation_cupy", "pool,machine", across="shapes", show=FRAGMENTATION_SHOW,
               title="CuPy's pools", text="Attention over 16,384 tokens a step, the lengths drawn or fixed.",
-              bench=r"fragmentation\.CupyPools"),
+              bench=(Select("fragmentation", "CupyPools"),)),
          Spec("fits", "allocator,machine", across="budget", show="check:max_batch",
               where=("over=batch", "technique=bf16_autocast"), title="What fits, by setting",
               text="The largest batch of 1024-token sequences of the LM in bf16 autocast.",
-              bench=r"fragmentation\.WhatFitsAllocator|tricks\.WhatFits$"))),
+              bench=(Select("fragmentation", "WhatFitsAllocator"), Select("tricks", "WhatFits"))))),
     Family(
         "tooling", "The suite's own tools on a long history", ("tooling",),
         "How long the gate and the comparison pages take on a results folder of 50,000 records, made up "
@@ -350,15 +359,15 @@ FAMILIES = (
         "`pages_50k` builds the pages of all of them (`--no-asv`). CPU only, on any box; the box's other "
         "load at the time is not in the record, so read a figure from a shared box as an upper bound.",
         (Spec("tooling", "probe", show="step", title="Each command on 50,000 records",
-              text="Seconds per command, one column per box.", bench=r"tooling\."),)),
+              text="Seconds per command, one column per box.", bench=(Select("tooling"),)),)),
 )
 # The headline: every technique on the LM, each figure against fp32 on the same card.
 HEADLINE = Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
-                versus="technique=fp32", bench=r"tricks\.Techniques")
+                versus="technique=fp32", bench=(Select("tricks", "Techniques"),))
 # An answer per seed: each out-of-memory scenario the suite grew from, priced way by way under the
 # emulated cards (``budget``), every figure from the records the families' tables read too.
 SEED_003_BASE = "technique=fp32,micro_batch=10,budget=card"
-SEED_003_BENCH = r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation|Seed003Combined)"
+SEED_003_BENCH = (Select("tricks", "ResnetSeed", "Seed003Budget", "Seed003Accumulation", "Seed003Combined"),)
 
 
 def _seed003_cheapest(w: str) -> Spec:
@@ -406,7 +415,7 @@ SEEDS = (
               "(does not fit, with the bytes it asked), the managed pool (kept under the card's free memory: "
               "nothing is evicted on these cards, so it runs at device speed, which a real 16 GB card would "
               "not), out-of-core chunks from pinned host memory, and zero-copy reads of mapped pinned host "
-              "memory. Seconds per add and the peak.", bench=r"unified\.Seed000"),
+              "memory. Seconds per add and the peak.", bench=(Select("unified", "Seed000"),)),
     *(spec for w in ("resnet50_1024", "resnet50_2048") for spec in (_seed003_cheapest(w), _seed003_grid(w))),
     replace(HEADLINE, title="Seed 002: the NLP tricks on one LM",
             text="A decoder-only LM at batch 16 of 1024 tokens: each trick against fp32 on the same card, "
@@ -427,7 +436,7 @@ SEEDS = (
                  "length)."),
     Spec("chainer_mlp", "batch,budget,machine", across="pool", show="step,peak", where=("device=cuda", "budget=16GB"),
          title="Chainer past a 16 GB card", text="A dense net whose batch outgrows a 16 GB budget, on Chainer's "
-         "device pool (capped: does not fit) and on the managed pool.", bench=r"chainer_pool\.MlpBeyond"),
+         "device pool (capped: does not fit) and on the managed pool.", bench=(Select("chainer_pool", "MlpBeyond"),)),
 )
 SEEDS_INTRO = ("Each scenario the suite was built from, as the person who hit `CUDA out of memory` met it, with "
                "every way out measured under an emulated card: `budget` caps the library's own allocator "

@@ -26,6 +26,7 @@ from harness.report.pages.names import Names, UnsafePath, inside, names
 from harness.report.pages.fmt import fmt_params, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
+from harness.report.selection import expression
 from harness.report.specs import SEEDS, SEEDS_INTRO
 from harness.report.tables import (ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP, WHOLE_CASE,
                                    does_not_fit)
@@ -135,7 +136,7 @@ def seeds_view(rows: list[Row]) -> list[dict]:
             made, why = None, str(e)
         slug = re.sub(r"[^a-z0-9]+", "-", spec.title.lower()).strip("-")[:60]
         out.append({"id": f"seed-{len(out)}-{slug}", "title": spec.title, "text": spec.text,
-                    "command": spec.command(), "bench": spec.bench, "grid": made, "why": why})
+                    "command": spec.command(), "bench": expression(spec.bench), "grid": made, "why": why})
     return out
 
 
