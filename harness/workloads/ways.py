@@ -88,6 +88,8 @@ class Way:
 
     @property
     def grows_on_host(self) -> bool:
+        """Whether a knob keeps what grows with the batch in host memory: no two such processes should
+        share a host."""
         return any(v.grows_on_host for v in self.values())
 
     @property
