@@ -7,7 +7,8 @@ Every class runs on the whole card (``budget`` "card") but ``Seed003Budget`` and
 ``Seed003Accumulation``, which emulate smaller ones. The inapplicable pairs of the cross
 products (``seq_cap`` on ResNet50, say) skip with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
-from harness.workloads.tricks import PRECISION_TECHNIQUES
+from harness.workloads.tricks import PRECISION_TECHNIQUES, techniques_for
+from harness.workloads.ways import KNOBS
 from harness.measure.budget import BUDGETS
 from harness.drive.bench import measure
 
@@ -46,9 +47,9 @@ class ResnetSeed(_OnDevice):
 
 SEED_003 = {"device": "cuda", "batch": 10, **LM_DIMS}  # batch 10 of the model-parallel example; LM_DIMS unused
 EMULATED = ["p100-16gb", *(b for b in BUDGETS if b != "card")]  # seed 003's card, and 16 to 80 GB allocator caps
-# fp16 autocast beside bf16: the seed's 16 GB card (a P100) computes in fp16 but has no bf16.
-SEED_003_WAYS_OUT = ["fp32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "channels_last",
-                     "save_on_cpu", "cpu_offload"]
+# fp16 autocast beside bf16: the seed's 16 GB card (a P100) computes in fp16 but has no bf16. TF32
+# keeps fp32's tensors, so a budget holds it as it holds fp32: no way out.
+SEED_003_WAYS_OUT = [t for t in techniques_for("resnet50_1024") if t != "tf32"]
 
 
 class Seed003Budget(_OnDevice):
@@ -128,7 +129,7 @@ class SequenceCap(_OnDevice):
     fixed = {"device": "cuda", "workload": "lm", "vocab": 32000, "width": 1024, "depth": 12, "batch": 16,
              "micro_batch": 16, **CARD}
     param_names = ["technique", "seq_len"]
-    params = [["pad_longest", "seq_cap"], [512, 1024, 2048]]
+    params = [list(KNOBS["data"]), [512, 1024, 2048]]
 
 
 class _Fits:

@@ -8,6 +8,7 @@ import torch
 
 from harness.cases import tricks
 from harness.workloads import tricks as trick_steps
+from harness.workloads.ways import Way, parse
 from harness.workloads.models import EncDecConfig, LMConfig, encoder_decoder, parameter_count, transformer_lm
 from harness.measure.outcomes import CheckFailed
 from harness.drive.runner import execute
@@ -129,7 +130,7 @@ def test_where_fp32_does_not_fit_beside_the_case_the_next_reference_is_tried(mon
     real = trick_steps.make_trainer
 
     def whole_batch_fp32_runs_out(**kw):
-        if kw["technique"] == "fp32" and kw["micro_batch"] == kw["batch"]:
+        if kw["way"] == parse("fp32") and kw["micro_batch"] == kw["batch"]:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(**kw)
     monkeypatch.setattr(trick_steps, "make_trainer", whole_batch_fp32_runs_out)
@@ -173,12 +174,12 @@ def test_resnet50_without_torchvision_skips_with_the_fix():
 
 
 def test_bf16_params_train_in_bf16():
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, technique="bf16_params"))
+    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("bf16_params")))
     assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
 
 
 def test_cpu_embedding_keeps_the_embedding_on_the_cpu_and_learns():
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, technique="cpu_embedding"))
+    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("cpu_embedding")))
     assert trainer.model.embed.weight.device.type == "cpu"
     # The LM holds no parameter of its own outside its children, so moving the children moves the rest.
     assert not list(trainer.model.parameters(recurse=False))
@@ -229,7 +230,7 @@ def test_the_trainer_marks_the_steps_its_scaler_skipped(monkeypatch):
     # A scale so large that the first scaled gradients overflow fp16: the scaler must skip and halve.
     monkeypatch.setattr(torch.amp, "GradScaler",
                         lambda *a, **k: torch.amp.grad_scaler.GradScaler(*a, **{**k, "init_scale": 2.0**40}))
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, technique="fp16_autocast"))
+    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("fp16_autocast")))
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.step()
     assert trainer.skipped == [True]
@@ -252,13 +253,13 @@ def test_a_wider_lm_trains_at_an_adam_rate_scaled_down_with_its_width_and_a_resn
     from harness.workloads.training import LR
     rates = {}
     for width in (64, 1024, 2048):
-        trainer, _ = trick_steps.make_trainer(device="cpu", workload="lm", technique="fp32", batch=1, micro_batch=1, vocab=64,
+        trainer, _ = trick_steps.make_trainer(device="cpu", workload="lm", way=Way(), batch=1, micro_batch=1, vocab=64,
                                   width=width, depth=1, seq_len=8)
         rates[width] = trainer.optimizer.param_groups[0]["lr"]
         trainer.close()
     assert rates == {64: LR, 1024: LR, 2048: LR / 2}
     tiny_torchvision(monkeypatch)
-    trainer, _ = trick_steps.make_trainer(device="cpu", workload="resnet50", technique="fp32", batch=2, micro_batch=2, vocab=64,
+    trainer, _ = trick_steps.make_trainer(device="cpu", workload="resnet50", way=Way(), batch=2, micro_batch=2, vocab=64,
                               width=2048, depth=1, seq_len=8)
     assert trainer.optimizer.param_groups[0]["lr"] == LR  # width is the LM's: an image model ignores it
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from harness import cases
 from harness.drive.runner import execute
+from harness.measure.outcomes import Skip
 from harness.report import markdown
 from harness.workloads import tricks as trick_steps
 from harness.workloads import allocator, ways
@@ -59,6 +60,95 @@ def test_contradictions_and_unknown_knobs_are_refused_in_one_line(text, match):
     with pytest.raises(ValueError, match=match) as e:
         ways.parse(text)
     assert "\n" not in str(e.value)
+
+
+# The single ways in the order asv's benchmark names and the profiles list them: a registry that
+# moved one would rename benchmarks and leave history behind.
+ORDER = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "pad_longest", "seq_cap",
+         "cpu_embedding", "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
+         "keep_references"]
+# Each value's loss tolerance, as the check has held it since before the registry.
+TOLERANCES = {"fp32": 2e-3, "checkpoint": 2e-3, "cpu_embedding": 2e-3, "tf32": 1e-2, "fp16_autocast": 2e-2,
+              "bf16_autocast": 3e-2, "bf16_params": 5e-2, "tied_embeddings": 0.25, "pad_longest": 0.1, "seq_cap": 0.1,
+              "save_on_cpu": 2e-3, "drop_references": 2e-3, "keep_references": 2e-3, "cpu_offload": 2e-3,
+              "channels_last": 1e-2, "expandable": 2e-3, "async": 2e-3, "gc0.6": 2e-3, "split512": 2e-3}
+
+
+def test_the_single_ways_keep_their_order_and_every_list_of_them_comes_from_the_registry():
+    assert list(trick_steps.TECHNIQUES) == ORDER and list(trick_steps.PRECISION_TECHNIQUES) == ORDER[:5]
+    assert isinstance(trick_steps.TECHNIQUES, ways.Names)
+    assert list(ways.REGISTRY) == ORDER + ["expandable", "async", "gc0.6", "split512"]
+    assert ways.KNOBS == {"precision": tuple(ORDER[:5]), "checkpoint": ("checkpoint",),
+                          "offload": ("save_on_cpu", "cpu_offload"), "data": ("pad_longest", "seq_cap"),
+                          "embedding": ("cpu_embedding", "tied_embeddings"), "channels_last": ("channels_last",),
+                          "references": ("drop_references", "keep_references"),
+                          "allocator": ("expandable", "async", "gc0.6", "split512")}
+    assert all(ways.REGISTRY[token].knob == knob for knob, tokens in ways.KNOBS.items() for token in tokens)
+    assert list(ways.TOKENS) == [t for tokens in ways.KNOBS.values() for t in tokens]  # parse's error lists them so
+
+
+def test_each_value_carries_the_facts_the_check_and_the_search_have_always_held_it_to():
+    assert trick_steps.TOLERANCE == ways.TOLERANCE == TOLERANCES
+    assert {t: v.tolerance for t, v in ways.REGISTRY.items()} == TOLERANCES
+    assert set(trick_steps.ONE_SIDED) == {"tied_embeddings", "pad_longest", "seq_cap"}
+    assert trick_steps.GROWS_ON_HOST == ("save_on_cpu",)
+    assert trick_steps.LM_ONLY == ways.LM_ONLY == ("pad_longest", "seq_cap", "cpu_embedding", "drop_references",
+                                                   "keep_references")
+    assert trick_steps.IMAGE_ONLY == ("channels_last",) and ways.TOKEN_ONLY == ("tied_embeddings",)
+    # TF32 and bf16 need Ampere's tensor cores, fp16 Volta's: declared, not enforced
+    assert ways.CAPABILITY == {"tf32": (8, 0), "bf16_autocast": (8, 0), "bf16_params": (8, 0),
+                               "fp16_autocast": (7, 0)}
+
+
+def test_a_combination_has_its_knobs_facts():
+    assert ways.parse("bf16_params+checkpoint").tolerance == 5e-2
+    assert ways.parse("tf32+channels_last").tolerance == 1e-2 and ways.parse("expandable").tolerance == 2e-3
+    assert ways.parse("tf32+tied_embeddings").tolerance == 0.25
+    assert ways.parse("bf16_autocast+pad_longest").one_sided and not ways.parse("tf32").one_sided
+    assert ways.parse("bf16_autocast+checkpoint+save_on_cpu").grows_on_host
+    assert not ways.parse("bf16_autocast+cpu_offload").grows_on_host
+    assert ways.parse("checkpoint+bf16_autocast").capability == (8, 0)
+    assert ways.parse("fp16_autocast+checkpoint").capability == (7, 0)
+    assert ways.parse("checkpoint+expandable").capability is None and Way().capability is None
+
+
+def test_which_single_ways_mean_something_for_each_workload():
+    no_image = [t for t in ORDER if t != "channels_last"]
+    assert list(trick_steps.techniques_for("lm")) == no_image
+    assert list(trick_steps.techniques_for("encdec")) == [t for t in no_image if t not in trick_steps.LM_ONLY]
+    assert list(trick_steps.techniques_for("resnet50_2048")) == ORDER[:6] + ["channels_last", "save_on_cpu",
+                                                                             "cpu_offload"]
+    with pytest.raises(Skip, match=r"^channels_last applies to the image models \(resnet50, resnet50_1024, "
+                                   r"resnet50_2048\) only, not lm$"):
+        trick_steps.applies("lm", ways.parse("bf16_autocast+channels_last"))
+    with pytest.raises(Skip, match=r"^tied_embeddings needs a token model \(lm, encdec\), not resnet50$"):
+        trick_steps.applies("resnet50", ways.parse("tied_embeddings"))
+
+
+def test_the_asv_lists_of_single_ways_read_from_the_registry_keep_their_values():
+    from benchmarks import tricks as benches
+    assert benches.SEED_003_WAYS_OUT == ["fp32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint",
+                                         "channels_last", "save_on_cpu", "cpu_offload"]
+    assert benches.SequenceCap.params[0] == ["pad_longest", "seq_cap"]
+    assert benches.ResnetSeed.params[1] == ORDER[:6] and benches.TricksCpu.params == [ORDER]
+
+
+@pytest.mark.parametrize("token, knob, facts, match", [
+    ("checkpoint", "checkpoint", {}, "registered already"),
+    ("bf16", "dtype", {}, "no knob of Way"),
+    ("bf16", "precision", {"only": "gpt"}, "only='gpt' is none of"),
+])
+def test_a_value_is_registered_once_for_a_knob_of_way_and_a_known_kind_of_workload(token, knob, facts, match):
+    before = dict(ways.REGISTRY)
+    with pytest.raises(ValueError, match=match):
+        ways.register(token, knob, 1e-2, **facts)
+    assert ways.REGISTRY == before
+
+
+def test_an_unknown_value_is_no_way_and_names_the_registered_ones():
+    with pytest.raises(ValueError, match="unknown knob 'fp8'; a way joins by '\\+' knobs of: fp32, tf32, ") as e:
+        ways.parse("fp8+checkpoint")
+    assert str(e.value).endswith("keep_references, expandable, async, gc0.6, split512")
 
 
 def test_the_tricks_config_files_a_combination_by_its_one_name_and_refuses_a_contradiction():
@@ -110,7 +200,7 @@ def shape(trainer):
 
 
 def built(technique, **kw):
-    trainer, work = trick_steps.make_trainer(**dict(STEP, technique=technique, **kw))
+    trainer, work = trick_steps.make_trainer(**dict(STEP, way=ways.parse(technique), **kw))
     try:
         return shape(trainer), work
     finally:
@@ -147,8 +237,9 @@ def test_combined_knobs_each_do_their_part():
 
 
 def losses(technique, steps=4, **kw):
-    with trick_steps.process(technique):
-        return trick_steps.trained(steps, **dict(STEP, technique=technique, **kw))
+    way = ways.parse(technique)
+    with trick_steps.process(way):
+        return trick_steps.trained(steps, **dict(STEP, way=way, **kw))
 
 
 def test_checkpointing_under_bf16_draws_bf16s_curve():
@@ -164,9 +255,9 @@ def test_accumulated_micro_batches_draw_the_whole_batchs_curve_under_a_combinati
 
 
 def test_a_combination_is_checked_against_fp32_within_the_largest_of_its_knobs_tolerances():
-    assert trick_steps.tolerance("bf16_autocast+checkpoint") == trick_steps.TOLERANCE["bf16_autocast"]
-    assert trick_steps.tolerance("checkpoint") == trick_steps.TOLERANCE["checkpoint"]
-    assert trick_steps.one_sided("bf16_autocast+seq_cap") and not trick_steps.one_sided("bf16_autocast+checkpoint")
+    assert ways.parse("bf16_autocast+checkpoint").tolerance == trick_steps.TOLERANCE["bf16_autocast"]
+    assert ways.parse("checkpoint").tolerance == trick_steps.TOLERANCE["checkpoint"]
+    assert ways.parse("bf16_autocast+seq_cap").one_sided and not ways.parse("bf16_autocast+checkpoint").one_sided
     rec = execute("tricks", dict(TINY, technique="checkpoint+tf32", micro_batch=2))
     assert rec.ok, rec.reason
     assert rec.params["technique"] == "tf32+checkpoint"

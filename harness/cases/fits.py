@@ -40,7 +40,8 @@ from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
 from harness.cases.tricks import CASE as TRICKS
 from harness.cases.tricks import PARAMS as TRICK_PARAMS
-from harness.workloads.tricks import applies, grows_on_host
+from harness.workloads.tricks import applies
+from harness.workloads.ways import parse
 from harness.workloads import allocator as settings
 
 NAME = "fits"
@@ -149,7 +150,8 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     if device != "cuda":
         raise Skip("what fits needs a CUDA device: the budget is enforced by "
                    "torch.cuda.set_per_process_memory_fraction; run it with device=cuda on a GPU box")
-    applies(workload, technique)
+    way = parse(technique)  # once: what applies and how many probes run side by side are the Way's
+    applies(workload, way)
     if over == "seq_len" and workload == "resnet50":
         raise Skip("over=seq_len applies to the token models (lm, encdec), not resnet50")
     from harness.measure.devices import discover
@@ -173,7 +175,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     found = {}
     # Probes of a technique that grows in host memory run one at a time: side by side, each would
     # take the host's share its guard allows, and together they would run the host out.
-    width = 1 if grows_on_host(technique) else fits.side_by_side(cap, free)
+    width = 1 if way.grows_on_host else fits.side_by_side(cap, free)
 
     def step():
         found["known"] = log.bounds(key, cap)

@@ -77,13 +77,14 @@ PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "bu
 
 def build(device, workload, technique, budget, batch, micro_batch, vocab, width, depth, seq_len,
           run_file=None) -> Workload:
-    use_allocator(parse(technique))  # before torch starts: its allocator reads the setting once
+    way = parse(technique)  # once: every piece below is handed the Way; the record keeps the name
+    use_allocator(way)  # before torch starts: its allocator reads the setting once
     torch = need_torch(device)
     from harness.workloads.models import parameter_count
     with contextlib.ExitStack() as stack:
         uncap = _capped(stack, device, budget)  # before anything is allocated
-        stack.enter_context(process(technique))
-        trainer, work = make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len)
+        stack.enter_context(process(way))
+        trainer, work = make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len)
         stack.callback(trainer.close)
         # Held for the case's life once built: close() puts the previous settings back.
         setting = stack.pop_all()
@@ -102,7 +103,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
             # the whole card, so that a budget too small for fp32 on the whole batch still has one.
             uncap()
             fp32 = fp32_curve(run_file, shape, len(trainer.losses))
-            compared = checked_against_reference(technique, trainer.losses, trainer.skipped, fp32, **shape)
+            compared = checked_against_reference(way, trainer.losses, trainer.skipped, fp32, **shape)
             if fp32 is not None and compared.get("reference_losses") is not None:
                 compared["reference_first_run"] = "this run's fp32 record"
         except CheckFailed as e:

@@ -34,15 +34,17 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
     from harness.workloads.tricks import make_trainer, process, use_allocator
     from harness.workloads.ways import parse
     from harness.measure.requirements import need_torch
-    use_allocator(parse(params["technique"]))  # before torch starts, as the tricks case does
+    way = parse(params["technique"])  # once: the pieces below are handed the Way
+    use_allocator(way)  # before torch starts, as the tricks case does
     torch = need_torch(params["device"])
     cuda = params["device"] == "cuda"
     if cuda:
         cap_torch(cap_bytes, 0)
     result = {"pid": os.getpid(), "n": n}
     try:
-        with process(params["technique"]):  # as the tricks case runs it
-            trainer, _ = make_trainer(**{k: v for k, v in dict(params, **sizes(over, n)).items() if k != "budget"})
+        with process(way):  # as the tricks case runs it
+            shape = {k: v for k, v in dict(params, **sizes(over, n)).items() if k not in ("budget", "technique")}
+            trainer, _ = make_trainer(way=way, **shape)
             try:
                 for _ in range(STEPS):
                     trainer.step()

@@ -28,85 +28,44 @@ DEVICES = ("cpu", "cuda")
 RESNETS = {"resnet50": 224, "resnet50_1024": 1024, "resnet50_2048": 2048}
 WORKLOADS = ("lm", "encdec", *RESNETS)
 PRECISION_TECHNIQUES = ways.KNOBS["precision"]
-# The single ways: one knob each, named as they always were. The technique parameter takes any
-# combination of them too (``ways.Names``).
-TECHNIQUES = ways.Names(PRECISION_TECHNIQUES + ("checkpoint", "pad_longest", "seq_cap", "cpu_embedding",
-                                                "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload",
-                                                "drop_references", "keep_references"))
-# drop_references is the loop every other technique runs (``harness.workloads.training``), named for
-# seed 002's advice; keep_references is the everyday loop it is measured against: the previous
-# step's logits (batch x seq x vocab floats) alive through the next forward.
-LM_ONLY, IMAGE_ONLY = ways.LM_ONLY, ways.IMAGE_ONLY
-# What these keep in host memory grows with the batch and the sequence: each process may take the
-# host's share its guard allows (``_saving``), so no two of them should run on one host at once.
-GROWS_ON_HOST = ("save_on_cpu",)
+# The single ways, in the order registered (``harness.workloads.ways``): asv's benchmark names and
+# the profiles follow it. The technique parameter takes any combination of them too (``ways.Names``).
+TECHNIQUES = ways.Names(ways.SINGLE)
+# Each value's facts, by token, as the registry holds them.
+LM_ONLY, IMAGE_ONLY, GROWS_ON_HOST = ways.LM_ONLY, ways.IMAGE_ONLY, ways.GROWS_ON_HOST
+TOLERANCE, ONE_SIDED = ways.TOLERANCE, ways.ONE_SIDED
 TOKEN_MODELS = ("lm", "encdec")
 CLASSES = 1000
 SEED = 0
 
-# The largest gap allowed between a technique's loss curve and fp32's at any step of the same
-# training (same model, data and seed), as a share of the loss at the start: the scale of the task
-# (ln of the classes for a fresh classifier). A share of each step's own loss would not do: a model
-# that memorises its batch drives the loss towards zero, where rounding alone is a large share.
-# Techniques that compute the same sums in another order (recomputed activations, the embedding
-# looked up on the CPU, gradients accumulated over micro-batches) drift only by rounding and by the
-# order of the GPU's atomic sums; lower precisions by their mantissa (TF32 and fp16 keep 10 bits,
-# bf16 8, and bf16 parameters lose small updates for want of an fp32 master copy).
-# Tied embeddings, padding and the cap change the model or the data themselves: learning faster
-# than fp32 is no fault of theirs, and a model with one embedding matrix fewer may learn slower, so
-# they are held only to a loose bound above fp32's curve.
-# Activations kept on the CPU, and the two loops, compute the very same sums (the saved tensors come
-# back bit for bit; keeping a reference changes no value): rounding at most. CPU offload computes
-# the forward and backward as fp32 does and the Adam update on the CPU instead of the device: other
-# kernels, rounding only. channels_last runs other convolution kernels (NHWC) in every layer of
-# the forward and backward, each summing in its own order: rounding, but in every step and
-# amplified as the batch is memorised, so it is held as TF32 is. An allocator setting changes
-# where tensors live, not one sum.
-# A way of several knobs is held to the largest of its knobs' tolerances (``tolerance``): the
-# knobs that only reorder sums perturb the curve as the lowest precision among them does, by far
-# less; and to fp32's curve from above only where one of its knobs changes the model or the data.
-ONE_SIDED = ("tied_embeddings", "pad_longest", "seq_cap")
 REFERENCE_RUNS = 5  # runs of the reference whose widest gap a curve over its tolerance is allowed
 # How many times that widest gap is allowed. The technique's curve is one more draw of the same
 # sums: a further draw of a normal quantity lies farther than once the widest gap among three
 # draws from all of them about one time in eight, farther than twice that among five about one
 # time in two hundred.
 SPREAD_FACTOR = 2
-TOLERANCE = {"fp32": 2e-3, "checkpoint": 2e-3, "cpu_embedding": 2e-3, "tf32": 1e-2, "fp16_autocast": 2e-2,
-             "bf16_autocast": 3e-2, "bf16_params": 5e-2, "tied_embeddings": 0.25, "pad_longest": 0.1, "seq_cap": 0.1,
-             "save_on_cpu": 2e-3, "drop_references": 2e-3, "keep_references": 2e-3, "cpu_offload": 2e-3,
-             "channels_last": 1e-2, **{name: 2e-3 for name in ways.ALLOCATORS if name != "default"}}
-
-
-def tolerance(technique) -> float:
-    """The gap a way's curve may keep from fp32's: the largest of its knobs' tolerances."""
-    return max(TOLERANCE[t] for t in ways.parse(technique).tokens())
-
-
-def one_sided(technique) -> bool:
-    """Whether a way is held to fp32's curve from above only: one of its knobs changes the model or data."""
-    return any(t in ONE_SIDED for t in ways.parse(technique).tokens())
-
-
-def grows_on_host(technique) -> bool:
-    return any(t in GROWS_ON_HOST for t in ways.parse(technique).tokens())
 
 
 def heads(width: int) -> int:
     return max(1, width // 64)  # 64-wide heads, as GPT-2 and most LMs since
 
 
-def applies(workload: str, technique):
+def applies(workload: str, way):
     """Skips a pairing that means nothing; the values themselves were checked by the case's config."""
-    ways.applies(ways.parse(technique), workload, tuple(RESNETS), TOKEN_MODELS)
+    ways.applies(way, workload, tuple(RESNETS), TOKEN_MODELS)
+
+
+def techniques_for(workload: str) -> tuple[str, ...]:
+    """The single ways that mean something for ``workload``, in ``TECHNIQUES``'s order."""
+    return tuple(t for t in TECHNIQUES
+                 if ways.why_not(ways.REGISTRY[t], workload, tuple(RESNETS), TOKEN_MODELS) is None)
 
 
 @contextlib.contextmanager
-def process(technique):
+def process(way):
     """The process pieces, for the case's life: the allocator setting (``use_allocator``) and
     TF32 for fp32 matrix products under tf32 (off otherwise, as the fp32 reference needs)."""
     from harness.workloads.training import float32_matmul
-    way = ways.parse(technique)
     use_allocator(way)
     with float32_matmul(way.precision == "tf32"):
         yield
@@ -200,11 +159,10 @@ class CpuEmbedding:
         return self.lm.forward_embedded(self.lm.embed(tokens.cpu()).to(self.device))
 
 
-def make_trainer(device, workload, technique, batch, micro_batch, vocab, width, depth, seq_len):
-    """(trainer, work per step): what ``build`` times and what a "what fits" probe runs, for the
-    way ``technique`` names (a ``Way`` or its name). Close the trainer when done with it
-    (``cpu_offload`` holds a process group). The process pieces are the caller's (``process``)."""
-    way = ways.parse(technique)
+def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len):
+    """(trainer, work per step): what ``build`` times and what a "what fits" probe runs, for
+    ``way`` (a ``Way``). Close the trainer when done with it (``cpu_offload`` holds a process
+    group). The process pieces are the caller's (``process``)."""
     applies(workload, way)
     torch = need_torch(device)
     from harness.workloads.training import Trainer, image_loss_sum, precision, split, token_loss_sum
@@ -311,8 +269,9 @@ def losses_checked(losses) -> dict:
     return {**learned(losses), "seed": SEED}
 
 
-# The references that train the whole batch at once, as (label, technique): the same sums as fp32.
-WHOLE_BATCH = (("fp32", "fp32"), ("fp32 with checkpointing", "checkpoint"))
+# The references that train the whole batch at once, as (label, way): the same sums as fp32.
+FP32 = ways.Way()
+WHOLE_BATCH = (("fp32", FP32), ("fp32 with checkpointing", ways.Way(checkpoint=True)))
 SAME_SUMS = {label for label, _ in WHOLE_BATCH}  # runs of one reference, whichever of them fit
 
 
@@ -323,31 +282,31 @@ def held_to_whole_batch(check: dict) -> bool:
     return check.get("reference") in ("itself", *(label for label, _ in WHOLE_BATCH))
 
 
-def references(technique: str, batch: int, micro_batch: int):
-    """The fp32 runs to hold ``technique`` against, best first, as (label, technique, micro-batch):
+def references(way, batch: int, micro_batch: int):
+    """The fp32 runs to hold ``way`` against, best first, as (label, way, micro-batch):
     fp32 on the whole batch; the same with activations recomputed (the same sums, less memory)
     where that does not fit beside the case; fp32 on the case's own micro-batches last (then the
     accumulation itself goes unchecked). None for fp32 on the whole batch: it is the reference."""
-    if ways.canonical(technique) == "fp32" and micro_batch == batch:
+    if way == FP32 and micro_batch == batch:
         return []
     runs = [(label, ref, batch) for label, ref in WHOLE_BATCH]
     if micro_batch != batch:
-        runs.append((f"fp32 in micro-batches of {micro_batch}", "fp32", micro_batch))
+        runs.append((f"fp32 in micro-batches of {micro_batch}", FP32, micro_batch))
     return runs
 
 
-def reference_losses(steps: int, technique: str, **shape) -> tuple[str, list[float]] | tuple[None, str]:
+def reference_losses(steps: int, way, **shape) -> tuple[str, list[float]] | tuple[None, str]:
     """Trains the first reference that fits for ``steps`` steps: (its label, its losses), or
     (None, why none could run); ("itself", None) for the reference itself. ``shape``:
     make_trainer's other arguments."""
-    runs = references(technique, shape["batch"], shape["micro_batch"])
+    runs = references(way, shape["batch"], shape["micro_batch"])
     if not runs:
         return "itself", None
     tried = []
-    for label, ref_technique, micro in runs:
+    for label, ref_way, micro in runs:
         try:
-            with process(ref_technique):  # TF32 off: the reference is strict fp32, whatever the case ran
-                return label, trained(steps, **dict(shape, technique=ref_technique, micro_batch=micro))
+            with process(ref_way):  # TF32 off: the reference is strict fp32, whatever the case ran
+                return label, trained(steps, **dict(shape, way=ref_way, micro_batch=micro))
         except Exception as e:
             if not is_out_of_memory(e):
                 raise
@@ -395,38 +354,38 @@ def curve_gap(losses, ref_losses, one_sided: bool = False) -> tuple[int, float]:
     return worst, gaps[worst]
 
 
-def deviation(technique: str, losses, ref_losses, skipped=()):
+def deviation(way, losses, ref_losses, skipped=()):
     """(the aligned (reference step, loss) pairs, the worst step, its gap): ``curve_gap`` of the
-    technique's curve against the reference's at equal numbers of applied updates."""
+    way's curve against the reference's at equal numbers of applied updates."""
     pairs = [(i, v) for i, v in aligned(losses, skipped) if i < len(ref_losses)]
-    worst, gap = curve_gap([v for _, v in pairs], [ref_losses[i] for i, _ in pairs], one_sided(technique))
+    worst, gap = curve_gap([v for _, v in pairs], [ref_losses[i] for i, _ in pairs], way.one_sided)
     return pairs, worst, gap
 
 
-def against_reference(technique: str, losses, reference: str, ref_losses, skipped=(), spread: float = 0.0,
+def against_reference(way, losses, reference: str, ref_losses, skipped=(), spread: float = 0.0,
                       runs: int = 1) -> dict:
     """The largest gap between the technique's loss curve and the reference's, as a share of the
     reference's first loss (above it only, for a technique that changes the model or data), with
     steps the scaler skipped aligned out; CheckFailed past the technique's tolerance plus
     ``SPREAD_FACTOR`` times ``spread``, the widest gap among ``runs`` runs of the reference itself
     (``checked_against_reference``)."""
-    pairs, worst, gap = deviation(technique, losses, ref_losses, skipped)
-    allowed = tolerance(technique)
+    pairs, worst, gap = deviation(way, losses, ref_losses, skipped)
+    allowed = way.tolerance
     compared = {"deviation": gap, "tolerance": allowed, "reference": reference, "reference_spread": spread,
                 "spread_factor": SPREAD_FACTOR, "reference_runs": runs, "reference_loss_last": float(ref_losses[-1]),
                 "losses": [v for _, v in pairs], "reference_losses": [float(r) for r in ref_losses],
                 "skipped_steps": sum(bool(s) for s in skipped)}
     if not gap <= allowed + SPREAD_FACTOR * spread:  # a NaN gap fails too
         i, v = pairs[worst]
-        raise CheckFailed(f"{technique}: loss {v:.5g} at step {worst + 1} against {ref_losses[i]:.5g} for {reference} "
+        raise CheckFailed(f"{way}: loss {v:.5g} at step {worst + 1} against {ref_losses[i]:.5g} for {reference} "
                           f"after as many updates, a gap of {gap:.3g} of the first loss ({abs(ref_losses[0]):.4g}), "
                           f"over the {allowed:g} allowed + {SPREAD_FACTOR} x {spread:.3g}, the widest gap among {runs} "
                           f"{reference} runs", compared, priced=True)
     return compared
 
 
-def checked_against_reference(technique: str, losses, skipped, fp32_curve=None, **shape) -> dict:
-    """The check of ``technique``'s loss curve against the first fp32 reference that fits.
+def checked_against_reference(way, losses, skipped, fp32_curve=None, **shape) -> dict:
+    """The check of ``way``'s loss curve against the first fp32 reference that fits.
     GPU kernels that sum with atomics (cuDNN's convolution backward among them) give a
     different curve on every run, and a batch being memorised amplifies that; so a curve over its
     tolerance is held once more against the nearest of ``REFERENCE_RUNS`` runs of the reference,
@@ -437,23 +396,23 @@ def checked_against_reference(technique: str, losses, skipped, fp32_curve=None, 
     Where sums run in a fixed order (the CPU) every gap is zero and changes nothing.
     ``fp32_curve``: fp32's own curve on the whole batch at this shape, measured earlier in the
     same run, in place of the first reference run (one draw of the same training as any other)."""
-    if fp32_curve is not None and references(technique, shape["batch"], shape["micro_batch"]):
+    if fp32_curve is not None and references(way, shape["batch"], shape["micro_batch"]):
         reference, ref_losses = WHOLE_BATCH[0][0], list(fp32_curve)  # pragma: no mutate: fp32's label is its technique
     else:
-        reference, ref_losses = reference_losses(len(losses), technique, **shape)
+        reference, ref_losses = reference_losses(len(losses), way, **shape)
     if reference is None:
         return {"reference": None, "reference_reason": ref_losses}
     if ref_losses is None:
         return {"reference": reference}
     try:
-        return against_reference(technique, losses, reference, ref_losses, skipped)
+        return against_reference(way, losses, reference, ref_losses, skipped)
     except CheckFailed:
         runs = [ref_losses]
         for _ in range(REFERENCE_RUNS - 1):
-            again, again_losses = reference_losses(len(losses), technique, **shape)
+            again, again_losses = reference_losses(len(losses), way, **shape)
             if again != reference and not {again, reference} <= SAME_SUMS:
                 raise  # a later run did not fit as the first did, and sums otherwise: no spread to learn
             runs.append(again_losses)
         spread = max(curve_gap(a, b)[1] for a, b in itertools.combinations(runs, 2))
-        nearest = min(runs, key=lambda run: deviation(technique, losses, run, skipped)[2])
-        return against_reference(technique, losses, reference, nearest, skipped, spread, len(runs))
+        nearest = min(runs, key=lambda run: deviation(way, losses, run, skipped)[2])
+        return against_reference(way, losses, reference, nearest, skipped, spread, len(runs))

@@ -20,6 +20,12 @@ Each knob is its own parameter of ``Way`` and its own small piece of ``harness.w
 
 The accumulation micro-batch is the case's own ``micro_batch`` parameter.
 
+Each value a knob takes is registered once (``register``) with all that is known of it: the knob
+it sets, the workloads it means something for, its loss tolerance and sidedness, whether it grows
+in host memory and the GPU capability it needs. A way's facts are its values' (``Way.tolerance``
+and the like), and every list of ways (``TECHNIQUES``, ``TOLERANCE``, ``LM_ONLY``, ...) is read
+from the registry: a new value is one more registration, beside its piece in ``tricks``.
+
 A way's name is its knobs' values joined by "+" in the order of ``Way``'s fields, each knob at
 its default left out: "bf16_autocast+checkpoint". The way with every knob at its default is
 "fp32", and today's single techniques are the ways of one knob, so each names itself as it
@@ -63,6 +69,35 @@ class Way:
                  if f.name == "precision" or getattr(self, f.name) != f.default]
         return tuple(t for t in named if t)
 
+    def values(self) -> tuple[Value, ...]:
+        """The registered values of ``tokens``, with their facts."""
+        return tuple(REGISTRY[t] for t in self.tokens())
+
+    # A way of several knobs is held to the largest of its knobs' tolerances: the knobs that only
+    # reorder sums perturb the curve as the lowest precision among them does, by far less; and to
+    # fp32's curve from above only where one of its knobs changes the model or the data.
+    @property
+    def tolerance(self) -> float:
+        """The gap a way's curve may keep from fp32's: the largest of its knobs' tolerances."""
+        return max(v.tolerance for v in self.values())
+
+    @property
+    def one_sided(self) -> bool:
+        """Whether a way is held to fp32's curve from above only: one of its knobs changes the model or data."""
+        return any(v.one_sided for v in self.values())
+
+    @property
+    def grows_on_host(self) -> bool:
+        """Whether a knob keeps what grows with the batch in host memory: no two such processes should
+        share a host."""
+        return any(v.grows_on_host for v in self.values())
+
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        """The least CUDA compute capability on which every knob runs as intended; None where none
+        asks for one. Declared, not enforced: nothing skips on it."""
+        return max((v.capability for v in self.values() if v.capability), default=None)
+
     def process_env(self) -> dict:
         """The environment the case's fresh process needs before torch starts."""
         return settings.environ_with(self.allocator, {})
@@ -71,24 +106,112 @@ class Way:
         return self.name
 
 
+# What a value may mean something for (``Value.only``): every workload, the LM alone, the image
+# models or the token models (the case names which models those are: ``applies``).
+EVERY, ONLY_LM, ONLY_IMAGES, ONLY_TOKENS = "", "lm", "image models", "token models"
+
+
+@dataclass(frozen=True)
+class Value:
+    """One value of one knob, named by its token, with all that is known of it.
+
+    ``tolerance``: the largest gap allowed between a way's loss curve and fp32's at any step of
+    the same training (same model, data and seed), as a share of the loss at the start: the scale
+    of the task (ln of the classes for a fresh classifier). A share of each step's own loss would
+    not do: a model that memorises its batch drives the loss towards zero, where rounding alone is
+    a large share. ``one_sided``: held to it above fp32's curve only. ``grows_on_host``: what it
+    keeps in host memory grows with the batch and the sequence. ``capability``: the least CUDA
+    compute capability it runs as intended on (declared, not enforced: nothing skips on it)."""
+    token: str
+    knob: str
+    tolerance: float
+    only: str = EVERY
+    one_sided: bool = False
+    grows_on_host: bool = False
+    capability: tuple[int, int] | None = None
+
+
+REGISTRY: dict[str, Value] = {}
+
+
+def register(token: str, knob: str, tolerance: float, **facts) -> Value:
+    """Registers one value of ``knob``; the single ways are listed in the order of registration."""
+    value = Value(token, knob, tolerance, **facts)
+    if token in REGISTRY:
+        raise ValueError(f"{token!r} is registered already: a token names one value")
+    if knob not in {f.name for f in fields(Way)}:
+        raise ValueError(f"{token!r}: {knob!r} is no knob of Way: add the field first")
+    if value.only not in (EVERY, ONLY_LM, ONLY_IMAGES, ONLY_TOKENS):
+        raise ValueError(f"{token!r}: only={value.only!r} is none of {ONLY_LM!r}, {ONLY_IMAGES!r}, {ONLY_TOKENS!r}")
+    REGISTRY[token] = value
+    return value
+
+
+# Techniques that compute the same sums in another order (recomputed activations, the embedding
+# looked up on the CPU, gradients accumulated over micro-batches) drift only by rounding and by the
+# order of the GPU's atomic sums.
+ROUNDING = 2e-3
+AMPERE, VOLTA = (8, 0), (7, 0)  # tensor cores compute TF32 and bf16 from Ampere on, fp16 from Volta on
+
+# Lower precisions drift by their mantissa: TF32 and fp16 keep 10 bits, bf16 8, and bf16
+# parameters lose small updates for want of an fp32 master copy.
+register("fp32", "precision", ROUNDING)
+register("tf32", "precision", 1e-2, capability=AMPERE)
+register("fp16_autocast", "precision", 2e-2, capability=VOLTA)
+register("bf16_autocast", "precision", 3e-2, capability=AMPERE)
+register("bf16_params", "precision", 5e-2, capability=AMPERE)
+register("checkpoint", "checkpoint", ROUNDING)
+# Tied embeddings, padding and the cap change the model or the data themselves: learning faster
+# than fp32 is no fault of theirs, and a model with one embedding matrix fewer may learn slower, so
+# they are held only to a loose bound above fp32's curve.
+register("pad_longest", "data", 0.1, only=ONLY_LM, one_sided=True)
+register("seq_cap", "data", 0.1, only=ONLY_LM, one_sided=True)
+register("cpu_embedding", "embedding", ROUNDING, only=ONLY_LM)
+register("tied_embeddings", "embedding", 0.25, only=ONLY_TOKENS, one_sided=True)
+# A memory format of 4-d image tensors. channels_last runs other convolution kernels (NHWC) in
+# every layer of the forward and backward, each summing in its own order: rounding, but in every
+# step and amplified as the batch is memorised, so it is held as TF32 is.
+register("channels_last", "channels_last", 1e-2, only=ONLY_IMAGES)
+# Activations kept on the CPU compute the very same sums (the saved tensors come back bit for
+# bit): rounding at most. What they keep in host memory grows with the batch and the sequence:
+# each process may take the host's share its guard allows (``tricks._saving``), so no two of them
+# should run on one host at once.
+register("save_on_cpu", "offload", ROUNDING, grows_on_host=True)
+# CPU offload computes the forward and backward as fp32 does and the Adam update on the CPU
+# instead of the device: other kernels, rounding only.
+register("cpu_offload", "offload", ROUNDING)
+# drop_references is the loop every other technique runs (``harness.workloads.training``), named for
+# seed 002's advice; keep_references is the everyday loop it is measured against: the previous
+# step's logits (batch x seq x vocab floats) alive through the next forward. The two loops compute
+# the very same sums (keeping a reference changes no value): rounding at most.
+register("drop_references", "references", ROUNDING, only=ONLY_LM)
+register("keep_references", "references", ROUNDING, only=ONLY_LM)
+# An allocator setting changes where tensors live, not one sum.
+for _setting in (a for a in ALLOCATORS if a != "default"):  # "default" is the knob's default: no token
+    register(_setting, "allocator", ROUNDING)
+
+
+def registered(fact) -> tuple[str, ...]:
+    """The tokens of the registered values ``fact`` holds for, in the order of registration."""
+    return tuple(token for token, value in REGISTRY.items() if fact(value))
+
+
 # knob -> the tokens that set it, each to its own name (a flag: to True).
-KNOBS = {
-    "precision": ("fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params"),
-    "checkpoint": ("checkpoint",),
-    "offload": ("save_on_cpu", "cpu_offload"),
-    "data": ("pad_longest", "seq_cap"),
-    "embedding": ("cpu_embedding", "tied_embeddings"),
-    "channels_last": ("channels_last",),
-    "references": ("drop_references", "keep_references"),
-    "allocator": tuple(a for a in ALLOCATORS if a != "default"),
-}
+KNOBS = {f.name: registered(lambda v, knob=f.name: v.knob == knob) for f in fields(Way)}
 FLAGS = {f.name for f in fields(Way) if f.type in (bool, "bool")}
 TOKENS = {token: knob for knob, tokens in KNOBS.items() for token in tokens}
 # Knobs that both decide where the model's parameters live: no placement does both.
 CONFLICTS = ((frozenset({"cpu_embedding", "cpu_offload"}), "both decide where the parameters live"),)
-LM_ONLY = ("pad_longest", "seq_cap", "cpu_embedding", "drop_references", "keep_references")
-IMAGE_ONLY = ("channels_last",)  # a memory format of 4-d image tensors
-TOKEN_ONLY = ("tied_embeddings",)  # the token models: lm, encdec
+# The single ways: one knob each, named as they always were. An allocator setting is none: it is a
+# setting of the process, which a way may add (``expandable+tf32``).
+SINGLE = registered(lambda v: v.knob != "allocator")
+TOLERANCE = {token: value.tolerance for token, value in REGISTRY.items()}
+ONE_SIDED = registered(lambda v: v.one_sided)
+GROWS_ON_HOST = registered(lambda v: v.grows_on_host)
+CAPABILITY = {token: value.capability for token, value in REGISTRY.items() if value.capability}
+LM_ONLY = registered(lambda v: v.only == ONLY_LM)
+IMAGE_ONLY = registered(lambda v: v.only == ONLY_IMAGES)
+TOKEN_ONLY = registered(lambda v: v.only == ONLY_TOKENS)
 
 
 def value_token(knob: str, value) -> str | None:
@@ -125,15 +248,23 @@ def canonical(text) -> str:
     return parse(text).name
 
 
+def why_not(value: Value, workload: str, image_models, token_models) -> str | None:
+    """Why ``value`` means nothing for ``workload``, naming it; None where it means something."""
+    if value.only == ONLY_LM and workload != "lm":
+        return f"{value.token} applies to workload lm only, not {workload}"
+    if value.only == ONLY_IMAGES and workload not in image_models:
+        return f"{value.token} applies to the image models ({', '.join(image_models)}) only, not {workload}"
+    if value.only == ONLY_TOKENS and workload not in token_models:
+        return f"{value.token} needs a token model ({', '.join(token_models)}), not {workload}"
+    return None
+
+
 def applies(way: Way, workload: str, image_models, token_models) -> None:
     """Skips a way with a knob that means nothing for ``workload``, naming the knob."""
-    for token in way.tokens():
-        if token in LM_ONLY and workload != "lm":
-            raise Skip(f"{token} applies to workload lm only, not {workload}")
-        if token in IMAGE_ONLY and workload not in image_models:
-            raise Skip(f"{token} applies to the image models ({', '.join(image_models)}) only, not {workload}")
-        if token in TOKEN_ONLY and workload not in token_models:
-            raise Skip(f"{token} needs a token model ({', '.join(token_models)}), not {workload}")
+    for value in way.values():
+        reason = why_not(value, workload, image_models, token_models)
+        if reason:
+            raise Skip(reason)
 
 
 class Names(tuple):
