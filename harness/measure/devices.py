@@ -117,7 +117,7 @@ def discover() -> Devices:
         session = nvml()
     except ImportError:
         return Devices(reason="nvidia-ml-py is not installed: pip install nvidia-ml-py")
-    with ExitStack() as held:
+    with ExitStack() as held:  # NVML that does not start is no GPU; one that fails after is an error
         try:
             pynvml = held.enter_context(session)
         except session.module.NVMLError as e:
@@ -185,7 +185,7 @@ def _entry_gpu(entry: str, devices: Devices) -> GPU | None:
 
 def _mig_gpu(uuid: str, devices: Devices) -> GPU | None:
     """A MIG instance: its memory from NVML by its UUID, the rest from the GPU that holds it."""
-    with ExitStack() as held:  # NVML shut down outside the try: only a failed read means None
+    with ExitStack() as held:  # the shutdown outside the try: NVML failing to start or read means None, not to stop
         try:
             pynvml = held.enter_context(nvml())
             h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
