@@ -18,7 +18,7 @@ What elastic does not do, and this module adds:
   group); it kills the whole group once its stdin, a pipe only the case holds, closes: at the
   launch's end, or when the case dies however it dies. (A child that makes a session of its own
   has left on purpose: daemons are out of reach.)
-- several nodes on one box (``local_nodes``): node 0's agent runs here; each other node's agent
+- several nodes on one box (``Nodes.local``): node 0's agent runs here; each other node's agent
   is a spawned child with its own ``CUDA_VISIBLE_DEVICES``, rendezvoused with c10d on localhost.
 - the root cause: when one rank fails, its peers fail too (a collective lost its peer). Every
   rank records its exception in elastic's error file; the earliest that is not a lost peer is
