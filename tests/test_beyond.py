@@ -166,7 +166,7 @@ def chainer_on_a_gpu(monkeypatch, pool):
     cupy = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(deviceSynchronize=lambda: None)))
     monkeypatch.setattr(chainer_backend, "_cupy", lambda: (cupy, devices))
     monkeypatch.setattr(chainer_backend, "_chainer", lambda: (chainer, []))
-    monkeypatch.setattr(chainer_backend, "use_allocator", lambda cupy, name, guard: pool)
+    monkeypatch.setattr(chainer_backend, "install_cupy_allocator", lambda cupy, name, guard: pool)
     monkeypatch.setattr(chainer_backend, "guard_managed", lambda *a: None)
 
 

@@ -83,3 +83,40 @@ def test_devices_read_back_from_a_record_are_what_was_written(nvml):
     assert Devices.from_dict(box.to_dict()) == box
     assert Devices.from_dict({}) == Devices()
     assert Devices.from_dict({"reason": "no GPU", "peer": [[True]]}) == Devices(peer=((True,),), reason="no GPU")
+
+
+def test_nvml_is_open_inside_its_block_alone_however_the_block_is_left(nvml):
+    with devices.nvml() as module:
+        assert module is nvml and nvml.open == 1
+        with devices.nvml():  # NVML counts its initialisations: blocks nest
+            assert nvml.open == 2
+        assert nvml.open == 1
+    assert nvml.open == 0
+    with pytest.raises(KeyError):
+        with devices.nvml():
+            raise KeyError("a read that failed")
+    assert nvml.open == 0
+
+
+def test_without_the_binding_asking_for_nvml_fails_before_any_block_and_without_a_driver_entering_does(
+        nvml, monkeypatch):
+    def no_driver():
+        raise nvml.NVMLError("driver not loaded")
+    monkeypatch.setattr(nvml, "nvmlInit", no_driver)
+    session = devices.nvml()
+    with pytest.raises(nvml.NVMLError, match="driver not loaded"):
+        session.__enter__()
+    assert devices.discover().reason == "no NVIDIA GPU visible (NVML: driver not loaded)"
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    with pytest.raises(ImportError):
+        devices.nvml()
+    assert devices.gpu_processes() is None
+
+
+def test_an_nvml_that_fails_after_it_opened_is_an_error_not_a_box_without_gpus(nvml, monkeypatch):
+    def lost():
+        raise nvml.NVMLError("GPU is lost")
+    monkeypatch.setattr(nvml, "nvmlDeviceGetCount", lost)
+    with pytest.raises(nvml.NVMLError, match="GPU is lost"):
+        devices.discover()
+    assert nvml.open == 0

@@ -139,9 +139,9 @@ def test_guarded_memory_without_weak_references_gives_its_bytes_back_when_freed(
 
 def test_the_managed_pool_needs_a_guard():
     with pytest.raises(ValueError, match="ManagedGuard"):
-        managed.use_allocator(SimpleNamespace(), "managed_pool", None)
+        managed.install_cupy_allocator(SimpleNamespace(), "managed_pool", None)
     with pytest.raises(ValueError, match="known: device_pool"):
-        managed.use_allocator(SimpleNamespace(), "pinned", None)
+        managed.install_cupy_allocator(SimpleNamespace(), "pinned", None)
 
 
 def test_no_gpu_is_a_skip_with_its_reason():

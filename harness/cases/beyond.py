@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from harness.workloads.kernels import PATTERNS
 from harness.workloads.kernels import build as build_pattern
-from harness.workloads.managed import use_allocator
+from harness.workloads.managed import install_cupy_allocator
 from harness.workloads.mapped import use_mapped
 from harness.measure import budget as budgets
 from harness.measure.outcomes import DoesNotFit, Skip
@@ -94,7 +94,7 @@ def way_workload(way: str, name: str, nbytes: int, budget: budgets.Budget, devic
     if way == "managed_pool":
         guard = guard_managed(nbytes / gpu.memory_total, nbytes, devices)
         cupy = need_cupy()
-        use_allocator(cupy, "managed_pool", guard)
+        install_cupy_allocator(cupy, "managed_pool", guard)
         try:
             return on_device(cupy, name, nbytes, note=budget.managed_note(nbytes, gpu.memory_free))
         except OversubscriptionRefused as e:  # the set was admitted; a temporary on top of it was not

@@ -188,13 +188,12 @@ def _cupy_stages(cupy):
 def context(library: str) -> Workload:
     """The levels of ``context_torch`` / ``context_cupy``: read in a fresh process (asv gives each
     its own) before anything else touched CUDA in it."""
-    import pynvml
-
     from harness.measure.budget import held_here
+    from harness.measure.devices import nvml
     from harness.measure.workingset import card
+    session = nvml()  # asked first: without nvidia-ml-py, that is the error, not a card not found
     gpu = card(need_gpus(1))
-    pynvml.nvmlInit()
-    try:
+    with session as pynvml:
         handle = pynvml.nvmlDeviceGetHandleByIndex(gpu.index)
         before = pynvml.nvmlDeviceGetMemoryInfo(handle).used  # before the library so much as asks CUDA
         if library == "torch":
@@ -207,8 +206,6 @@ def context(library: str) -> Workload:
             sync()
             held, read = held_here(pynvml, handle, before)
             levels[f"context.{stage}"] = max(0, held - pooled())
-    finally:
-        pynvml.nvmlShutdown()
     return Workload(step=lambda: None, sync=sync, gpus=(0,), check=lambda: {"read": read, **levels}, work={},
                     memory=levels, warmup=0, repeat=3)
 

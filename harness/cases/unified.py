@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from harness.workloads.kernels import PATTERNS
 from harness.workloads.kernels import build as build_pattern
-from harness.workloads.managed import ALLOCATORS, HOST, UnifiedApi, use_allocator
+from harness.workloads.managed import HOST, POOLS, UnifiedApi, install_cupy_allocator
 from harness.measure.requirements import need_cupy, need_gpus
 from harness.measure.workingset import FRACTIONS, card_total, guard_managed, working_set_bytes
 from harness.measure.outcomes import Skip
@@ -83,7 +83,7 @@ def build(allocator: str, placement: str, pattern: str, fraction: float) -> Work
     cupy = need_cupy()
     nbytes = working_set_bytes(fraction, card_total(devices))
     guard = _guard_for(allocator, placement, fraction, nbytes, devices)
-    use_allocator(cupy, allocator, guard)
+    install_cupy_allocator(cupy, allocator, guard)
     sync = cupy.cuda.runtime.deviceSynchronize
     warm = build_pattern(pattern, cupy, WARM_BYTES)
     warm.step()
@@ -127,5 +127,5 @@ def bound_by(allocator, placement, pattern, fraction):
 
 
 CASE = Case(name="unified",
-            params={"allocator": ALLOCATORS, "placement": PLACEMENTS, "pattern": PATTERNS, "fraction": FRACTIONS},
+            params={"allocator": POOLS, "placement": PLACEMENTS, "pattern": PATTERNS, "fraction": FRACTIONS},
             build=build, declared_bytes=declared_bytes, bound_by=bound_by, doc=__doc__)

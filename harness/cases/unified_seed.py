@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from math import isqrt
 
-from harness.workloads.managed import use_allocator
+from harness.workloads.managed import install_cupy_allocator
 from harness.measure.outcomes import CheckFailed
 from harness.measure.requirements import need_gpus
 from harness.measure.workingset import card_total, guard_managed, working_set_bytes
@@ -41,7 +41,7 @@ def build(fraction: float) -> Workload:
     nbytes = ARRAYS_AT_PEAK * 8 * size * size
     spill = "an oversubscribed working set, which spills to the host" if fraction > 1 else None
     guard = guard_managed(fraction, nbytes, devices, spill)
-    pool = use_allocator(cupy, "managed_pool", guard)
+    pool = install_cupy_allocator(cupy, "managed_pool", guard)
     seed(cupy, 256)  # compiles the kernels
     state = {}
 

@@ -31,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.measure.signals import handlers
+
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv"
 REEXEC_ENV = "OOMBENCH_BOOTSTRAPPED"
@@ -269,17 +271,14 @@ def _one_at_a_time():
 def _locked(work) -> None:
     """``work()`` under the set-up lock; SIGTERM, SIGINT and SIGHUP end it (pip included) and the
     command, leaving no stamp where the install did not finish."""
-    old = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    try:
-        with _one_at_a_time():
-            work()
-    except Stopped as e:
-        print(f"oombench: set-up stopped by {e}: what it started (pip) was ended, and {VENV} is whole or has "
-              "no stamp, in which case the next command sets it up again", file=sys.stderr, flush=True)
-        raise SystemExit(128 + e.signum) from None
-    finally:
-        for sig, was in old.items():
-            signal.signal(sig, was)
+    with handlers(dict.fromkeys((signal.SIGTERM, signal.SIGINT, signal.SIGHUP), _stop)):
+        try:
+            with _one_at_a_time():
+                work()
+        except Stopped as e:
+            print(f"oombench: set-up stopped by {e}: what it started (pip) was ended, and {VENV} is whole or has "
+                  "no stamp, in which case the next command sets it up again", file=sys.stderr, flush=True)
+            raise SystemExit(128 + e.signum) from None
 
 
 def in_venv() -> bool:

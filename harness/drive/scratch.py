@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.measure.owned import pid_alive
+from harness.measure.signals import handlers
 
 PREFIX = "oombench-"
 # Ended by raising, so that the clean-up on the way out runs; SIGINT already raises KeyboardInterrupt.
@@ -52,12 +53,8 @@ def signals_end_cleanly() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {sig: signal.signal(sig, _raise) for sig in ENDING if signal.getsignal(sig) is signal.SIG_DFL}
-    try:
+    with handlers({sig: _raise for sig in ENDING if signal.getsignal(sig) is signal.SIG_DFL}):
         yield
-    finally:
-        for sig, was in old.items():
-            signal.signal(sig, was)
 
 
 @contextmanager

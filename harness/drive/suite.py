@@ -34,6 +34,7 @@ from harness.measure.environment import snapshot
 from harness.measure.machine import host_key, machine_info, register_with_asv
 from harness.measure.outcomes import SKIPPED
 from harness.measure.safety import MULTICAST_OFF, OPT_IN_ENV
+from harness.measure.signals import handlers
 from harness.measure.store import LOCAL, REPO, RecordStore, RunContext, StoreError, load_file
 from harness.report.efficiency import Ceilings
 from harness.report.summary import table
@@ -82,12 +83,8 @@ def signals_stop_the_run():
         if not fired:
             fired.append(signum)
             raise Interrupted(signum)
-    old = {sig: signal.signal(sig, handler) for sig in SIGNALS}
-    try:
+    with handlers(dict.fromkeys(SIGNALS, handler)):
         yield
-    finally:
-        for sig, was in old.items():
-            signal.signal(sig, was)
 
 
 def asv_run(*args: str, env=None) -> int:

@@ -195,20 +195,17 @@ def measure_overhead(allocator: str | None) -> Overhead:
     outside its pool: NVML's figure for this process where NVML lists it, else the card's used
     memory less what it was before (right only where no other process allocates meanwhile).
     Once per process: the context and workspaces are taken once."""
-    from harness.measure.devices import cuda_gpu
-    import pynvml
+    from harness.measure.devices import cuda_gpu, nvml
+    session = nvml()  # asked first: without nvidia-ml-py, that is the error, not a card not found
     gpu = cuda_gpu(0)
     if gpu is None:
         raise Skip("a named card is emulated on CUDA device 0, and this process sees none: run it on a GPU box")
-    pynvml.nvmlInit()
-    try:
+    with session as pynvml:
         handle = pynvml.nvmlDeviceGetHandleByIndex(gpu.index)
         before = pynvml.nvmlDeviceGetMemoryInfo(handle).used
         pooled = WARM.get(allocator, _warm_cupy)()
         held, read = held_here(pynvml, handle, before)
         return Overhead(max(0, held - pooled), read)
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def held_here(nvml, handle, before: int) -> tuple[int, str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import ExitStack
 
 from harness.measure.timing import no_prepare
 
@@ -88,25 +89,21 @@ def _prepared(workload):
 
 def _nvml(workload) -> list[float] | None:
     """Each of the workload's GPUs' mean utilisation over steps run for at least NVML_MIN_S."""
-    import pynvml as nvml
-
-    from harness.measure.devices import cuda_gpu
+    from harness.measure.devices import cuda_gpu, nvml
+    session = nvml()  # asked first: without nvidia-ml-py, that is the reason given, not a card not found
     gpus = [cuda_gpu(o) for o in workload.gpus]  # the cards CUDA devices are, CUDA_VISIBLE_DEVICES honoured
     if any(g is None for g in gpus):
         raise LookupError(f"no NVML device behind CUDA device(s) {list(workload.gpus)}")
-    nvml.nvmlInit()
-    try:
-        handles = [nvml.nvmlDeviceGetHandleByUUID(g.uuid) for g in gpus]
+    with session as pynvml:
+        handles = [pynvml.nvmlDeviceGetHandleByUUID(g.uuid) for g in gpus]
         since = int(time.time() * 1e6)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < NVML_MIN_S:
             _prepared(workload)
             workload.step()
             workload.sync()
-        shares = [_share(nvml, handle, since) for handle in handles]
+        shares = [_share(pynvml, handle, since) for handle in handles]
         return None if None in shares else shares
-    finally:
-        nvml.nvmlShutdown()
 
 
 def _share(nvml, handle, since_us: int, until_us: int | None = None) -> float | None:
@@ -127,26 +124,23 @@ class Sampled:
     def __init__(self, gpus):
         self.gpus, self.handles, self.problem = list(gpus), [], None
         self.since, self.t0, self.until, self.lasted = None, None, None, 0.0
+        self._held = ExitStack()
 
     def __enter__(self):
         if self.gpus:
             try:
-                import pynvml
-
-                from harness.measure.devices import cuda_gpu
-                pynvml.nvmlInit()
-                self.nvml = pynvml
+                from harness.measure.devices import cuda_gpu, nvml
+                self.nvml = self._held.enter_context(nvml())
                 cards = [cuda_gpu(o) for o in self.gpus]
                 if None in cards:
                     raise LookupError(f"no NVML device behind CUDA device(s) {self.gpus}")
-                self.handles = [pynvml.nvmlDeviceGetHandleByUUID(c.uuid) for c in cards]
+                self.handles = [self.nvml.nvmlDeviceGetHandleByUUID(c.uuid) for c in cards]
             except Exception as e:  # the reading says why; the steps run all the same
                 self.problem = f"nvml: {type(e).__name__}: {e}"[:200]
         return self
 
     def __exit__(self, *exc):
-        if getattr(self, "nvml", None) is not None:
-            self.nvml.nvmlShutdown()
+        self._held.close()
 
     def begin(self) -> None:
         self.since, self.t0 = int(time.time() * 1e6), time.perf_counter()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 
 from harness.units import gb
@@ -88,24 +89,45 @@ def _cuda_version(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 10}"
 
 
+class _Session:
+    """NVML initialised for a ``with`` block, which is given pynvml, and shut down after it."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def __enter__(self):
+        self.module.nvmlInit()
+        return self.module
+
+    def __exit__(self, *exc):
+        self.module.nvmlShutdown()
+
+
+def nvml() -> _Session:
+    """``with nvml() as pynvml:`` NVML for the block; NVML counts its initialisations, so blocks nest.
+    Without nvidia-ml-py this call raises ImportError, before the block (a caller may ask for NVML
+    first and look its card up after); without a driver, entering raises pynvml's NVMLError. What
+    either means is the caller's to say."""
+    import pynvml
+    return _Session(pynvml)
+
+
 def discover() -> Devices:
     try:
-        import pynvml as nvml
+        session = nvml()
     except ImportError:
         return Devices(reason="nvidia-ml-py is not installed: pip install nvidia-ml-py")
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as e:
-        return Devices(reason=f"no NVIDIA GPU visible (NVML: {e})")
-    try:
-        n = nvml.nvmlDeviceGetCount()
-        gpus = tuple(_gpu(nvml, i) for i in range(n))
-        return Devices(gpus=gpus, driver=_text(nvml.nvmlSystemGetDriverVersion()),
-                       cuda_driver=_cuda_version(nvml.nvmlSystemGetCudaDriverVersion()),
-                       peer=_peer_matrix(nvml, n),
+    with ExitStack() as held:  # NVML that does not start is no GPU; one that fails after is an error
+        try:
+            pynvml = held.enter_context(session)
+        except session.module.NVMLError as e:
+            return Devices(reason=f"no NVIDIA GPU visible (NVML: {e})")
+        n = pynvml.nvmlDeviceGetCount()
+        gpus = tuple(_gpu(pynvml, i) for i in range(n))
+        return Devices(gpus=gpus, driver=_text(pynvml.nvmlSystemGetDriverVersion()),
+                       cuda_driver=_cuda_version(pynvml.nvmlSystemGetCudaDriverVersion()),
+                       peer=_peer_matrix(pynvml, n),
                        reason=None if n else "NVML found no GPU")
-    finally:
-        nvml.nvmlShutdown()
 
 
 VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
@@ -163,19 +185,14 @@ def _entry_gpu(entry: str, devices: Devices) -> GPU | None:
 
 def _mig_gpu(uuid: str, devices: Devices) -> GPU | None:
     """A MIG instance: its memory from NVML by its UUID, the rest from the GPU that holds it."""
-    try:
-        import pynvml as nvml
-        nvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        h = nvml.nvmlDeviceGetHandleByUUID(uuid)
-        mem = nvml.nvmlDeviceGetMemoryInfo(h)
-        parent = _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h)))
-    except Exception:
-        return None
-    finally:
-        nvml.nvmlShutdown()
+    with ExitStack() as held:  # the shutdown outside the try: NVML failing to start or read means None, not to stop
+        try:
+            pynvml = held.enter_context(nvml())
+            h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            parent = _text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h)))
+        except Exception:
+            return None
     host = next((g for g in devices.gpus if g.uuid == parent), None)
     if host is None:
         return None
@@ -186,18 +203,13 @@ def gpu_processes() -> dict[int, int] | None:
     """NVML index -> how many compute processes hold each GPU of the box now, every GPU listed;
     None where NVML cannot say (no driver here). A sandbox that hides other containers'
     processes shows fewer: this sees what NVML lets it see."""
-    try:
-        import pynvml as nvml
-        nvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        return {i: len(nvml.nvmlDeviceGetComputeRunningProcesses(h)) for i, h in enumerate(handles)}
-    except Exception:
-        return None
-    finally:
-        nvml.nvmlShutdown()
+    with ExitStack() as held:
+        try:
+            pynvml = held.enter_context(nvml())
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            return {i: len(pynvml.nvmlDeviceGetComputeRunningProcesses(h)) for i, h in enumerate(handles)}
+        except Exception:
+            return None
 
 
 def describe(devices: Devices, memory=gb) -> str:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import platform
+from contextlib import ExitStack
 from pathlib import Path
 
-from harness.measure.devices import Devices
+from harness.measure.devices import Devices, nvml
 
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -46,15 +47,12 @@ def _links(count: int) -> list[dict]:
     """Each GPU's PCIe link (generation and width now and at most) and NUMA node, from NVML."""
     if not count:
         return []
-    try:
-        import pynvml as nvml
-        nvml.nvmlInit()
-    except Exception:  # no driver: nothing to say about links
-        return []
-    try:
-        return [_link(nvml, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
-    finally:
-        nvml.nvmlShutdown()
+    with ExitStack() as held:
+        try:
+            pynvml = held.enter_context(nvml())
+        except Exception:  # no driver: nothing to say about links
+            return []
+        return [_link(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
 
 
 def _link(nvml, handle) -> dict:

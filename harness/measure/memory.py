@@ -22,9 +22,11 @@ from __future__ import annotations
 import resource
 import sys
 import threading
+from contextlib import ExitStack
 
 import psutil
 
+from harness.measure.devices import nvml
 from harness.measure.record import SETUP
 
 SAMPLE_PERIOD_S = 0.005
@@ -34,12 +36,11 @@ class _Nvml:
     def __init__(self, indices):
         self.indices = list(indices)
         self.handles = []
+        self._held = ExitStack()
         if not self.indices:
             return
-        import pynvml
-        self.nvml = pynvml
-        pynvml.nvmlInit()
-        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
+        self.nvml = self._held.enter_context(nvml())
+        self.handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
 
     def used(self) -> dict[int, int]:
         return {i: self._used(h) for i, h in zip(self.indices, self.handles)}
@@ -53,8 +54,7 @@ class _Nvml:
             return int(self.nvml.nvmlDeviceGetMemoryInfo(handle).used)
 
     def close(self):
-        if self.handles:
-            self.nvml.nvmlShutdown()
+        self._held.close()
 
 
 _WATCHED: dict[str, object] = {}

@@ -112,7 +112,7 @@ def use_cupy_pool(cupy, name: str, limit_bytes: int | None = None, live_bytes: i
     whole card); ``limited_pool`` at ``LIMIT_OVER_LIVE`` x ``live_bytes`` too. Returns the pool,
     watched for its peak under its name (``harness.measure.memory.watch_pool``)."""
     from harness.measure import memory
-    from harness.workloads.managed import use_allocator
+    from harness.workloads.managed import install_cupy_allocator
     cupy_setting(name)
     if name == "limited_pool":
         pool = cupy.cuda.MemoryPool()
@@ -120,7 +120,7 @@ def use_cupy_pool(cupy, name: str, limit_bytes: int | None = None, live_bytes: i
         memory.watch_pool(name, pool)
         limit_bytes = min(x for x in (limit_bytes, int(LIMIT_OVER_LIVE * live_bytes)) if x is not None)
     else:
-        pool = use_allocator(cupy, name)
+        pool = install_cupy_allocator(cupy, name)
     if limit_bytes is not None:
         pool.set_limit(size=limit_bytes)
     return pool

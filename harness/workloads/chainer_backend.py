@@ -23,7 +23,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.workloads.managed import use_allocator
+from harness.workloads.managed import install_cupy_allocator
 from harness.measure import budget as budgets
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.requirements import need_cupy, need_gpus, need_module
@@ -95,7 +95,7 @@ def open_backend(device: str, pool: str, declared_bytes: int, budget: str = "car
     guard = None
     if pool == "managed_pool":
         guard = guard_managed(declared_bytes / card_total(devices), declared_bytes, devices)
-    made = use_allocator(cupy, pool, guard)
+    made = install_cupy_allocator(cupy, pool, guard)
     notes = {}
     if pool == "device_pool":
         budgets.enforce_pool(emulated, made)

@@ -18,7 +18,7 @@ What elastic does not do, and this module adds:
   group); it kills the whole group once its stdin, a pipe only the case holds, closes: at the
   launch's end, or when the case dies however it dies. (A child that makes a session of its own
   has left on purpose: daemons are out of reach.)
-- several nodes on one box (``local_nodes``): node 0's agent runs here; each other node's agent
+- several nodes on one box (``Nodes.local``): node 0's agent runs here; each other node's agent
   is a spawned child with its own ``CUDA_VISIBLE_DEVICES``, rendezvoused with c10d on localhost.
 - the root cause: when one rank fails, its peers fail too (a collective lost its peer). Every
   rank records its exception in elastic's error file; the earliest that is not a lost peer is
@@ -42,6 +42,7 @@ from harness.measure import locks
 from harness.measure.lifeline import ORPHANED, die_with_parent
 from harness.measure.outcomes import DoesNotFit, Skip, is_out_of_memory, requested_bytes
 from harness.measure.safety import MULTICAST_OFF
+from harness.measure.signals import handlers, kept
 from harness.workloads.nodes import FIRST_GPU, Nodes
 
 SOCKETS = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}  # NCCL over sockets, as between hosts
@@ -144,15 +145,12 @@ def _deadline(timeout_s: float):
         return handler
     late = LaunchError(f"ranks ran past {timeout_s:.0f} s; all were killed. Give the case a smaller size or a "
                        "longer timeout")
-    before = (signal.signal(signal.SIGALRM, stop(lambda: late)),
-              signal.signal(NODE_FAILED, stop(lambda: _Failed({}))))
-    signal.setitimer(signal.ITIMER_REAL, timeout_s)
-    try:
-        yield lambda: running.__setitem__(0, False)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, before[0])
-        signal.signal(NODE_FAILED, before[1])
+    with handlers({signal.SIGALRM: stop(lambda: late), NODE_FAILED: stop(lambda: _Failed({}))}):
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            yield lambda: running.__setitem__(0, False)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _config(plan: _Plan, node: int):
@@ -175,7 +173,7 @@ def _agent(plan: _Plan, node: int) -> dict:
     from torch.distributed.launcher.api import elastic_launch
     try:
         # The workers inherit this process's environment when elastic starts them.
-        with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}), _handlers_kept():
+        with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}), kept(AGENT_SIGNALS):
             return elastic_launch(_config(plan, node), _rank)(plan.worker, plan.args, os.getpid(), plan.group)
     except ChildFailedError as e:
         raise _Failed({rank: f.exitcode for rank, f in e.failures.items()}) from None
@@ -185,17 +183,6 @@ def _agent(plan: _Plan, node: int) -> dict:
 # clean-up stops the workers, and leaves its handlers in place when it returns: a SIGTERM to the
 # case after the launch would then be an exception the case may catch, not the end it asks for.
 AGENT_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT") if hasattr(signal, n))
-
-
-@contextmanager
-def _handlers_kept():
-    """This process's handlers of ``AGENT_SIGNALS`` as they were, once the agent is done."""
-    before = {sig: signal.getsignal(sig) for sig in AGENT_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 @contextmanager

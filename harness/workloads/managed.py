@@ -19,7 +19,7 @@ from harness.measure import memory
 from harness.measure.outcomes import Skip
 from harness.measure.safety import ManagedGuard
 
-ALLOCATORS = ("device_pool", "managed_pool", "async_pool")
+POOLS = ("device_pool", "managed_pool", "async_pool")
 HOST = None  # a location: the host; an int is a GPU
 CPU_DEVICE_ID = -1  # cudaCpuDeviceId, the host in the device-number forms
 
@@ -37,7 +37,7 @@ def guarded_managed_malloc(cupy, guard: ManagedGuard):
     return guard.wrap(cupy.cuda.malloc_managed, hand_out=hand_out)
 
 
-def use_allocator(cupy, name: str, guard: ManagedGuard | None = None):
+def install_cupy_allocator(cupy, name: str, guard: ManagedGuard | None = None):
     """Sets CuPy's allocator; returns the pool, watched by ``harness.measure.memory`` for its peak."""
     if name == "device_pool":
         pool = cupy.get_default_memory_pool()
@@ -51,7 +51,7 @@ def use_allocator(cupy, name: str, guard: ManagedGuard | None = None):
         except Exception as e:  # CUDA or driver without cudaMallocAsync
             raise Unsupported(f"async_pool unsupported here: {e}") from None
     else:
-        raise ValueError(f"unknown allocator {name!r}; known: {', '.join(ALLOCATORS)}")
+        raise ValueError(f"unknown allocator {name!r}; known: {', '.join(POOLS)}")
     cupy.cuda.set_allocator(pool.malloc)
     memory.watch_pool(name, pool)
     return pool
