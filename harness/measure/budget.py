@@ -21,7 +21,9 @@ Either way the cap is set in the allocator:
   for a pool over managed memory alike; the pool raises OutOfMemoryError past it.
 
 The record keeps the budget's name, its limit, the card it ran on and how it was enforced, and for
-a named card that card's total and the overhead charged (``Record.budget``).
+a named card that card's total and the overhead charged (``Record.budget``). A case resolves its
+budget once (``resolve``, the one place a name becomes a ``Budget``) and hands it back with how it
+ended (``handed_back``): the record files what the case ran under, never a second resolution.
 """
 from __future__ import annotations
 
@@ -132,10 +134,11 @@ class Overhead:
 
 
 def resolve(name: str, card_total: int, allocator: str | None, overhead: Overhead | None = None) -> Budget:
-    """Budget ``name`` on a card of ``card_total`` bytes, enforced in ``allocator`` (a key of
-    ENFORCED; None: not capped); Skip, naming the fix, when the card is smaller than the budget
-    (an emulated card must be a smaller one). A named card charges ``overhead``; None measures it
-    here (``measure_overhead``): call it where the case's own library runs, before the case allocates."""
+    """Budget ``name`` (the whole card, a cap, or a named card) on a card of ``card_total`` bytes,
+    enforced in ``allocator`` (a key of ENFORCED; None: not capped); Skip, naming the fix, when the
+    card is smaller than the budget (an emulated card must be a smaller one). A named card charges
+    ``overhead``; None measures it here (``measure_overhead``): call it where the case's own library
+    runs, before the case allocates."""
     if allocator is not None and allocator not in ENFORCED:
         raise ValueError(f"allocator {allocator!r} is not one of {', '.join(ENFORCED)}")
     size, enforced = size_bytes(name, card_total), ENFORCED.get(allocator, "")

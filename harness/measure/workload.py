@@ -33,5 +33,5 @@ class Workload:
     # And the GPU-busy share those processes read over their steps (``harness.measure.busy``).
     busy: dict = field(default_factory=dict)
     # The budget the case resolved (``harness.measure.budget.handed_back``), which its record files
-    # as it is: None where it has none, or resolved none (the runner files the whole card's).
+    # as it is; None where it resolved none (the runner then resolves a cap or the whole card).
     budget: Budget | None = None
