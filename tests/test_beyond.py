@@ -100,7 +100,8 @@ def test_the_capped_device_pool_does_not_fit_with_the_bytes_asked(monkeypatch, c
     on_a_gpu(monkeypatch, pool=pool)
     rec = execute(case, params, devices=fake_devices(total=CARD))
     assert rec.outcome == "does_not_fit" and rec.requested_bytes == asked
-    assert pool.limit == budget.resolve(params["budget"], CARD, None).limit_bytes and pool.used == 0  # nothing allocated
+    assert pool.limit == budget.resolve(params["budget"], CARD, None).limit_bytes
+    assert pool.used == 0  # nothing allocated
     assert rec.budget["enforced"] == "cupy.cuda.MemoryPool.set_limit"
 
 
@@ -207,7 +208,8 @@ def test_chainers_backend_carries_the_budget_it_resolved_for_the_record(monkeypa
     chainer_on_a_gpu(monkeypatch, Pool())
     on_the_pool = chainer_backend.open_backend("cuda", "device_pool", 10**9, "16GB").budget
     assert on_the_pool == budget.resolve("16GB", CARD, "chainer") and on_the_pool.card_bytes == CARD
-    assert chainer_backend.open_backend("cuda", "managed_pool", 10**9, "24GB").budget == budget.resolve("24GB", CARD, None)
+    on_managed = chainer_backend.open_backend("cuda", "managed_pool", 10**9, "24GB").budget
+    assert on_managed == budget.resolve("24GB", CARD, None)
     assert chainer_backend.Backend(chainer=None, device=None).budget is None  # the CPU's: no card, no budget
 
 

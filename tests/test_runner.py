@@ -181,7 +181,8 @@ def test_a_budget_is_filed_as_the_card_emulated_or_the_share_of_this_card(monkey
     assert runner.execute(budgeted, {"device": "cpu", "budget": "card"}, devices=DEVICES).budget == \
         {"name": "card", "allocator": "torch"}
     assert asked == [("card", DEVICES.gpus[0].memory_total, "torch")]
-    assert runner.execute(case(lambda device: workload(budget=emulated)), {"device": "cpu"}, devices=DEVICES).budget == {}
+    unbudgeted = case(lambda device: workload(budget=emulated))  # no budget parameter: nothing filed
+    assert runner.execute(unbudgeted, {"device": "cpu"}, devices=DEVICES).budget == {}
 
 
 def test_a_budget_with_no_card_to_emulate_it_on_files_none(monkeypatch):
