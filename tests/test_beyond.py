@@ -20,7 +20,7 @@ from harness.workloads.kernels import build as build_pattern
 from conftest import FakePool as Pool, fake_devices
 
 CARD = 80 * 2**30
-B16 = budget.of("16GB", CARD, "cupy")
+B16 = budget.resolve("16GB", CARD, "cupy")
 
 
 def numpy_cupy(pool=None):
@@ -42,7 +42,7 @@ def on_a_gpu(monkeypatch, devices=None, pool=None):
 
 def test_the_set_is_times_the_budget_and_never_within_it():
     assert beyond.set_bytes(B16, 1.5) == 24 * GB and beyond.set_bytes(B16, 3.0) == 48 * GB
-    assert beyond.set_bytes(budget.of("40GB", CARD, None), 1.5) == 60 * GB
+    assert beyond.set_bytes(budget.resolve("40GB", CARD, None), 1.5) == 60 * GB
     with pytest.raises(ValueError, match="pass times > 1"):
         beyond.set_bytes(B16, 1.0)
     assert seed000.SET_BYTES == 3 * 8589934592  # the seed's three 8 GiB arrays
@@ -100,8 +100,29 @@ def test_the_capped_device_pool_does_not_fit_with_the_bytes_asked(monkeypatch, c
     on_a_gpu(monkeypatch, pool=pool)
     rec = execute(case, params, devices=fake_devices(total=CARD))
     assert rec.outcome == "does_not_fit" and rec.requested_bytes == asked
-    assert pool.limit == budget.budget_bytes(params["budget"], CARD) and pool.used == 0  # nothing allocated
+    assert pool.limit == budget.resolve(params["budget"], CARD, None).limit_bytes
+    assert pool.used == 0  # nothing allocated
     assert rec.budget["enforced"] == "cupy.cuda.MemoryPool.set_limit"
+
+
+@pytest.mark.parametrize("case, params", [
+    ("beyond", dict(way="device_pool", pattern="stream", budget="p100-16gb", times=1.5)),
+    ("seed000", dict(way="device_pool", budget="p100-16gb"))])
+def test_a_named_card_that_does_not_fit_files_the_card_the_case_emulated(monkeypatch, case, params):
+    """The record's budget is the one the case capped its pool at: its allocator, and the overhead
+    measured under it; the declared bytes read after it (beyond's, under no allocator) change nothing."""
+    pool = Pool()
+    on_a_gpu(monkeypatch, pool=pool)
+    measured = []
+    monkeypatch.setattr(budget, "measure_overhead", lambda allocator: measured.append(allocator) or budget.Overhead(
+        (700 if allocator else 900) * 2**20, f"read under {allocator}"))
+    rec = execute(case, params, devices=fake_devices(total=CARD))
+    p100 = budget.CARDS["p100-16gb"].total_bytes
+    assert rec.outcome == "does_not_fit" and pool.limit == p100 - 700 * 2**20 and pool.used == 0
+    assert rec.budget == {"name": "p100-16gb", "limit_bytes": p100 - 700 * 2**20, "card_bytes": CARD,
+                          "enforced": "cupy.cuda.MemoryPool.set_limit", "emulated_bytes": p100,
+                          "overhead_bytes": 700 * 2**20, "overhead_read": "read under cupy"}
+    assert measured[0] == "cupy"
 
 
 def test_the_way_sizes_and_caps_through_the_pool_it_is_given(monkeypatch):
@@ -181,6 +202,15 @@ def test_chainers_device_pool_is_capped_at_the_budget_and_the_managed_pool_says_
     chainer_on_a_gpu(monkeypatch, managed)
     backend = chainer_backend.open_backend("cuda", "managed_pool", 20 * GB, "16GB")
     assert managed.limit == 0 and backend.notes["budget_enforced"] is False and backend.notes["evicted"] is False
+
+
+def test_chainers_backend_carries_the_budget_it_resolved_for_the_record(monkeypatch):
+    chainer_on_a_gpu(monkeypatch, Pool())
+    on_the_pool = chainer_backend.open_backend("cuda", "device_pool", 10**9, "16GB").budget
+    assert on_the_pool == budget.resolve("16GB", CARD, "chainer") and on_the_pool.card_bytes == CARD
+    on_managed = chainer_backend.open_backend("cuda", "managed_pool", 10**9, "24GB").budget
+    assert on_managed == budget.resolve("24GB", CARD, None)
+    assert chainer_backend.Backend(chainer=None, device=None).budget is None  # the CPU's: no card, no budget
 
 
 def test_chainer_declares_where_its_budget_is_enforced_and_refuses_one_on_the_cpu():

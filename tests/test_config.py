@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.measure.budget import budget_bytes
+from harness.measure.budget import resolve
 from harness.units import GB
 from harness import cases
 from harness.cases import ceilings
@@ -151,7 +151,7 @@ def test_the_builders_take_the_configs_word_and_skip_only_combinations():
     assert trick_steps.applies("lm", parse("seq_cap")) is None
     assert chainer_backend.check_pairing("tpu", "device_pool") is None
     assert chainer_backend.check_pairing("cpu", "numpy") is None
-    assert budget_bytes("16GB", 24 * 2**30) == 16 * GB
+    assert resolve("16GB", 24 * 2**30, None).limit_bytes == 16 * GB
     with pytest.raises(Skip, match="seq_cap applies to workload lm only"):
         trick_steps.applies("encdec", parse("seq_cap"))
     with pytest.raises(Skip, match="pool=numpy is the CPU's"):

@@ -10,7 +10,7 @@ from conftest import set_run
 
 import pytest
 
-from harness.measure.budget import budget_bytes
+from harness.measure.budget import resolve
 from harness.units import GB
 import harness
 from harness import cases
@@ -43,10 +43,10 @@ def test_a_crashing_probe_raises_instead_of_reading_as_does_not_fit():
 
 def test_a_budget_larger_than_the_card_is_skipped_with_the_reason():
     card = 24 * 2**30  # a 24 GB card: 25.8 x 10^9 bytes
-    assert budget_bytes("24GB", card) == 24 * GB
-    assert budget_bytes("card", card) == card
+    assert resolve("24GB", card, "torch").limit_bytes == 24 * GB
+    assert resolve("card", card, "torch").limit_bytes == card
     with pytest.raises(Skip, match="budget 40GB is larger than this card"):
-        budget_bytes("40GB", card)
+        resolve("40GB", card, "torch")
 
 
 def test_what_fits_skips_on_the_cpu_with_the_reason():

@@ -195,6 +195,23 @@ def test_fragmentation_is_reserved_over_allocated_at_the_peaks():
     assert reserved_peak({"device.used.gpu0": 28}) is None
 
 
+def test_under_async_and_a_budget_the_reserve_is_held_to_the_budgets_bytes():
+    """cudaMallocAsync's fraction caps what torch has in use, not its reserve: the check says
+    whether the reserve went past the budget the case capped torch at (none on the whole card)."""
+    from harness.cases import fragmentation as case
+    from harness.measure import budget
+    cuda = SimpleNamespace(max_memory_allocated=lambda d: 10, max_memory_reserved=lambda d: 16 * 10**9 + 1,
+                           memory_stats=lambda d: {"num_alloc_retries": 3, "num_ooms": 1})
+    torch = SimpleNamespace(cuda=cuda)
+    b16, b24 = (budget.resolve(name, 80 * 2**30, "torch") for name in ("16GB", "24GB"))
+    assert case._peaks(torch, b16, "async")["reserved_over_budget"] is True
+    assert case._peaks(torch, b24, "async")["reserved_over_budget"] is False
+    assert case._peaks(torch, budget.Budget("16GB", 16 * 10**9 + 1, 1, ""), "async")["reserved_over_budget"] is False
+    whole = case._peaks(torch, None, "async")
+    assert "reserved_over_budget" not in whole and whole["num_alloc_retries"] == 3 and "num_ooms" not in whole
+    assert "reserved_over_budget" not in case._peaks(torch, b16, "default")
+
+
 # -- the workloads on the CPU ------------------------------------------------------------------------
 
 def test_the_lm_case_trains_each_step_at_its_own_length_on_the_cpu():

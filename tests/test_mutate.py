@@ -61,11 +61,11 @@ def test_where_part_of_a_module_is_mutated_only_its_mutants_count():
 def test_a_method_of_a_part_is_named_as_mutmut_names_it_and_the_gpu_warm_ups_are_left_out():
     listing = """\
     harness.measure.budget.x\u01c1Budget\u01c1over__mutmut_1: killed
-    harness.measure.budget.x_of__mutmut_1: survived
+    harness.measure.budget.x_resolve__mutmut_1: survived
     harness.measure.budget.x__warm_torch__mutmut_1: survived
 """
     s = mutate.score("harness/measure/budget.py", listing)
-    assert (s.killed, s.total, s.survivors) == (1, 2, ("harness.measure.budget.x_of__mutmut_1",))
+    assert (s.killed, s.total, s.survivors) == (1, 2, ("harness.measure.budget.x_resolve__mutmut_1",))
 
 
 @pytest.mark.parametrize("module", sorted(mutate.PART))

@@ -168,19 +168,21 @@ def test_a_case_that_keeps_files_is_handed_the_runs_records_file(tmp_path):
 def test_a_budget_is_filed_as_the_card_emulated_or_the_share_of_this_card(monkeypatch):
     from harness.measure import budget
     asked = []
-    monkeypatch.setattr(budget, "emulated", lambda name: asked.append(("emulated", name)) and None or
-                        (SimpleNamespace(to_dict=lambda: {"name": name}) if name == "16GB" else None))
-    monkeypatch.setattr(budget, "of", lambda name, total, allocator: asked.append(("of", name, total, allocator)) or
+    monkeypatch.setattr(budget, "resolve", lambda name, total, allocator: asked.append((name, total, allocator)) or
                         SimpleNamespace(to_dict=lambda: {"name": name, "allocator": allocator}))
     monkeypatch.setattr(budget, "CARDS", ("16GB", "24GB"))
-    budgeted = case(lambda device, budget: workload(), params={"device": ("cpu",), "budget": ("16GB", "24GB", "card")},
+    emulated = budget.Budget("16GB", 1, 2, "by the case")  # what the case resolved, handed back on its Workload
+    budgeted = case(lambda device, budget: workload(budget=emulated if budget == "16GB" else None),
+                    params={"device": ("cpu",), "budget": ("16GB", "24GB", "card")},
                     allocator=lambda device, budget: "torch")
-    assert runner.execute(budgeted, {"device": "cpu", "budget": "16GB"}, devices=DEVICES).budget == {"name": "16GB"}
+    assert runner.execute(budgeted, {"device": "cpu", "budget": "16GB"}, devices=DEVICES).budget == emulated.to_dict()
     assert runner.execute(budgeted, {"device": "cpu", "budget": "24GB"}, devices=DEVICES).budget == {}  # ended before it
+    assert asked == []  # a named card is never resolved outside the case
     assert runner.execute(budgeted, {"device": "cpu", "budget": "card"}, devices=DEVICES).budget == \
         {"name": "card", "allocator": "torch"}
-    assert asked[-1] == ("of", "card", DEVICES.gpus[0].memory_total, "torch")
-    assert runner.execute(case(lambda device: workload()), {"device": "cpu"}, devices=DEVICES).budget == {}
+    assert asked == [("card", DEVICES.gpus[0].memory_total, "torch")]
+    unbudgeted = case(lambda device: workload(budget=emulated))  # no budget parameter: nothing filed
+    assert runner.execute(unbudgeted, {"device": "cpu"}, devices=DEVICES).budget == {}
 
 
 def test_a_budget_with_no_card_to_emulate_it_on_files_none(monkeypatch):
@@ -188,7 +190,7 @@ def test_a_budget_with_no_card_to_emulate_it_on_files_none(monkeypatch):
 
     def no_card(*_):
         raise Skip("no GPU")
-    monkeypatch.setattr(budget, "of", no_card)
+    monkeypatch.setattr(budget, "resolve", no_card)
     budgeted = case(skip, params={"device": ("cpu",), "budget": ("card",)})
     rec = runner.execute(budgeted, {"device": "cpu", "budget": "card"}, devices=fake_devices(count=0))
     assert rec.outcome == SKIPPED and rec.budget == {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.measure.budget import budget_bytes
+from harness.measure.budget import resolve
 from harness import units
 from harness.units import figure, gb, gbs, minutes, ms, rate
 
@@ -82,7 +82,7 @@ def test_messages_write_bytes_through_units():
                                    r"\(20\.0 GB\)"):
         need_host(30 * 10**9, "x", available=40 * 10**9)
     with pytest.raises(Skip, match=r"larger than this card \(25\.8 GB\)"):
-        budget_bytes("40GB", 24 * 2**30)
+        resolve("40GB", 24 * 2**30, None)
 
 
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from harness import cases
-from harness.cases import tricks
 from harness.drive.runner import execute
 from harness.measure import budget as budgets
 from harness.workloads import tricks as trick_steps
@@ -45,18 +44,18 @@ def test_on_cuda_the_allocator_is_capped_at_the_budget_and_given_the_card_back(m
     caps = []
     monkeypatch.setattr(budgets, "enforce_torch", lambda b, device=0: caps.append(b.limit_bytes))
     with contextlib.ExitStack() as stack:
-        tricks._capped(stack, "cuda", "16GB")
+        budgets.torch_capped(stack, "cuda", "16GB")
         assert caps == [16 * budgets.GB]
     assert caps == [16 * budgets.GB, card]
     with contextlib.ExitStack() as stack:
-        tricks._capped(stack, "cuda", "card")  # the whole card: left as it was
+        budgets.torch_capped(stack, "cuda", "card")  # the whole card: left as it was
     assert len(caps) == 2
     context = budgets.Overhead(700 * 2**20, "nvml process")
     monkeypatch.setattr(budgets, "measure_overhead", lambda allocator: context)  # torch's, once warmed up
     with contextlib.ExitStack() as stack:
-        tricks._capped(stack, "cuda", "p100-16gb")
+        cap = budgets.torch_capped(stack, "cuda", "p100-16gb")
         assert caps[-1] == budgets.CARDS["p100-16gb"].total_bytes - context.bytes  # the context charged
-    assert budgets.emulated("p100-16gb").overhead_bytes == context.bytes  # for the record
+    assert cap.budget.overhead_bytes == context.bytes  # for the record
 
 
 def test_a_library_workspace_failure_under_the_cap_is_does_not_fit_and_other_errors_are_not():

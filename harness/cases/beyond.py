@@ -115,8 +115,9 @@ def way_workload(way: str, name: str, nbytes: int, budget: budgets.Budget, devic
 def build(way: str, pattern: str, budget: str, times: float) -> Workload:
     refuse(way, pattern)
     devices = need_gpus(1)
-    b = budgets.of(budget, card(devices).memory_total, ALLOCATOR[way])
-    return way_workload(way, pattern, set_bytes(b, times), b, devices, f"a {times:g} x {budget} working set")
+    b = budgets.resolve(budget, card(devices).memory_total, ALLOCATOR[way])
+    with budgets.handed_back(b) as hand:
+        return hand(way_workload(way, pattern, set_bytes(b, times), b, devices, f"a {times:g} x {budget} working set"))
 
 
 def declared_bytes(way, pattern, budget, times):
@@ -124,7 +125,7 @@ def declared_bytes(way, pattern, budget, times):
     devices = discover()
     if not devices.count:
         return None
-    return set_bytes(budgets.of(budget, card(devices).memory_total, None), times)
+    return set_bytes(budgets.resolve(budget, card(devices).memory_total, None), times)
 
 
 def bound_by(way, pattern, budget=None, times=None):

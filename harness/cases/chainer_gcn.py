@@ -18,7 +18,7 @@ go wrong). ``torch_gcn`` is the same model on the same graph and weights in PyTo
 from __future__ import annotations
 
 from harness.workloads.chainer_backend import DEVICES, POOLS, allocator, guard_refusal_does_not_fit, open_backend
-from harness.measure.budget import BUDGETS
+from harness.measure.budget import BUDGETS, handed_back
 from harness.workloads.graphs import gcn_bytes, gcn_reference_rows, gcn_weights, planted_partition, rows_checked, sample_rows
 from harness.cases.base import Case
 from harness.measure.workload import Workload
@@ -39,7 +39,9 @@ def gcn_workload(device: str, pool: str, nodes: int, features: int, hidden: int 
                  classes: int = CLASSES, warmup: int = 2, repeat: int = 10, budget: str = "card") -> Workload:
     nbytes = gcn_bytes(nodes, features, hidden, classes)
     backend = open_backend(device, pool, nbytes, budget)
-    return guard_refusal_does_not_fit(nbytes)(_build)(backend, nodes, features, hidden, classes, warmup, repeat, nbytes)
+    built = guard_refusal_does_not_fit(nbytes)(_build)
+    with handed_back(backend.budget) as hand:
+        return hand(built(backend, nodes, features, hidden, classes, warmup, repeat, nbytes))
 
 
 def _build(backend, nodes, features, hidden, classes, warmup, repeat, nbytes):

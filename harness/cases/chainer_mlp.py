@@ -9,7 +9,7 @@ the loss to have dropped.
 from __future__ import annotations
 
 from harness.workloads.chainer_backend import DEVICES, POOLS, allocator, guard_refusal_does_not_fit, open_backend
-from harness.measure.budget import BUDGETS
+from harness.measure.budget import BUDGETS, handed_back
 from harness.cases.base import Case
 from harness.measure.workload import Workload
 
@@ -31,7 +31,8 @@ def mlp_workload(device: str, pool: str, batch: int, sizes=SIZES, warmup: int = 
                  budget: str = "card") -> Workload:
     nbytes = declared_bytes(device, pool, batch, sizes=sizes)
     backend = open_backend(device, pool, nbytes, budget)
-    return guard_refusal_does_not_fit(nbytes)(_build)(backend, batch, tuple(sizes), warmup, repeat, nbytes)
+    with handed_back(backend.budget) as hand:
+        return hand(guard_refusal_does_not_fit(nbytes)(_build)(backend, batch, tuple(sizes), warmup, repeat, nbytes))
 
 
 def _build(backend, batch, sizes, warmup, repeat, nbytes):

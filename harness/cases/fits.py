@@ -33,7 +33,7 @@ not fit, the case does not fit.
 from __future__ import annotations
 
 from harness.workloads import fits, probe_log
-from harness.measure.budget import BUDGETS, ENFORCED, budget_bytes
+from harness.measure.budget import BUDGETS, ENFORCED, is_whole_card, resolve
 from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, Skip
 from harness.measure.store import RecordStore
 from harness.cases.base import Case, Config
@@ -117,7 +117,7 @@ def capped_short(record) -> bool:
     again. The whole card was never capped, a search that did not run capped nothing, and an
     answer the host's memory set (``host_bound``) is today's too: a larger cap on the device
     leaves the host's share as it was."""
-    return (record.outcome in (OK, DOES_NOT_FIT) and record.params.get("budget") != "card"
+    return (record.outcome in (OK, DOES_NOT_FIT) and not is_whole_card(record.params.get("budget"))
             and record.budget.get("enforced") != ENFORCED["torch"]
             and not host_bound(NAME, record.check, f"max_{_over(record)}"))
 
@@ -157,7 +157,8 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     from harness.measure.devices import discover
     devices = discover()
     total, free = _card(devices)
-    cap = budget_bytes(budget, total)
+    capped = resolve(budget, total, "torch")  # each probe caps torch's allocator at its bytes
+    cap = capped.limit_bytes
     params = dict(device=device, workload=workload, technique=technique, vocab=vocab, width=width,
                   depth=depth, seq_len=seq_len)
     log, key = _probe_log(run_file), search_key(params, over, allocator)
@@ -209,7 +210,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
 
     # No gpus: the probes hold the GPU work in processes of their own, so there is nothing here for
     # the busy reading to profile (and it would run the search again to try).
-    return Workload(step=step, check=check, work={}, warmup=0, repeat=1)
+    return Workload(step=step, check=check, work={}, warmup=0, repeat=1, budget=capped)
 
 
 CASE = Case(name=NAME, params=PARAMS, build=build, doc=__doc__, keeps_files=True, gpu_work_elsewhere=True,

@@ -43,8 +43,7 @@ from __future__ import annotations
 import contextlib
 
 from harness.cases.base import Case
-from harness.cases.tricks import _capped
-from harness.measure.budget import BUDGETS
+from harness.measure.budget import BUDGETS, Budget, torch_capped
 from harness.measure.outcomes import Skip, learned
 from harness.measure.requirements import need_torch
 from harness.measure.timing import torch_sync
@@ -82,7 +81,7 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
     from harness.workloads.training import float32_matmul, precision as precision_of
     dist = shapes_of(shapes)
     with contextlib.ExitStack() as stack:
-        _capped(stack, device, budget)  # before anything is allocated
+        cap = torch_capped(stack, device, budget)  # before anything is allocated
         stack.enter_context(float32_matmul(False))  # fp32 is the reference: TF32 off, as in tricks
         keep = references == "keep"
         if workload == "lm":
@@ -95,7 +94,7 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
     cuda = device == "cuda"
 
     def check():
-        peaks = _peaks(torch, budget, allocator) if cuda else {}  # first: they are the steps' own
+        peaks = _peaks(torch, cap.budget, allocator) if cuda else {}  # first: they are the steps' own
         ran = settings.verified(allocator, settings.in_force(torch)) if cuda else {}
         return {**learned(trainer.losses), "losses": [float(v) for v in trainer.losses],
                 "sizes": step.sizes.drawn[:step.done], "size_stride": 1 if workload == "lm" else IMAGE_STRIDE,
@@ -109,20 +108,19 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
     # steps show the case works.
     warmup, repeat = (3, 20) if cuda else (2, 6)
     return Workload(step=step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus, warmup=warmup,
-                    repeat=repeat, close=setting.close)
+                    repeat=repeat, close=setting.close, budget=cap.budget)
 
 
-def _peaks(torch, budget: str, allocator: str) -> dict:
+def _peaks(torch, budget: Budget | None, allocator: str) -> dict:
+    """The steps' peaks and allocator counts on device 0; under cudaMallocAsync and a ``budget``
+    (None: the whole card), whether its reserve went past the budget."""
     from harness.measure.memory import torch_peaks
     peaks = torch_peaks(torch.cuda, 0)
     stats = torch.cuda.memory_stats(0)
     peaks.update({k: stats[k] for k in STATS if k in stats})
-    if allocator == "async" and budget != "card":
+    if allocator == "async" and budget is not None:
         # cudaMallocAsync's memory fraction caps the bytes torch has in use, not the pool's reserve.
-        from harness.measure.budget import budget_bytes
-        from harness.measure.devices import discover
-        from harness.measure.workingset import card_total
-        peaks["reserved_over_budget"] = peaks["peak_reserved"] > budget_bytes(budget, card_total(discover()))
+        peaks["reserved_over_budget"] = peaks["peak_reserved"] > budget.limit_bytes
     return peaks
 
 

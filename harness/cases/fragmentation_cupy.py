@@ -13,7 +13,7 @@ made is alive) and ``fragmentation``, the largest held over the largest used, an
 from __future__ import annotations
 
 from harness.cases.base import Case
-from harness.measure.budget import BUDGETS, budget_bytes
+from harness.measure.budget import BUDGETS, is_whole_card, resolve
 from harness.measure.memory import fragmentation
 from harness.measure.outcomes import CheckFailed
 from harness.measure.requirements import need_cupy
@@ -38,8 +38,8 @@ def build(pool, shapes, budget, batch, width, depth) -> Workload:
     from harness.measure.workingset import card_total
     dist, tokens = shapes_of(shapes), batch * REFERENCE
     live = largest_live(dist, tokens, width, depth)
-    limit = None if budget == "card" else budget_bytes(budget, card_total(discover()))
-    chosen = settings.use_cupy_pool(cupy, pool, limit, live)
+    capped = None if is_whole_card(budget) else resolve(budget, card_total(discover()), "cupy")
+    chosen = settings.use_cupy_pool(cupy, pool, None if capped is None else capped.limit_bytes, live)
     work = AttentionStack(cupy, dist, tokens, width, depth, pool=chosen)
 
     def check():
@@ -56,7 +56,8 @@ def build(pool, shapes, budget, batch, width, depth) -> Workload:
     def sync():
         cupy.cuda.Device().synchronize()
 
-    return Workload(step=work, sync=sync, check=check, work={"tokens": tokens}, gpus=(0,), warmup=3, repeat=20)
+    return Workload(step=work, sync=sync, check=check, work={"tokens": tokens}, gpus=(0,), warmup=3, repeat=20,
+                    budget=capped)
 
 
 CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "cupy")

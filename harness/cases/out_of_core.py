@@ -101,7 +101,9 @@ def build(pattern: str, fraction: float, budget: str) -> Workload:
     cupy = need_cupy()
     total = card_total(devices)
     nbytes = working_set_bytes(fraction, total)
-    return on_budget(cupy, budgets.of(budget, total, "cupy"), pattern, nbytes, "the working set")
+    capped = budgets.resolve(budget, total, "cupy")
+    with budgets.handed_back(capped) as hand:
+        return hand(on_budget(cupy, capped, pattern, nbytes, "the working set"))
 
 
 # Every chunk crosses the pinned host-to-device link; the overlap hides the compute behind it.

@@ -32,9 +32,10 @@ WHAT = "seed 000's three float64 arrays of 2**30 elements"
 
 def build(way: str, budget: str) -> Workload:
     devices = need_gpus(1)
-    b = budgets.of(budget, card(devices).memory_total, ALLOCATOR[way])
+    b = budgets.resolve(budget, card(devices).memory_total, ALLOCATOR[way])
     # The stream pattern is c = a + b over SET_BYTES / 24 = 2**30 elements per array.
-    return way_workload(way, "stream", SET_BYTES, b, devices, WHAT)
+    with budgets.handed_back(b) as hand:
+        return hand(way_workload(way, "stream", SET_BYTES, b, devices, WHAT))
 
 
 CASE = Case(name="seed000", params={"way": WAYS, "budget": budgets.CARD_BUDGETS}, build=build,

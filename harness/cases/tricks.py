@@ -55,7 +55,7 @@ import contextlib
 
 from harness.cases.base import Case
 from harness.measure import budget as budgets
-from harness.measure.outcomes import FAILED, CheckFailed, Skip
+from harness.measure.outcomes import FAILED, CheckFailed
 from harness.measure.requirements import need_torch
 from harness.measure.store import this_interpreters
 from harness.measure.timing import torch_sync
@@ -82,7 +82,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
     torch = need_torch(device)
     from harness.workloads.models import parameter_count
     with contextlib.ExitStack() as stack:
-        uncap = _capped(stack, device, budget)  # before anything is allocated
+        cap = budgets.torch_capped(stack, device, budget)  # before anything is allocated
         stack.enter_context(process(way))
         trainer, work = make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len)
         stack.callback(trainer.close)
@@ -101,7 +101,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
             learned = losses_checked(trainer.losses)
             # The reference is what the case is checked against, not what it measures: it trains on
             # the whole card, so that a budget too small for fp32 on the whole batch still has one.
-            uncap()
+            cap.lift()
             fp32 = fp32_curve(run_file, shape, len(trainer.losses))
             compared = checked_against_reference(way, trainer.losses, trainer.skipped, fp32, **shape)
             if fp32 is not None and compared.get("reference_losses") is not None:
@@ -111,11 +111,11 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
             raise
         return {"losses": [float(v) for v in trainer.losses], **learned, **compared, "lr": rate,
                 "parameters": params, "parameters_on_device": on_device,
-                "accumulation_steps": batch // micro_batch, "reference_budget": "card"}
+                "accumulation_steps": batch // micro_batch, "reference_budget": budgets.CARD}
 
     gpus = (0,) if device == "cuda" else ()
     return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
-                    warmup=2, repeat=10, close=setting.close)
+                    warmup=2, repeat=10, close=setting.close, budget=cap.budget)
 
 
 def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:
@@ -128,27 +128,6 @@ def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:
                 and len(rec.check.get("losses", ())) == steps):
             return rec.check["losses"]
     return None
-
-
-def _capped(stack, device, budget):
-    """Caps torch's CUDA allocator at ``budget`` for the case's life (the whole card again on
-    close); Skip, naming the fix, for an emulated card on the CPU, where nothing caps. Returns
-    what lifts the cap early (nothing to lift on the whole card)."""
-    if device != "cuda":
-        if budget != "card":
-            raise Skip(f"budget {budget} emulates a smaller card in torch's CUDA allocator, and nothing caps "
-                       f"memory on the CPU: run it with device=cuda on a GPU box, or with budget=card here")
-        return lambda: None
-    if budget == "card":
-        return lambda: None  # the whole card: nothing to cap, as before budgets existed
-    from dataclasses import replace
-    from harness.measure.devices import discover
-    from harness.measure.workingset import card_total
-    capped = budgets.of(budget, card_total(discover()), "torch")
-    budgets.enforce_torch(capped)
-    whole_card = replace(capped, limit_bytes=capped.card_bytes)
-    stack.callback(budgets.enforce_torch, whole_card)
-    return lambda: budgets.enforce_torch(whole_card)
 
 
 def untimed_verdict(record) -> bool:

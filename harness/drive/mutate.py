@@ -126,9 +126,10 @@ PART = {"harness/workloads/tricks.py": ("losses_checked", "aligned", "curve_gap"
                                     "_as_reading",
                                     "gpu_busy"),
         # All but the warm-ups, which run kernels on a GPU to read what CUDA holds: measured there.
-        "harness/measure/budget.py": ("Budget.to_dict", "Budget.managed_note", "Budget.over", "_known", "size_bytes",
-                                      "budget_bytes", "of", "emulated", "measure_overhead", "held_here", "_held_by",
-                                      "enforce_torch", "cap_torch", "enforce_pool")}
+        "harness/measure/budget.py": ("Budget.to_dict", "Budget.managed_note", "Budget.over", "_known", "is_whole_card",
+                                      "size_bytes", "resolve", "_named", "handed_back", "handed", "measure_overhead",
+                                      "held_here", "_held_by", "enforce_torch", "TorchCap.lift", "torch_capped",
+                                      "cap_torch", "enforce_pool")}
 THRESHOLD = 90.0  # percent of mutants killed, per module
 # What mutmut's copy needs besides the module: the package, the tests and what they read (a
 # few tests still take a committed record as a template).

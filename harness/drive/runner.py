@@ -32,13 +32,13 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
     run_id, commit = (run.run_id, run.commit) if run else (None, None)
     common = dict(case=case.name, params=dict(params), run_id=run_id, commit=commit)
 
-    def filed(**fields) -> Record:  # the budget is read once the case ended: a named card's is measured in it
-        return Record(**fields, **common, budget=_budget(case, params, devices))
+    def filed(ended=None, **fields) -> Record:  # the budget as the case handed it back with how it ended
+        return Record(**fields, **common, budget=_budget(case, params, devices, budget.handed(ended)))
     # A case that keeps files of its own (the what-fits probes) keeps them beside the run's records.
     extra = {"run_file": run.path if run and run.run_id else None} if case.keeps_files else {}
     # A case on the CPU holds no device memory: the GPUs' levels would be other processes'.
     peak = PeakMemory(gpus=visible_indices(devices) if params.get("device") != "cpu" else ())
-    timing, work = None, {}
+    timing, work, workload = None, {}, None
     try:
         with peak:
             workload = case.build(**params, **extra)
@@ -56,34 +56,35 @@ def execute(case: Case | str, config: Config | dict, *, devices: Devices | None 
             finally:
                 workload.close()
     except Skip as e:
-        return filed(outcome=SKIPPED, reason=str(e), environment=snapshot(devices))
+        return filed(workload or e, outcome=SKIPPED, reason=str(e), environment=snapshot(devices))
     except CheckFailed as e:
         # Steps that did their work and trained another curve keep what they cost beside the verdict:
         # a reader may still weigh that price. A wrong answer keeps no time (of work perhaps not done).
         priced = dict(timing=timing, work=work) if e.priced else {}
-        return filed(outcome=FAILED, reason=str(e), memory=peak.bytes, check=e.details, environment=snapshot(devices),
-                     **priced)
+        return filed(workload or e, outcome=FAILED, reason=str(e), memory=peak.bytes, check=e.details,
+                     environment=snapshot(devices), **priced)
     except Exception as e:
         if not is_out_of_memory(e):
             raise
         dnf = as_does_not_fit(e, case.declared_bytes(**params))
-        return filed(outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
+        return filed(workload or e, outcome=DOES_NOT_FIT, reason=str(dnf), requested_bytes=dnf.requested_bytes,
                      check={"short_of": dnf.memory}, memory=peak.bytes, environment=snapshot(devices))
-    return filed(outcome=OK, timing=timing, work=work, memory={**peak.bytes, **workload.memory}, check=check,
-                 gpu_busy=busy, environment=snapshot(devices))
+    return filed(workload, outcome=OK, timing=timing, work=work, memory={**peak.bytes, **workload.memory},
+                 check=check, gpu_busy=busy, environment=snapshot(devices))
 
 
-def _budget(case: Case, params, devices: Devices) -> dict:
+def _budget(case: Case, params, devices: Devices, resolved: budget.Budget | None) -> dict:
     """The emulated card a case with a ``budget`` parameter runs under, for its record whatever its
-    outcome; empty where it has none, or where there is no card to emulate one on (it skips). A
-    named card is the one the case emulated (its overhead is read once its library warmed up):
-    read after the case, empty where it ended before that."""
+    outcome: the one it ``resolved`` and handed back; empty where it has none. A case that ended
+    before resolving one: a named card is empty (its overhead is read only once its library warmed
+    up, in the case), another as it resolves on this card, empty where there is none (it skips)."""
     if "budget" not in params:
         return {}
-    if params["budget"] in budget.CARDS:  # measured in the case, where its library runs
-        made = budget.emulated(params["budget"])
-        return made.to_dict() if made else {}
+    if resolved is not None:
+        return resolved.to_dict()
+    if params["budget"] in budget.CARDS:
+        return {}
     try:
-        return budget.of(params["budget"], card_total(devices), case.allocator(**params)).to_dict()
+        return budget.resolve(params["budget"], card_total(devices), case.allocator(**params)).to_dict()
     except Skip:
         return {}

@@ -21,13 +21,17 @@ Either way the cap is set in the allocator:
   for a pool over managed memory alike; the pool raises OutOfMemoryError past it.
 
 The record keeps the budget's name, its limit, the card it ran on and how it was enforced, and for
-a named card that card's total and the overhead charged (``Record.budget``).
+a named card that card's total and the overhead charged (``Record.budget``). A case resolves its
+budget once (``resolve``, the one place a name becomes a ``Budget``) and hands it back with how it
+ended (``handed_back``): the record files what the case ran under, never a second resolution.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from functools import cache
+from typing import Callable, Iterator
 
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.safety import OPT_IN_ENV
@@ -61,9 +65,10 @@ CARDS = {c.name: c for c in (
     Card("h200", "NVIDIA H200", 143771 * MiB),
 )}
 CAPS = ("16GB", "24GB", "40GB", "80GB")  # allocator caps of N x 10^9 bytes
-BUDGETS = (*CAPS, "card")  # what every budgeted case runs under
-# What a case whose budget goes through ``of`` in its own process runs under: the caps and the cards.
-CARD_BUDGETS = (*CAPS, *CARDS, "card")
+CARD = "card"  # the whole card: nothing capped
+BUDGETS = (*CAPS, CARD)  # what every budgeted case runs under
+# What a case whose budget is resolved in its own process runs under: the caps and the cards.
+CARD_BUDGETS = (*CAPS, *CARDS, CARD)
 # How each library's allocator is capped: what a record says was enforced.
 ENFORCED = {"torch": "torch.cuda.set_per_process_memory_fraction of torch's total",
             "cupy": "cupy.cuda.MemoryPool.set_limit",
@@ -107,26 +112,18 @@ def _known(name: str) -> None:
         raise ValueError(f"budget {name!r} is not one of {', '.join(CARD_BUDGETS)}: pass one of them")
 
 
+def is_whole_card(name) -> bool:
+    """Whether budget ``name`` is the whole card, where nothing is capped (any other value is not)."""
+    return name == CARD
+
+
 def size_bytes(name: str, card_total: int) -> int:
-    """The memory budget ``name`` stands for: a named card's total, a cap's bytes, or the whole card."""
+    """The memory budget ``name`` stands for: a named card's total, a cap's bytes, or the whole card.
+    The one place a budget's name becomes bytes: ``resolve`` sizes through it, and the report too."""
     _known(name)
-    if name == "card":
+    if is_whole_card(name):
         return card_total
     return CARDS[name].total_bytes if name in CARDS else int(name.removesuffix("GB")) * GB
-
-
-def budget_bytes(name: str, card_total: int) -> int:
-    """Bytes the allocator may hand out under cap ``name`` (or the whole card) on a card of
-    ``card_total`` bytes; Skip, naming the fix, when the card is smaller than the budget (an
-    emulated card must be a smaller one). A named card's limit depends on what this process holds
-    outside the allocator: ``of`` measures it."""
-    wanted = size_bytes(name, card_total)
-    if name in CARDS:
-        raise ValueError(f"budget {name} is a named card, whose limit is its total less this process's "
-                         f"overhead: pass one of {', '.join(CAPS)} or card here")
-    if wanted > card_total:
-        raise Skip(f"budget {name} is larger than this card ({gb(card_total)}): run it on a card with {name} or more")
-    return wanted
 
 
 @dataclass(frozen=True)
@@ -136,31 +133,54 @@ class Overhead:
     read: str  # how: NVML's figure for this process, or the device's used memory less what it was before
 
 
-def of(name: str, card_total: int, allocator: str | None, overhead: Overhead | None = None) -> Budget:
-    """Budget ``name`` on this card, enforced in ``allocator`` (a key of ENFORCED; None: not capped).
-    A named card charges ``overhead``; None measures it here (``measure_overhead``): call it where
-    the case's own library runs, before the case allocates."""
+def resolve(name: str, card_total: int, allocator: str | None, overhead: Overhead | None = None) -> Budget:
+    """Budget ``name`` (the whole card, a cap, or a named card) on a card of ``card_total`` bytes,
+    enforced in ``allocator`` (a key of ENFORCED; None: not capped); Skip, naming the fix, when the
+    card is smaller than the budget (an emulated card must be a smaller one). A named card charges
+    ``overhead``; None measures it here (``measure_overhead``): call it where the case's own library
+    runs, before the case allocates."""
     if allocator is not None and allocator not in ENFORCED:
         raise ValueError(f"allocator {allocator!r} is not one of {', '.join(ENFORCED)}")
-    if name not in CARDS:
-        return Budget(name, budget_bytes(name, card_total), card_total, ENFORCED.get(allocator, ""))
-    total = CARDS[name].total_bytes
+    size, enforced = size_bytes(name, card_total), ENFORCED.get(allocator, "")
+    if name in CARDS:
+        return _named(name, size, card_total, enforced, overhead, allocator)
+    if size > card_total:
+        raise Skip(f"budget {name} is larger than this card ({gb(card_total)}): run it on a card with {name} or more")
+    return Budget(name, size, card_total, enforced)
+
+
+def _named(name: str, total: int, card_total: int, enforced: str, overhead: Overhead | None,
+           allocator: str | None) -> Budget:
+    """Named card ``name`` of ``total`` bytes: the allocator gets what the overhead leaves of it."""
     if total > card_total:
         raise Skip(f"card {name} ({gb(total)}) is larger than this one ({gb(card_total)}): "
                    f"run it on a card with {gb(total)} or more")
     overhead = overhead if overhead is not None else measure_overhead(allocator)
-    made = Budget(name, max(0, total - overhead.bytes), card_total, ENFORCED.get(allocator, ""),
+    return Budget(name, max(0, total - overhead.bytes), card_total, enforced,
                   emulated_bytes=total, overhead_bytes=overhead.bytes, overhead_read=overhead.read)
-    _EMULATED[name] = made
-    return made
 
 
-_EMULATED: dict[str, Budget] = {}
+# -- handing the budget back: the case resolved it, its record files it -------------------------
+
+@contextmanager
+def handed_back(budget: Budget | None) -> Iterator[Callable]:
+    """Where a case's build goes on under the ``budget`` it resolved (None: it resolved none). The
+    runner files the budget the case ran under, and resolves none again (a named card's overhead
+    is measured once): the budget goes back on the Workload passed through the function this
+    yields, and on whatever is raised here (a Skip, a does-not-fit), read back by ``handed``."""
+    try:
+        yield lambda workload: replace(workload, budget=budget) if budget is not None else workload
+    except Exception as e:
+        if budget is not None:
+            e.budget = budget
+        raise
 
 
-def emulated(name: str) -> Budget | None:
-    """The named card this process emulated under ``name`` (``of``), for its record; None if none."""
-    return _EMULATED.get(name)
+def handed(ended) -> Budget | None:
+    """The budget a case handed back with how its build ended (its Workload, or what it raised);
+    None where it handed none back."""
+    made = getattr(ended, "budget", None)
+    return made if isinstance(made, Budget) else None
 
 
 # -- the overhead: what a warmed-up library holds outside its pool ------------------------------
@@ -231,6 +251,38 @@ def _held_by(nvml, handle, pid: int) -> int | None:
 def enforce_torch(budget: Budget, device: int = 0) -> None:
     """Caps torch's caching allocator on ``device`` at the budget."""
     cap_torch(budget.limit_bytes, device)
+
+
+@dataclass(frozen=True)
+class TorchCap:
+    """torch's CUDA allocator under a case's budget (``torch_capped``): the budget as resolved,
+    None where nothing is capped (on the CPU, or on the whole card)."""
+    budget: Budget | None
+
+    def lift(self) -> None:
+        """Gives the whole card back (nothing to lift where nothing was capped)."""
+        if self.budget is not None:
+            enforce_torch(replace(self.budget, limit_bytes=self.budget.card_bytes))
+
+
+def torch_capped(stack, device: str, name: str) -> TorchCap:
+    """Caps torch's CUDA allocator at budget ``name`` for a case's life: the whole card again when
+    ``stack`` closes, and the budget handed back on whatever the build raises meanwhile
+    (``handed_back``). Skip, naming the fix, for an emulated card on the CPU, where nothing caps."""
+    if device != "cuda":
+        if not is_whole_card(name):
+            raise Skip(f"budget {name} emulates a smaller card in torch's CUDA allocator, and nothing caps "
+                       f"memory on the CPU: run it with device=cuda on a GPU box, or with budget=card here")
+        return TorchCap(None)
+    if is_whole_card(name):
+        return TorchCap(None)  # the whole card: nothing to cap, as before budgets existed
+    from harness.measure.devices import discover
+    from harness.measure.workingset import card_total
+    cap = TorchCap(resolve(name, card_total(discover()), "torch"))
+    enforce_torch(cap.budget)
+    stack.callback(cap.lift)
+    stack.enter_context(handed_back(cap.budget))
+    return cap
 
 
 def cap_torch(limit_bytes: int, device: int = 0) -> int:

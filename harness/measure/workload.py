@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness.measure.budget import Budget
 from harness.measure.timing import Timing, no_prepare, no_sync
 
 
@@ -31,3 +32,6 @@ class Workload:
     memory: dict = field(default_factory=dict)
     # And the GPU-busy share those processes read over their steps (``harness.measure.busy``).
     busy: dict = field(default_factory=dict)
+    # The budget the case resolved (``harness.measure.budget.handed_back``), which its record files
+    # as it is; None where it resolved none (the runner then resolves a cap or the whole card).
+    budget: Budget | None = None

@@ -64,6 +64,7 @@ from pathlib import Path
 
 from harness import cases
 from harness.cases import fits
+from harness.measure.budget import CARD, is_whole_card
 from harness.measure.machine import host_key, machine_label
 from harness.measure.inputs import write_whole
 from harness.measure.outcomes import OK
@@ -303,8 +304,8 @@ def apart(base: Record, new: Record, opts: Options) -> str | None:
     much of the machine as of the code."""
     if not opts.cross_machine or noise.kind_of(base) == noise.kind_of(new) or not (on_card(base) or on_card(new)):
         return None
-    budget = base.params.get("budget", "card")
-    if budget == "card" or base.budget.get("limit_bytes") != new.budget.get("limit_bytes"):
+    whole_card = is_whole_card(base.params.get("budget", CARD))
+    if whole_card or base.budget.get("limit_bytes") != new.budget.get("limit_bytes"):
         return "memory not compared across machine kinds: not under one emulated budget (the card is the limit)"
     key = answer_key(base)
     if key and (fits.host_bound(base.case, base.check, key) or fits.host_bound(new.case, new.check, key)):

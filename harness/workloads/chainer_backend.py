@@ -45,6 +45,7 @@ class Backend:
     gpus: tuple = ()
     shims: list = field(default_factory=list)
     notes: dict = field(default_factory=dict)  # what the check says of the budget
+    budget: budgets.Budget | None = None  # as resolved on the GPU, for the record (``budgets.handed_back``)
 
 
 def allocator(device: str, pool: str, **_) -> str | None:
@@ -79,7 +80,7 @@ def open_backend(device: str, pool: str, declared_bytes: int, budget: str = "car
     """Skips, with the fix, where this pairing cannot run here; ``declared_bytes`` is what the
     case will ask for, admitted by the managed-memory guard before anything is allocated."""
     check_pairing(device, pool)
-    if device == "cpu" and budget != "card":
+    if device == "cpu" and not budgets.is_whole_card(budget):
         raise Skip(f"budget {budget} emulates a smaller GPU by capping CuPy's pool: run it with device=cuda "
                    "(device=cpu takes budget=card)")
     if device == "cpu":
@@ -87,7 +88,7 @@ def open_backend(device: str, pool: str, declared_bytes: int, budget: str = "car
         chainer, shims = _chainer()
         return Backend(chainer=chainer, device=chainer.get_device("@numpy"), shims=shims)
     cupy, devices = _cupy()
-    emulated = budgets.of(budget, card_total(devices), allocator(device, pool))
+    emulated = budgets.resolve(budget, card_total(devices), allocator(device, pool))
     chainer, shims = _chainer()
     if not chainer.backends.cuda.available:
         raise Skip("Chainer imported but cannot use CuPy (chainer.backends.cuda.available is False): "
@@ -102,7 +103,8 @@ def open_backend(device: str, pool: str, declared_bytes: int, budget: str = "car
     else:
         notes = emulated.managed_note(declared_bytes, card(devices).memory_free)
     return Backend(chainer=chainer, device=chainer.get_device("@cupy:0"),
-                   sync=cupy.cuda.runtime.deviceSynchronize, gpus=(0,), shims=shims, notes=notes)
+                   sync=cupy.cuda.runtime.deviceSynchronize, gpus=(0,), shims=shims, notes=notes,
+                   budget=emulated)
 
 
 def guard_refusal_does_not_fit(declared_bytes: int):

@@ -11,7 +11,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from harness.measure.budget import CARDS, size_bytes
+from harness.measure.budget import CARD, CARDS, is_whole_card, size_bytes
 from harness.measure.outcomes import DEVICE, DOES_NOT_FIT, FAILED, OK
 from harness.report.tables import allocated_peak
 from harness.units import gb
@@ -139,12 +139,13 @@ def trial(row, workload: Workload) -> Trial | None:
         return None
     if rec.outcome == DOES_NOT_FIT and rec.short_of() != DEVICE:
         return None
-    name = str(params.get("budget", "card"))
+    name = str(params.get("budget", CARD))
     try:
         size = size_bytes(name, row.gpu_memory)
     except ValueError:
         return None  # a budget this build does not know: no evidence either way
-    unevicted = (name != "card" and rec.check.get("budget_enforced") is False and rec.check.get("evicted") is False)
+    unevicted = (not is_whole_card(name) and rec.check.get("budget_enforced") is False
+                 and rec.check.get("evicted") is False)
     return Trial(_way(params, workload), row.machine, rec.outcome, size, rec.device_bytes(),
                  rec.timing.median_s if rec.outcome == OK and rec.timing else None, named=name in CARDS,
                  requested=rec.requested_bytes, unevicted=unevicted, allocated=allocated_peak(rec), row=row)
@@ -192,7 +193,7 @@ def ran_under(name: str) -> str:
     """What a budget was, in a reader's words."""
     if name in CARDS:
         return f"{CARDS[name].model}, emulated"
-    return "the whole card" if name == "card" else f"{name} allocator cap (context not charged)"
+    return "the whole card" if is_whole_card(name) else f"{name} allocator cap (context not charged)"
 
 
 def view(rows) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from harness.measure.budget import CARD, is_whole_card
 from harness.measure.outcomes import FAILED, OK, SKIPPED
 from harness.report.efficiency import host_bound
 from harness.report.pages.families import family
@@ -87,6 +88,6 @@ def split_by_budget(lines: list[dict]) -> dict:
     """``lines`` on the GPU as it is, and ``budget_lines`` under an emulated smaller card: those
     repeat most techniques once per budget, so they sit folded beneath (the seeds' tables read them
     budget by budget)."""
-    on_card = [l["row"].record.params.get("budget", "card") == "card" for l in lines]
+    on_card = [is_whole_card(l["row"].record.params.get("budget", CARD)) for l in lines]
     return {"lines": [l for l, whole in zip(lines, on_card) if whole],
             "budget_lines": [l for l, whole in zip(lines, on_card) if not whole]}
