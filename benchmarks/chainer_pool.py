@@ -1,6 +1,6 @@
 """Chainer 7.8.1 with CuPy's device pool against the managed pool, beside the same GCN in
 PyTorch. The CPU classes are the newcomer's run on a box without a GPU: one small size each,
-seconds apiece. The GPU GCN sweep stops at 2**21 nodes (about 5.5 GB by ``harness.workloads.graphs.gcn_bytes``
+seconds apiece. The GPU GCN sweep stops at 2**21 nodes (about 5.5 GB by ``harness.workloads.chainer.graphs.gcn_bytes``
 at 128 features), far under the managed-memory guard's cap on an 80 GB card. These classes run on the whole card
 (budget ``card``); ``MlpBeyond`` runs the MLP at a batch past an emulated 16 GB card, where
 Chainer's device pool, capped at the budget, does not fit and the managed pool does."""

@@ -3,7 +3,7 @@ per step and bytes go up when things get worse, so those are what it tracks; rat
 project's own pages. Names starting with "_" are not collected by asv as benchmarks."""
 from pathlib import Path
 
-from harness.drive.bench import measure
+from harness.drive.asv.bench import measure
 
 # Under a plain `asv run` (not `python3 -m harness run`, which names the run's results folder),
 # records go to this checkout's local results, outside git. In an `asv run -E virtualenv`

@@ -5,8 +5,8 @@ each beside the same training at one shape; CuPy's pools on attention of the sam
 largest LM batch that fits a 24 GB card under each setting. Each case's setting is put in its own
 fresh process's environment before torch is imported. asv tracks the step and the bytes the
 allocator held (reserved, CuPy's pool total): the figure fragmentation moves."""
-from harness.measure.memory import reserved_peak
-from harness.workloads.allocator import CUPY, TORCH
+from harness.measure.instruments.memory import reserved_peak
+from harness.workloads.training.allocator import CUPY, TORCH
 
 from benchmarks.common import _Case
 from benchmarks.tricks import GPU_LM, _Fits

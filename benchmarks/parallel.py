@@ -1,4 +1,4 @@
-"""Data parallel versus model parallel (``harness.workloads.parallel``): ResNet50 at the tutorial's batch
+"""Data parallel versus model parallel (``harness.workloads.parallelism.parallel``): ResNet50 at the tutorial's batch
 10 of 1024 x 1024 images and of 2048 x 2048, and the shared transformer LM (12 blocks of width 1024, 1024 tokens,
 batch 16). ``batch`` is the global batch everywhere, so seconds per step compare directly across
 strategies and GPU counts; scaling efficiency is single's seconds over (gpus x a strategy's).

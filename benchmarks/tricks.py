@@ -7,10 +7,10 @@ Every class runs on the whole card (``budget`` "card") but ``Seed003Budget`` and
 ``Seed003Accumulation``, which emulate smaller ones. The inapplicable pairs of the cross
 products (``seq_cap`` on ResNet50, say) skip with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
-from harness.workloads.tricks import PRECISION_TECHNIQUES, techniques_for
-from harness.workloads.ways import KNOBS
-from harness.measure.budget import BUDGETS
-from harness.drive.bench import measure
+from harness.workloads.training.tricks import PRECISION_TECHNIQUES, techniques_for
+from harness.workloads.training.ways import KNOBS
+from harness.measure.guards.budget import BUDGETS
+from harness.drive.asv.bench import measure
 
 from benchmarks.common import FALLBACK_RESULTS, _OnDevice, _OnHost
 
@@ -134,7 +134,7 @@ class SequenceCap(_OnDevice):
 
 class _Fits:
     """What fits under each budget: the largest size that fits, the two after it seen not to
-    (``harness.workloads.fits.largest_fitting``). asv treats bigger as worse, so it tracks the
+    (``harness.workloads.search.fits.largest_fitting``). asv treats bigger as worse, so it tracks the
     budget per fitting sample or token (budget / largest size), which falls as more fits; the size
     itself is in the record's check (``max_batch``, ``max_seq_len``), beside any smaller size that
     did not fit where it did (``failed_below``). A search starts one process per probe: minutes

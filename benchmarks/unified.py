@@ -16,7 +16,7 @@ from harness.cases.out_of_core import PATTERNS as STREAMED
 from harness.cases.unified import FROM_HOST, PATTERNS
 from harness.cases.unified_seed import FRACTIONS as SEED_FRACTIONS
 from harness.cases.beyond import TIMES, WAYS
-from harness.workloads.managed import POOLS
+from harness.workloads.cupy.managed import POOLS
 
 from benchmarks.common import _OnDevice
 

@@ -1,5 +1,5 @@
 import sys
 
-from harness.drive.cli import main
+from harness.drive.commands.cli import main
 
 sys.exit(main())

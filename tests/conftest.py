@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from harness.drive.bench import RUN_ENV
-from harness.measure.devices import GPU, Devices
-from harness.measure.store import RecordStore, RunContext
+from harness.drive.asv.bench import RUN_ENV
+from harness.measure.instruments.devices import GPU, Devices
+from harness.measure.records.store import RecordStore, RunContext
 from harness.report import tables as _tables
 
 # Property-based tests: a few hundred examples each by default, so the suite stays fast;
@@ -73,7 +73,7 @@ def fake_devices(name="NVIDIA H200", count=1, total=143771 * 2**20, free=None):
 
 
 def set_run(monkeypatch, records, **fields):
-    """Hands a run's context to ``harness.drive.bench`` as ``harness run`` does, through its one
+    """Hands a run's context to ``harness.drive.asv.bench`` as ``harness run`` does, through its one
     environment variable: the records under ``records``, on "test-machine", with ``fields``."""
     ctx = RunContext(RecordStore(records), "test-machine", **fields)
     monkeypatch.setenv(RUN_ENV, ctx.to_json())

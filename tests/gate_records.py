@@ -3,10 +3,10 @@ import json
 from pathlib import Path
 
 from conftest import fake_devices
-from harness.measure.devices import Devices
-from harness.measure.environment import Environment
-from harness.measure.record import Record
-from harness.measure.timing import Timing
+from harness.measure.instruments.devices import Devices
+from harness.measure.instruments.environment import Environment
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
 
 H100 = "NVIDIA H100 80GB HBM3"
 H200 = "NVIDIA H200"

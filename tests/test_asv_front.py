@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import suite
+from harness.drive.asv import suite
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = r"^ceilings\.Host\.\w+\(.host_copy.\)"  # one CPU case, two figures (seconds, bytes)
@@ -118,8 +118,8 @@ def preview(args: list[str], clone: Path, env: dict) -> None:
 
 
 def test_outside_harness_run_a_record_names_the_commit_asv_built_or_the_checkout_s_head(tmp_path):
-    from harness.drive.bench import context
-    from harness.measure.devices import Devices
+    from harness.drive.asv.bench import context
+    from harness.measure.instruments.devices import Devices
     built = context(Devices(reason="test"), tmp_path, environ={"ASV_COMMIT": "c" * 40})
     assert built.commit == "c" * 40 and built.run_id is None  # not under an asv run: no run to name
     assert context(Devices(reason="test"), tmp_path, environ={}).commit == git(REPO, "rev-parse", "HEAD").strip()

@@ -1,4 +1,4 @@
-"""The short params asv's site is published from (harness.drive.asv_labels), function by function:
+"""The short params asv's site is published from (harness.drive.asv.asv_labels), function by function:
 which record's environment labels a result, how far a label grows before two interpreters of one
 commit are told apart, and what of a results folder is copied as it is."""
 import json
@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import fake_devices
-from harness.drive import asv_labels
-from harness.measure.environment import Environment
-from harness.measure.machine import machine_name
-from harness.measure.record import Record
-from harness.measure.store import RecordStore, write_records
-from harness.report.pages.model import VERSION_LIBS
+from harness.drive.asv import asv_labels
+from harness.measure.instruments.environment import Environment
+from harness.measure.instruments.machine import machine_name
+from harness.measure.records.record import Record
+from harness.measure.records.store import RecordStore, write_records
+from harness.report.model import VERSION_LIBS
 
 TORCH = "/opt/torch/.venv/bin/python3"
 STACK = "/x/stack-cupy13/bin/python"

@@ -1,6 +1,6 @@
 """asv's output with skips folded: each skip reason once per benchmark class, every measured
 figure and every failure kept."""
-from harness.drive.asv_output import EARLIER, THIS_RUN, fold
+from harness.drive.asv.asv_output import EARLIER, THIS_RUN, fold
 
 GPU = "needs 1 GPU(s), this box has no GPU; run it on a box with 1 or more"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import asv_labels, asv_site
-from harness.measure.environment import Environment
-from harness.measure.machine import gpu_label, machine_info
+from harness.drive.asv import asv_labels, asv_site
+from harness.measure.instruments.environment import Environment
+from harness.measure.instruments.machine import gpu_label, machine_info
 from conftest import FROZEN, fake_devices
 
 REPO = Path(__file__).resolve().parents[1]

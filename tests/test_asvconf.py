@@ -10,8 +10,9 @@ from pathlib import Path
 
 from asv.config import Config
 
-from harness.drive import asvconf, scratch
-from harness.measure.owned import pid_alive
+from harness.drive import scratch
+from harness.drive.asv import asvconf
+from harness.measure.guards.owned import pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.drive import asvconf
+from harness.drive.asv import asvconf
 
 from conftest import git, git_repo
 

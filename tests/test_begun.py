@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from harness.drive import begun, bench
-from harness.measure.environment import snapshot
-from harness.measure.inputs import disk_full
-from harness.measure.store import RecordStore, append_line, load_file, read_lines
+from harness.drive.asv import begun, bench
+from harness.measure.instruments.environment import snapshot
+from harness.measure.guards.inputs import disk_full
+from harness.measure.records.store import RecordStore, append_line, load_file, read_lines
 from harness.report import tables
-from harness.report.pages.model import Row
+from harness.report.model import Row
 from tests.conftest import set_run
 
 CASE, PARAMS = "ceilings", {"probe": "host_copy"}

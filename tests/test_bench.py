@@ -9,10 +9,10 @@ import json
 import pytest
 
 from harness import cases
-from harness.drive import begun, bench, plain_asv
+from harness.drive.asv import begun, bench, plain_asv
 from harness.drive.runner import execute
 from harness.measure.outcomes import FAILED
-from harness.measure.store import RecordStore, RunContext, load_file
+from harness.measure.records.store import RecordStore, RunContext, load_file
 
 from conftest import fake_devices
 from test_outcomes import quick

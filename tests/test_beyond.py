@@ -10,12 +10,13 @@ import pytest
 from harness.cases import beyond, seed000
 from harness.drive import runner
 from harness.drive.runner import execute
-from harness.measure import budget
-from harness.measure.memory import PeakMemory
+from harness.measure.guards import budget
+from harness.measure.instruments.memory import PeakMemory
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.units import GB
-from harness.workloads import chainer_backend, mapped
-from harness.workloads.kernels import build as build_pattern
+from harness.workloads.chainer import chainer_backend
+from harness.workloads.cupy import mapped
+from harness.workloads.cupy.kernels import build as build_pattern
 
 from conftest import FakePool as Pool, fake_devices
 
@@ -75,7 +76,7 @@ def test_without_a_gpu_the_ways_skip_naming_the_fix(case, params):
 def test_with_a_gpu_but_no_cupy_zero_copy_names_the_install(monkeypatch):
     monkeypatch.setattr(beyond, "need_gpus", lambda n: fake_devices(total=CARD))
     monkeypatch.setitem(sys.modules, "cupy", None)
-    from harness.measure import requirements
+    from harness.measure.guards import requirements
     monkeypatch.setattr(requirements, "discover", lambda: fake_devices(total=CARD))
     monkeypatch.setenv("OOMBENCH_HOST_MEMORY_GB", "1000")
     with pytest.raises(Skip, match=r"pip install 'oombench\[cupy\]'"):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import bootstrap, cli
+from harness.drive.commands import bootstrap, cli
 
 MODULES = ("numpy", "psutil", "pynvml")
 

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from harness.measure import budget
+from harness.measure.guards import budget
 from harness.measure.outcomes import DoesNotFit, Skip
-from harness.measure.record import Record
+from harness.measure.records.record import Record
 from harness.units import GB
 
 from conftest import FakePool, fake_devices
@@ -158,12 +158,12 @@ def test_every_outcome_of_a_budgeted_case_records_its_budget(monkeypatch):
     from harness.cases.base import Case
     from harness.drive import runner
     from harness.drive.runner import execute
-    from harness.measure.memory import PeakMemory
+    from harness.measure.instruments.memory import PeakMemory
     from harness.measure.workload import Workload
     monkeypatch.setattr(runner, "PeakMemory", lambda gpus: PeakMemory())  # the fake GPUs have no NVML
 
     def build(budget, asked):  # hands nothing back: the runner resolves it as the case did
-        b = __import__("harness.measure.budget", fromlist=["resolve"]).resolve(budget, card, "cupy")
+        b = __import__("harness.measure.guards.budget", fromlist=["resolve"]).resolve(budget, card, "cupy")
         if asked > b.limit_bytes:
             raise b.over(asked, "the arrays")
         return Workload(step=lambda: None, check=lambda: {}, work={"bytes": 1}, warmup=0, repeat=2)
@@ -187,7 +187,8 @@ def test_a_torch_case_runs_capped_and_its_check_reference_on_the_whole_card(monk
     fp32 that does not fit there is still held against fp32 on the whole batch)."""
     import contextlib
 
-    from harness.measure import devices, workingset
+    from harness.measure.guards import workingset
+    from harness.measure.instruments import devices
     set_to = []
     monkeypatch.setattr(budget, "enforce_torch", lambda b, device=0: set_to.append(b.limit_bytes))
     monkeypatch.setattr(devices, "discover", lambda: fake_devices(total=CARD))
@@ -220,7 +221,8 @@ def test_the_tricks_check_lifts_the_cap_before_its_reference_trains(monkeypatch)
 
 def capped_on_a_gpu(monkeypatch, card=CARD) -> list:
     """torch_capped on a fake GPU of ``card`` bytes: the limits torch's allocator is set to, in order."""
-    from harness.measure import devices, workingset
+    from harness.measure.guards import workingset
+    from harness.measure.instruments import devices
     set_to = []
     monkeypatch.setattr(budget, "enforce_torch", lambda b, device=0: set_to.append(b.limit_bytes))
     monkeypatch.setattr(devices, "discover", lambda: fake_devices(total=card))
@@ -285,7 +287,7 @@ def test_the_runner_files_the_budget_handed_back_in_every_outcome_and_resolves_n
     from harness.cases.base import Case
     from harness.drive import runner
     from harness.drive.runner import execute
-    from harness.measure.memory import PeakMemory
+    from harness.measure.instruments.memory import PeakMemory
     from harness.measure.outcomes import CheckFailed
     from harness.measure.workload import Workload
     monkeypatch.setattr(runner, "PeakMemory", lambda gpus: PeakMemory())
@@ -303,7 +305,7 @@ def test_the_runner_files_the_budget_handed_back_in_every_outcome_and_resolves_n
     def build(budget, end):
         if end == "skipped_before":
             raise Skip("ended before resolving")
-        with __import__("harness.measure.budget", fromlist=["handed_back"]).handed_back(mine) as hand:
+        with __import__("harness.measure.guards.budget", fromlist=["handed_back"]).handed_back(mine) as hand:
             if end == "skipped":
                 raise Skip("ended after resolving")
             if end == "does_not_fit":
@@ -410,7 +412,7 @@ def fake_nvml(monkeypatch, used: list, processes):
         nvmlDeviceGetHandleByIndex=lambda i: ("handle", i), nvmlDeviceGetComputeRunningProcesses=running,
         nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(
             used=next(reads, last[0]) if h == ("handle", 0) else -1)))
-    from harness.measure import devices
+    from harness.measure.instruments import devices
     monkeypatch.setattr(devices, "cuda_gpu", lambda ordinal, devs=None: fake_devices().gpus[0])
     budget.measure_overhead.cache_clear()
 
@@ -432,17 +434,17 @@ def test_a_case_emulating_a_named_card_records_the_overhead_it_measured(monkeypa
     from harness.cases.base import Case
     from harness.drive import runner
     from harness.drive.runner import execute
-    from harness.measure.memory import PeakMemory
+    from harness.measure.instruments.memory import PeakMemory
     from harness.measure.workload import Workload
     monkeypatch.setattr(runner, "PeakMemory", lambda gpus: PeakMemory())
     devices = fake_devices(count=1)
     card = devices.gpus[0].memory_total
 
     def build(budget):
-        made = __import__("harness.measure.budget", fromlist=["resolve"]).resolve(
-            budget, card, "cupy", overhead=__import__("harness.measure.budget", fromlist=["Overhead"]).Overhead(
+        made = __import__("harness.measure.guards.budget", fromlist=["resolve"]).resolve(
+            budget, card, "cupy", overhead=__import__("harness.measure.guards.budget", fromlist=["Overhead"]).Overhead(
                 CONTEXT, "nvml process"))
-        with __import__("harness.measure.budget", fromlist=["handed_back"]).handed_back(made) as hand:
+        with __import__("harness.measure.guards.budget", fromlist=["handed_back"]).handed_back(made) as hand:
             return hand(Workload(step=lambda: None, check=lambda: {"limit": made.limit_bytes}, work={"bytes": 1},
                                  warmup=0, repeat=2))
 

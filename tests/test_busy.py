@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from harness.measure import busy
-from harness.measure.timing import no_prepare
+from harness.measure.instruments import busy
+from harness.measure.instruments.timing import no_prepare
 from nvml_stub import StrictNvml
 
 
@@ -95,7 +95,7 @@ def test_a_rank_runs_more_steps_only_where_its_timed_ones_were_too_short(monkeyp
 
 
 def test_a_parallel_records_busy_share_is_each_ranks_gpu_and_never_empty_on_gpus():
-    from harness.workloads.parallel import ranks_busy
+    from harness.workloads.parallelism.parallel import ranks_busy
     read = [{"busy": {"fraction": 0.45, "source": "nvml", "gpu": "gpu0"}},
             {"busy": {"fraction": 0.43, "source": "nvml", "gpu": "gpu1"}}]
     assert ranks_busy(read) == {"fraction": 0.88, "source": "nvml", "gpus": [0.45, 0.43], "sampled": ["gpu0", "gpu1"]}
@@ -105,7 +105,7 @@ def test_a_parallel_records_busy_share_is_each_ranks_gpu_and_never_empty_on_gpus
 
 
 def test_the_runner_files_what_the_ranks_read_where_they_ran_the_steps():
-    from harness.measure.timing import Timing
+    from harness.measure.instruments.timing import Timing
     from harness.measure.workload import Workload
     ranks = {"fraction": 0.9, "source": "nvml", "gpus": [0.9], "sampled": ["gpu0"]}
     w = Workload(step=lambda: None, check=dict, work={}, gpus=(0,), timing=Timing(1, 1, 1, 1, 1, 3, 1), busy=ranks)
@@ -251,7 +251,7 @@ def test_an_untraced_run_reads_nvml_over_its_timed_steps_and_runs_no_step_for_it
 
 def test_the_runner_hands_the_runs_trace_setting_to_the_busy_reading(monkeypatch, tmp_path):
     from harness.drive import runner
-    from harness.measure.store import RecordStore, RunContext
+    from harness.measure.records.store import RecordStore, RunContext
     asked = []
     monkeypatch.setattr(runner, "gpu_busy", lambda *a, trace=True: asked.append(trace) or {})
     for trace in (False, True):

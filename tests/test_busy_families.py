@@ -15,10 +15,10 @@ from harness import cases
 from harness.cases import ceilings
 from harness.drive import runner
 from harness.drive.runner import execute
-from harness.measure import busy
+from harness.measure.instruments import busy
 from harness.measure.outcomes import OK
-from harness.measure.timing import no_sync
-from harness.workloads import chainer_backend, chainer_nets
+from harness.measure.instruments.timing import no_sync
+from harness.workloads.chainer import chainer_backend, chainer_nets
 from test_busy import Utilisation
 
 CHAINER = {"chainer_mlp": {"batch": 256, "budget": "card"}, "chainer_cnn": {"batch": 128},

@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from harness.drive import bytecode, compare, suite
-from harness.measure.store import RecordStore, RunContext
+from harness.drive import bytecode
+from harness.drive.asv import suite
+from harness.drive.commands import compare
+from harness.measure.records.store import RecordStore, RunContext
 
 OFF, PREFIX = "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"
 
@@ -59,10 +61,10 @@ def test_asv_benchmarks_and_compare_runs_get_the_cache(monkeypatch, tmp_path):
     assert OFF not in env and env[PREFIX] == str(bytecode.CACHE)
     # A compare's run: a stand-in tree whose bench.measure says what its process was handed.
     tree = tmp_path / "tree"
-    (tree / "harness/drive").mkdir(parents=True)
-    for init in ("harness", "harness/drive"):
+    (tree / "harness/drive/asv").mkdir(parents=True)
+    for init in ("harness", "harness/drive", "harness/drive/asv"):
         (tree / init / "__init__.py").write_text("")
-    (tree / "harness/drive/bench.py").write_text(
+    (tree / "harness/drive/asv/bench.py").write_text(
         "import json, os\ndef measure(case, **params):\n"
         f"    print(json.dumps([os.environ.get({OFF!r}), os.environ.get({PREFIX!r})]))\n")
     bench = compare.todo.Bench("ceilings", "Host", (), "", "ceilings", json.dumps({"probe": "host_copy"}))

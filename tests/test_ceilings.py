@@ -83,7 +83,7 @@ OPERANDS = {"device_copy": 2 * ceilings.DEVICE_COPY_BYTES, "h2d_pinned": 2 * cei
 def test_committed_ceiling_step_peaks_equal_their_operands():
     """Records whose memory covers the timed steps alone (schema 2): the allocator's peak is what
     the probe holds, within the allocator's 2 MiB rounding; set-up and check leave no trace."""
-    from harness.measure.store import load_any
+    from harness.measure.records.store import load_any
     recs = [r for r in load_any(FROZEN / "records").records
             if r.case == "ceilings" and r.ok and r.schema >= 2 and r.params["probe"] in OPERANDS]
     assert len(recs) >= 14, "the H100 and H200 ceilings at schema 2 should be committed"
@@ -103,7 +103,7 @@ def test_the_context_probe_reads_each_stage_outside_the_allocators_pool(monkeypa
     MiB = 2**20
     fake_nvml(monkeypatch, [1000 * MiB, 1500 * MiB, 1700 * MiB], None)  # before, after the context, after cuBLAS
     monkeypatch.setattr(ceilings, "need_gpus", lambda n: fake_devices())
-    monkeypatch.setattr("harness.measure.workingset.card", lambda devices: devices.gpus[0])
+    monkeypatch.setattr("harness.measure.guards.workingset.card", lambda devices: devices.gpus[0])
     cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None)))
     monkeypatch.setattr(ceilings, "need_cupy", lambda: cupy)
     monkeypatch.setattr(ceilings, "_cupy_stages", lambda module: iter([("cuda", lambda: 2 * MiB),
@@ -115,7 +115,7 @@ def test_the_context_probe_reads_each_stage_outside_the_allocators_pool(monkeypa
 
 def test_the_docs_table_each_gpus_context_from_its_records():
     from harness.report import specs
-    from harness.report.pages import model
+    from harness.report import model
     from harness.units import gb
     from test_chooser import record
     levels = {"context.cuda": 524_288_000, "context.cublas": 612_368_384, "context.cudnn": 700_448_768}

@@ -7,22 +7,22 @@ import types
 import numpy as np
 import pytest
 
-from harness.workloads import compat_chainer
-from harness.measure import requirements
-from harness.measure import shims
+from harness.workloads.chainer import compat_chainer
+from harness.measure.guards import requirements
+from harness.measure.instruments import shims
 from harness.cases.chainer_cnn import cnn_workload
 from harness.cases.chainer_gcn import gcn_workload
 from harness.cases.chainer_mlp import mlp_workload
 from harness.cases.torch_gcn import torch_gcn_workload
-from harness.measure.environment import snapshot
-from harness.workloads.graphs import gcn_reference_rows, gcn_weights, planted_partition
+from harness.measure.instruments.environment import snapshot
+from harness.workloads.chainer.graphs import gcn_reference_rows, gcn_weights, planted_partition
 from harness.measure.outcomes import CheckFailed, Skip
 from harness.drive.runner import execute
 
 from conftest import fake_devices
 
 chainer, _ = compat_chainer.import_chainer()
-from harness.workloads import chainer_nets as nets  # noqa: E402  (after Chainer's import through the shims)
+from harness.workloads.chainer import chainer_nets as nets  # noqa: E402  (after Chainer's import through the shims)
 
 
 def train(workload, steps=12):
@@ -34,7 +34,7 @@ def train(workload, steps=12):
 # ---- the shims --------------------------------------------------------------------------------
 
 def test_chainer_imports_and_trains_in_a_fresh_process_on_numpy_2():
-    code = ("import sys, numpy; from harness.workloads.compat_chainer import import_chainer;"
+    code = ("import sys, numpy; from harness.workloads.chainer.compat_chainer import import_chainer;"
             "c, applied = import_chainer();"
             "from harness.cases.chainer_mlp import mlp_workload;"
             "w = mlp_workload('cpu', 'numpy', 64, sizes=(16, 32, 4));"
@@ -134,7 +134,7 @@ def test_gcn_gradient_matches_a_numerical_gradient():
 
 def test_chainer_and_torch_gcns_agree_on_the_same_weights():
     torch = pytest.importorskip("torch")
-    from harness.workloads import torch_gcn as tg
+    from harness.workloads.chainer import torch_gcn as tg
     graph = planted_partition(300, 16, 4)
     w1, w2 = gcn_weights(16, 8, 4)
     adj = nets.coo_on(chainer.get_device("@numpy"), graph)

@@ -4,11 +4,12 @@ import dataclasses
 import json
 import re
 
-from harness.measure.budget import CARDS
-from harness.measure.environment import snapshot
-from harness.measure.record import Record
-from harness.measure.timing import Timing
-from harness.report.pages import chooser, model
+from harness.measure.guards.budget import CARDS
+from harness.measure.instruments.environment import snapshot
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
+from harness.report import model
+from harness.report.pages import chooser
 from harness.report.pages.chooser import Trial
 
 from conftest import fake_devices
@@ -215,7 +216,7 @@ def planted_row(case="seed000", params=None, outcome="ok", check=None, timing=Tr
     if timing and rec.timing is None:
         changes["timing"] = Timing(0.1, 0.1, 0.1, 0.1, 0.1, 3, 0)
     if not gpu:
-        from harness.measure.devices import Devices
+        from harness.measure.instruments.devices import Devices
         changes["environment"] = snapshot(Devices(reason="no GPU (test)"))
     return rows(dataclasses.replace(rec, **changes))[0]
 

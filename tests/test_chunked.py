@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from harness.workloads.chunked import (MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, TARGET_CHUNKS, HostLane, chunk_elements,
+from harness.workloads.cupy.chunked import (MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, TARGET_CHUNKS, HostLane, chunk_elements,
                                      run_chunks, spans)
 
 

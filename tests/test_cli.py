@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from harness.drive import bootstrap
-from harness.drive import cli
+from harness.drive.commands import bootstrap
+from harness.drive.commands import cli
 from harness.cases import ceilings
 
 
@@ -90,7 +90,7 @@ def test_bootstrap_gives_up_instead_of_looping(calls, monkeypatch):
 
 
 def test_wheelhouse_downloads_binary_wheels_for_the_named_python_and_platform(tmp_path):
-    from harness.drive import wheelhouse
+    from harness.drive.commands import wheelhouse
     cmd = wheelhouse.command(tmp_path, "3.12", ["manylinux_2_17_x86_64"], ["torch==2.11.0"])
     assert cmd[3:5] == ["download", "--only-binary=:all:"]
     assert cmd[cmd.index("--python-version") + 1] == "3.12" and cmd[cmd.index("--platform") + 1] == "manylinux_2_17_x86_64"
@@ -125,8 +125,9 @@ def test_case_sets_up_like_run_so_python3_dash_m_harness_case_works_on_a_fresh_c
 
 def test_run_files_results_locally_unless_asked_and_passes_the_profile(monkeypatch, tmp_path):
     """A plain run writes under .asv/results (git-ignored); --file into results/; --results DIR there."""
-    from harness.drive import bootstrap, suite
-    from harness.measure.store import COMMITTED, LOCAL
+    from harness.drive.asv import suite
+    from harness.drive.commands import bootstrap
+    from harness.measure.records.store import COMMITTED, LOCAL
     seen = []
     monkeypatch.setattr(bootstrap, "ensure", lambda command: None)
     monkeypatch.setattr(suite, "run", lambda **kw: seen.append(kw) or 0)

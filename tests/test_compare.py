@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import cli, compare
-from harness.drive.bench import RUN_ENV
-from harness.measure.devices import Devices
-from harness.measure.environment import snapshot
+from harness.drive.commands import cli, compare
+from harness.drive.asv.bench import RUN_ENV
+from harness.measure.instruments.devices import Devices
+from harness.measure.instruments.environment import snapshot
 from harness.measure.outcomes import OK
-from harness.measure.record import Record
-from harness.measure.store import RecordStore
-from harness.measure.timing import Timing
+from harness.measure.records.record import Record
+from harness.measure.records.store import RecordStore
+from harness.measure.instruments.timing import Timing
 
 REPO = Path(__file__).resolve().parents[1]
 HOST_COPY = r"^ceilings\.Host\.\w+\('host_copy'\)"

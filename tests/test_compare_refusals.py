@@ -4,8 +4,8 @@ that is no expression or selects nothing, what one run's line says, and the comp
 put above the gate's report."""
 import pytest
 
-from harness.drive import compare, todo
-from harness.drive.compare_state import CompareRefused
+from harness.drive.commands import compare, todo
+from harness.drive.commands.compare_state import CompareRefused
 
 from conftest import git, git_repo
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import cli, compare
-from harness.drive.compare_state import STATE, CompareRefused, State
-from harness.drive.todo import Bench
-from harness.measure.store import RecordStore
+from harness.drive.commands import cli, compare
+from harness.drive.commands.compare_state import STATE, CompareRefused, State
+from harness.drive.commands.todo import Bench
+from harness.measure.records.store import RecordStore
 from test_compare import HOST, FakeRunner, git, rendered
 
 BASE_TIMES = {1: 0.0100, 2: 0.01004, 3: 0.01002}
@@ -393,7 +393,7 @@ def test_a_results_folder_without_records_is_taken(tmp_path):
 
 def test_a_stopped_case_s_runs_are_moved_aside_from_every_round_file_and_counted(tmp_path):
     from gate_records import record
-    from harness.measure.record import Record
+    from harness.measure.records.record import Record
     state = a_state()
     runs = compare.contexts(tmp_path, state)
     stopped, whole = {"probe": "device_copy"}, {"probe": "matmul_bf16"}

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import begun, compare
-from harness.drive.compare_state import STATE, State
-from harness.drive.todo import Bench
+from harness.drive.asv import begun
+from harness.drive.commands import compare
+from harness.drive.commands.compare_state import STATE, State
+from harness.drive.commands.todo import Bench
 from test_compare import file_run
 from test_compare_resume import FakeClock
 

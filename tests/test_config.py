@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from harness.measure.budget import resolve
+from harness.measure.guards.budget import resolve
 from harness.units import GB
 from harness import cases
 from harness.cases import ceilings
 from harness.cases.base import Case, Config
-from harness.drive import cli
+from harness.drive.commands import cli
 from harness.drive.runner import execute
 
 TRICKS = dict(device="cpu", workload="lm", technique="fp32", budget="card",
@@ -143,8 +143,9 @@ def test_execute_takes_a_config_as_it_is_and_makes_a_dict_into_one_once(config_c
 
 def test_the_builders_take_the_configs_word_and_skip_only_combinations():
     from harness.measure.outcomes import Skip
-    from harness.workloads import chainer_backend, tricks as trick_steps
-    from harness.workloads.ways import parse
+    from harness.workloads.chainer import chainer_backend
+    from harness.workloads.training import tricks as trick_steps
+    from harness.workloads.training.ways import parse
     # No second check of the declared values: the config is the one place that refuses them, so
     # a builder handed a value outside them (which no config lets through) does not check again.
     assert trick_steps.applies("gpt", parse("bf16_autocast")) is None

@@ -1,8 +1,8 @@
 import pytest
 
-from harness.measure import devices
-from harness.measure.machine import machine_info, machine_name
-from harness.measure.environment import snapshot
+from harness.measure.instruments import devices
+from harness.measure.instruments.machine import machine_info, machine_name
+from harness.measure.instruments.environment import snapshot
 
 from conftest import fake_devices
 
@@ -50,7 +50,7 @@ def test_the_gpus_a_process_can_use_are_named_by_their_nvml_index(visible, expec
 
 def test_a_case_samples_the_memory_of_the_gpus_it_can_see_only(monkeypatch):
     from harness.drive import runner
-    from harness.measure.memory import PeakMemory
+    from harness.measure.instruments.memory import PeakMemory
     from harness.measure.workload import Workload
     from harness.cases.base import Case
     asked = []

@@ -1,12 +1,12 @@
-"""What NVML says of the box, read into Devices (harness.measure.devices), against a strict stand-in
+"""What NVML says of the box, read into Devices (harness.measure.instruments.devices), against a strict stand-in
 for pynvml: handles are objects of their own, each GPU differs from the others in memory, name
 and UUID, so a value read from the wrong handle, or none, shows."""
 import sys
 
 import pytest
 
-from harness.measure import devices
-from harness.measure.devices import GPU, Devices
+from harness.measure.instruments import devices
+from harness.measure.instruments.devices import GPU, Devices
 from nvml_stub import GiB, StrictNvml
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import cli
+from harness.drive.commands import cli
 from harness.measure.outcomes import OK
 from harness.report import docs, specs
-from harness.report.pages.model import latest, load_rows
+from harness.report.model import latest, load_rows
 from harness.report.tables import machine_label
 
 from conftest import FROZEN, plain

@@ -5,10 +5,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness import cases
-from harness.measure.record import Record
+from harness.measure.records.record import Record
 from harness.report import efficiency as eff
 from harness.report import noise, summary, tables
-from harness.report.pages.model import load_rows
+from harness.report.model import load_rows
 
 from conftest import FROZEN, plain, render, table
 

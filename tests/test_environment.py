@@ -9,8 +9,8 @@ from importlib import metadata
 
 import pytest
 
-from harness.measure import environment as env
-from harness.measure import host, shims
+from harness.measure.instruments import environment as env
+from harness.measure.instruments import host, shims
 
 from conftest import fake_devices
 

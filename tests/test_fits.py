@@ -10,12 +10,12 @@ from conftest import set_run
 
 import pytest
 
-from harness.measure.budget import resolve
+from harness.measure.guards.budget import resolve
 from harness.units import GB
 import harness
 from harness import cases
 from harness.cases.base import Config
-from harness.workloads import fits, probe_log
+from harness.workloads.search import fits, probe_log
 from harness.measure.outcomes import Skip
 from harness.drive.runner import execute
 
@@ -80,7 +80,7 @@ def test_the_probes_path_leads_to_this_checkouts_harness(monkeypatch):
 
 
 def test_a_probe_grows_the_batch_or_one_sequence():
-    from harness.workloads.fits_probe import sizes
+    from harness.workloads.search.fits_probe import sizes
     assert sizes("batch", 12) == {"batch": 12, "micro_batch": 12}
     assert sizes("seq_len", 4096) == {"seq_len": 4096, "batch": 1, "micro_batch": 1}
     with pytest.raises(ValueError, match="over='width' is not one of: batch, seq_len"):
@@ -183,7 +183,8 @@ def test_earlier_runs_hint_the_bracket_they_found_and_none_where_they_disagree(t
     assert earlier.bracket(key, 16) == (9, 10) and earlier.runs(key) == [2, 0] and earlier.runs({"technique": "x"}) == [0, 0]
     assert earlier.bracket(key, 24) == (9, None)  # a failure under less says nothing about more
     probe_log.ProbeLog(tmp_path / "c.ndjson").add(key, 16, {"n": 12, "fits": True, "peak_allocated": 15})
-    assert probe_log.EarlierRuns(sorted(tmp_path.glob("*.ndjson"))).bracket(key, 16) == (None, None)  # 12 fit, 10 did not
+    # 12 fit, 10 did not
+    assert probe_log.EarlierRuns(sorted(tmp_path.glob("*.ndjson"))).bracket(key, 16) == (None, None)
     assert earlier.points(key) == [(9, 14), (8, 14)]
 
 
@@ -201,7 +202,7 @@ def test_another_machines_bracket_serves_only_where_this_ones_runs_found_none(tm
 
 
 def test_the_earlier_probe_logs_are_this_machines_other_runs_and_every_other_machines(tmp_path):
-    from harness.measure.store import RecordStore
+    from harness.measure.records.store import RecordStore
     store = RecordStore(tmp_path)
     run = store.run_file("box", "0123abcd", "r2")
     names = [store.probe_log(store.run_file(m, "0123abcd", r)) for m, r in (("box", "r1"), ("box", "r2"), ("other", "r9"))]
@@ -405,7 +406,8 @@ def test_a_probe_killed_when_host_memory_ran_out_does_not_fit_under_any_cap(fake
 
 def test_the_probe_names_the_memory_that_ran_short(monkeypatch):
     from harness.measure.outcomes import HOST, DoesNotFit
-    from harness.workloads import fits_probe, tricks as trick_steps
+    from harness.workloads.search import fits_probe
+    from harness.workloads.training import tricks as trick_steps
     params = dict(device="cpu", workload="lm", technique="save_on_cpu", budget="card", batch=1, micro_batch=1,
                   vocab=128, width=32, depth=2, seq_len=16)
     def failing(error):

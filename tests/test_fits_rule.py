@@ -13,11 +13,11 @@ from conftest import render, set_run
 from gate_records import fits as fits_record, write
 from harness.cases import fits as fits_case
 from harness.drive.runner import execute
-from harness.measure.record import Record
+from harness.measure.records.record import Record
 from harness.report import gate, noise, tables
 from harness.report.pages import build
-from harness.report.pages.model import load_rows
-from harness.workloads import fits, probe_log
+from harness.report.model import load_rows
+from harness.workloads.search import fits, probe_log
 
 LIMIT = 4096
 

@@ -6,7 +6,7 @@ from fractions import Fraction
 import pytest
 
 from harness.units import GB
-from harness.workloads import fits
+from harness.workloads.search import fits
 
 
 @pytest.mark.parametrize("boundary", [1, 2, 3, 37, 64, 65, 1000, 4097])
@@ -67,7 +67,8 @@ def test_with_sizes_measured_either_side_of_the_cap_the_estimate_reads_the_line_
     assert fits.linear_estimate(squared, cap=100) == 9  # 8 (64) and 16 (256): 8 + 36 x 8 / 192
     assert fits.linear_estimate([(n, m) for n, m in squared if m <= 100], cap=100) == 11  # past 8 it overshoots 10
     assert fits.linear_estimate([(1, 10), (2, 20), (3, 200)], cap=100) == 2  # 2 and 3 bracket it, a span of four or not
-    assert fits.linear_estimate([(1, 10), (2, 20), (4, 40), (3, 500)], cap=100) == 10  # a point out of order is passed by
+    # a point out of order is passed by
+    assert fits.linear_estimate([(1, 10), (2, 20), (4, 40), (3, 500)], cap=100) == 10
 
 
 # Peak reserved bytes of the fp32 LM (width 1024, 12 layers, 1024 tokens) on the H200, from the

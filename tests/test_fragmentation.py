@@ -12,12 +12,13 @@ import numpy
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from harness.drive import cli
+from harness.drive.commands import cli
 from harness.drive.runner import execute
-from harness.measure.memory import fragmentation, reserved_peak, torch_peaks
-from harness.workloads import allocator, fits
-from harness.workloads.fragmenting import (AttentionStack, Sizes, attention_layers, images, live_bytes, sequences,
-                                           shapes_of)
+from harness.measure.instruments.memory import fragmentation, reserved_peak, torch_peaks
+from harness.workloads.search import fits
+from harness.workloads.training import allocator
+from harness.workloads.training.fragmenting import (AttentionStack, Sizes, attention_layers, images, live_bytes,
+                                                    sequences, shapes_of)
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = dict(device="cpu", workload="lm", shapes="uniform16-64", allocator="default", precision="fp32", budget="card",
@@ -138,7 +139,7 @@ def test_shape_names_are_parsed_or_refused():
 
 
 def test_a_step_holds_as_many_whole_samples_as_fit_and_refuses_none():
-    from harness.workloads.fragmenting import images, sequences
+    from harness.workloads.training.fragmenting import images, sequences
     assert sequences(1024, 1024) == 1 and sequences(4095, 1024) == 3 and images(2 * 224 * 224, 224) == 2
     with pytest.raises(ValueError) as e:
         sequences(1023, 1024)
@@ -199,7 +200,7 @@ def test_under_async_and_a_budget_the_reserve_is_held_to_the_budgets_bytes():
     """cudaMallocAsync's fraction caps what torch has in use, not its reserve: the check says
     whether the reserve went past the budget the case capped torch at (none on the whole card)."""
     from harness.cases import fragmentation as case
-    from harness.measure import budget
+    from harness.measure.guards import budget
     cuda = SimpleNamespace(max_memory_allocated=lambda d: 10, max_memory_reserved=lambda d: 16 * 10**9 + 1,
                            memory_stats=lambda d: {"num_alloc_retries": 3, "num_ooms": 1})
     torch = SimpleNamespace(cuda=cuda)
@@ -233,8 +234,8 @@ def test_the_bucketed_lm_case_trains_only_at_the_bucket_lengths_on_the_cpu():
 
 
 def test_the_everyday_loop_keeps_the_last_steps_logits_and_zeroed_gradients_into_the_next():
-    from harness.workloads.fragmenting import lm_trainer
-    from harness.workloads.training import precision
+    from harness.workloads.training.fragmenting import lm_trainer
+    from harness.workloads.training.trainer import precision
     for keep in (False, True):
         step, trainer, _ = lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"),
                                       keep_references=keep)
@@ -266,8 +267,8 @@ def test_records_filed_before_the_loop_and_the_draws_were_parameters_ran_the_sui
 
 
 def test_the_draws_reorder_the_lengths_and_leave_the_model_and_its_data_alone():
-    from harness.workloads.fragmenting import lm_trainer
-    from harness.workloads.training import precision
+    from harness.workloads.training.fragmenting import lm_trainer
+    from harness.workloads.training.trainer import precision
     made = {d: lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"), draws=d)
             for d in (0, 1)}
     (step0, trainer0, _), (step1, trainer1, _) = made[0], made[1]
@@ -287,8 +288,8 @@ def test_pairings_that_mean_nothing_skip_with_the_reason(change, reason):
 
 
 def test_the_varying_step_feeds_the_trainer_each_size():
-    from harness.workloads.fragmenting import lm_trainer
-    from harness.workloads.training import precision
+    from harness.workloads.training.fragmenting import lm_trainer
+    from harness.workloads.training.trainer import precision
     step, trainer, tokens = lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"))
     for i in range(3):
         step()
@@ -310,7 +311,7 @@ def test_the_attention_step_keeps_what_it_says_and_matches_the_host():
 
 
 def test_the_limited_pool_is_held_to_its_live_bytes_or_the_budget(monkeypatch):
-    from harness.measure import memory
+    from harness.measure.instruments import memory
     monkeypatch.setattr(memory, "_WATCHED", {})  # the fake pool is watched: not beyond this test
     made = []
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness import cases
-from harness.drive import cli
-from harness.measure import record
+from harness.drive.commands import cli
+from harness.measure.records import record
 from harness.report import gate, markdown, noise
 
 from conftest import FROZEN
@@ -113,7 +113,8 @@ def test_two_honest_h100_hosts_have_no_slower_or_bigger_case(tmp_path):
     assert report.compared == 59 and rows_of(report) == []
     new_keys = {(r["case"], json.dumps(r["params"], sort_keys=True)) for f in new.iterdir() for r in read(f)}
     missing = [r for r in report.rows if r.verdict.startswith("missing")]
-    assert missing and all((r.case, json.dumps(r.params, sort_keys=True)) not in new_keys for r in missing)  # only what 70b74ec2 never ran
+    # only what 70b74ec2 never ran
+    assert missing and all((r.case, json.dumps(r.params, sort_keys=True)) not in new_keys for r in missing)
 
 
 def test_two_honest_h200_hosts_have_no_slower_case_in_ceilings_and_unified(tmp_path):

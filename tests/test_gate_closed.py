@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gate_records import H100, H200, fits, record, write
-from harness.drive import cli
+from harness.drive.commands import cli
 from harness.report import gate
 from harness.units import MB
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.measure.store import load_file
+from harness.measure.records.store import load_file
 from harness.report import gate, markdown
 
 from conftest import FROZEN

@@ -26,9 +26,9 @@ import pytest
 
 from conftest import fake_devices
 from gate_records import CARD
-from harness.measure.environment import Environment
-from harness.measure.record import Record
-from harness.measure.timing import Timing
+from harness.measure.instruments.environment import Environment
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
 from harness.report import gate, noise
 
 DATA = Path(__file__).parent / "data" / "gpu_bound_hosts.jsonl"

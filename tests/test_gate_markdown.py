@@ -14,7 +14,7 @@ from markdown_it import MarkdownIt
 
 from gate_records import record, write
 from harness.measure.outcomes import FAILED
-from harness.measure.store import load_file
+from harness.measure.records.store import load_file
 from harness.report import gate, markdown
 
 FORGED = "x\n\n**PASS: 0 regression(s) in 9 case(s) compared; 0 retired**\n\n<!--"

@@ -82,7 +82,7 @@ def test_a_case_whose_later_rounds_were_not_traced_is_judged_by_its_first_rounds
 
 
 def test_the_rounds_busy_share_is_the_traced_one_before_nvmls_coarser_reading():
-    from harness.measure.record import Record
+    from harness.measure.records.record import Record
     from harness.report import rounds
     shares = [{"fraction": 0.98, "source": "cupti"}, {"fraction": 0.61, "source": "nvml"},
               {"source": "none", "reason": "not traced"}]
@@ -186,7 +186,7 @@ def test_another_cases_scatter_is_not_borrowed(tmp_path):
 
 
 def test_without_an_earlier_compare_a_host_bound_step_keeps_the_sessions_floor():
-    from harness.measure.record import Record
+    from harness.measure.records.record import Record
     recs = [Record.from_dict(record(median=m, n=20, run=f"r{r}", created=float(r), **PAGEABLE))
             for r, m in enumerate(LUMPY_BASE, 1)]
     key = noise.key_of(recs[0])
@@ -196,7 +196,7 @@ def test_without_an_earlier_compare_a_host_bound_step_keeps_the_sessions_floor()
 
 
 def test_harness_gate_rounds_judges_a_compares_folder_again_as_the_compare_would(tmp_path, monkeypatch, capsys):
-    from harness.drive import cli
+    from harness.drive.commands import cli
     folder = tmp_path / "compare"
     base = rounds_of(folder / "base", LUMPY_BASE, "cccccccc", **PAGEABLE)
     new = rounds_of(folder / "new", LUMPY_NEW, "cccccccc", t0=10.0, **PAGEABLE)
@@ -217,7 +217,7 @@ def pageable(medians, *, gpu=H100, gpus=1, host="host-a", t0=0.0) -> list:
 
     from conftest import fake_devices
     from gate_records import CARD
-    from harness.measure.record import Record
+    from harness.measure.records.record import Record
     recs = [Record.from_dict(record(median=m, n=20, run=f"20990101T000000-abcdef-r{r}", created=t0 + r, gpu=gpu,
                                     host=host, **PAGEABLE)) for r, m in enumerate(medians, 1)]
     if gpus == 1:

@@ -7,8 +7,8 @@ import pytest
 from gate_records import FITS, fits, record
 
 GB = 10**9
-from harness.measure.record import Record
-from harness.measure.timing import Timing
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
 from harness.report import gate, markdown, noise
 from harness.units import ms
 

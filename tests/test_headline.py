@@ -6,14 +6,15 @@ import json
 
 import pytest
 
-from harness.measure.devices import Devices
-from harness.measure.environment import snapshot
-from harness.measure.machine import machine_name
+from harness.measure.instruments.devices import Devices
+from harness.measure.instruments.environment import snapshot
+from harness.measure.instruments.machine import machine_name
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED
-from harness.measure.record import Record
-from harness.measure.timing import Timing
-from harness.report.pages import families, headline
-from harness.report.pages.model import load_rows, versions_of
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
+from harness.report import families
+from harness.report.pages import headline
+from harness.report.model import load_rows, versions_of
 
 from conftest import fake_devices
 
@@ -220,5 +221,5 @@ def test_the_base_is_the_ok_baseline_sharing_most_of_the_rows_parameters():
 
 
 def _row(rec: Record):
-    from harness.report.pages.model import Row
+    from harness.report.model import Row
     return Row("r-0", rec, "results/records/planted/planted.jsonl", 1)

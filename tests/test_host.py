@@ -1,4 +1,4 @@
-"""Which physical host a record came from (harness.measure.host): a hash of the GPUs' UUIDs, else
+"""Which physical host a record came from (harness.measure.instruments.host): a hash of the GPUs' UUIDs, else
 of the machine id and hostname, and each GPU's PCIe link and NUMA node as NVML and sysfs say."""
 import hashlib
 import sys
@@ -7,8 +7,8 @@ import types
 import pytest
 
 from conftest import fake_devices
-from harness.measure import host
-from harness.measure.devices import Devices
+from harness.measure.instruments import host
+from harness.measure.instruments.devices import Devices
 
 
 class LinkNvml(types.ModuleType):

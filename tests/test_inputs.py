@@ -1,4 +1,4 @@
-"""What ``harness.measure.inputs`` promises, function by function: each refusal names the path,
+"""What ``harness.measure.guards.inputs`` promises, function by function: each refusal names the path,
 what it was given for and the fix; a line longer than the cap is skipped and the next one read;
 a failed whole-file write leaves the old file and no partial copy; a full disk is named with its
 free space; numbers are bounded; host memory is read from its variable. In-process and quick:
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.measure import inputs
-from harness.measure.inputs import Refused
+from harness.measure.guards import inputs
+from harness.measure.guards.inputs import Refused
 
 FIFO_KIND = "a FIFO"
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from harness.drive import begun, bench, bootstrap, cli, suite
-from harness.measure import inputs, workingset
-from harness.measure.store import RecordStore, append_line, load_file
+from harness.drive.asv import begun, bench, suite
+from harness.drive.commands import bootstrap, cli
+from harness.measure.guards import inputs, workingset
+from harness.measure.records.store import RecordStore, append_line, load_file
 from harness.report import gate as gate_module
 
 from conftest import set_run
@@ -200,7 +201,7 @@ def test_a_bench_matching_no_benchmark_is_refused_before_the_run(tmp_path, monke
 
 
 def test_a_bench_naming_a_benchmark_without_its_parameters_is_taken():
-    from harness.drive import todo
+    from harness.drive.commands import todo
     assert todo.unmatched(r"^ceilings\.Host\.track_seconds_per_step$") is None
     assert todo.unmatched(r"^ceilings\.Host\.\w+\('host_copy'\)") is None
     assert todo.unmatched(r"^ceilings\.Host\.\w+\('nope'\)")
@@ -343,7 +344,7 @@ def test_a_case_that_cannot_file_its_record_names_the_full_disk(ctx, monkeypatch
 
 
 def test_a_case_lost_while_the_disk_was_full_is_filed_as_such(ctx, monkeypatch):
-    from harness.measure.environment import snapshot
+    from harness.measure.instruments.environment import snapshot
     from test_begun import begun_by, dead_pid
     ctx.path.parent.mkdir(parents=True)
     begun_by(ctx, dead_pid(), harness_pid=ctx.parent_pid)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from harness.workloads import kernels
+from harness.workloads.cupy import kernels
 from harness.measure.outcomes import CheckFailed
 
 MiB = 2**20

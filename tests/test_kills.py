@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.measure.store import BEGUN_SUFFIX, load_file, read_lines
+from harness.measure.records.store import BEGUN_SUFFIX, load_file, read_lines
 
 REPO = Path(__file__).resolve().parents[1]
 GONE_WITHIN_S = 5
@@ -171,7 +171,7 @@ import ctypes, json, os, signal, subprocess, sys, time
 import psutil
 ctypes.CDLL("libc.so.6").prctl(36, 1, 0, 0, 0)
 pid_dir, scenario, worker, timeout_s = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-code = ("import sys, torch; sys.path.insert(0, 'tests'); import launch_workers; from harness.workloads.launch import launch; "
+code = ("import sys, torch; sys.path.insert(0, 'tests'); import launch_workers; from harness.workloads.parallelism.launch import launch; "
         f"launch(launch_workers.{worker}, 2, (sys.argv[1],), timeout_s={timeout_s})")
 case = subprocess.Popen([sys.executable, "-c", code, pid_dir], stderr=subprocess.PIPE, text=True)
 seen, noted = {}, set()

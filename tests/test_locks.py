@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import bootstrap, cli, suite
-from harness.measure import locks
-from harness.measure.store import RecordStore
-from harness.workloads import fits
-from harness.workloads.launch import launch
+from harness.drive.asv import suite
+from harness.drive.commands import bootstrap, cli
+from harness.measure.guards import locks
+from harness.measure.records.store import RecordStore
+from harness.workloads.search import fits
+from harness.workloads.parallelism.launch import launch
 
 import launch_workers
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from harness.measure import locks
+from harness.measure.guards import locks
 
 from conftest import fake_devices
 
@@ -104,13 +104,13 @@ def test_several_gpus_are_taken_once_each_in_uuid_order(tmp_path, monkeypatch):
 
 def test_the_gpus_locked_are_those_this_process_sees(monkeypatch):
     asked = []
-    monkeypatch.setattr("harness.measure.devices.discover", lambda: asked.append(1) or fake_devices(count=2))
+    monkeypatch.setattr("harness.measure.instruments.devices.discover", lambda: asked.append(1) or fake_devices(count=2))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert locks.visible_gpu_uuids([1, 0, 5]) == ["GPU-1", "GPU-0"]
     assert len(asked) == 1  # NVML asked once, not once an ordinal
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert locks.visible_gpu_uuids([0, 1]) == ["GPU-1"]
-    monkeypatch.setattr("harness.measure.devices.discover", lambda: fake_devices(count=0))
+    monkeypatch.setattr("harness.measure.instruments.devices.discover", lambda: fake_devices(count=0))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert locks.visible_gpu_uuids([0]) == []  # a CPU box locks nothing
 

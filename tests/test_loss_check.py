@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from harness.measure.outcomes import CheckFailed
-from harness.workloads import tricks as trick_steps
-from harness.workloads.ways import parse
+from harness.workloads.training import tricks as trick_steps
+from harness.workloads.training.ways import parse
 
 SHAPE = dict(device="cpu", workload="lm", batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
 

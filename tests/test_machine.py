@@ -1,5 +1,5 @@
 """The name a box's results are filed under, the label people read, and what asv is told of it
-(harness.measure.machine): a wrong name files one card's figures beside another's."""
+(harness.measure.instruments.machine): a wrong name files one card's figures beside another's."""
 import hashlib
 import types
 from dataclasses import replace
@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from conftest import fake_devices
-from harness.measure import machine
-from harness.measure.devices import Devices
-from harness.measure.environment import Environment
+from harness.measure.instruments import machine
+from harness.measure.instruments.devices import Devices
+from harness.measure.instruments.environment import Environment
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -3,8 +3,8 @@ import time
 
 import numpy as np
 
-from harness.measure import memory
-from harness.measure.memory import PeakMemory
+from harness.measure.instruments import memory
+from harness.measure.instruments.memory import PeakMemory
 
 MiB = 2**20
 

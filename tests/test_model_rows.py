@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from harness.measure.environment import snapshot
+from harness.measure.instruments.environment import snapshot
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED
-from harness.measure.record import Record
-from harness.measure.timing import Timing
-from harness.report.pages.model import (age, latest, libraries, load_rows, newest_stack, pareto, record_id, release,
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
+from harness.report.model import (age, latest, libraries, load_rows, newest_stack, pareto, record_id, release,
                                         versions_of, what_fits)
 
 from conftest import fake_devices

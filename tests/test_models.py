@@ -3,8 +3,9 @@ batch statistics, so a batch split in two gives the whole batch's gradient."""
 import pytest
 import torch
 
-from harness.workloads.models import (EncDecConfig, LMConfig, encoder_decoder, images, lm_layers, parameter_count,
-                                     resnet50, resnet_layers, run_block, tokens, transformer_lm)
+from harness.workloads.training.models import (EncDecConfig, LMConfig, encoder_decoder, images, lm_layers,
+                                               parameter_count, resnet50, resnet_layers, run_block, tokens,
+                                               transformer_lm)
 
 SMALL = dict(vocab=97, width=32, depth=2, heads=4, seq_len=16)
 
@@ -30,7 +31,8 @@ def test_language_model_is_causal():
 def test_split_batch_gives_the_whole_batch_gradient():
     model = transformer_lm(LMConfig(**SMALL), seed=3)
     x, t = tokens(4, 16, SMALL["vocab"], seed=1)
-    loss = lambda xs, ts: torch.nn.functional.cross_entropy(model(xs).flatten(0, 1), ts.flatten(), reduction="sum")  # noqa: E731
+    # noqa: E731
+    loss = lambda xs, ts: torch.nn.functional.cross_entropy(model(xs).flatten(0, 1), ts.flatten(), reduction="sum")
     whole = torch.autograd.grad(loss(x, t), list(model.parameters()))
     halves = [torch.autograd.grad(loss(x[i:i + 2], t[i:i + 2]), list(model.parameters())) for i in (0, 2)]
     for w, a, b in zip(whole, *halves):
@@ -198,7 +200,7 @@ def test_a_block_is_pre_norm_with_both_residuals():
 
 
 def test_no_model_checkpoints_unless_the_technique_asks_and_then_every_block_does(monkeypatch):
-    from harness.workloads import models
+    from harness.workloads.training import models
     seen = []
     real = models.run_block
     monkeypatch.setattr(models, "run_block", lambda *a, checkpointed=False, **k: seen.append(checkpointed)

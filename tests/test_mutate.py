@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.drive import bootstrap, cli, mutate
+from harness.drive.commands import bootstrap, cli, mutate
 
 # mutmut's `results --all true` listing, as it prints it (four spaces, the mutant, its status).
 LISTING = """\
@@ -45,27 +45,27 @@ def test_the_score_counts_caught_mutants_over_all_but_skipped_ones():
 
 def test_where_part_of_a_module_is_mutated_only_its_mutants_count():
     listing = """\
-    harness.workloads.tricks.x_curve_gap__mutmut_1: killed
-    harness.workloads.tricks.x_curve_gap__mutmut_2: survived
-    harness.workloads.tricks.x_deviation__mutmut_1: killed
-    harness.workloads.tricks.x_deviations__mutmut_1: not checked
-    harness.workloads.tricks.x_train__mutmut_1: not checked
+    harness.workloads.training.tricks.x_curve_gap__mutmut_1: killed
+    harness.workloads.training.tricks.x_curve_gap__mutmut_2: survived
+    harness.workloads.training.tricks.x_deviation__mutmut_1: killed
+    harness.workloads.training.tricks.x_deviations__mutmut_1: not checked
+    harness.workloads.training.tricks.x_train__mutmut_1: not checked
 """
-    assert "curve_gap" in mutate.PART["harness/workloads/tricks.py"]
-    s = mutate.score("harness/workloads/tricks.py", listing)
-    assert (s.killed, s.total, s.survivors) == (2, 3, ("harness.workloads.tricks.x_curve_gap__mutmut_2",))
-    for name in mutate.PART["harness/workloads/tricks.py"]:
-        assert re.search(rf"^def {name}\(", (bootstrap.REPO / "harness/workloads/tricks.py").read_text(), re.M), name
+    assert "curve_gap" in mutate.PART["harness/workloads/training/tricks.py"]
+    s = mutate.score("harness/workloads/training/tricks.py", listing)
+    assert (s.killed, s.total, s.survivors) == (2, 3, ("harness.workloads.training.tricks.x_curve_gap__mutmut_2",))
+    for name in mutate.PART["harness/workloads/training/tricks.py"]:
+        assert re.search(rf"^def {name}\(", (bootstrap.REPO / "harness/workloads/training/tricks.py").read_text(), re.M), name
 
 
 def test_a_method_of_a_part_is_named_as_mutmut_names_it_and_the_gpu_warm_ups_are_left_out():
     listing = """\
-    harness.measure.budget.x\u01c1Budget\u01c1over__mutmut_1: killed
-    harness.measure.budget.x_resolve__mutmut_1: survived
-    harness.measure.budget.x__warm_torch__mutmut_1: survived
+    harness.measure.guards.budget.x\u01c1Budget\u01c1over__mutmut_1: killed
+    harness.measure.guards.budget.x_resolve__mutmut_1: survived
+    harness.measure.guards.budget.x__warm_torch__mutmut_1: survived
 """
-    s = mutate.score("harness/measure/budget.py", listing)
-    assert (s.killed, s.total, s.survivors) == (1, 2, ("harness.measure.budget.x_resolve__mutmut_1",))
+    s = mutate.score("harness/measure/guards/budget.py", listing)
+    assert (s.killed, s.total, s.survivors) == (1, 2, ("harness.measure.guards.budget.x_resolve__mutmut_1",))
 
 
 @pytest.mark.parametrize("module", sorted(mutate.PART))
@@ -127,7 +127,7 @@ def test_each_module_gets_its_own_folder_and_set_up_and_starts_anew(tmp_path):
 def test_only_the_module_whose_tests_publish_with_asv_gets_git_and_no_other_keeps_it(tmp_path):
     (tmp_path / ".git").mkdir()
     (tmp_path / "results").mkdir()
-    labels = mutate.folder(tmp_path, "harness/drive/asv_labels.py")
+    labels = mutate.folder(tmp_path, "harness/drive/asv/asv_labels.py")
     cfg = configparser.ConfigParser()
     cfg.read(labels / "setup.cfg")
     assert (labels / ".git").resolve() == tmp_path / ".git"

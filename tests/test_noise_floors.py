@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import norm
 
 from gate_records import record
-from harness.measure.record import Record
+from harness.measure.records.record import Record
 from harness.report import noise
 
 Z99 = norm.ppf(0.99)

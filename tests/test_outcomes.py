@@ -5,10 +5,10 @@ import pytest
 
 from harness import cases
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, is_out_of_memory, requested_bytes
-from harness.drive.bench import for_asv, measure
+from harness.drive.asv.bench import for_asv, measure
 from harness.drive.runner import execute
-from harness.measure.store import load_file
-from harness.measure.timing import no_sync
+from harness.measure.records.store import load_file
+from harness.measure.instruments.timing import no_sync
 
 from conftest import set_run
 from harness.measure.workload import Workload

@@ -1,4 +1,4 @@
-"""Folders a command owns (harness.measure.owned): one is replaced only where its marker lists all it
+"""Folders a command owns (harness.measure.guards.owned): one is replaced only where its marker lists all it
 holds; any other entry, a file in its place or a link to elsewhere is refused with a fresh path."""
 import json
 import os
@@ -8,7 +8,7 @@ import sys
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.measure import owned
+from harness.measure.guards import owned
 
 MARK = ".oombench-test"
 ENTRY = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)), min_size=1, max_size=12) \

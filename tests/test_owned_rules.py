@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness.measure import owned
+from harness.measure.guards import owned
 
 MARK = ".oombench-test"
 

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import asv_site
-from harness.drive import cli
+from harness.drive.asv import asv_site
+from harness.drive.commands import cli
 from harness.report import tables
-from harness.report.pages import build, model, names
-from harness.report.pages.families import Family, family
+from harness.report import model
+from harness.report.pages import build, names
+from harness.report.families import Family, family
 
 from conftest import FROZEN, plain, results_with
 

@@ -11,7 +11,7 @@ import pytest
 from harness import cases
 
 from harness.report.pages import build
-from harness.report.pages.families import family
+from harness.report.families import family
 from conftest import FROZEN
 from test_pages import CHROMIUM_FLAGS, chromium, raw_records
 
@@ -227,7 +227,8 @@ def test_tables_sort_and_filter_from_file(page, pages):
     tab.select_option("#filter-outcome", "failed")
     shown_groups = tab.evaluate("""() => [...document.querySelectorAll('table.headline tbody')].map(b =>
         [b.rows[0].hidden, [...b.rows].slice(1).every(r => r.hidden)])""")
-    assert [hidden for hidden, _ in shown_groups] == [empty for _, empty in shown_groups]  # a heading goes with its lines
+    # a heading goes with its lines
+    assert [hidden for hidden, _ in shown_groups] == [empty for _, empty in shown_groups]
     assert not all(hidden for hidden, _ in shown_groups)
     tab.select_option("#filter-outcome", "")
     assert errors == []

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.drive import cli
+from harness.drive.commands import cli
 from harness.report.pages import build
 from harness.report.pages import names as naming
 

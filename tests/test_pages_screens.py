@@ -12,8 +12,8 @@ import pytest
 
 from conftest import fake_devices
 from gate_records import record
-from harness.drive import asv_site
-from harness.measure.environment import Environment
+from harness.drive.asv import asv_site
+from harness.measure.instruments.environment import Environment
 from harness.report.pages import build
 from test_pages import CHROMIUM_FLAGS, chromium
 
@@ -130,7 +130,8 @@ def test_charts_are_readable_their_key_off_the_plot_and_their_axes_from_zero(tab
     charts = charts_of(tab)
     assert len(charts) == 2  # one a GPU: the 2-GPU box's and the 1-GPU box's
     p = point_on_screen(tab, 0)
-    (tab.touchscreen.tap if tab.viewport_size["width"] < 600 else tab.mouse.move)(p["x"], p["y"])  # a tooltip's text too
+    # a tooltip's text too
+    (tab.touchscreen.tap if tab.viewport_size["width"] < 600 else tab.mouse.move)(p["x"], p["y"])
     fonts = tab.evaluate("canvasFonts")
     assert len(fonts) > 20 and min(float(re.search(r"([\d.]+)px", f).group(1)) for f in fonts) >= 11, fonts
     for ch in charts:

@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from harness.measure.record import Record
+from harness.measure.records.record import Record
 from harness.report import noise
-from harness.report.pages import build, model, versions
+from harness.report import model
+from harness.report.pages import build, versions
 from harness.report.pages.versions import verdict
 from test_pages import RESULTS
 

@@ -16,11 +16,11 @@ import launch_workers  # beside this file: what spawned workers import must not 
 from conftest import fake_devices
 
 from harness.cases.parallel_lm import job as lm_job
-from harness.workloads.launch import AGENT_SIGNALS, LaunchError, launch
-from harness.workloads.models import LMConfig, lm_layers, tokens, transformer_lm
+from harness.workloads.parallelism.launch import AGENT_SIGNALS, LaunchError, launch
+from harness.workloads.training.models import LMConfig, lm_layers, tokens, transformer_lm
 from harness.measure.outcomes import OK, SKIPPED
 from harness.drive.runner import execute
-from harness.workloads.stages import split_balanced, stage_ranges
+from harness.workloads.parallelism.stages import split_balanced, stage_ranges
 
 TINY = dict(batch=4, depth=2, width=32, seq_len=16, nodes=1, transport="fast")
 
@@ -80,7 +80,7 @@ def _measure_lm(strategy, gpus, micro_batches, nodes):
     """The real case's parameters and record, with fewer steps (one warm-up, three timed)."""
     from harness.cases.base import Case
     from harness.cases.parallel_lm import CASE
-    from harness.workloads.parallel import build
+    from harness.workloads.parallelism.parallel import build
     quick = Case(name=CASE.name, params=CASE.params, build=lambda **p: build(lm_job(**p, warmup=1, repeat=3)))
     rec = execute(quick, dict(TINY, strategy=strategy, device="cpu", gpus=gpus, micro_batches=micro_batches,
                               nodes=nodes))
@@ -127,7 +127,7 @@ def test_model_parallel_records_its_cut_and_bubble():
 # ---- what cannot run here is a skip with its reason --------------------------------------------
 
 def test_more_gpus_than_the_box_has_is_skipped_with_the_reason():
-    from harness.measure.devices import discover
+    from harness.measure.instruments.devices import discover
     want = discover().count + 1
     rec = execute("parallel_lm", dict(strategy="ddp", device="cuda", gpus=8 if want <= 8 else want,
                                       micro_batches=1, batch=8, depth=2, width=32, seq_len=16, nodes=1, transport="fast"))
@@ -191,9 +191,9 @@ def _workers_left() -> list:
 
 
 def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_launch, monkeypatch):
-    from harness.measure.safety import MULTICAST_OFF
-    from harness.workloads.launch import SOCKETS
-    from harness.workloads.nodes import Nodes
+    from harness.measure.guards.safety import MULTICAST_OFF
+    from harness.workloads.parallelism.launch import SOCKETS
+    from harness.workloads.parallelism.nodes import Nodes
     seen, *_, env = settings_launch  # NCCL_NVLS_ENABLE=1 exported
     assert seen == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
     assert env["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in env  # the case's own: as before
@@ -205,7 +205,7 @@ def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_
 
 def test_scaling_efficiency_is_the_baseline_time_over_k_times_the_strategys():
     from harness.report.scaling import scaling_efficiency
-    from harness.measure.timing import Timing
+    from harness.measure.instruments.timing import Timing
     base, ddp = run_lm("single"), run_lm("ddp", 2)
     base = replace(base, timing=Timing(1.0, 1.0, 1.0, 1.0, 1.0, 3, 1))
     ddp = replace(ddp, timing=Timing(0.625, 0.6, 0.7, 0.6, 0.7, 3, 1))
@@ -228,8 +228,8 @@ def test_a_rank_reports_its_gpus_level_over_the_timed_steps_and_not_set_up_or_be
     timed steps is the record's device peak (the parent's reading before the launch is the base)."""
     import torch
 
-    from harness.workloads import distributed
-    from harness.workloads.parallel_job import Job
+    from harness.workloads.parallelism import distributed
+    from harness.workloads.parallelism.parallel_job import Job
     job = Job(model="lm", strategy="ddp", device="cuda", gpus=2, batch=2, micro_batches=1, warmup=1, repeat=1)
     levels = {"device.used.gpu1": 7 * 2**30, "setup.device.used.gpu1": 9 * 2**30,
               "device.used_before.gpu1": 2**30, "device.used.gpu0": 1}
@@ -244,8 +244,8 @@ def test_a_rank_reports_its_gpus_level_over_the_timed_steps_and_not_set_up_or_be
 def test_a_node_of_a_box_labels_its_gpu_as_the_box_numbers_it(monkeypatch):
     """Two node agents on one box: the second node's local GPU 0 is the box's GPU 1, whose reading
     before the launch the case subtracts; a rank on another box is named with its node."""
-    from harness.workloads import distributed
-    from harness.workloads.nodes import FIRST_GPU, Nodes
+    from harness.workloads.parallelism import distributed
+    from harness.workloads.parallelism.nodes import FIRST_GPU, Nodes
     monkeypatch.setenv(FIRST_GPU, "1")
     assert distributed.gpu_label(0) == "gpu1"
     for k, v in Nodes(count=2, endpoint="head:29500", run_id="r").to_env().items():
@@ -257,8 +257,8 @@ def test_a_node_of_a_box_labels_its_gpu_as_the_box_numbers_it(monkeypatch):
 def test_a_rank_pinned_to_one_gpu_of_a_shared_box_reads_and_labels_that_gpu(monkeypatch):
     """CUDA_VISIBLE_DEVICES=2 on a box of four: the rank's CUDA device 0 is the box's GPU 2, which
     the case's process read before the launch; NVML's GPU 0 is a neighbour's."""
-    from harness.measure import devices
-    from harness.workloads import distributed
+    from harness.measure.instruments import devices
+    from harness.workloads.parallelism import distributed
     monkeypatch.setattr(devices, "discover", lambda: fake_devices(count=4))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     assert (distributed.gpu_index(0), distributed.gpu_label(0)) == (2, "gpu2")
@@ -280,9 +280,9 @@ def _resnet_shaped():
 
 
 def test_the_seed003_cut_puts_conv1_to_layer2_on_stage_0_and_layer3_to_fc_on_stage_1():
-    from harness.workloads.model_parallel import cuts
-    from harness.workloads.models import resnet_layers
-    from harness.workloads.parallel_job import Job
+    from harness.workloads.parallelism.model_parallel import cuts
+    from harness.workloads.training.models import resnet_layers
+    from harness.workloads.parallelism.parallel_job import Job
     net = _resnet_shaped()
     layers = resnet_layers(net)
     job = Job(model="resnet50", strategy="naive_mp", device="cpu", gpus=2, batch=2, cut="seed003")
@@ -307,7 +307,7 @@ def test_a_cut_that_means_nothing_is_skipped_with_the_fix():
 # ---- several nodes ---------------------------------------------------------------------------------
 
 def test_the_launchers_arguments_and_slurms_environment_describe_the_nodes():
-    from harness.workloads.nodes import Nodes
+    from harness.workloads.parallelism.nodes import Nodes
     assert Nodes.of_launcher(None, None, None, None, environ={}) is None
     got = Nodes.of_launcher(2, 1, "head:29500", "job7", environ={})
     assert (got.count, got.node_rank, got.endpoint, got.run_id, got.backend) == (2, 1, "head:29500", "job7", "c10d")
@@ -323,11 +323,11 @@ def test_the_launchers_arguments_and_slurms_environment_describe_the_nodes():
 
 def test_only_the_node_holding_rank_0_of_a_multi_node_launch_files_the_record(monkeypatch):
     from harness.measure.outcomes import Skip
-    from harness.workloads import launch as launcher, parallel
-    from harness.workloads.nodes import Nodes
+    from harness.workloads.parallelism import launch as launcher, parallel
+    from harness.workloads.parallelism.nodes import Nodes
     for k, v in Nodes(count=2, endpoint="head:29500", run_id="lm1").to_env().items():
         monkeypatch.setenv(k, v)
-    from harness.measure.timing import Timing
+    from harness.measure.instruments.timing import Timing
     report = {"timing": Timing(0.5, 0.5, 0.5, 0.5, 0.5, 3, 1).to_dict(), "loss_first": 3.0, "loss": 2.0, "memory": {},
               "busy": {}}
     asked = []

@@ -1,5 +1,5 @@
 """What a benchmark process under a plain ``asv run`` files its records under
-(harness.drive.plain_asv): the commit asv measured and the id of the ``asv run`` it descends from.
+(harness.drive.asv.plain_asv): the commit asv measured and the id of the ``asv run`` it descends from.
 Processes are stood in for by objects with psutil's methods, so each ancestry is exact."""
 import re
 import time
@@ -7,7 +7,7 @@ import time
 import psutil
 import pytest
 
-from harness.drive import plain_asv
+from harness.drive.asv import plain_asv
 
 from conftest import git, git_repo
 

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from harness.drive import profiles, todo
+from harness.drive.asv import profiles
+from harness.drive.commands import todo
 
 FAMILIES = ("ceilings", "unified", "chainer_pool", "parallel", "tricks")
 
@@ -41,7 +42,7 @@ def test_quick_takes_one_value_per_family_and_standard_holds_quick():
 
 def test_standard_compares_cards_on_every_trick_and_every_ceiling():
     standard = selected("standard")
-    from harness.workloads.tricks import TECHNIQUES
+    from harness.workloads.training.tricks import TECHNIQUES
     for technique in TECHNIQUES:
         assert any(f"tricks.Techniques.track_seconds_per_step('lm', '{technique}')" == n for n in standard)
     assert {n for n in NAMES if n.startswith("ceilings.Device.")} <= standard

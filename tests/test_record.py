@@ -1,9 +1,9 @@
 import json
 
-from harness.measure.environment import Environment, snapshot
-from harness.measure.record import Record
-from harness.measure.store import RecordStore, load_file, write_records
-from harness.measure.timing import Timing
+from harness.measure.instruments.environment import Environment, snapshot
+from harness.measure.records.record import Record
+from harness.measure.records.store import RecordStore, load_file, write_records
+from harness.measure.instruments.timing import Timing
 
 from conftest import fake_devices
 
@@ -86,7 +86,7 @@ def test_invalid_lines_are_reported_with_file_and_line(tmp_path):
 
 def test_every_committed_record_file_still_loads():
     """Records written by earlier commits stay readable: no line of results/ is invalid."""
-    from harness.measure.store import RecordStore
+    from harness.measure.records.store import RecordStore
     store = RecordStore.committed()
     loaded = store.load()
     assert len(store.files()) > 10 and len(loaded.records) > 100

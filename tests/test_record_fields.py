@@ -1,4 +1,4 @@
-"""Every field a record line may hold, checked one at a time (harness.measure.record): each value
+"""Every field a record line may hold, checked one at a time (harness.measure.records.record): each value
 just past what a record can hold is refused with words that name the field and what it wants, and
 each value at the edge of what it can hold is read."""
 import copy
@@ -9,10 +9,10 @@ import re
 import pytest
 
 from conftest import fake_devices
-from harness.measure.budget import Budget
-from harness.measure.environment import Environment
-from harness.measure.record import NAME_MAX, Record
-from harness.measure.timing import Timing
+from harness.measure.guards.budget import Budget
+from harness.measure.instruments.environment import Environment
+from harness.measure.records.record import NAME_MAX, Record
+from harness.measure.instruments.timing import Timing
 
 
 def good() -> dict:

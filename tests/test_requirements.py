@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from harness.measure import requirements as req
-from harness.measure.devices import Devices
+from harness.measure.guards import requirements as req
+from harness.measure.instruments.devices import Devices
 from harness.measure.outcomes import Skip
 
 from conftest import fake_devices

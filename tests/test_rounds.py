@@ -4,8 +4,8 @@ import dataclasses
 import statistics
 
 from gate_records import record
-from harness.measure.record import Record
-from harness.measure.timing import Timing
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
 from harness.report import rounds
 
 

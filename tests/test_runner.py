@@ -11,8 +11,8 @@ import pytest
 from harness import cases
 from harness.drive import runner
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, Skip
-from harness.measure.store import RecordStore, RunContext
-from harness.measure.timing import Timing
+from harness.measure.records.store import RecordStore, RunContext
+from harness.measure.instruments.timing import Timing
 from harness.measure.workload import Workload
 
 from conftest import fake_devices
@@ -166,7 +166,7 @@ def test_a_case_that_keeps_files_is_handed_the_runs_records_file(tmp_path):
 
 
 def test_a_budget_is_filed_as_the_card_emulated_or_the_share_of_this_card(monkeypatch):
-    from harness.measure import budget
+    from harness.measure.guards import budget
     asked = []
     monkeypatch.setattr(budget, "resolve", lambda name, total, allocator: asked.append((name, total, allocator)) or
                         SimpleNamespace(to_dict=lambda: {"name": name, "allocator": allocator}))
@@ -176,7 +176,8 @@ def test_a_budget_is_filed_as_the_card_emulated_or_the_share_of_this_card(monkey
                     params={"device": ("cpu",), "budget": ("16GB", "24GB", "card")},
                     allocator=lambda device, budget: "torch")
     assert runner.execute(budgeted, {"device": "cpu", "budget": "16GB"}, devices=DEVICES).budget == emulated.to_dict()
-    assert runner.execute(budgeted, {"device": "cpu", "budget": "24GB"}, devices=DEVICES).budget == {}  # ended before it
+    # ended before it
+    assert runner.execute(budgeted, {"device": "cpu", "budget": "24GB"}, devices=DEVICES).budget == {}
     assert asked == []  # a named card is never resolved outside the case
     assert runner.execute(budgeted, {"device": "cpu", "budget": "card"}, devices=DEVICES).budget == \
         {"name": "card", "allocator": "torch"}
@@ -186,7 +187,7 @@ def test_a_budget_is_filed_as_the_card_emulated_or_the_share_of_this_card(monkey
 
 
 def test_a_budget_with_no_card_to_emulate_it_on_files_none(monkeypatch):
-    from harness.measure import budget
+    from harness.measure.guards import budget
 
     def no_card(*_):
         raise Skip("no GPU")

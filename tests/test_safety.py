@@ -2,7 +2,7 @@ import gc
 
 import pytest
 
-from harness.measure.safety import OPT_IN_ENV, ManagedGuard, OversubscriptionRefused, opted_in
+from harness.measure.guards.safety import OPT_IN_ENV, ManagedGuard, OversubscriptionRefused, opted_in
 
 from conftest import fake_devices
 
@@ -12,7 +12,7 @@ GiB = 2**30
 @pytest.fixture(autouse=True)
 def lock_dir(tmp_path, monkeypatch):
     """Ledgers and locks of the fake GPUs in the test's own folder."""
-    from harness.measure.locks import LOCK_DIR_ENV
+    from harness.measure.guards.locks import LOCK_DIR_ENV
     monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
     return tmp_path / "locks"
 
@@ -145,7 +145,7 @@ def test_a_hidden_gpu_is_a_skip_not_another_card(monkeypatch, lock_dir):
         ManagedGuard.for_gpu(0)
 
 
-RESERVE = ("import sys, time; from harness.measure.safety import ManagedGuard, ManagedLedger\n"
+RESERVE = ("import sys, time; from harness.measure.guards.safety import ManagedGuard, ManagedLedger\n"
            "g = ManagedGuard(free_bytes=int(sys.argv[2]), fraction=0.9, allow_oversubscription=False,"
            " ledger=ManagedLedger(sys.argv[1]))\n"
            "g.reserve(int(sys.argv[3])); print('reserved', flush=True); time.sleep(60)\n")
@@ -156,7 +156,7 @@ def test_two_processes_on_one_gpu_cannot_together_pass_the_cap(tmp_path, monkeyp
     import subprocess
     import sys
 
-    from harness.measure.safety import ManagedLedger
+    from harness.measure.guards.safety import ManagedLedger
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     path = tmp_path / "gpu-X.managed.json"
     other = subprocess.Popen([sys.executable, "-c", RESERVE, str(path), str(100 * GiB), str(50 * GiB)],
@@ -181,7 +181,7 @@ def test_two_processes_on_one_gpu_cannot_together_pass_the_cap(tmp_path, monkeyp
 
 
 def test_a_guard_collected_unreleased_leaves_nothing_in_the_ledger(tmp_path):
-    from harness.measure.safety import ManagedLedger
+    from harness.measure.guards.safety import ManagedLedger
     ledger = ManagedLedger(tmp_path / "gpu-Y.managed.json")
     guard = ManagedGuard(free_bytes=10 * GiB, allow_oversubscription=False, ledger=ledger)
     guard.reserve(GiB)
@@ -230,7 +230,7 @@ def test_a_cap_fraction_out_of_range_is_refused_by_name():
 
 
 def test_a_check_counts_the_other_guards_on_the_card_and_reserves_nothing(tmp_path):
-    from harness.measure.safety import ManagedLedger
+    from harness.measure.guards.safety import ManagedLedger
     ledger = ManagedLedger(tmp_path / "gpu-Z.managed.json")
     first = ManagedGuard(free_bytes=100 * GiB, fraction=0.9, allow_oversubscription=False, ledger=ledger)
     first.reserve(50 * GiB)
@@ -245,7 +245,7 @@ def test_a_check_counts_the_other_guards_on_the_card_and_reserves_nothing(tmp_pa
 
 
 def test_a_check_alone_on_the_card_reads_its_own_free_memory(tmp_path):
-    from harness.measure.safety import ManagedLedger
+    from harness.measure.guards.safety import ManagedLedger
     ledger = ManagedLedger(tmp_path / "gpu-Z.managed.json")
     guard = ManagedGuard(free_bytes=10 * GiB, fraction=0.5, allow_oversubscription=False, ledger=ledger)
     guard.check(5 * GiB)
@@ -255,7 +255,7 @@ def test_a_check_alone_on_the_card_reads_its_own_free_memory(tmp_path):
 
 
 def test_a_release_keeps_the_card_s_baseline_and_the_rest_of_the_reservation(tmp_path):
-    from harness.measure.safety import ManagedLedger
+    from harness.measure.guards.safety import ManagedLedger
     ledger = ManagedLedger(tmp_path / "gpu-Z.managed.json")
     first = ManagedGuard(free_bytes=100 * GiB, fraction=0.9, allow_oversubscription=False, ledger=ledger)
     first.reserve(30 * GiB)
@@ -273,7 +273,7 @@ def test_a_release_keeps_the_card_s_baseline_and_the_rest_of_the_reservation(tmp
 def test_a_baseline_left_by_dead_processes_is_not_this_card_s_now(tmp_path):
     import json
 
-    from harness.measure.safety import ManagedLedger
+    from harness.measure.guards.safety import ManagedLedger
     path = tmp_path / "gpu-Z.managed.json"
     path.write_text(json.dumps({"free": 100 * GiB, "entries": [{"pid": 2**22 + 7, "started": 1.0, "guard": 1,
                                                                  "bytes": 60 * GiB}]}))
@@ -286,7 +286,7 @@ def test_a_baseline_left_by_dead_processes_is_not_this_card_s_now(tmp_path):
 
 @pytest.mark.parametrize("text", ["not json", '{"free": 5}', "{}", "[1, 2]"])
 def test_a_ledger_that_says_nothing_holds_nothing_and_is_written_anew(tmp_path, text):
-    from harness.measure.safety import ManagedLedger
+    from harness.measure.guards.safety import ManagedLedger
     path = tmp_path / "gpu-Z.managed.json"
     path.write_text(text)
     assert ManagedLedger(path).held() == 0

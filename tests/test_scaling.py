@@ -10,9 +10,9 @@ from benchmarks import parallel as bench
 from gate_records import environment, record, write
 from harness.cases import parallel_resnet50
 from harness.measure.outcomes import SKIPPED
-from harness.measure.record import Record
-from harness.measure.timing import Timing
-from harness.report.pages.model import load_rows
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
+from harness.report.model import load_rows
 from harness.report.scaling import scaling_efficiency
 from harness.report.selection import Select
 from harness.report.specs import FAMILIES
@@ -56,8 +56,8 @@ def test_the_docs_read_scaling_efficiency_at_each_gpu_count(tmp_path):
 
 @pytest.mark.parametrize("gpus", [4, 8])
 def test_the_tutorials_batch_does_not_split_over_four_or_eight(gpus):
-    from harness.workloads.parallel import _check_fits_strategy
-    from harness.workloads.parallel_job import Job
+    from harness.workloads.parallelism.parallel import _check_fits_strategy
+    from harness.workloads.parallelism.parallel_job import Job
     from harness.measure.outcomes import Skip
     with pytest.raises(Skip, match="does not split evenly"):
         _check_fits_strategy(Job(model="resnet50", strategy="ddp", device="cuda", gpus=gpus, batch=10))

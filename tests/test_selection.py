@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.drive import catalog, profiles
+from harness.drive.asv import catalog, profiles
 from harness.report import specs
 from harness.report.selection import Select, expression
 

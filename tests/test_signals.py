@@ -1,10 +1,10 @@
-"""Signal handlers for a block (harness.measure.signals): set inside it, and those they replaced
+"""Signal handlers for a block (harness.measure.guards.signals): set inside it, and those they replaced
 put back on the way out however the block is left."""
 import signal
 
 import pytest
 
-from harness.measure.signals import handlers, kept
+from harness.measure.guards.signals import handlers, kept
 
 
 def mine(signum, frame):

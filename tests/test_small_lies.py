@@ -3,8 +3,9 @@ machines and commits, a run's closing summary, and CPU-run cases' device memory.
 is planted here."""
 import pytest
 
-from harness.report.pages import headline, model
-from harness.report.pages.families import family
+from harness.report import model
+from harness.report.pages import headline
+from harness.report.families import family
 
 from test_chooser import record, rows
 
@@ -38,8 +39,8 @@ def test_a_trick_is_read_against_fp32_at_its_own_micro_batch_or_against_nothing(
 def test_a_runs_closing_summary_shows_only_what_that_run_measured(tmp_path, capsys):
     import dataclasses
 
-    from harness.drive import suite
-    from harness.measure.store import RecordStore
+    from harness.drive.asv import suite
+    from harness.measure.records.store import RecordStore
     path = tmp_path / "run.jsonl"
     old = dataclasses.replace(trick("fp32", 7), run_id="earlier")
     new = dataclasses.replace(trick("bf16_autocast", 64), run_id="now")
@@ -53,8 +54,8 @@ def test_a_runs_closing_summary_shows_only_what_that_run_measured(tmp_path, caps
 def test_a_case_measured_in_this_run_tells_asv_so_and_a_skipped_one_does_not(monkeypatch, tmp_path, capsys):
     import dataclasses
 
-    from harness.drive import bench
-    from harness.drive.asv_output import THIS_RUN
+    from harness.drive.asv import bench
+    from harness.drive.asv.asv_output import THIS_RUN
     from conftest import set_run
     set_run(monkeypatch, tmp_path / "records", run_id="now", commit="abc")
     made = []
@@ -80,7 +81,7 @@ def test_a_cpu_run_case_never_shows_a_device_peak_though_nvml_saw_the_card_move(
 
 def test_a_case_on_the_cpu_samples_no_gpu_while_it_runs(monkeypatch):
     from harness.drive import runner
-    from harness.measure.memory import PeakMemory
+    from harness.measure.instruments.memory import PeakMemory
     from conftest import fake_devices
     watched = []
     monkeypatch.setattr(runner, "PeakMemory", lambda gpus: watched.append(list(gpus)) or PeakMemory())
@@ -96,8 +97,8 @@ def test_a_case_on_the_cpu_samples_no_gpu_while_it_runs(monkeypatch):
 def test_summary_names_each_records_machine_and_commit_and_filters_by_them(tmp_path, capsys):
     import dataclasses
 
-    from harness.drive import cli
-    from harness.measure.store import RecordStore
+    from harness.drive.commands import cli
+    from harness.measure.records.store import RecordStore
     from harness.report.summary import machine_of
     from test_chooser import ENV
     from conftest import fake_devices
@@ -125,5 +126,5 @@ def test_summary_names_each_records_machine_and_commit_and_filters_by_them(tmp_p
 
 
 def snapshot_of(devices):
-    from harness.measure.environment import snapshot
+    from harness.measure.instruments.environment import snapshot
     return snapshot(devices)

@@ -5,7 +5,7 @@ prints its table from the records): the command line written out option by optio
 import re
 from types import SimpleNamespace
 
-from harness.drive import catalog
+from harness.drive.asv import catalog
 from harness.report import specs, tables
 from harness.report.selection import expression
 from harness.report.specs import Spec

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import stack
+from harness.drive.commands import stack
 
 
 def fake_wheel(folder, name="tabulate", version="0.0.1"):

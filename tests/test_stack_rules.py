@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness.drive import stack
+from harness.drive.commands import stack
 
 
 def test_a_request_without_wheels_or_with_something_else_is_refused_naming_the_fix(tmp_path):

@@ -4,9 +4,9 @@ import numpy as np
 
 from harness import cases
 from harness.drive.runner import execute
-from harness.measure.busy import fraction, gpu_busy, union_s
-from harness.measure.record import SCHEMA, Record
-from harness.measure.timing import no_sync
+from harness.measure.instruments.busy import fraction, gpu_busy, union_s
+from harness.measure.records.record import SCHEMA, Record
+from harness.measure.instruments.timing import no_sync
 from harness.measure.workload import Workload
 
 MiB = 2**20

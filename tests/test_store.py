@@ -10,10 +10,11 @@ import psutil
 import pytest
 
 from gate_records import record, write
-from harness.measure import inputs, store
-from harness.measure.record import Record
-from harness.measure.store import (RecordStore, RunContext, StoreError, append_line, latest, load_any, load_file,
-                                   read_lines, record_key, repair, this_interpreters, write_records)
+from harness.measure.guards import inputs
+from harness.measure.records import store
+from harness.measure.records.record import Record
+from harness.measure.records.store import (RecordStore, RunContext, StoreError, append_line, latest, load_any,
+                                           load_file, read_lines, record_key, repair, this_interpreters, write_records)
 
 
 def text(path):

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import suite
-from harness.drive.bench import RUN_ENV
-from harness.measure.machine import host_key
-from harness.measure.store import RecordStore, RunContext, StoreError
+from harness.drive.asv import suite
+from harness.drive.asv.bench import RUN_ENV
+from harness.measure.instruments.machine import host_key
+from harness.measure.records.store import RecordStore, RunContext, StoreError
 from harness.cases.ceilings import CONTEXT_PROBES, GPU_PROBES, HOST_PROBES, MULTI_GPU_PROBES
-from harness.measure.safety import OPT_IN_ENV
+from harness.measure.guards.safety import OPT_IN_ENV
 
 from conftest import set_run
 
@@ -216,9 +216,9 @@ def test_one_run_over_two_environments_reads_back_only_its_own_record(records_di
     under `run --python A --python B` (one run id) B must not take A's."""
     from dataclasses import replace
 
-    from harness.measure import record
-    from harness.drive import bench
-    from harness.measure.environment import snapshot
+    from harness.measure.records import record
+    from harness.drive.asv import bench
+    from harness.measure.instruments.environment import snapshot
     ctx = set_run(monkeypatch, records_dir, run_id="run-1")
     other = record.Record(case="ceilings", params={"probe": "host_copy"}, outcome="skipped", reason="other env",
                           run_id="run-1", environment=replace(snapshot(), executable="/elsewhere/python"))
@@ -239,13 +239,13 @@ def test_benchmarks_file_records_in_this_checkout_wherever_the_harness_is_instal
     finally:
         sys.path.remove(str(REPO))
     assert common.FALLBACK_RESULTS == REPO / ".asv" / "results"
-    from harness.drive.bench import context
-    from harness.measure.devices import Devices
+    from harness.drive.asv.bench import context
+    from harness.measure.instruments.devices import Devices
     assert context(Devices(reason="test"), common.FALLBACK_RESULTS).store.root == REPO / ".asv" / "results" / "records"
 
 
 def benchmark_classes():
-    from harness.drive.catalog import classes
+    from harness.drive.asv.catalog import classes
     for family, name, cls in classes():
         yield f"{family}.{name}", cls
 
@@ -304,7 +304,7 @@ class Flushes(io.StringIO):
 def test_a_resume_goes_on_with_the_cases_its_run_chose(tmp_path, capsys):
     """A stopped run's skips say `harness run --resume ID` measures the rest: without the run's own
     --bench that command went on with the default profile instead."""
-    from harness.drive.suite import RunRefused, Selection, resumed
+    from harness.drive.asv.suite import RunRefused, Selection, resumed
     store = RecordStore(tmp_path)
     run = store.run_file("box", "abcdef12", "r1")
     run.parent.mkdir(parents=True)
@@ -325,7 +325,7 @@ def test_a_resume_goes_on_with_the_cases_its_run_chose(tmp_path, capsys):
 
 
 def test_a_new_run_without_a_profile_or_bench_measures_the_standard_profile(tmp_path, monkeypatch):
-    from harness.drive.suite import Selection
+    from harness.drive.asv.suite import Selection
     seen = []
     monkeypatch.setattr(suite, "_locked_run", lambda store, chosen, *rest: seen.append(chosen) or 0)
     assert suite.run(results=tmp_path) == 0 and suite.run(bench="ceilings", quick=True, results=tmp_path) == 0
@@ -335,7 +335,7 @@ def test_a_new_run_without_a_profile_or_bench_measures_the_standard_profile(tmp_
 @pytest.mark.parametrize("state", [None, '{"pid": 1}', '{"selection": {"bench": 3}}',
                                    '{"selection": {"python": "/venv/bin/python"}}', "not json"])
 def test_a_resume_of_a_run_that_does_not_say_its_cases_goes_on_with_the_command_s(tmp_path, capsys, state):
-    from harness.drive.suite import Selection, resumed
+    from harness.drive.asv.suite import Selection, resumed
     store = RecordStore(tmp_path)
     run = tmp_path / "box" / "abcdef12-r1.jsonl"
     run.parent.mkdir()
@@ -350,7 +350,7 @@ def test_a_resume_of_a_run_that_does_not_say_its_cases_goes_on_with_the_command_
 
 
 def test_a_selection_reads_back_as_written_and_names_its_options():
-    from harness.drive.suite import Selection
+    from harness.drive.asv.suite import Selection
     assert Selection().flags() == "--profile standard"
     assert Selection(profile="budget", quick=True).flags() == "--profile budget --quick"
     assert Selection("a b", "full", False, ("/p 1", "/p2")).flags() == "--bench 'a b' --python '/p 1' --python /p2"
@@ -385,8 +385,8 @@ def test_every_benchmark_class_sets_up_on_a_box_without_a_gpu(records_dir, monke
     reason (NotImplementedError), never break on a name or a parameter."""
     import itertools
 
-    from harness.drive import bench
-    from harness.measure.devices import Devices
+    from harness.drive.asv import bench
+    from harness.measure.instruments.devices import Devices
     monkeypatch.setattr(bench, "discover", lambda: Devices(reason="no NVIDIA GPU visible (test)"))
     gpu_classes = [cls for _, cls in benchmark_classes() if "Cpu" not in cls.__name__ and cls.__name__ != "Host"]
     assert len(gpu_classes) > 15
@@ -407,7 +407,7 @@ def test_every_benchmark_class_sets_up_on_a_box_without_a_gpu(records_dir, monke
 def test_bad_run_arguments_are_refused_before_anything_runs(args, says, tmp_path, monkeypatch, capsys):
     """`--deadline 0`, `-5` and `nan` were accepted, `--resume ''` started afresh, and a bad --bench
     regex rewrote machine.json before asv's traceback."""
-    from harness.drive import bootstrap, cli
+    from harness.drive.commands import bootstrap, cli
     (tmp_path / "FILE").write_text("")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(bootstrap, "ensure", lambda command: pytest.fail("set-up ran for refused arguments"))
@@ -424,7 +424,7 @@ def test_a_bad_bench_regex_is_refused_before_machine_json_is_touched(tmp_path, m
 
 
 def test_the_run_context_names_the_harness_so_benchmarks_can_watch_it(monkeypatch):
-    from harness.drive import bench
+    from harness.drive.asv import bench
     ctx = RunContext(RecordStore(Path("/r")), "m", "r", "c", parent_pid=4242)
     assert RunContext.from_json(ctx.to_json()).parent_pid == 4242
     watched = []

@@ -9,7 +9,7 @@ import pytest
 from harness.report import summary
 from harness.report.efficiency import HOST_BOUND_NOTE
 
-from harness.measure.record import Record
+from harness.measure.records.record import Record
 
 from test_efficiency import FAULT, ceiling, cpu_box, record
 

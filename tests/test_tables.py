@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.cases import tricks as tricks_case
-from harness.drive import cli
+from harness.drive.commands import cli
 from harness.report import tables
-from harness.report.pages.model import load_rows
+from harness.report.model import load_rows
 
 from conftest import FROZEN, plain, render, results_with, table
 
@@ -97,7 +97,8 @@ def test_versus_gives_each_figure_as_a_multiple_of_the_base_rows(tmp_path):
     lines = render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step", "peak"],
                          {"batch": "64"}, versus=(("micro_batch", "64"),))[0].splitlines()
     # bf16 autocast: 1,879.8 ms against 268.0 ms at 64 at once, 4.8 against 57.7 GB allocated
-    assert lines[2] == "| 1 | 2,277.1 ms, 4.77 / 5.63 GB | 1,879.8 ms (7.01x), 4.79 / 5.65 GB (0.08x) |"  # fp32 has no 64
+    # fp32 has no 64
+    assert lines[2] == "| 1 | 2,277.1 ms, 4.77 / 5.63 GB | 1,879.8 ms (7.01x), 4.79 / 5.65 GB (0.08x) |"
     assert lines[-1] == "| 64 | does not fit (a 8.39 GB request failed) | 268.0 ms, 57.7 / 61.2 GB |"
     across = render(load_rows(root), "tricks", ["micro_batch"], "technique", ["step"], {"batch": "64"},
                           versus=(("technique", "fp32"),))[0].splitlines()
@@ -435,7 +436,8 @@ def test_a_loss_is_the_last_one_a_check_kept_and_a_check_value_is_written_as_its
 def test_a_rate_is_written_in_its_units_with_its_share_of_the_ceiling_that_bounds_it(tmp_path):
     rows = load_rows(results_with(tmp_path / "own", H100_HOST_A_CEILINGS, H100_HOST_A_BEYOND))
     ceilings = render(rows, "ceilings", ["probe"], "machine", ["rate", "eff"])[0].splitlines()
-    assert ceilings[2:4] == ["| device_copy | 2,984.2 GB/s, - |", "| h2d_pinned | 52.6 GB/s, - |"]  # no ceiling of its own
+    # no ceiling of its own
+    assert ceilings[2:4] == ["| device_copy | 2,984.2 GB/s, - |", "| h2d_pinned | 52.6 GB/s, - |"]
     assert ceilings[-1] == "| matmul_bf16 | 767.9 TFLOP/s, - |"
     beyond = render(rows, "beyond", ["pattern", "budget"], "way", ["rate"], {"times": "1.5"})[0].splitlines()
     # a rate of the primary unit reads as a share; one of the bytes over the host link names that link
@@ -481,9 +483,9 @@ def test_a_where_value_may_hold_an_equals_sign_and_a_machine_is_taken_as_written
 
 
 def test_what_did_not_fit_says_which_memory_and_the_request_only_where_known():
-    from harness.measure.record import Record
-    from harness.measure.environment import snapshot
-    from harness.measure.devices import Devices
+    from harness.measure.records.record import Record
+    from harness.measure.instruments.environment import snapshot
+    from harness.measure.instruments.devices import Devices
     env = snapshot(Devices(reason="test"))
 
     def short(of, requested=None):

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from harness.measure.environment import snapshot
+from harness.measure.instruments.environment import snapshot
 from harness.measure.outcomes import FAILED, OK, SKIPPED
-from harness.measure.record import Record
-from harness.measure.timing import Timing
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
 from harness.report import tables
 from harness.report.efficiency import HOST_BOUND_NOTE
-from harness.report.pages.model import load_rows
+from harness.report.model import load_rows
 
 from conftest import fake_devices, plain
 

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.drive import cli
-from harness.measure.environment import snapshot
+from harness.drive.commands import cli
+from harness.measure.instruments.environment import snapshot
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED
-from harness.measure.record import Record
-from harness.measure.timing import Timing
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
 from harness.report import specs, tables
-from harness.report.pages.model import load_rows
+from harness.report.model import load_rows
 
 from conftest import fake_devices, plain
 

@@ -1,6 +1,6 @@
 import pytest
 
-from harness.measure.timing import Timing, time_steps
+from harness.measure.instruments.timing import Timing, time_steps
 
 
 class FakeClock:
@@ -68,7 +68,7 @@ def test_prepare_runs_before_every_step_and_outside_the_clock():
 def test_torch_sync_waits_on_each_named_gpu_and_on_none_for_the_cpu(monkeypatch):
     import torch
 
-    from harness.measure.timing import no_sync, torch_sync
+    from harness.measure.instruments.timing import no_sync, torch_sync
     assert torch_sync(()) is no_sync
     waited = []
     monkeypatch.setattr(torch.cuda, "synchronize", waited.append)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.drive import cli, todo
-from harness.measure import budget
-from harness.workloads.fits import LIMITS
+from harness.drive.commands import cli, todo
+from harness.measure.guards import budget
+from harness.workloads.search.fits import LIMITS
 
 from conftest import FROZEN
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from harness.drive import catalog, todo
+from harness.drive.asv import catalog
+from harness.drive.commands import todo
 
 from test_todo import BENCHES, bench, plant
 
@@ -78,7 +79,7 @@ def test_todo_reads_the_committed_results_unless_given_a_folder(monkeypatch, tmp
 
 
 def test_this_machine_is_named_for_its_gpus_else_its_cpu(monkeypatch):
-    from harness.measure import environment, machine
+    from harness.measure.instruments import environment, machine
     monkeypatch.setattr(environment, "snapshot", lambda: type("E", (), {"devices": "D", "cpu": "C"})())
     monkeypatch.setattr(machine, "machine_name", lambda devices, cpu: f"{devices}+{cpu}")
     assert todo.this_machine() == "D+C"

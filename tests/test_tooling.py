@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from harness.cases import tooling
-from harness.measure.machine import machine_name
-from harness.measure.devices import GPU, Devices
+from harness.measure.instruments.machine import machine_name
+from harness.measure.instruments.devices import GPU, Devices
 from harness.measure.outcomes import CheckFailed
-from harness.measure.store import RecordStore
+from harness.measure.records.store import RecordStore
 from harness.workloads import synthetic
 
 

@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from harness.cases import tricks
-from harness.workloads import tricks as trick_steps
-from harness.workloads.ways import Way, parse
-from harness.workloads.models import EncDecConfig, LMConfig, encoder_decoder, parameter_count, transformer_lm
+from harness.workloads.training import tricks as trick_steps
+from harness.workloads.training.ways import Way, parse
+from harness.workloads.training.models import EncDecConfig, LMConfig, encoder_decoder, parameter_count, transformer_lm
 from harness.measure.outcomes import CheckFailed
 from harness.drive.runner import execute
-from harness.workloads.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
-from harness.workloads.training import Trainer, precision, split, token_loss_sum
+from harness.workloads.training.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
+from harness.workloads.training.trainer import Trainer, precision, split, token_loss_sum
 
 TINY = dict(device="cpu", workload="lm", budget="card",
             batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
@@ -122,7 +122,7 @@ def test_a_technique_that_drops_every_other_update_fails_against_fp32(monkeypatc
 
 
 def test_a_tolerance_is_stated_for_every_knob():
-    from harness.workloads import ways
+    from harness.workloads.training import ways
     assert set(trick_steps.TOLERANCE) == set(ways.TOKENS) >= set(tricks.TECHNIQUES)
 
 
@@ -250,7 +250,7 @@ def test_a_failed_check_keeps_both_curves_in_its_record(monkeypatch):
 
 
 def test_a_wider_lm_trains_at_an_adam_rate_scaled_down_with_its_width_and_a_resnet_keeps_its_own(monkeypatch):
-    from harness.workloads.training import LR
+    from harness.workloads.training.trainer import LR
     rates = {}
     for width in (64, 1024, 2048):
         trainer, _ = trick_steps.make_trainer(device="cpu", workload="lm", way=Way(), batch=1, micro_batch=1, vocab=64,
@@ -278,7 +278,7 @@ def test_only_a_record_that_trained_at_another_rate_than_todays_is_outdated():
 
 def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_reference(monkeypatch, tmp_path):
     from conftest import set_run
-    from harness.measure.store import RecordStore, load_file
+    from harness.measure.records.store import RecordStore, load_file
     run = set_run(monkeypatch, tmp_path / "records", run_id="run1")
     trained = []
     real = trick_steps.trained
@@ -310,9 +310,9 @@ def test_fp32s_curve_comes_only_from_an_ok_fp32_record_of_this_interpreter_at_th
     """One run may cover several environments: another interpreter's fp32 (another torch) is no
     reference for this one's technique; nor is a failed fp32, another shape or another length."""
     from dataclasses import replace
-    from harness.measure.environment import snapshot
-    from harness.measure.record import Record, Timing
-    from harness.measure.store import RecordStore, load_file
+    from harness.measure.instruments.environment import snapshot
+    from harness.measure.records.record import Record, Timing
+    from harness.measure.records.store import RecordStore, load_file
     path = tmp_path / "run.jsonl"
     shape = {k: v for k, v in TINY.items() if k not in ("technique", "micro_batch")}
     params = dict(TINY, technique="fp32", micro_batch=TINY["batch"])

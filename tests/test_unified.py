@@ -6,13 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.workloads import managed
-from harness.measure import requirements
+from harness.workloads.cupy import managed
+from harness.measure.guards import requirements
 from harness.cases import unified
-from harness.workloads.managed import HOST, UnifiedApi, Unsupported
+from harness.workloads.cupy.managed import HOST, UnifiedApi, Unsupported
 from harness.measure.outcomes import SKIPPED, Skip
 from harness.drive.runner import execute
-from harness.measure.safety import ManagedGuard
+from harness.measure.guards.safety import ManagedGuard
 
 from conftest import fake_devices
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.measure.budget import resolve
+from harness.measure.guards.budget import resolve
 from harness import units
 from harness.units import figure, gb, gbs, minutes, ms, rate
 
@@ -72,8 +72,8 @@ def test_a_step_time_is_in_milliseconds_whatever_its_size_and_a_wall_time_in_min
 
 def test_messages_write_bytes_through_units():
     from harness.measure.outcomes import Skip
-    from harness.measure.safety import ManagedGuard, OversubscriptionRefused
-    from harness.measure.workingset import need_host
+    from harness.measure.guards.safety import ManagedGuard, OversubscriptionRefused
+    from harness.measure.guards.workingset import need_host
 
     with pytest.raises(OversubscriptionRefused, match=r"allocation of 60\.0 GB refused.*cap of 90\.0 GB"):
         ManagedGuard(free_bytes=100 * 10**9, fraction=0.9, allow_oversubscription=False,
@@ -87,9 +87,9 @@ def test_messages_write_bytes_through_units():
 
 
 def test_the_box_is_described_in_gb_and_asvs_key_keeps_its_form():
-    from harness.measure.devices import describe
-    from harness.measure.environment import snapshot
-    from harness.measure.machine import machine_info
+    from harness.measure.instruments.devices import describe
+    from harness.measure.instruments.environment import snapshot
+    from harness.measure.instruments.machine import machine_info
 
     d = fake_devices("NVIDIA H100 80GB HBM3", total=H100_MEMORY)
     assert describe(d) == "1 x NVIDIA H100 80GB HBM3 (85.5 GB, sm_90), driver 580.159.04, CUDA 13.0"
@@ -109,7 +109,7 @@ BYTE_NAMES = {"GB", "MB", "GiB", "MiB"}
 # "16GB") is not a figure.
 UNIT_AFTER = re.compile(r"^\s?([KMGT]i?B\b|ms\b|µs\b|min\b|(k |M |T)?[A-Za-z]+/s\b)")
 # (file, function) that may still write a binary unit, and why.
-ALLOWED = {("measure/machine.py", "_asv_memory")}  # asv's stored key, not a figure shown as such
+ALLOWED = {("measure/instruments/machine.py", "_asv_memory")}  # asv's stored key, not a figure shown as such
 
 
 def _number(node):

@@ -14,9 +14,9 @@ from harness import cases
 from harness.drive.runner import execute
 from harness.measure.outcomes import Skip
 from harness.report import markdown
-from harness.workloads import tricks as trick_steps
-from harness.workloads import allocator, ways
-from harness.workloads.ways import Way
+from harness.workloads.training import tricks as trick_steps
+from harness.workloads.training import allocator, ways
+from harness.workloads.training.ways import Way
 
 from test_tricks import STEP, TINY
 
@@ -296,11 +296,11 @@ def test_a_fresh_process_takes_the_allocator_setting_before_torch_is_imported():
 
 
 def test_a_table_ranks_a_combination_beside_single_ways_against_fp32_on_the_card(tmp_path):
-    from harness.measure.environment import snapshot
-    from harness.measure.record import Record, Timing
-    from harness.measure.store import RecordStore
+    from harness.measure.instruments.environment import snapshot
+    from harness.measure.records.record import Record, Timing
+    from harness.measure.records.store import RecordStore
     from harness.report import tables
-    from harness.report.pages.model import load_rows
+    from harness.report.model import load_rows
     path = tmp_path / "results" / "records" / "test-machine" / "0000000-20261126T000000-000000.jsonl"
     path.parent.mkdir(parents=True)
     resnet = dict(TINY, device="cuda", workload="resnet50_1024", batch=10, micro_batch=10)

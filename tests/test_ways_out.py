@@ -11,9 +11,9 @@ import torch
 
 from harness import cases
 from harness.drive.runner import execute
-from harness.measure import budget as budgets
-from harness.workloads import tricks as trick_steps
-from harness.workloads.ways import parse
+from harness.measure.guards import budget as budgets
+from harness.workloads.training import tricks as trick_steps
+from harness.workloads.training.ways import parse
 
 from test_tricks import STEP, TINY, tiny_torchvision
 
@@ -36,8 +36,8 @@ def test_the_tricks_config_takes_every_budget_and_refuses_others():
 
 
 def test_on_cuda_the_allocator_is_capped_at_the_budget_and_given_the_card_back(monkeypatch):
-    import harness.measure.devices as devices
-    import harness.measure.workingset as workingset
+    import harness.measure.instruments.devices as devices
+    import harness.measure.guards.workingset as workingset
     card = 80 * 2**30
     monkeypatch.setattr(devices, "discover", lambda: None)
     monkeypatch.setattr(workingset, "card_total", lambda _: card)
@@ -166,7 +166,7 @@ def test_cpu_offload_shards_every_block_with_the_policy_in_a_group_it_tears_down
 
 
 def test_save_on_cpu_past_the_hosts_share_is_does_not_fit_with_the_bytes_it_held(monkeypatch):
-    from harness.measure.workingset import HOST_MEMORY_ENV
+    from harness.measure.guards.workingset import HOST_MEMORY_ENV
     tiny_torchvision(monkeypatch)
     monkeypatch.setenv(HOST_MEMORY_ENV, "0.00002")  # 20 kB available: the share is 10 kB
     rec = execute("tricks", dict(RESNET, technique="save_on_cpu"))
@@ -179,6 +179,6 @@ def test_save_on_cpu_past_the_hosts_share_is_does_not_fit_with_the_bytes_it_held
 
 
 def test_a_pinned_activation_takes_the_power_of_two_block_the_host_allocator_gives_it():
-    from harness.workloads.offload import host_block
+    from harness.workloads.training.offload import host_block
     assert [host_block(n, True) for n in (0, 1, 4096, 4097, 3 * 2**30)] == [0, 1, 4096, 8192, 4 * 2**30]
     assert host_block(4097, False) == 4097

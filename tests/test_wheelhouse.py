@@ -3,7 +3,7 @@ box installs every older manylinux wheel), the download command, and what is sai
 fails or succeeds. No download runs here: pip's call is stood in for."""
 import sys
 
-from harness.drive import wheelhouse
+from harness.drive.commands import wheelhouse
 
 OLDER_THAN_28 = [f"manylinux_2_{v}_x86_64" for v in range(27, 16, -1)]
 

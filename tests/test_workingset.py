@@ -3,8 +3,9 @@ import pytest
 
 from harness.cases.unified_seed import ARRAYS_AT_PEAK, size_for
 from harness.measure.outcomes import Skip
-from harness.measure.safety import OPT_IN_ENV
-from harness.measure.workingset import HOST_MEMORY_ENV, guard_managed, host_available, need_host, working_set_bytes
+from harness.measure.guards.safety import OPT_IN_ENV
+from harness.measure.guards.workingset import (HOST_MEMORY_ENV, guard_managed, host_available, need_host,
+                                               working_set_bytes)
 
 from conftest import fake_devices
 
@@ -15,7 +16,7 @@ H100, H200 = 81559 * 2**20, 143771 * 2**20
 @pytest.fixture(autouse=True)
 def lock_dir(tmp_path, monkeypatch):
     """The guards' ledgers in the test's own folder."""
-    from harness.measure.locks import LOCK_DIR_ENV
+    from harness.measure.guards.locks import LOCK_DIR_ENV
     monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
 
 
@@ -80,8 +81,8 @@ def test_working_sets_and_the_guard_follow_cuda_visible_devices(monkeypatch, tmp
     """Working-set sizes and the cap came from NVML's GPU 0 while the memory landed on CUDA's device 0."""
     from dataclasses import replace
 
-    from harness.measure.devices import Devices
-    from harness.measure.workingset import card_total
+    from harness.measure.instruments.devices import Devices
+    from harness.measure.guards.workingset import card_total
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     box = fake_devices(count=4)
     box = Devices(gpus=tuple(replace(g, memory_total=(g.index + 1) * 40 * GiB, memory_free=(g.index + 1) * 30 * GiB)
@@ -97,14 +98,14 @@ def test_working_sets_and_the_guard_follow_cuda_visible_devices(monkeypatch, tmp
 # ---- each limit, to its boundary and its words -------------------------------------------------
 
 def test_a_working_set_of_the_whole_card_is_held_to_the_cap_not_refused_as_oversubscription():
-    from harness.measure.safety import ManagedGuard
-    from harness.measure.workingset import admit_managed
+    from harness.measure.guards.safety import ManagedGuard
+    from harness.measure.guards.workingset import admit_managed
     admit_managed(1.0, GiB, ManagedGuard(free_bytes=2 * GiB, allow_oversubscription=False))
 
 
 def test_the_oversubscription_refusal_names_the_set_the_card_and_the_opt_in():
-    from harness.measure.safety import ManagedGuard, OversubscriptionRefused
-    from harness.measure.workingset import admit_managed
+    from harness.measure.guards.safety import ManagedGuard, OversubscriptionRefused
+    from harness.measure.guards.workingset import admit_managed
     with pytest.raises(OversubscriptionRefused) as e:
         admit_managed(1.5, 3 * GiB, ManagedGuard(free_bytes=2 * GiB, allow_oversubscription=False, gpu=2))
     assert str(e.value) == (
@@ -116,8 +117,8 @@ def test_the_oversubscription_refusal_names_the_set_the_card_and_the_opt_in():
 def test_the_card_is_cuda_device_0_unless_another_is_named(monkeypatch):
     from dataclasses import replace
 
-    from harness.measure.devices import Devices
-    from harness.measure.workingset import card, card_total
+    from harness.measure.instruments.devices import Devices
+    from harness.measure.guards.workingset import card, card_total
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     box = fake_devices(count=2)
     box = Devices(gpus=tuple(replace(g, memory_total=(g.index + 1) * 40 * GiB) for g in box.gpus))

@@ -121,7 +121,7 @@ class Case:
     # kind by far more than GPU work does, and the gate reads them against host-bound floors.
     host_paced: Callable[..., bool] = lambda **_: False
     # The allocator a ``budget`` parameter is enforced in, by parameters: a key of
-    # ``harness.measure.budget.ENFORCED`` ("torch", "cupy", ...), or None where nothing caps it.
+    # ``harness.measure.guards.budget.ENFORCED`` ("torch", "cupy", ...), or None where nothing caps it.
     allocator: Callable[..., str | None] = lambda **_: None
     # Parameters added after records of the case were filed, each with the value those records ran
     # at (``budget``: "card", the whole card): the report reads an older record as run at it.

@@ -1,38 +1,38 @@
 """Working sets beyond an emulated card: each way out a shared GPU allows, and the device pool
 that has none.
 
-``budget`` is the emulated card (``harness.measure.budget``); ``times`` the working set as a
+``budget`` is the emulated card (``harness.measure.guards.budget``); ``times`` the working set as a
 multiple of it, so every set here is larger than the card it pretends to be. ``way``:
 
 - ``device_pool``: CuPy's pool capped at the budget: the set cannot be allocated there, and the
   record is does-not-fit with the bytes it asks for (checked before anything is allocated);
 - ``out_of_core``: the set in pinned host memory, streamed through device buffers sized to fit
   the budget (``harness.cases.out_of_core``); stream and reduce only;
-- ``zero_copy``: the set in pinned host memory mapped for the GPU (``harness.workloads.mapped``),
+- ``zero_copy``: the set in pinned host memory mapped for the GPU (``harness.workloads.cupy.mapped``),
   read and written in place by the kernels over the host link. Not managed memory: it may be
   larger than the card, host memory permitting;
 - ``managed_pool``: CuPy's managed pool, admitted by the managed-memory guard, so the set stays
   under the card's free memory. The budget is not enforced on managed pages, and on this card
   nothing is evicted: the record says so in its check (``budget_enforced``, ``evicted``) and
   declares no enforcing allocator. True oversubscription runs only with the opt-in
-  (``harness.measure.safety``), on a machine the user owns.
+  (``harness.measure.guards.safety``), on a machine the user owns.
 
-``pattern`` is one of ``harness.workloads.kernels``'s: stream, reduce, matmul, gather. Work per
+``pattern`` is one of ``harness.workloads.cupy.kernels``'s: stream, reduce, matmul, gather. Work per
 step: the pattern's ``bytes`` (and ``flops``), ``working_set_bytes``, and for the ways over the
 host link ``h2d_bytes`` and ``d2h_bytes``, so that the report reads the rate as a fraction of
 pinned host-to-device.
 """
 from __future__ import annotations
 
-from harness.workloads.kernels import PATTERNS
-from harness.workloads.kernels import build as build_pattern
-from harness.workloads.managed import install_cupy_allocator
-from harness.workloads.mapped import use_mapped
-from harness.measure import budget as budgets
+from harness.workloads.cupy.kernels import PATTERNS
+from harness.workloads.cupy.kernels import build as build_pattern
+from harness.workloads.cupy.managed import install_cupy_allocator
+from harness.workloads.cupy.mapped import use_mapped
+from harness.measure.guards import budget as budgets
 from harness.measure.outcomes import DoesNotFit, Skip
-from harness.measure.requirements import need_cupy, need_gpus
-from harness.measure.safety import OversubscriptionRefused
-from harness.measure.workingset import card, guard_managed, need_host
+from harness.measure.guards.requirements import need_cupy, need_gpus
+from harness.measure.guards.safety import OversubscriptionRefused
+from harness.measure.guards.workingset import card, guard_managed, need_host
 from harness.cases import out_of_core
 from harness.cases.base import Case
 from harness.measure.workload import Workload
@@ -121,7 +121,7 @@ def build(way: str, pattern: str, budget: str, times: float) -> Workload:
 
 
 def declared_bytes(way, pattern, budget, times):
-    from harness.measure.devices import discover
+    from harness.measure.instruments.devices import discover
     devices = discover()
     if not devices.count:
         return None

@@ -9,7 +9,7 @@ probe checks its result after the timed steps.
 device outside its allocator's pool once CUDA started (``context.cuda``), once a first matrix
 product ran (``context.cublas``: cuBLAS's kernels and workspace) and, for torch, once a first
 convolution ran (``context.cudnn``), in its record's memory; that is what an emulated card charges
-(``harness.measure.budget``). Its step is one synchronisation.
+(``harness.measure.guards.budget``). Its step is one synchronisation.
 
 Bandwidths count what one step must move: a device copy reads and writes each byte (2 x size);
 a transfer between host and device, or between GPUs, moves each byte once. ``duplex_pinned``
@@ -24,8 +24,8 @@ from functools import partial
 import numpy as np
 
 from harness.measure.outcomes import CheckFailed
-from harness.measure.requirements import need_cupy, need_gpus, need_torch_cuda
-from harness.measure.timing import torch_sync
+from harness.measure.guards.requirements import need_cupy, need_gpus, need_torch_cuda
+from harness.measure.instruments.timing import torch_sync
 from harness.cases.base import Case
 from harness.measure.workload import Workload
 
@@ -188,9 +188,9 @@ def _cupy_stages(cupy):
 def context(library: str) -> Workload:
     """The levels of ``context_torch`` / ``context_cupy``: read in a fresh process (asv gives each
     its own) before anything else touched CUDA in it."""
-    from harness.measure.budget import held_here
-    from harness.measure.devices import nvml
-    from harness.measure.workingset import card
+    from harness.measure.guards.budget import held_here
+    from harness.measure.instruments.devices import nvml
+    from harness.measure.guards.workingset import card
     session = nvml()  # asked first: without nvidia-ml-py, that is the error, not a card not found
     gpu = card(need_gpus(1))
     with session as pynvml:

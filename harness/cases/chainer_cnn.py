@@ -3,13 +3,13 @@ ReLU and 2x2 max pooling, then a linear layer) on 3 x 32 x 32 images, each its c
 plus noise. Without cuDNN (Chainer 7.8.1 finds none beside CuPy 14) Chainer convolves by
 im2col and a matrix product, whose column buffers are part of what the pool must hold.
 
-Parameters: ``device`` and ``pool`` (``harness.workloads.chainer_backend``), ``batch``. A step is one
+Parameters: ``device`` and ``pool`` (``harness.workloads.chainer.chainer_backend``), ``batch``. A step is one
 forward, backward and Adam update over the batch; ``work`` counts its samples. The check asks
 the loss to have dropped.
 """
 from __future__ import annotations
 
-from harness.workloads.chainer_backend import DEVICES, POOLS, guard_refusal_does_not_fit, open_backend
+from harness.workloads.chainer.chainer_backend import DEVICES, POOLS, guard_refusal_does_not_fit, open_backend
 from harness.cases.base import Case
 from harness.measure.workload import Workload
 
@@ -33,7 +33,7 @@ def cnn_workload(device: str, pool: str, batch: int, side: int = SIDE, warmup: i
 
 
 def _build(backend, batch, side, warmup, repeat, nbytes):
-    from harness.workloads import chainer_nets as nets
+    from harness.workloads.chainer import chainer_nets as nets
     x, t = nets.template_images(batch, CHANNELS, side, CLASSES)
     return nets.classifier_workload(backend, nets.CNN(CHANNELS, side, CLASSES), x, t, nbytes, warmup, repeat)
 

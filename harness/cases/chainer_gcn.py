@@ -2,11 +2,11 @@
 Chainer users met `out of memory` and were told to put CuPy on a managed pool.
 
 Parameters:
-- ``device`` and ``pool`` (``harness.workloads.chainer_backend``): cpu/numpy, or cuda with Chainer's default
+- ``device`` and ``pool`` (``harness.workloads.chainer.chainer_backend``): cpu/numpy, or cuda with Chainer's default
   pool (``device_pool``) or the managed pool (``managed_pool``);
-- ``nodes``: the graph's size, a planted partition of mean degree 16 (``harness.workloads.graphs``);
+- ``nodes``: the graph's size, a planted partition of mean degree 16 (``harness.workloads.chainer.graphs``);
 - ``features``: the input width. Hidden width 64, 16 classes;
-- ``budget``: the emulated card (``harness.measure.budget``), enforced in Chainer's CuPy pool on the
+- ``budget``: the emulated card (``harness.measure.guards.budget``), enforced in Chainer's CuPy pool on the
   device pool; on the managed pool it caps nothing and the check says so.
 
 A step is one full-batch forward, backward and Adam update over every node; ``work`` counts the
@@ -17,20 +17,18 @@ go wrong). ``torch_gcn`` is the same model on the same graph and weights in PyTo
 """
 from __future__ import annotations
 
-from harness.workloads.chainer_backend import DEVICES, POOLS, allocator, guard_refusal_does_not_fit, open_backend
-from harness.measure.budget import BUDGETS, handed_back
-from harness.workloads.graphs import gcn_bytes, gcn_reference_rows, gcn_weights, planted_partition, rows_checked, sample_rows
+from harness.workloads.chainer.chainer_backend import (DEVICES, POOLS, allocator, guard_refusal_does_not_fit,
+                                                       open_backend)
+from harness.measure.guards.budget import BUDGETS, handed_back
+from harness.workloads.chainer.graphs import (CLASSES, FEATURES, HIDDEN, NODES, TOLERANCE, gcn_bytes,
+                                              gcn_reference_rows, gcn_weights, planted_partition, rows_checked,
+                                              sample_rows)
 from harness.cases.base import Case
 from harness.measure.workload import Workload
 
-NODES = (2**14, 2**16, 2**18, 2**20, 2**21)
-FEATURES = (128, 512)
-HIDDEN, CLASSES = 64, 16
-TOLERANCE = 1e-4  # fp32 sums of ~17 terms stay far below it; a wrong index or a lost update does not
-
 
 def declared_bytes(device="cuda", pool="device_pool", nodes=NODES[0], features=FEATURES[0], budget="card") -> int:
-    """``harness.workloads.graphs.gcn_bytes``: admitted by the managed-memory guard first; quoted when a step
+    """``harness.workloads.chainer.graphs.gcn_bytes``: admitted by the managed-memory guard first; quoted when a step
     does not fit."""
     return gcn_bytes(nodes, features, HIDDEN, CLASSES)
 
@@ -45,7 +43,7 @@ def gcn_workload(device: str, pool: str, nodes: int, features: int, hidden: int 
 
 
 def _build(backend, nodes, features, hidden, classes, warmup, repeat, nbytes):
-    from harness.workloads import chainer_nets as nets
+    from harness.workloads.chainer import chainer_nets as nets
     graph = planted_partition(nodes, features, classes)
     model = nets.GCN(*gcn_weights(features, hidden, classes))
     model.to_device(backend.device)

@@ -1,15 +1,16 @@
 """Chainer 7.8.1 training an MLP (1024, 2048, 2048, 16) on a batch a random linear teacher
 labels: the batch-bound workload, beside the GCN's graph-bound one, on the same pools.
 
-Parameters: ``device``, ``pool`` and ``budget`` (``harness.workloads.chainer_backend``: the budget caps
+Parameters: ``device``, ``pool`` and ``budget`` (``harness.workloads.chainer.chainer_backend``: the budget caps
 Chainer's pool on the device pool, and nothing on the managed pool), ``batch``. A step is one
 forward, backward and Adam update over the batch; ``work`` counts its samples. The check asks
 the loss to have dropped.
 """
 from __future__ import annotations
 
-from harness.workloads.chainer_backend import DEVICES, POOLS, allocator, guard_refusal_does_not_fit, open_backend
-from harness.measure.budget import BUDGETS, handed_back
+from harness.workloads.chainer.chainer_backend import (DEVICES, POOLS, allocator, guard_refusal_does_not_fit,
+                                                       open_backend)
+from harness.measure.guards.budget import BUDGETS, handed_back
 from harness.cases.base import Case
 from harness.measure.workload import Workload
 
@@ -36,7 +37,7 @@ def mlp_workload(device: str, pool: str, batch: int, sizes=SIZES, warmup: int = 
 
 
 def _build(backend, batch, sizes, warmup, repeat, nbytes):
-    from harness.workloads import chainer_nets as nets
+    from harness.workloads.chainer import chainer_nets as nets
     x, t = nets.teacher_batch(batch, sizes[0], sizes[-1])
     return nets.classifier_workload(backend, nets.MLP(sizes), x, t, nbytes, warmup, repeat, lr=nets.mlp_lr(sizes))
 

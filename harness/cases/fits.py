@@ -5,11 +5,11 @@ Parameters: ``device`` (cuda; cpu only skips, the allocator cap being a CUDA fea
 ``budget`` (16GB, 24GB, 40GB, 80GB, or ``card``: the whole card) and ``over``: ``batch`` (the
 largest batch of ``seq_len`` tokens, searched from 1) or ``seq_len`` (the longest single
 sequence, searched from ``seq_len``; token models only), ``allocator``: the setting of torch's
-CUDA allocator every probe runs under (``harness.workloads.allocator``: ``default``,
+CUDA allocator every probe runs under (``harness.workloads.training.allocator``: ``default``,
 ``expandable``, ``async``, ``gc0.6``, ``split512``; under ``async`` the cap holds the bytes in
 use, not the driver pool's reserve). A budget larger than the card skips with the reason.
 
-The one timed "step" is the whole search (``harness.workloads.fits``: doubling until the sizes that
+The one timed "step" is the whole search (``harness.workloads.search.fits``: doubling until the sizes that
 fit span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
 then the sizes just after the answer, one fresh process per probe; where earlier runs searched the
 case, on this machine or, failing that, another (a budget caps the same bytes on every card), the
@@ -32,17 +32,17 @@ not fit, the case does not fit.
 """
 from __future__ import annotations
 
-from harness.workloads import fits, probe_log
-from harness.measure.budget import BUDGETS, ENFORCED, is_whole_card, resolve
+from harness.workloads.search import fits, probe_log
+from harness.measure.guards.budget import BUDGETS, ENFORCED, is_whole_card, resolve
 from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, Skip
-from harness.measure.store import RecordStore
+from harness.measure.records.store import RecordStore
 from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
 from harness.cases.tricks import CASE as TRICKS
 from harness.cases.tricks import PARAMS as TRICK_PARAMS
-from harness.workloads.tricks import applies
-from harness.workloads.ways import parse
-from harness.workloads import allocator as settings
+from harness.workloads.training.tricks import applies
+from harness.workloads.training.ways import parse
+from harness.workloads.training import allocator as settings
 
 NAME = "fits"
 PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
@@ -55,8 +55,8 @@ def _card(devices) -> tuple[int, int]:
     """(total, free) bytes of CUDA device 0 (the card CUDA_VISIBLE_DEVICES selects). From NVML,
     not torch: this process must not create a CUDA context, which would take device memory from
     the probes beside it."""
-    from harness.measure.requirements import need_gpus
-    from harness.measure.workingset import card
+    from harness.measure.guards.requirements import need_gpus
+    from harness.measure.guards.workingset import card
     gpu = card(need_gpus(1, devices))
     return gpu.memory_total, gpu.memory_free
 
@@ -154,7 +154,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     applies(workload, way)
     if over == "seq_len" and workload == "resnet50":
         raise Skip("over=seq_len applies to the token models (lm, encdec), not resnet50")
-    from harness.measure.devices import discover
+    from harness.measure.instruments.devices import discover
     devices = discover()
     total, free = _card(devices)
     capped = resolve(budget, total, "torch")  # each probe caps torch's allocator at its bytes

@@ -6,19 +6,19 @@ step, and on the same training at one shape.
 Parameters:
 - ``device``: cpu or cuda (on the CPU only ``allocator=default`` runs: the settings configure
   torch's CUDA allocator);
-- ``workload``: ``lm`` (the decoder-only transformer of ``harness.workloads.models``) or
+- ``workload``: ``lm`` (the decoder-only transformer of ``harness.workloads.training.models``) or
   ``resnet50``, both trained with Adam;
 - ``precision``: ``bf16_autocast`` (the GPU classes: what people who need memory train in) or
   ``fp32`` (TF32 off; bf16 on a CPU without bf16 units runs on slow reference kernels);
-- ``shapes``: the distribution of each step's size (``harness.workloads.fragmenting``):
+- ``shapes``: the distribution of each step's size (``harness.workloads.training.fragmenting``):
   ``uniform128-4096`` (LM sequence lengths, every one), ``pow2_128-4096`` (LM sequence lengths,
   the powers of two: bucketed batching), ``uniform224-1024`` (ResNet50 image sides, by 32),
   ``fixed1024`` (either at one shape), ``uniform16-64``, ``pow2_16-64`` and ``fixed32`` (small,
   for the CPU);
 - ``allocator``: ``default``, ``expandable``, ``async``, ``gc0.6`` or ``split512``
-  (``harness.workloads.allocator``), put in the environment of the case's fresh process before
+  (``harness.workloads.training.allocator``), put in the environment of the case's fresh process before
   torch is imported, and verified against the backend torch runs;
-- ``budget``: the card emulated (``harness.measure.budget``), torch's allocator capped at it;
+- ``budget``: the card emulated (``harness.measure.guards.budget``), torch's allocator capped at it;
   under ``async`` the cap holds the bytes in use, not the driver pool's reserve, which the
   check compares with the budget instead (``reserved_over_budget``);
 - ``batch``: the step's work, as many tokens (LM) or pixels (ResNet50) as ``batch`` samples of
@@ -43,13 +43,13 @@ from __future__ import annotations
 import contextlib
 
 from harness.cases.base import Case
-from harness.measure.budget import BUDGETS, Budget, torch_capped
+from harness.measure.guards.budget import BUDGETS, Budget, torch_capped
 from harness.measure.outcomes import Skip, learned
-from harness.measure.requirements import need_torch
-from harness.measure.timing import torch_sync
+from harness.measure.guards.requirements import need_torch
+from harness.measure.instruments.timing import torch_sync
 from harness.measure.workload import Workload
-from harness.workloads import allocator as settings
-from harness.workloads.fragmenting import IMAGE_STRIDE, SHAPES, WORKLOADS, shapes_of
+from harness.workloads.training import allocator as settings
+from harness.workloads.training.fragmenting import IMAGE_STRIDE, SHAPES, WORKLOADS, shapes_of
 
 CASE_NAME = "fragmentation"
 LM_SHAPES = ("uniform128-4096", "pow2_128-4096", "fixed1024", "uniform16-64", "pow2_16-64", "fixed32")
@@ -77,8 +77,8 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
     if device == "cuda":
         settings.apply_torch(allocator)  # first of all: torch reads it when it is imported
     torch = need_torch(device)
-    from harness.workloads.fragmenting import lm_trainer, resnet_trainer
-    from harness.workloads.training import float32_matmul, precision as precision_of
+    from harness.workloads.training.fragmenting import lm_trainer, resnet_trainer
+    from harness.workloads.training.trainer import float32_matmul, precision as precision_of
     dist = shapes_of(shapes)
     with contextlib.ExitStack() as stack:
         cap = torch_capped(stack, device, budget)  # before anything is allocated
@@ -114,7 +114,7 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
 def _peaks(torch, budget: Budget | None, allocator: str) -> dict:
     """The steps' peaks and allocator counts on device 0; under cudaMallocAsync and a ``budget``
     (None: the whole card), whether its reserve went past the budget."""
-    from harness.measure.memory import torch_peaks
+    from harness.measure.instruments.memory import torch_peaks
     peaks = torch_peaks(torch.cuda, 0)
     stats = torch.cuda.memory_stats(0)
     peaks.update({k: stats[k] for k in STATS if k in stats})

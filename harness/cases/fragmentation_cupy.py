@@ -1,9 +1,9 @@
-"""CuPy's pools on a workload that fragments: ``harness.workloads.fragmenting.AttentionStack``, a
+"""CuPy's pools on a workload that fragments: ``harness.workloads.training.fragmenting.AttentionStack``, a
 step of ``depth`` softmax-attention layers over ``batch x 1024`` tokens cut into sequences of the
 step's length, every layer's scores and output kept to the step's end (as autograd keeps them).
 
 Parameters: ``pool`` (``device_pool``, ``async_pool`` or ``limited_pool``:
-``harness.workloads.allocator``), ``shapes`` (the lengths, as in ``fragmentation``), ``budget``
+``harness.workloads.training.allocator``), ``shapes`` (the lengths, as in ``fragmentation``), ``budget``
 (every pool capped at the emulated card with ``set_limit``), ``batch``, ``width``, ``depth``.
 
 The check recomputes the last step's first sequence on the host in float64 and holds the device's
@@ -13,13 +13,13 @@ made is alive) and ``fragmentation``, the largest held over the largest used, an
 from __future__ import annotations
 
 from harness.cases.base import Case
-from harness.measure.budget import BUDGETS, is_whole_card, resolve
-from harness.measure.memory import fragmentation
+from harness.measure.guards.budget import BUDGETS, is_whole_card, resolve
+from harness.measure.instruments.memory import fragmentation
 from harness.measure.outcomes import CheckFailed
-from harness.measure.requirements import need_cupy
+from harness.measure.guards.requirements import need_cupy
 from harness.measure.workload import Workload
-from harness.workloads import allocator as settings
-from harness.workloads.fragmenting import REFERENCE, AttentionStack, live_bytes, shapes_of
+from harness.workloads.training import allocator as settings
+from harness.workloads.training.fragmenting import REFERENCE, AttentionStack, live_bytes, shapes_of
 
 CASE_NAME = "fragmentation_cupy"
 PARAMS = {"pool": settings.CUPY, "shapes": ("uniform128-4096", "fixed1024"), "budget": BUDGETS, "batch": (16,),
@@ -34,8 +34,8 @@ def largest_live(shapes, tokens: int, width: int, depth: int) -> int:
 def build(pool, shapes, budget, batch, width, depth) -> Workload:
     cupy = need_cupy()
     import numpy
-    from harness.measure.devices import discover
-    from harness.measure.workingset import card_total
+    from harness.measure.instruments.devices import discover
+    from harness.measure.guards.workingset import card_total
     dist, tokens = shapes_of(shapes), batch * REFERENCE
     live = largest_live(dist, tokens, width, depth)
     capped = None if is_whole_card(budget) else resolve(budget, card_total(discover()), "cupy")

@@ -1,5 +1,5 @@
 """Explicit out-of-core streaming from pinned host memory: the baseline experts use in place of
-unified memory (``harness.workloads.chunked`` holds the schedule and sizes the chunks).
+unified memory (``harness.workloads.cupy.chunked`` holds the schedule and sizes the chunks).
 
 The working set lives in pinned host memory and never needs to fit on the card, so fractions
 above 1 need no opt-in: only host memory. Each step streams it through two device buffers:
@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.workloads.chunked import CudaLane, chunk_elements, run_chunks, spans
-from harness.workloads.kernels import MOD_X, MOD_Y, check_reduce, check_stream
-from harness.measure import budget as budgets
-from harness.measure.requirements import need_gpus
-from harness.measure.workingset import FRACTIONS, card_total, need_host, working_set_bytes
+from harness.workloads.cupy.chunked import CudaLane, chunk_elements, run_chunks, spans
+from harness.workloads.cupy.kernels import MOD_X, MOD_Y, check_reduce, check_stream
+from harness.measure.guards import budget as budgets
+from harness.measure.guards.requirements import need_cupy, need_gpus
+from harness.measure.guards.workingset import FRACTIONS, card_total, need_host, working_set_bytes
 from harness.cases.base import Case
 from harness.measure.workload import Workload
-from harness.cases.unified import need_cupy
 
 PATTERNS = ("stream", "reduce")
 # Bytes of host memory per element of the stream: x, y and out for stream; x for reduce.

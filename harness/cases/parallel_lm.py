@@ -1,11 +1,11 @@
 """Data parallel versus model parallel on the shared transformer language model (no batch
 statistics: every strategy must reach the same loss as one device). ``depth``, ``width`` and
 ``seq_len`` size it (heads of 64 wide, at least 2), ``batch`` is the global batch in sequences;
-``strategy``, ``gpus`` and ``micro_batches`` as in ``harness.workloads.parallel``; ``nodes`` node
+``strategy``, ``gpus`` and ``micro_batches`` as in ``harness.workloads.parallelism.parallel``; ``nodes`` node
 agents share the ``gpus`` (rendezvoused on this box), over NCCL's ``transport``."""
-from harness.workloads.parallel import STRATEGIES, build
-from harness.workloads.launch import TRANSPORTS
-from harness.workloads.parallel_job import Job
+from harness.workloads.parallelism.parallel import STRATEGIES, build
+from harness.workloads.parallelism.launch import TRANSPORTS
+from harness.workloads.parallelism.parallel_job import Job
 from harness.cases.base import Case
 
 DEVICES = ("cuda", "cpu")

@@ -1,16 +1,16 @@
 """Data parallel versus model parallel on torchvision's ResNet50: 1000 classes, SGD, MSE against
 one-hot labels, random images; by default batch 10 of 3 x 1024 x 1024, the well-known two-GPU
 model-parallel tutorial, and 2048 x 2048, four times its activations, where one GPU runs short
-sooner. ``strategy`` and ``gpus`` choose how it is spread (``harness.workloads.parallel``);
+sooner. ``strategy`` and ``gpus`` choose how it is spread (``harness.workloads.parallelism.parallel``);
 ``batch`` is the global batch, the same for every strategy; ``nodes`` and ``transport`` as in
 ``parallel_lm``; ``cut``: where model parallel cuts it, ``balanced`` or ``seed003`` (after
 ``layer2``, as seed 003 and the tutorial did). Its BatchNorm sees each shard or
 micro-batch alone, so strategies agree on the loss only roughly here; the transformer case is
 the exact one."""
-from harness.workloads.parallel import STRATEGIES, build
-from harness.workloads.launch import TRANSPORTS
-from harness.workloads.model_parallel import CUTS
-from harness.workloads.parallel_job import Job
+from harness.workloads.parallelism.parallel import STRATEGIES, build
+from harness.workloads.parallelism.launch import TRANSPORTS
+from harness.workloads.parallelism.model_parallel import CUTS
+from harness.workloads.parallelism.parallel_job import Job
 from harness.cases.base import Case
 
 DEVICES = ("cuda", "cpu")

@@ -17,9 +17,9 @@ at every level (pool, device, host) is read by the runner.
 """
 from __future__ import annotations
 
-from harness.measure import budget as budgets
-from harness.measure.requirements import need_gpus
-from harness.measure.workingset import card
+from harness.measure.guards import budget as budgets
+from harness.measure.guards.requirements import need_gpus
+from harness.measure.guards.workingset import card
 from harness.cases.base import Case
 from harness.cases.beyond import ALLOCATOR, WAYS, bound_by as beyond_bound_by, way_workload
 from harness.measure.workload import Workload

@@ -6,16 +6,17 @@ Parameters: ``device`` (cpu, cuda; on cuda PyTorch's caching allocator), ``nodes
 """
 from __future__ import annotations
 
-from harness.workloads.graphs import gcn_bytes, gcn_reference_rows, gcn_weights, planted_partition, rows_checked, sample_rows
+from harness.workloads.chainer.graphs import (CLASSES, FEATURES, HIDDEN, NODES, TOLERANCE, gcn_bytes,
+                                              gcn_reference_rows, gcn_weights, planted_partition, rows_checked,
+                                              sample_rows)
 from harness.measure.outcomes import learned
-from harness.measure.requirements import need_torch
-from harness.measure.timing import torch_sync
+from harness.measure.guards.requirements import need_torch
+from harness.measure.instruments.timing import torch_sync
 from harness.cases.base import Case
 from harness.measure.workload import Workload
-from harness.cases.chainer_gcn import CLASSES, FEATURES, HIDDEN, NODES, TOLERANCE
 
 DEVICES = ("cpu", "cuda")
-LR, LOSS_DROP = 0.01, 0.95  # as harness.workloads.chainer_nets
+LR, LOSS_DROP = 0.01, 0.95  # as harness.workloads.chainer.chainer_nets
 
 
 def declared_bytes(device="cuda", nodes=NODES[0], features=FEATURES[0]) -> int:
@@ -26,7 +27,7 @@ def torch_gcn_workload(device: str, nodes: int, features: int, hidden: int = HID
                        warmup: int = 2, repeat: int = 10) -> Workload:
     torch = need_torch(device)
     gpus = (0,) if device == "cuda" else ()
-    from harness.workloads import torch_gcn as tg
+    from harness.workloads.chainer import torch_gcn as tg
     graph = planted_partition(nodes, features, classes)
     model = tg.GCN(*gcn_weights(features, hidden, classes)).to(device)
     adj = tg.adjacency(graph, device)

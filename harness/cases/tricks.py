@@ -2,7 +2,7 @@
 
 Parameters:
 - ``device``: cpu or cuda;
-- ``workload``: ``lm`` (the decoder-only transformer of ``harness.workloads.models``; long sequences are
+- ``workload``: ``lm`` (the decoder-only transformer of ``harness.workloads.training.models``; long sequences are
   the same model at a large ``seq_len``), ``encdec`` (encoder-decoder, a copy task) or
   ``resnet50`` (torchvision, 1000 classes) on 224 x 224 images, ``resnet50_1024`` and
   ``resnet50_2048`` on 1024 x 1024 and 2048 x 2048 (``vocab``, ``width``, ``depth`` and
@@ -17,15 +17,15 @@ Parameters:
   autograd saves for backward kept in host memory, pinned on CUDA:
   ``torch.autograd.graph.save_on_cpu``), ``cpu_offload`` (parameters, gradients and optimizer
   state in host memory, FSDP2's ``CPUOffloadPolicy`` on one device:
-  ``harness.workloads.offload``), ``drop_references`` (the loop every technique runs: the
+  ``harness.workloads.training.offload``), ``drop_references`` (the loop every technique runs: the
   previous step's logits, outputs and loss dead before the next forward, gradients set to None)
   and ``keep_references`` (the everyday loop that keeps them alive into the next forward, and
   zeroed gradients allocated: what ``drop_references`` is measured against; both LM only);
   or a combination of them, one per knob, joined by "+" (``bf16_autocast+checkpoint``; a
-  ``harness.workloads.ways.Way``: any order is taken and filed in its one canonical order, and
+  ``harness.workloads.training.ways.Way``: any order is taken and filed in its one canonical order, and
   two values of one knob, two precisions say, are refused), which may add an allocator setting
-  (``harness.workloads.allocator``'s names: ``expandable``, ``async``, ...) set before torch starts;
-- ``budget``: the card emulated (``harness.measure.budget``): 16GB, 24GB, 40GB, 80GB, or ``card``
+  (``harness.workloads.training.allocator``'s names: ``expandable``, ``async``, ...) set before torch starts;
+- ``budget``: the card emulated (``harness.measure.guards.budget``): 16GB, 24GB, 40GB, 80GB, or ``card``
   (the whole card). On CUDA torch's caching allocator is capped at it before anything is
   allocated; out of memory under it is does-not-fit. The fp32 references of the check train
   after the case with the cap lifted (the whole card: ``reference_budget``), falling back as
@@ -39,11 +39,11 @@ The harness times one optimizer step (all micro-batches). ``work`` is the target
 counts (padding excluded, so capped and padded batches compare on useful tokens) or samples.
 The check trains from seed 0 for the fixed number of timed and warm-up steps; it fails when a
 loss is not finite or the last is not below the first. Then the same model, data and seed train
-again in fp32 on the whole batch (``harness.workloads.tricks.references``; where this run already
+again in fp32 on the whole batch (``harness.workloads.training.tricks.references``; where this run already
 filed fp32's record at the same shape, its curve stands for that run), and every step's
 loss is held within the technique's tolerance of the reference's after as many applied updates
 (a step the fp16 GradScaler skipped applied none), the gap taken as a share of the first loss
-(``harness.workloads.tricks.TOLERANCE``; a combination's is the largest of its knobs'). Over it,
+(``harness.workloads.training.tricks.TOLERANCE``; a combination's is the largest of its knobs'). Over it,
 the reference trains four more times: the curve is then held to the nearest of its five runs, and
 twice the widest gap among them (the GPU's nondeterministic sums) is allowed on top. Both curves
 (the technique's and that nearest run's), the gap, the tolerance, that spread, the runs it was read
@@ -54,15 +54,15 @@ from __future__ import annotations
 import contextlib
 
 from harness.cases.base import Case
-from harness.measure import budget as budgets
+from harness.measure.guards import budget as budgets
 from harness.measure.outcomes import FAILED, CheckFailed
-from harness.measure.requirements import need_torch
-from harness.measure.store import this_interpreters
-from harness.measure.timing import torch_sync
+from harness.measure.guards.requirements import need_torch
+from harness.measure.records.store import this_interpreters
+from harness.measure.instruments.timing import torch_sync
 from harness.measure.workload import Workload
-from harness.workloads.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference, losses_checked,
-                                      make_trainer, other_rate, process, use_allocator)
-from harness.workloads.ways import parse
+from harness.workloads.training.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference,
+                                               losses_checked, make_trainer, other_rate, process, use_allocator)
+from harness.workloads.training.ways import parse
 
 CASE_NAME = "tricks"
 # Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
@@ -80,7 +80,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
     way = parse(technique)  # once: every piece below is handed the Way; the record keeps the name
     use_allocator(way)  # before torch starts: its allocator reads the setting once
     torch = need_torch(device)
-    from harness.workloads.models import parameter_count
+    from harness.workloads.training.models import parameter_count
     with contextlib.ExitStack() as stack:
         cap = budgets.torch_capped(stack, device, budget)  # before anything is allocated
         stack.enter_context(process(way))

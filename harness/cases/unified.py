@@ -1,7 +1,7 @@
 """CuPy on unified (managed) memory: what a working set costs by allocator, placement and size.
 
 Parameters:
-- ``allocator``: device_pool, managed_pool, async_pool (``harness.workloads.managed``);
+- ``allocator``: device_pool, managed_pool, async_pool (``harness.workloads.cupy.managed``);
 - ``placement`` of managed pages. ``resident``: on the GPU before the steps (prefetched once),
   the steady state, and the only placement the device pools have. The others start every step
   with all pages on the host (put there, untimed, by a prefetch), as after a host-side first
@@ -9,19 +9,19 @@ Parameters:
   explicit prefetch inside the step; ``host_mapped`` advises them to stay on the host, mapped
   for the GPU, which reads and writes them over the host link; ``read_mostly`` advises the
   inputs read-mostly, so the GPU's faults duplicate them rather than move them;
-- ``pattern``: stream, reduce, matmul, gather (``harness.workloads.kernels``);
-- ``fraction``: the working set as a fraction of the card's total memory (``harness.measure.workingset``).
+- ``pattern``: stream, reduce, matmul, gather (``harness.workloads.cupy.kernels``);
+- ``fraction``: the working set as a fraction of the card's total memory (``harness.measure.guards.workingset``).
 
 Work recorded per step: ``bytes`` the kernel must move, ``working_set_bytes`` allocated, and for
 placements that migrate pages from the host ``migrated_bytes`` (the whole working set starts there).
 """
 from __future__ import annotations
 
-from harness.workloads.kernels import PATTERNS
-from harness.workloads.kernels import build as build_pattern
-from harness.workloads.managed import HOST, POOLS, UnifiedApi, install_cupy_allocator
-from harness.measure.requirements import need_cupy, need_gpus
-from harness.measure.workingset import FRACTIONS, card_total, guard_managed, working_set_bytes
+from harness.workloads.cupy.kernels import PATTERNS
+from harness.workloads.cupy.kernels import build as build_pattern
+from harness.workloads.cupy.managed import HOST, POOLS, UnifiedApi, install_cupy_allocator
+from harness.measure.guards.requirements import need_cupy, need_gpus
+from harness.measure.guards.workingset import FRACTIONS, card_total, guard_managed, working_set_bytes
 from harness.measure.outcomes import Skip
 from harness.cases.base import Case
 from harness.measure.workload import Workload
@@ -112,7 +112,7 @@ def build(allocator: str, placement: str, pattern: str, fraction: float) -> Work
 
 
 def declared_bytes(allocator, placement, pattern, fraction):
-    from harness.measure.devices import discover
+    from harness.measure.instruments.devices import discover
     devices = discover()
     return working_set_bytes(fraction, card_total(devices)) if devices.count else None
 

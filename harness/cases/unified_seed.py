@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from math import isqrt
 
-from harness.workloads.managed import install_cupy_allocator
+from harness.workloads.cupy.managed import install_cupy_allocator
 from harness.measure.outcomes import CheckFailed
-from harness.measure.requirements import need_gpus
-from harness.measure.workingset import card_total, guard_managed, working_set_bytes
+from harness.measure.guards.requirements import need_cupy, need_gpus
+from harness.measure.guards.workingset import card_total, guard_managed, working_set_bytes
 from harness.cases.base import Case
 from harness.measure.workload import Workload
-from harness.cases.unified import need_cupy
 
 FRACTIONS = (0.4, 0.8, 1.5)
 ARRAYS_AT_PEAK = 5

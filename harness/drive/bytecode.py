@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.measure.store import LOCAL
+from harness.measure.records.store import LOCAL
 
 CACHE = LOCAL.parent / "pycache"
 OFF = "PYTHONDONTWRITEBYTECODE"

@@ -1,6 +1,6 @@
 """Measures one (case, parameters) in this process and turns how it ended into a Record.
 
-asv gives each (benchmark, parameters) a fresh process (``harness.drive.bench``), so one case's
+asv gives each (benchmark, parameters) a fresh process (``harness.drive.asv.bench``), so one case's
 allocations and caches never reach another's peak; ``python3 -m harness case`` calls this
 directly, for debugging a case.
 """
@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from harness import cases
 from harness.cases.base import Case, Config
-from harness.measure import budget
-from harness.measure.busy import Sampled, gpu_busy
-from harness.measure.devices import Devices, discover, visible_indices
-from harness.measure.environment import snapshot
-from harness.measure.memory import PeakMemory
-from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, Skip, as_does_not_fit, is_out_of_memory
-from harness.measure.record import Record
-from harness.measure.store import RunContext
-from harness.measure.timing import time_steps
-from harness.measure.workingset import card_total
+from harness.measure.guards import budget
+from harness.measure.instruments.busy import Sampled, gpu_busy
+from harness.measure.instruments.devices import Devices, discover, visible_indices
+from harness.measure.instruments.environment import snapshot
+from harness.measure.instruments.memory import PeakMemory
+from harness.measure.outcomes import (DOES_NOT_FIT, FAILED, OK, SKIPPED, CheckFailed, Skip, as_does_not_fit,
+                                      is_out_of_memory)
+from harness.measure.records.record import Record
+from harness.measure.records.store import RunContext
+from harness.measure.instruments.timing import time_steps
+from harness.measure.guards.workingset import card_total
 
 
 def execute(case: Case | str, config: Config | dict, *, devices: Devices | None = None,

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from harness.measure.owned import pid_alive
-from harness.measure.signals import handlers
+from harness.measure.guards.owned import pid_alive
+from harness.measure.guards.signals import handlers
 
 PREFIX = "oombench-"
 # Ended by raising, so that the clean-up on the way out runs; SIGINT already raises KeyboardInterrupt.

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.measure.budget import Budget
-from harness.measure.timing import Timing, no_prepare, no_sync
+from harness.measure.guards.budget import Budget
+from harness.measure.instruments.timing import Timing, no_prepare, no_sync
 
 
 @dataclass
@@ -30,8 +30,8 @@ class Workload:
     # memory. The runner then files these instead of timing ``step``.
     timing: Timing | None = None
     memory: dict = field(default_factory=dict)
-    # And the GPU-busy share those processes read over their steps (``harness.measure.busy``).
+    # And the GPU-busy share those processes read over their steps (``harness.measure.instruments.busy``).
     busy: dict = field(default_factory=dict)
-    # The budget the case resolved (``harness.measure.budget.handed_back``), which its record files
+    # The budget the case resolved (``harness.measure.guards.budget.handed_back``), which its record files
     # as it is; None where it resolved none (the runner then resolves a cap or the whole card).
     budget: Budget | None = None

@@ -11,7 +11,7 @@ records rather than read from the folder's report, so a page never shows a verdi
 not give; a compare whose runs are not all on record is marked not finished and judged on the
 cases measured whole so far.
 
-``compare.json`` (``harness.drive.compare_state``) is read as data, for the figures only the
+``compare.json`` (``harness.drive.commands.compare_state``) is read as data, for the figures only the
 compare kept (its plan, measuring time and rounds' times); a folder without one, from before the
 state was kept, is described from its records alone.
 """
@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.measure.machine import host_key
-from harness.measure.record import Record
+from harness.measure.instruments.machine import host_key
+from harness.measure.records.record import Record
 from harness.report import markdown
 from harness.report.gate import GateError, Options, judged, load_set, params_text
 from harness.report.gate import verdict as gate_verdict
@@ -32,7 +32,7 @@ from harness.units import minutes
 COMPARES = "results/compare"
 SIDES = ("base", "new")
 STATE = "compare.json"
-INTERIM = "interim-report.md"  # gated over a compare in progress (``harness.drive.compare.so_far``)
+INTERIM = "interim-report.md"  # gated over a compare in progress (``harness.drive.commands.compare.so_far``)
 REPORTS = ("report.md", INTERIM)  # the compare's own, and the interim one
 # A gate report's verdict line: bold, its punctuation escaped (``harness.report.gate.render``).
 _VERDICT = re.compile(r"^\*\*((?:PASS|FAIL)\\?:.*?)\*\*$", re.M)
@@ -106,7 +106,8 @@ def read(folder: Path) -> Compare | None:
 
 def _state(folder: Path) -> dict | None:
     try:
-        state = json.loads((folder / STATE).read_text(encoding="utf-8"))  # pragma: no mutate (UTF-8 is this platform's default)
+        # pragma: no mutate (UTF-8 is this platform's default)
+        state = json.loads((folder / STATE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) and isinstance(state.get("benches"), list) else None

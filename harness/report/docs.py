@@ -26,10 +26,10 @@ from pathlib import Path
 
 from harness import cases
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED
-from harness.measure.store import REPO
+from harness.measure.records.store import REPO
 from harness.report import compares, markdown, tables
 from harness.report.specs import FAMILIES, HEADLINE, SEEDS, SEEDS_INTRO, Family, Spec
-from harness.report.pages.model import Row, latest, load_rows
+from harness.report.model import Row, latest, load_rows
 from harness.report.selection import Select, expression
 from harness.units import GB, gb, minutes
 

@@ -19,9 +19,9 @@ import math
 from dataclasses import dataclass
 
 from harness import cases
-from harness.measure.machine import host_key, machine_name
+from harness.measure.instruments.machine import host_key, machine_name
 from harness.measure.outcomes import OK
-from harness.measure.record import Record
+from harness.measure.records.record import Record
 
 CEILINGS = "ceilings"
 DUPLEX = "duplex_pinned"

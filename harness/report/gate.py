@@ -64,13 +64,13 @@ from pathlib import Path
 
 from harness import cases
 from harness.cases import fits
-from harness.measure.budget import CARD, is_whole_card
-from harness.measure.machine import host_key, machine_label
-from harness.measure.inputs import write_whole
+from harness.measure.guards.budget import CARD, is_whole_card
+from harness.measure.instruments.machine import host_key, machine_label
+from harness.measure.guards.inputs import write_whole
 from harness.measure.outcomes import OK
-from harness.measure.record import Record
-from harness.measure.store import COMMITTED, load_any
-from harness.measure.store import latest as store_latest
+from harness.measure.records.record import Record
+from harness.measure.records.store import COMMITTED, load_any
+from harness.measure.records.store import latest as store_latest
 from harness.report import markdown, noise, rounds
 from harness.units import MB, gb, ms
 

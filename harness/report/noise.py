@@ -57,10 +57,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness import cases
-from harness.measure.machine import host_key, machine_name
+from harness.measure.instruments.machine import host_key, machine_name
 from harness.measure.outcomes import OK
-from harness.measure.record import Record
-from harness.measure.store import load_any
+from harness.measure.records.record import Record
+from harness.measure.records.store import load_any
 from harness.report.efficiency import BUSY_BOUND
 
 Z = 2.326  # one-sided 1%: the floor is what two honest runs exceed once in a hundred

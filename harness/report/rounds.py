@@ -24,8 +24,8 @@ import json
 import statistics
 
 from harness.measure.outcomes import OK
-from harness.measure.record import Record
-from harness.measure.timing import Timing
+from harness.measure.records.record import Record
+from harness.measure.instruments.timing import Timing
 
 
 def pooled(recs: list[Record]) -> dict[tuple[str, str], Record]:

@@ -3,7 +3,7 @@ the strategy on k devices, the same workload and global batch. With the global b
 perfect scaling divides the step time by k, so efficiency = t_single / (k x t_strategy)."""
 from __future__ import annotations
 
-from harness.measure.record import Record
+from harness.measure.records.record import Record
 
 
 def scaling_efficiency(base: Record, rec: Record) -> float | None:

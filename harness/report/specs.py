@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from harness import cases
 from harness.report import tables
 from harness.report.selection import Select
-from harness.workloads.training import LR, LR_WIDTH
+from harness.workloads.training.trainer import LR, LR_WIDTH
 
 if TYPE_CHECKING:  # a type only: the rows come from the reader that asks for a table
-    from harness.report.pages.model import Row
+    from harness.report.model import Row
 
 COMMAND = "python3 -m harness table"
 
@@ -107,7 +107,7 @@ FITS_BATCH = Spec("fits", "technique,machine", across="budget", show="check:max_
 FITS_SEQUENCE = Spec("fits", "technique,machine", across="budget", show="check:max_seq_len",
                      where=("over=seq_len", "allocator=default"), bench=(Select("tricks", "WhatFitsSequence"),))
 FRAGMENTATION_SHOW = "step,rate,peak,check:fragmentation"
-# What an emulated card charges (``harness.measure.budget``), as each box measured it in a fresh process.
+# What an emulated card charges (``harness.measure.guards.budget``), as each box measured it in a fresh process.
 CONTEXT_SPECS = tuple(
     Spec("ceilings", "probe", show=",".join(f"check:context.{s}" for s in stages), where=(f"probe=context_{lib}",),
          title=f"What {name} holds on the device before its first array", bench=(Select("ceilings", "Context"),),

@@ -2,8 +2,8 @@
 fraction of the ceiling that bounds it where the records hold that ceiling, and a host-bound mark."""
 from __future__ import annotations
 
-from harness.measure.machine import machine_name
-from harness.measure.record import Record
+from harness.measure.instruments.machine import machine_name
+from harness.measure.records.record import Record
 from harness.report import markdown
 from harness.report.efficiency import HOST_BOUND, HOST_BOUND_NOTE, Ceilings, efficiency, host_bound, rate as safe_rate
 from harness.units import RATE_UNITS, ms, rate

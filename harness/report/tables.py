@@ -15,16 +15,16 @@ from pathlib import Path
 from harness import cases
 from harness.cases import fits
 from harness.cases.tricks import CASE_NAME as TRICKS
-from harness.measure.machine import machine_label as label_of
+from harness.measure.instruments.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, HOST, OK, SKIPPED
 from harness.report.efficiency import HOST_BOUND, HOST_BOUND_NOTE, Ceilings, efficiency, host_bound
-from harness.report.pages.model import Row, latest, load_rows, newest_stack
+from harness.report.model import Row, latest, load_rows, newest_stack
 from harness.report import markdown
 from harness.report.markdown import one_line
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs, ms, scaled
-from harness.workloads.training import LR_WIDTH
-from harness.workloads.tricks import held_to_whole_batch, other_rate
+from harness.workloads.training.trainer import LR_WIDTH
+from harness.workloads.training.tricks import held_to_whole_batch, other_rate
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"

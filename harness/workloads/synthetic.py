@@ -13,12 +13,12 @@ import random
 from itertools import product
 from pathlib import Path
 
-from harness.measure.devices import GPU, Devices
-from harness.measure.environment import Environment
-from harness.measure.machine import machine_name
-from harness.measure.record import Record
-from harness.measure.store import RecordStore
-from harness.measure.timing import Timing
+from harness.measure.instruments.devices import GPU, Devices
+from harness.measure.instruments.environment import Environment
+from harness.measure.instruments.machine import machine_name
+from harness.measure.records.record import Record
+from harness.measure.records.store import RecordStore
+from harness.measure.instruments.timing import Timing
 
 GiB = 2**30
 CONFIGS = ([("ceilings", {"probe": p}, {"bytes": 2 * GiB}) for p in ("host_copy", "device_copy", "h2d_pinned")]

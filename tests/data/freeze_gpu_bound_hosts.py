@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from harness import cases
-from harness.measure.machine import host_key
+from harness.measure.instruments.machine import host_key
 from harness.measure.outcomes import OK
-from harness.measure.store import load_any
+from harness.measure.records.store import load_any
 from harness.report import noise
 
 OUT = Path(__file__).with_name("gpu_bound_hosts.jsonl")

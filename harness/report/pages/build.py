@@ -15,17 +15,17 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from jinja2.bccache import Bucket, BytecodeCache
 from markupsafe import Markup, escape
 
-from harness.measure import owned
-from harness.measure.devices import describe
+from harness.measure.guards import owned
+from harness.measure.instruments.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
-from harness.measure.store import COMMITTED, REPO
+from harness.measure.records.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
 from harness.report.pages import charts, chooser, headline, versions
-from harness.report.pages.families import family
+from harness.report.families import family
 from harness.report.pages.names import Names, UnsafePath, inside, names
 from harness.report.pages.fmt import fmt_params, fmt_times
 from harness.report.pages.tableview import family_table
-from harness.report.pages.model import Row, latest, load_rows, newest_stack, pareto, what_fits
+from harness.report.model import Row, latest, load_rows, newest_stack, pareto, what_fits
 from harness.report.selection import expression
 from harness.report.specs import SEEDS, SEEDS_INTRO
 from harness.report.tables import (ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP, WHOLE_CASE,

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.measure.outcomes import OK
-from harness.report.pages.families import family
+from harness.report.families import family
 from harness.report.pages.fmt import fmt_params
-from harness.report.pages.model import Row, pareto
+from harness.report.model import Row, pareto
 from harness.units import GB, figure, gb
 
 VENDORED = Path(__file__).parent / "vendor" / "chart.umd.min.js"

@@ -11,7 +11,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from harness.measure.budget import CARD, CARDS, is_whole_card, size_bytes
+from harness.measure.guards.budget import CARD, CARDS, is_whole_card, size_bytes
 from harness.measure.outcomes import DEVICE, DOES_NOT_FIT, FAILED, OK
 from harness.report.tables import allocated_peak
 from harness.units import gb

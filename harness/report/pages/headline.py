@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from harness.measure.budget import CARD, is_whole_card
+from harness.measure.guards.budget import CARD, is_whole_card
 from harness.measure.outcomes import FAILED, OK, SKIPPED
 from harness.report.efficiency import host_bound
-from harness.report.pages.families import family
+from harness.report.families import family
 from harness.report.pages.fmt import fmt_params
-from harness.report.pages.model import Row
+from harness.report.model import Row
 from harness.report.tables import allocated_peak
 
 

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 
 from harness.measure.outcomes import SKIPPED
 from harness.report.pages.fmt import fmt_params
-from harness.report.pages.model import Row
+from harness.report.model import Row
 
 
 def measured_boxes(rows: list[Row]) -> list[Row]:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from harness.measure.machine import host_key
+from harness.measure.instruments.machine import host_key
 from harness.measure.outcomes import OK
 from harness.report import noise
 from harness.report.pages.fmt import fmt_params
-from harness.report.pages.model import VERSION_LIBS, Row, age, libraries, versions_of
+from harness.report.model import VERSION_LIBS, Row, age, libraries, versions_of
 
 ABSENT = "none"  # a library one side of a pair lacks
 

@@ -1,0 +1,1 @@
+"""What a measurement leaves: the record, and the store that reads and writes records."""

@@ -1,0 +1,65 @@
+"""What one "what fits" probe runs, alone in its process (its entry is ``python -m
+harness.cases.fits_probe CONFIG_JSON N CAP_BYTES batch|seq_len``, which reads the config back).
+
+Caps the CUDA allocator at CAP_BYTES before anything is allocated, builds the
+``tricks`` training step of the config at batch N (no accumulation), or one sequence of N
+tokens, runs ``STEPS`` optimizer steps and answers ``{"fits": true|false, "pid": ...,
+"peak_allocated": bytes, "reason": ..., "short_of": "device"|"host"}``. Out of memory is an
+answer; any other error is a broken probe (a traceback, exit 1). On the CPU there is no
+allocator cap: the probe only says whether the step runs.
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from harness.measure.guards.budget import cap_torch
+from harness.measure.outcomes import DEVICE, is_out_of_memory
+
+STEPS = 2  # the second step holds the optimizer state the first one created
+# What a probe of size n sets in the ``tricks`` parameters, by what the search grows.
+GROWS = {"batch": lambda n: {"batch": n, "micro_batch": n},
+         "seq_len": lambda n: {"seq_len": n, "batch": 1, "micro_batch": 1}}
+
+
+def sizes(over: str, n: int) -> dict:
+    """The ``tricks`` parameters a probe of size n sets."""
+    return GROWS[over](n)
+
+
+def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
+    """``params``: the ``tricks`` parameters of a validated config (the step the search starts
+    from); the probe trains it grown to ``n`` along ``over``. Its ``budget`` is the whole card:
+    the probe's cap is ``cap_bytes``."""
+    from harness.workloads.training.tricks import make_trainer, process, use_allocator
+    from harness.workloads.training.ways import parse
+    from harness.measure.guards.requirements import need_torch
+    way = parse(params["technique"])  # once: the pieces below are handed the Way
+    use_allocator(way)  # before torch starts, as the tricks case does
+    torch = need_torch(params["device"])
+    cuda = params["device"] == "cuda"
+    if cuda:
+        cap_torch(cap_bytes, 0)
+    result = {"pid": os.getpid(), "n": n}
+    try:
+        with process(way):  # as the tricks case runs it
+            shape = {k: v for k, v in dict(params, **sizes(over, n)).items() if k not in ("budget", "technique")}
+            trainer, _ = make_trainer(way=way, **shape)
+            try:
+                for _ in range(STEPS):
+                    trainer.step()
+                if cuda:
+                    torch.cuda.synchronize()
+            finally:
+                trainer.close()
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        # the memory that ran short: the device's, or the host's where a way out keeps data there
+        return dict(result, fits=False, reason=(str(e).strip().splitlines() or [type(e).__name__])[0],
+                    short_of=getattr(e, "memory", DEVICE))
+    if cuda:
+        result["peak_allocated"] = int(torch.cuda.max_memory_allocated(0))
+        result["peak_reserved"] = int(torch.cuda.max_memory_reserved(0))
+        result["allocator_backend"] = torch.cuda.get_allocator_backend()  # the setting its environment held
+    return dict(result, fits=True)

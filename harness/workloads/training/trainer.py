@@ -1,0 +1,191 @@
+"""One optimizer step over a batch cut into micro-batches, in a chosen precision.
+
+Gradient accumulation: each micro-batch's summed loss is divided by the target count of the
+WHOLE batch before backward, so the gradients that add up in ``.grad`` are exactly the
+full batch's mean-loss gradient (for a model without batch statistics), whatever the split.
+
+Precisions:
+- ``fp32``: full fp32, TF32 off for matrix products and convolutions (the reference);
+- ``tf32``: fp32 parameters and activations, matrix products on TF32 tensor cores (CUDA only;
+  on the CPU it is fp32);
+- ``fp16_autocast``: fp32 master parameters, fp16 compute under autocast, losses scaled by a
+  ``GradScaler`` so that small fp16 gradients do not flush to zero;
+- ``bf16_autocast``: as above in bf16, whose fp32-sized exponent needs no scaler;
+- ``bf16_params``: parameters, gradients and optimizer state in bf16 (no fp32 master copy):
+  the smallest footprint, and the one most likely to hurt the loss.
+
+The loop itself drops what it no longer needs: each micro-batch's logits and loss die when its
+backward is done, and ``zero_grad(set_to_none=True)`` frees the gradients before the next
+forward. ``keep_references=True`` is the everyday loop instead (``out = model(x)``,
+``loss = ...`` and ``optimizer.zero_grad(set_to_none=False)`` at the top of each step): the last
+outputs and loss stay alive until the next forward has returned, and zeroed gradients stay
+allocated through it, so the next forward runs beside them.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+PRECISIONS = ("fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params")
+LR, LR_WIDTH = 1e-3, 1024  # Adam's rate, as chosen for transformers up to LR_WIDTH wide (and for ResNet50)
+
+
+def learning_rate(width: int) -> float:
+    """Adam's rate for a transformer ``width`` wide: ``LR`` up to ``LR_WIDTH``, and ``LR`` x
+    ``LR_WIDTH`` / ``width`` above it. Adam moves every weight by about its rate whatever the
+    layer's fan-in, so a layer's output moves in proportion to its width (why muP scales Adam's
+    rate for hidden layers as 1 / width): at the rate chosen for 1024 a wider model's loss jumps
+    from step to step, and any rounding (bf16's, say) sends two runs of it far apart. Narrower
+    models keep the rate they were measured with."""
+    return LR * min(1.0, LR_WIDTH / width)
+
+
+def split(tensors, micro_batch: int) -> list[tuple]:
+    """The batch (a tuple of tensors sharing dim 0) cut into micro-batches of ``micro_batch``."""
+    batch = tensors[0].shape[0]
+    if micro_batch < 1 or batch % micro_batch:
+        raise ValueError(f"micro-batch {micro_batch} must divide the batch {batch}: pick a divisor of it")
+    return list(zip(*(t.split(micro_batch) for t in tensors)))
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    autocast: object = None  # torch dtype under autocast, or None
+    param_dtype: object = None  # torch dtype of the parameters, None for fp32
+    scaler: bool = False
+    tf32: bool = False
+
+
+def precision(name: str) -> Precision:
+    import torch
+    table = {"fp32": Precision("fp32"), "tf32": Precision("tf32", tf32=True),
+             "fp16_autocast": Precision("fp16_autocast", autocast=torch.float16, scaler=True),
+             "bf16_autocast": Precision("bf16_autocast", autocast=torch.bfloat16),
+             "bf16_params": Precision("bf16_params", param_dtype=torch.bfloat16)}
+    if name not in table:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
+    return table[name]
+
+
+@contextlib.contextmanager
+def float32_matmul(tf32: bool):
+    """TF32 on or off for fp32 matrix products and cuDNN convolutions, put back on exit.
+    cuDNN allows TF32 by default, so the fp32 reference must turn it off explicitly."""
+    import torch
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
+
+
+class KeptOutput:
+    """A forward that keeps its last output alive until the next forward has returned, as
+    ``out = model(x)`` in a loop keeps the previous step's ``out`` while the next one is computed."""
+
+    def __init__(self, forward):
+        self.forward, self.last = forward, None
+
+    def __call__(self, *args, **kwargs):
+        out = self.forward(*args, **kwargs)
+        self.last = out
+        return out
+
+
+class Trainer:
+    """Adam on ``model``'s parameters; ``loss_sum(forward, inputs, targets) -> (summed loss,
+    target count)``, where ``forward`` is ``model`` unless given (a wrapper that runs part of it
+    elsewhere). ``micro_batches`` is a list of (inputs, targets), inputs a tuple of arguments.
+    ``saving()``: the context each forward runs in for what autograd saves (where to keep the
+    activations; none by default). ``keep_references``: the everyday loop (see the module's
+    docstring). ``close()`` runs ``on_close``'s callbacks (a process group to tear down)."""
+
+    def __init__(self, model, micro_batches, loss_sum, prec: Precision, device_type: str, lr: float = LR,
+                 forward=None, saving=None, keep_references: bool = False):
+        import torch
+        self.torch, self.model, self.micro_batches, self.loss_sum = torch, model, micro_batches, loss_sum
+        self.forward = forward if forward is not None else model
+        self.keep_references, self.kept_loss = keep_references, None
+        if keep_references:
+            self.forward = KeptOutput(self.forward)
+        self.saving = saving or contextlib.nullcontext
+        self.on_close = []
+        self.prec, self.device_type = prec, device_type
+        self.feed(micro_batches)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        self.scaler = torch.amp.GradScaler(device_type, enabled=prec.scaler)
+        self.losses = []
+        self.skipped = []  # per step: True where the scaler found inf/NaN gradients and left the weights alone
+        self.scale = self.scaler.get_scale()  # the initial scale (no device read yet); 1.0 when disabled
+
+    def feed(self, micro_batches):
+        """The micro-batches the next steps train on, and the whole batch's target count (every
+        micro-batch's loss is a share of one mean). A workload whose shapes change from step to
+        step feeds each step its own."""
+        with self.torch.no_grad():
+            self.count = sum(int(self.loss_sum(None, None, t)[1]) for _, t in micro_batches)
+        self.micro_batches = micro_batches
+
+    def _autocast(self):
+        if self.prec.autocast is None:
+            return contextlib.nullcontext()
+        return self.torch.autocast(self.device_type, dtype=self.prec.autocast)
+
+    def backward(self):
+        """Gradients of the whole batch's mean loss, summed over micro-batches into ``.grad``;
+        returns that loss (a tensor: reading it would synchronise)."""
+        total = 0.0
+        for inputs, targets in self.micro_batches:
+            with self._autocast(), self.saving():
+                loss_sum, _ = self.loss_sum(self.forward, inputs, targets)
+            loss = loss_sum.float() / self.count
+            self.scaler.scale(loss).backward()
+            total = total + loss.detach()
+            if self.keep_references:
+                self.kept_loss = loss
+        return total
+
+    def step(self):
+        self.optimizer.zero_grad(set_to_none=not self.keep_references)
+        loss = self.backward()
+        self.scaler.step(self.optimizer)  # skips the update if fp16 gradients overflowed
+        self.scaler.update()
+        self.losses.append(loss)
+        if self.scaler.is_enabled():
+            # The scaler lowers its scale on exactly the steps it skipped. Reading it waits for the
+            # step's kernels, which the harness waits for at the end of every timed step anyway.
+            before, self.scale = self.scale, self.scaler.get_scale()
+            self.skipped.append(self.scale < before)
+        else:
+            self.skipped.append(False)
+
+    def close(self):
+        while self.on_close:
+            self.on_close.pop()()
+
+
+def token_loss_sum(model, inputs, targets):
+    """Summed next-token cross-entropy over non-padding targets, and their count. With
+    ``model=None`` only the count (the trainer asks for it up front)."""
+    import torch
+    from harness.workloads.training.seqdata import IGNORE
+    count = (targets != IGNORE).sum()
+    if model is None:
+        return None, count
+    logits = model(*inputs)
+    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, -2), targets.flatten(),
+                                             ignore_index=IGNORE, reduction="sum")
+    return loss, count
+
+
+def image_loss_sum(model, inputs, targets):
+    """Summed cross-entropy against (one-hot) class probabilities, and the number of samples."""
+    import torch
+    if model is None:
+        return None, targets.shape[0]
+    logits = model(*inputs)
+    return torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum"), targets.shape[0]
