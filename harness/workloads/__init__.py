@@ -1,4 +1,6 @@
-"""What builds a step to measure: PyTorch models and trainers, the parallel strategies and their
-process launcher, CuPy kernels and allocators, Chainer networks, the what-fits search and probe.
+"""What builds a step to measure, a family a room: ``training`` (PyTorch models and trainers, and
+the ways out), ``parallelism`` (the strategies and their process launcher), ``chainer`` (Chainer
+networks, and their GCN in PyTorch), ``cupy`` (kernels, allocators, managed memory), ``search``
+(what fits: the search and its probe); ``synthetic`` makes a results folder to time the tools on.
 
 A workload never reads a clock or a memory counter: it returns a ``harness.measure.workload.Workload``."""
