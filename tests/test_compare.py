@@ -200,13 +200,16 @@ def test_the_command_line_refuses_in_one_line_with_status_2(capsys):
     assert "is not one" in capsys.readouterr().err
 
 
-def test_a_case_runs_in_a_fresh_process_with_the_worktrees_code(tmp_path):
+# Where a worktree's bench is: today's, and a BASE's from before drive's rooms (harness/drive/).
+@pytest.mark.parametrize("bench_at", ["harness/drive/asv", "harness/drive"])
+def test_a_case_runs_in_a_fresh_process_with_the_worktrees_code(tmp_path, bench_at):
     # A stand-in tree whose bench.measure says what it was handed: the code that runs is the
     # tree's, not this checkout's (nor an installed one), with the run's context.
-    bench_py = tmp_path / "tree/harness/drive/bench.py"
+    bench_py = tmp_path / "tree" / bench_at / "bench.py"
     bench_py.parent.mkdir(parents=True)
-    for init in ("harness", "harness/drive"):
-        (tmp_path / "tree" / init / "__init__.py").write_text("")
+    folders = bench_at.split("/")
+    for depth in range(1, len(folders) + 1):
+        (tmp_path / "tree" / "/".join(folders[:depth]) / "__init__.py").write_text("")
     bench_py.write_text("import json, os\n"
                         "def measure(case, **params):\n"
                         f"    open({str(tmp_path / 'said.json')!r}, 'w').write(json.dumps([case, params, os.getpid(), "
