@@ -41,7 +41,8 @@ HOLD = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
-from harness.drive import asvconf, scratch
+from harness.drive import scratch
+from harness.drive.asv import asvconf
 with scratch.private_dir("asv") as tmp, asvconf.private_config(Path(sys.argv[1]), tmp) as conf:
     print(tmp, conf.parent, flush=True)
     time.sleep(300)

@@ -241,7 +241,7 @@ def test_python3_dash_m_harness_machine_from_the_system_python():
 DRIVER = """
 import os, sys
 from pathlib import Path
-from harness.drive import bootstrap
+from harness.drive.commands import bootstrap
 bootstrap.VENV = Path(sys.argv[1])
 bootstrap.missing = lambda modules: list(modules)
 bootstrap.has_nvidia_gpu = lambda: False

@@ -37,7 +37,7 @@ def test_each_setting_is_in_the_c_environment_torch_reads_when_it_loads():
     one before (and what the parent passed down), the default removes both variables; torch is
     imported behind the last one."""
     code = ("import ctypes, json\n"
-            "from harness.workloads import allocator\n"
+            "from harness.workloads.training import allocator\n"
             "get = ctypes.CDLL(None).getenv\n"
             "get.restype = ctypes.c_char_p\n"
             "def seen():\n"

@@ -140,9 +140,9 @@ def _stopped_while_measuring(tmp_path, timeout_s=60) -> dict:
 # ---- a what-fits search -----------------------------------------------------------------------
 
 # A probe that binds itself as the real one does, then holds on as if measuring.
-SLOW_PROBE = ("import json, os, sys, time; from harness.measure import lifeline; "
+SLOW_PROBE = ("import json, os, sys, time; from harness.measure.guards import lifeline; "
               "lifeline.bind(lifeline.parent_from_env()); print('probing', flush=True); time.sleep(60)")
-SEARCH = ("import sys; from harness.workloads import fits\n"
+SEARCH = ("import sys; from harness.workloads.search import fits\n"
           f"probe = {SLOW_PROBE!r}\n"
           "fits.SubprocessProber(lambda n: [sys.executable, '-c', probe, str(n)]).many([1, 2, 3])\n")
 

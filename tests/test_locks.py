@@ -18,7 +18,7 @@ from harness.workloads.parallelism.launch import launch
 import launch_workers
 
 REPO = Path(__file__).resolve().parents[1]
-HOLD = ("import sys, time; from pathlib import Path; from harness.measure import locks\n"
+HOLD = ("import sys, time; from pathlib import Path; from harness.measure.guards import locks\n"
         "with locks.held(Path(sys.argv[1]), 'the test lock'):\n"
         "    print('held', flush=True); time.sleep(float(sys.argv[2]))\n")
 

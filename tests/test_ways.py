@@ -286,7 +286,7 @@ def test_a_fresh_process_takes_the_allocator_setting_before_torch_is_imported():
     import sys
     from pathlib import Path
     # the case's module and its pieces import without starting torch: the setting still counts then
-    code = ("import os, sys; import harness.cases.tricks; from harness.workloads import tricks, ways; "
+    code = ("import os, sys; import harness.cases.tricks; from harness.workloads.training import tricks, ways; "
             "assert 'torch' not in sys.modules; tricks.use_allocator(ways.parse('async')); "
             "print(os.environ['PYTORCH_CUDA_ALLOC_CONF'])")
     env = {k: v for k, v in os.environ.items() if k not in allocator.ENV_VARS}
