@@ -15,6 +15,8 @@ import math
 
 GB = 10**9
 MB = 10**6
+# Binary sizes, what buffers are cut in (a probe's copy, a sweep's sizes); figures are still written in GB.
+MiB, GiB = 2**20, 2**30
 
 # work unit -> (scale, label) for a rate of that work per second, in decimal units as the
 # vendors' datasheets quote them; a training step's work is what it processes.

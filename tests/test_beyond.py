@@ -15,7 +15,7 @@ from harness.measure.instruments.memory import PeakMemory
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.units import GB
 from harness.workloads.chainer import chainer_backend
-from harness.workloads.cupy import mapped
+from harness.workloads.cupy import beyond as ways_past, mapped
 from harness.workloads.cupy.kernels import build as build_pattern
 
 from conftest import FakePool as Pool, fake_devices
@@ -36,7 +36,7 @@ def on_a_gpu(monkeypatch, devices=None, pool=None):
     devices = devices or fake_devices(total=CARD)
     monkeypatch.setattr(beyond, "need_gpus", lambda n: devices)
     monkeypatch.setattr(seed000, "need_gpus", lambda n: devices)
-    monkeypatch.setattr(beyond, "need_cupy", lambda: numpy_cupy(pool))
+    monkeypatch.setattr(ways_past, "need_cupy", lambda: numpy_cupy(pool))
     monkeypatch.setattr(runner, "PeakMemory", lambda gpus: PeakMemory())  # the fake GPUs have no NVML
     return devices
 
@@ -47,6 +47,16 @@ def test_the_set_is_times_the_budget_and_never_within_it():
     with pytest.raises(ValueError, match="pass times > 1"):
         beyond.set_bytes(B16, 1.0)
     assert seed000.SET_BYTES == 3 * 8589934592  # the seed's three 8 GiB arrays
+
+
+def test_the_seed_prices_the_same_ways_as_beyond_bound_as_its_stream_is():
+    assert seed000.CASE.params["way"] == beyond.CASE.params["way"] == ways_past.WAYS
+    for way in ways_past.WAYS:
+        bound = beyond.CASE.bound_by(way=way, pattern="stream", budget="16GB", times=1.5)
+        assert seed000.CASE.bound_by(way=way, budget="16GB") == bound
+        assert seed000.CASE.allocator(way=way, budget="16GB") == ways_past.ALLOCATOR[way]
+    assert beyond.CASE.bound_by(way="out_of_core", pattern="stream", budget="16GB", times=1.5) == "h2d_pinned"
+    assert seed000.CASE.bound_by(way="device_pool", budget="16GB") == "device_copy"
 
 
 def test_configs_outside_the_declared_values_are_refused_with_the_choices():
@@ -130,11 +140,11 @@ def test_the_way_sizes_and_caps_through_the_pool_it_is_given(monkeypatch):
     pool = Pool()
     on_a_gpu(monkeypatch, pool=pool)
     small = budget.Budget("16GB", 30_000, CARD, "cupy.cuda.MemoryPool.set_limit")
-    work = beyond.way_workload("device_pool", "stream", 24_000, small, fake_devices(total=CARD), "x")
+    work = ways_past.way_workload("device_pool", "stream", 24_000, small, fake_devices(total=CARD), "x")
     work.step()
     assert pool.limit == 30_000 and work.check() == {"exact": True, "elements": 1000}
     with pytest.raises(DoesNotFit, match="needs"):
-        beyond.way_workload("device_pool", "stream", 48_000, small, fake_devices(total=CARD), "x")
+        ways_past.way_workload("device_pool", "stream", 48_000, small, fake_devices(total=CARD), "x")
 
 
 @pytest.mark.parametrize("free, budget_name, times", [(CARD - 2**30, "40GB", 3.0),  # past the card itself
@@ -157,12 +167,14 @@ def test_managed_says_the_budget_is_not_enforced_and_nothing_is_evicted():
 
 
 def test_what_crosses_the_host_link_when_the_set_is_on_the_host():
-    assert beyond.link_bytes(build_pattern("stream", np, 24_000), "stream") == {"h2d_bytes": 16_000, "d2h_bytes": 8_000}
-    assert beyond.link_bytes(build_pattern("reduce", np, 8_000), "reduce") == {"h2d_bytes": 8_000, "d2h_bytes": 0}
+    stream = build_pattern("stream", np, 24_000)
+    assert ways_past.link_bytes(stream, "stream") == {"h2d_bytes": 16_000, "d2h_bytes": 8_000}
+    assert ways_past.link_bytes(build_pattern("reduce", np, 8_000), "reduce") == {"h2d_bytes": 8_000, "d2h_bytes": 0}
     g = build_pattern("gather", np, 64_000)
     count = g.work["bytes"] // 24
-    assert beyond.link_bytes(g, "gather") == {"h2d_bytes": 16 * count, "d2h_bytes": 8 * count}
-    assert beyond.bound_by("zero_copy", "gather") == "h2d_pinned" and beyond.bound_by("managed_pool", "matmul") == "matmul_fp32"
+    assert ways_past.link_bytes(g, "gather") == {"h2d_bytes": 16 * count, "d2h_bytes": 8 * count}
+    assert ways_past.bound_by("zero_copy", "gather") == "h2d_pinned"
+    assert ways_past.bound_by("managed_pool", "matmul") == "matmul_fp32"
 
 
 def test_mapped_memory_hands_out_the_device_address_and_is_freed_when_dropped():

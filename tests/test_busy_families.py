@@ -18,6 +18,7 @@ from harness.drive.runner import execute
 from harness.measure.instruments import busy
 from harness.measure.outcomes import OK
 from harness.measure.instruments.timing import no_sync
+from harness.workloads import copies
 from harness.workloads.chainer import chainer_backend, chainer_nets
 from test_busy import Utilisation
 
@@ -64,9 +65,10 @@ def chainer_on_a_gpu(monkeypatch):
 @pytest.fixture
 def torch_on_gpus(monkeypatch):
     """CUDA torch as the probes see it on a two-GPU box: every tensor a stand-in, every check met."""
-    monkeypatch.setattr(ceilings, "need_torch_cuda", lambda count=1: mock.MagicMock(name="torch"))
+    for probes in (ceilings, copies):  # copies holds the host-link probe ceilings and pageable share
+        monkeypatch.setattr(probes, "need_torch_cuda", lambda count=1: mock.MagicMock(name="torch"))
+        monkeypatch.setattr(probes, "torch_sync", lambda gpus=(): no_sync)
     monkeypatch.setattr(ceilings, "need_gpus", lambda count=1: fake_devices(count=2))
-    monkeypatch.setattr(ceilings, "torch_sync", lambda gpus=(): no_sync)
     monkeypatch.setattr(ceilings, "rel_err", lambda out, ref: 0.0)
 
 

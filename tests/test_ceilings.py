@@ -12,6 +12,13 @@ def run(workload):
     return workload.check()
 
 
+def test_the_pageable_sweep_declares_both_ends_of_each_copy_in_mib():
+    from harness.cases import pageable
+    assert pageable.CASE.declared_bytes(direction="h2d", size_mib=64) == 2 * 64 * 2**20
+    assert pageable.CASE.declared_bytes(direction="d2h", size_mib=2048) == 2 * 2**31
+    assert ceilings.LINK_BYTES == 2**30 and ceilings.DECLARED_BYTES["h2d_pinned"] == 2**31
+
+
 def test_host_copy_is_checked_and_counts_read_plus_write():
     w = ceilings.host_copy(nbytes=4 * 2**20)
     assert w.work == {"bytes": 8 * 2**20}

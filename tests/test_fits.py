@@ -87,6 +87,15 @@ def test_a_probe_grows_the_batch_or_one_sequence():
         cases.get("fits").config(dict(CASE_PARAMS, over="width"))
 
 
+def test_the_fits_case_searches_over_the_tricks_cases_own_values():
+    fits_params, tricks_params = cases.get("fits").params, cases.get("tricks").params
+    assert list(fits_params) == ["device", "workload", "technique", "budget", "over", "allocator", "vocab", "width",
+                                 "depth", "seq_len"]
+    for name in ("device", "workload", "technique", "vocab", "width", "depth", "seq_len"):
+        assert list(fits_params[name]) == list(tricks_params[name]), name
+    assert tuple(fits_params["seq_len"])[-1] == 32768 and 50304 in fits_params["vocab"]
+
+
 def test_the_fits_case_hands_each_probe_exactly_its_tricks_configs_json(monkeypatch):
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))

@@ -30,6 +30,8 @@ def test_bytes_are_decimal_gb():
     assert gb(2**30) == "1.07 GB"  # a GiB is 1.07 GB, never "1.0"
     assert gb(H100_MEMORY) == "85.5 GB"
     assert gb(1_234.5e9) == "1,234.5 GB"
+    assert (units.MiB, units.GiB) == (1024**2, 1024**3)  # buffers are cut in binary sizes, written in GB
+    assert gb(units.GiB) == "1.07 GB"
 
 
 def test_below_one_gb_is_written_in_mb():

@@ -28,12 +28,12 @@ from harness.measure.guards.requirements import need_cupy, need_gpus, need_torch
 from harness.measure.instruments.timing import torch_sync
 from harness.cases.base import Case
 from harness.measure.workload import Workload
+from harness.units import GiB, MiB
+from harness.workloads.copies import LINK_BYTES, checked_equal, host_link, random_bytes
 
-MiB, GiB = 2**20, 2**30
 HOST_COPY_BYTES = 512 * MiB
 CPU_MATMUL_N = 2048
 DEVICE_COPY_BYTES = 2 * GiB
-LINK_BYTES = 1 * GiB
 GPU_MATMUL_N = 8192
 
 # Relative error against a float64 reference on the same (rounded) inputs. fp32 accumulates far
@@ -61,12 +61,6 @@ def checked(name: str, err: float, tolerance: float) -> dict:
     return {"rel_err": err, "tolerance": tolerance}
 
 
-def checked_equal(name: str, equal: bool) -> dict:
-    if not equal:
-        raise CheckFailed(f"{name}: destination differs from source after the copy")
-    return {"exact": True}
-
-
 # ---- host side: what CPU offload depends on; runs on any box -------------------------------
 
 def host_copy(nbytes: int = HOST_COPY_BYTES) -> Workload:
@@ -91,41 +85,21 @@ def cpu_matmul(n: int = CPU_MATMUL_N) -> Workload:
 
 # ---- one GPU --------------------------------------------------------------------------------
 
-def _random_bytes(torch, nbytes, device):
-    return torch.rand(nbytes // 4, device=device)
-
-
 def device_copy(nbytes: int = DEVICE_COPY_BYTES) -> Workload:
     torch = need_torch_cuda(1)
-    src = _random_bytes(torch, nbytes, "cuda:0")
+    src = random_bytes(torch, nbytes, "cuda:0")
     dst = torch.full_like(src, float("nan"))
     return Workload(step=partial(dst.copy_, src), sync=torch_sync((0,)), gpus=(0,),
                     check=lambda: checked_equal("device_copy", bool(torch.equal(dst, src))),
                     work={"bytes": 2 * nbytes}, warmup=3, repeat=50)
 
 
-def host_link(direction: str, pinned: bool, nbytes: int = LINK_BYTES) -> Workload:
-    torch = need_torch_cuda(1)
-    on_gpu = _random_bytes(torch, nbytes, "cuda:0")
-    on_host = torch.empty(on_gpu.shape, dtype=on_gpu.dtype, pin_memory=pinned)
-    if direction == "h2d":
-        on_host.copy_(on_gpu.cpu())
-        src, dst, ref = on_host, torch.full_like(on_gpu, float("nan")), on_gpu
-    else:
-        on_host.fill_(float("nan"))
-        src, dst, ref = on_gpu, on_host, on_gpu.cpu()
-    name = f"{direction}_{'pinned' if pinned else 'pageable'}"
-    return Workload(step=partial(dst.copy_, src, non_blocking=pinned), sync=torch_sync((0,)), gpus=(0,),
-                    check=lambda: checked_equal(name, bool(torch.equal(dst, ref))),
-                    work={"bytes": nbytes}, warmup=2, repeat=20)
-
-
 def duplex(nbytes: int = LINK_BYTES) -> Workload:
     """``nbytes`` host-to-device and ``nbytes / 2`` device-to-host, each on its own stream, at once."""
     torch = need_torch_cuda(1)
-    up_src = _random_bytes(torch, nbytes, "cuda:0").cpu().pin_memory()
+    up_src = random_bytes(torch, nbytes, "cuda:0").cpu().pin_memory()
     up_dst = torch.full(up_src.shape, float("nan"), device="cuda:0")
-    down_src = _random_bytes(torch, nbytes // 2, "cuda:0")
+    down_src = random_bytes(torch, nbytes // 2, "cuda:0")
     down_dst = torch.full(down_src.shape, float("nan"), pin_memory=True)
     lanes = torch.cuda.Stream(), torch.cuda.Stream()
 
@@ -215,7 +189,7 @@ def context(library: str) -> Workload:
 def p2p_copy(nbytes: int = LINK_BYTES) -> Workload:
     devices = need_gpus(2)
     torch = need_torch_cuda(2)
-    src = _random_bytes(torch, nbytes, "cuda:0")
+    src = random_bytes(torch, nbytes, "cuda:0")
     dst = torch.full_like(src, float("nan"), device="cuda:1")
     peer = devices.peer[0][1]
     return Workload(step=partial(dst.copy_, src, non_blocking=True), sync=torch_sync((0, 1)), gpus=(0, 1),

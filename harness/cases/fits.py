@@ -38,17 +38,16 @@ from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, 
 from harness.measure.records.store import RecordStore
 from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
-from harness.cases.tricks import CASE as TRICKS
-from harness.cases.tricks import PARAMS as TRICK_PARAMS
-from harness.workloads.training.tricks import applies
+from harness.workloads.training.tricks import (DEPTHS, DEVICES, SEQ_LENS, TECHNIQUES, VOCABS, WIDTHS, WORKLOADS,
+                                               applies)
 from harness.workloads.training.ways import parse
 from harness.workloads.training import allocator as settings
 
 NAME = "fits"
-PARAMS = {"device": TRICK_PARAMS["device"], "workload": TRICK_PARAMS["workload"],
-          "technique": TRICK_PARAMS["technique"], "budget": BUDGETS, "over": fits.OVER,
-          "allocator": tuple(settings.TORCH),
-          **{k: TRICK_PARAMS[k] for k in ("vocab", "width", "depth", "seq_len")}}
+SEARCHED = "tricks"  # the case whose step the search probes, found in the registry when a search runs
+# The tricks case's shapes, from where it declares them too.
+PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "budget": BUDGETS, "over": fits.OVER,
+          "allocator": tuple(settings.TORCH), "vocab": VOCABS, "width": WIDTHS, "depth": DEPTHS, "seq_len": SEQ_LENS}
 
 
 def _card(devices) -> tuple[int, int]:
@@ -135,7 +134,7 @@ def probe_config(search: dict) -> Config:
     """The probes' own config: the ``tricks`` step the search starts from, one sequence of
     ``seq_len`` tokens (batch 1, no accumulation), on the whole card (the probe caps its allocator
     at the search's budget itself); a probe of size n grows it along ``over``."""
-    return TRICKS.config(dict(search, batch=1, micro_batch=1, budget="card"))
+    return Config.of(SEARCHED, dict(search, batch=1, micro_batch=1, budget="card"))
 
 
 def search_key(params: dict, over: str, allocator: str) -> dict:

@@ -8,7 +8,8 @@ kept beside it. What CPU offload and the CPU embedding pay is read against this.
 from __future__ import annotations
 
 from harness.cases.base import Case
-from harness.cases.ceilings import MiB, host_link
+from harness.units import MiB
+from harness.workloads.copies import host_link
 
 DIRECTIONS = ("h2d", "d2h")
 SIZES_MIB = (64, 128, 256, 512, 1024, 2048)

@@ -21,8 +21,8 @@ from harness.measure.guards import budget as budgets
 from harness.measure.guards.requirements import need_gpus
 from harness.measure.guards.workingset import card
 from harness.cases.base import Case
-from harness.cases.beyond import ALLOCATOR, WAYS, bound_by as beyond_bound_by, way_workload
 from harness.measure.workload import Workload
+from harness.workloads.cupy.beyond import ALLOCATOR, WAYS, bound_by as beyond_bound_by, way_workload
 
 ELEMENTS = 2**30  # 8 GiB of float64: the allocation the seed's error names
 ARRAYS = 3  # a, b and c

@@ -60,19 +60,15 @@ from harness.measure.guards.requirements import need_torch
 from harness.measure.records.store import this_interpreters
 from harness.measure.instruments.timing import torch_sync
 from harness.measure.workload import Workload
-from harness.workloads.training.tricks import (DEVICES, TECHNIQUES, WORKLOADS, checked_against_reference,
-                                               losses_checked, make_trainer, other_rate, process, use_allocator)
+from harness.workloads.training.tricks import (BATCHES, DEPTHS, DEVICES, SEQ_LENS, TECHNIQUES, VOCABS, WIDTHS,
+                                               WORKLOADS, checked_against_reference, losses_checked, make_trainer,
+                                               other_rate, process, use_allocator)
 from harness.workloads.training.ways import parse
 
 CASE_NAME = "tricks"
-# Powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
-BATCHES = tuple(sorted({2**k for k in range(0, 11)} | {5, 10}))
 PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "budget": budgets.CARD_BUDGETS,
-          "batch": BATCHES, "micro_batch": BATCHES,
-          "vocab": (128, 8192, 32000, 50304, 128256, 256000),
-          "width": (32, 256, 512, 1024, 2048, 4096),
-          "depth": (2, 6, 12, 24),
-          "seq_len": (16, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768)}
+          "batch": BATCHES, "micro_batch": BATCHES, "vocab": VOCABS, "width": WIDTHS, "depth": DEPTHS,
+          "seq_len": SEQ_LENS}
 
 
 def build(device, workload, technique, budget, batch, micro_batch, vocab, width, depth, seq_len,

@@ -35,6 +35,13 @@ TECHNIQUES = ways.Names(ways.SINGLE)
 LM_ONLY, IMAGE_ONLY, GROWS_ON_HOST = ways.LM_ONLY, ways.IMAGE_ONLY, ways.GROWS_ON_HOST
 TOLERANCE, ONE_SIDED = ways.TOLERANCE, ways.ONE_SIDED
 TOKEN_MODELS = ("lm", "encdec")
+# The shapes a step is declared at, by the tricks case and the what-fits search alike. Batches:
+# powers of two up to 1024, and the model-parallel example's batch of 10 (in micro-batches of 5).
+BATCHES = tuple(sorted({2**k for k in range(0, 11)} | {5, 10}))
+VOCABS = (128, 8192, 32000, 50304, 128256, 256000)
+WIDTHS = (32, 256, 512, 1024, 2048, 4096)
+DEPTHS = (2, 6, 12, 24)
+SEQ_LENS = (16, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 CLASSES = 1000
 SEED = 0
 
