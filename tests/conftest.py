@@ -4,20 +4,21 @@ import shutil
 import subprocess
 from pathlib import Path
 
-# Under xdist, one worker per core: torch's OpenMP threads, one per core in each worker and in each
-# process a test starts, would leave the cores' count squared threads spinning on each other.
-# Set before torch is first imported, so that the processes the tests start inherit it too.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_name, "1")
-
-import pytest  # noqa: E402
-from hypothesis import settings  # noqa: E402
+import pytest
+from hypothesis import settings
 
 from harness.drive.bench import RUN_ENV
 from harness.measure.devices import GPU, Devices
 from harness.measure.store import RecordStore, RunContext
 from harness.report import tables as _tables
+
+# Under xdist, one worker per core: torch's OpenMP threads, one per core in each worker and in each
+# process a test starts, would leave the cores' count squared threads spinning on each other.
+# Set before torch is first imported (nothing above imports it), so that the processes the tests
+# start inherit it too.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
 
 # Property-based tests: a few hundred examples each by default, so the suite stays fast;
 # OOMBENCH_HYPOTHESIS=thorough runs ten thousand.

@@ -211,7 +211,7 @@ def committed_rows(committed_results) -> bytes:
     in the copies, rather than again in each."""
     rows = load_rows(committed_results)
     for row in rows:
-        row.params_key, row.environment_key
+        _ = row.params_key, row.environment_key
     return pickle.dumps(rows)
 
 
