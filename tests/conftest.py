@@ -145,15 +145,3 @@ def render(*args, **kwargs) -> tuple[str, list[str]]:
 
 def table(*args, **kwargs) -> str:
     return plain(_tables.table(*args, **kwargs))
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items):
-    """Under xdist (--dist loadgroup), the tests of a module that share one of its module- or
-    session-scoped fixtures (a built site, a browser, a clone, a started process) run on one
-    worker, so that each such fixture is made once rather than once per worker."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        defs = [d for ds in (info.name2fixturedefs.values() if info else ()) for d in ds]
-        if any(d.scope != "function" and d.baseid not in ("", "tests") for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

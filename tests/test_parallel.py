@@ -66,8 +66,6 @@ def test_lm_layers_in_sequence_compute_the_model():
 # ---- every strategy computes the same training ------------------------------------------------
 
 _RECORDS = {}
-# The tests that share those records run on one xdist worker, so that each launch runs once.
-SHARES_RECORDS = pytest.mark.xdist_group("test_parallel_records")
 
 
 def run_lm(strategy, gpus=1, micro_batches=1, nodes=1):
@@ -95,7 +93,6 @@ def single():
     return run_lm("single")
 
 
-@SHARES_RECORDS
 @pytest.mark.parametrize("strategy, gpus, micro_batches, nodes", [
     ("naive_mp", 2, 1, 1), ("pipeline", 2, 2, 1), ("pipeline", 2, 4, 1), ("ddp", 2, 1, 1), ("fsdp", 2, 1, 1),
     ("ddp", 2, 1, 2)])  # the last: two node agents of one rank each, rendezvoused on localhost
@@ -108,7 +105,6 @@ def test_strategies_reach_the_single_device_loss(single, strategy, gpus, micro_b
     assert rec.work == {"samples": 4, "tokens": 64}
 
 
-@SHARES_RECORDS
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_multi_process_record_carries_rank_zero_timing_and_each_ranks_memory(nodes):
     rec = run_lm("ddp", 2, nodes=nodes)
@@ -122,7 +118,6 @@ def test_multi_process_record_carries_rank_zero_timing_and_each_ranks_memory(nod
     assert rec.host_bytes() == max(rec.memory["host.max_rss.rank0"], rec.memory["host.max_rss.rank1"])
 
 
-@SHARES_RECORDS
 def test_model_parallel_records_its_cut_and_bubble():
     rec = run_lm("pipeline", 2, 2)
     assert rec.check["cuts"] == [3]  # embedding and both blocks | the 32000-word head
