@@ -12,11 +12,22 @@ from harness.measure.instruments.devices import GPU, Devices
 from harness.measure.records.store import RecordStore, RunContext
 from harness.report import tables as _tables
 
+# Under xdist, one worker per core: torch's OpenMP threads, one per core in each worker and in each
+# process a test starts, would leave the cores' count squared threads spinning on each other.
+# Set before torch is first imported (nothing above imports it), so that the processes the tests
+# start inherit it too.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
+
 # Property-based tests: a few hundred examples each by default, so the suite stays fast;
 # OOMBENCH_HYPOTHESIS=thorough runs ten thousand.
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("thorough", max_examples=10_000, deadline=None)
 settings.load_profile(os.environ.get("OOMBENCH_HYPOTHESIS", "ci"))
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 # Records and asv results cut once from results/ and frozen here: tests read these, never the
 # repository's results/, so that filing a new machine's, run's or version's results moves no test.
@@ -28,6 +39,25 @@ def no_earlier_compares(tmp_path_factory, monkeypatch):
     """A compare's gate reads the committed compares for how far host-bound steps scatter; tests
     see none unless they plant them (``gate(..., prior=...)``), whatever is committed."""
     monkeypatch.setattr("harness.report.gate.COMPARES", tmp_path_factory.mktemp("no-compares"))
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.skip("Debian's chromium is not installed and could not be: apt-get install -y chromium "
+                    "(.ci/run does this when apt is available)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for every test of this worker that reads pages: each module opens its
+    own tabs and contexts in it and closes them, rather than starting a browser of its own."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+    with sync_api.sync_playwright() as pw:
+        started = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        yield started
+        started.close()
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from harness.measure.guards.inputs import disk_full
 from harness.measure.records.store import RecordStore, append_line, load_file, read_lines
 from harness.report import tables
 from harness.report.model import Row
-from tests.conftest import set_run
+
+from conftest import set_run
 
 CASE, PARAMS = "ceilings", {"probe": "host_copy"}
 

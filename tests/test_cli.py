@@ -150,8 +150,23 @@ def test_test_hands_every_argument_to_pytest_in_order(monkeypatch, argv, to_pyte
     got = []
     monkeypatch.setattr(pytest_module, "main", lambda args: got.append(args) or 0)
     monkeypatch.chdir(bootstrap.REPO)  # _test goes to the repository; the test's folder is put back after
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # nothing for _test to change in this process
     assert cli.main(argv) == 0
     assert got == [["-q", *to_pytest]]
+
+
+def test_test_s_workers_keep_their_bytecode_in_the_harness_cache_where_writing_it_is_off(monkeypatch):
+    import os
+
+    import pytest as pytest_module
+
+    from harness.drive import bytecode
+    monkeypatch.setattr(pytest_module, "main", lambda args: 0)
+    monkeypatch.chdir(bootstrap.REPO)
+    monkeypatch.setenv(bytecode.OFF, "1")
+    monkeypatch.delenv(bytecode.PREFIX, raising=False)
+    assert cli.main(["test"]) == 0
+    assert bytecode.OFF not in os.environ and os.environ[bytecode.PREFIX] == str(bytecode.CACHE)
 
 
 def test_other_commands_still_refuse_arguments_they_do_not_know(capsys):

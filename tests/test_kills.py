@@ -188,6 +188,8 @@ while len(noted) < 4 and case.poll() is None and time.time() < deadline:
 look()
 if scenario in ("sigterm", "sigkill"):
     case.send_signal(signal.SIGTERM if scenario == "sigterm" else signal.SIGKILL)
+if scenario == "hangs_past_the_timeout":
+    case.send_signal(signal.SIGALRM)  # the deadline's alarm, once the ranks hang
 err = case.communicate(timeout=float(timeout_s) + 120)[1]
 for name in noted:
     pid = int(open(os.path.join(pid_dir, name)).read())
@@ -218,9 +220,11 @@ print(json.dumps({"left": names, "noted": sorted(noted), "code": case.returncode
 # Each scenario runs REPEATS times: a few by default; OOMBENCH_KILL_REPEATS=50 for the issue's 50
 # runs without a failure.
 REPEATS = int(os.environ.get("OOMBENCH_KILL_REPEATS", "2"))
-# Past the ranks' start (torch imported in each: a few seconds on 2 cores; the case's own import
-# comes before the launch), so that they do hang at its end.
-TIMEOUT_S = 15
+# The launch's deadline is a real-time timer (SIGALRM): the middle process raises that alarm itself
+# once both ranks and their children have started, rather than waiting out a deadline long enough
+# for the ranks' start on a busy box; test_the_deadline_s_alarm_comes_once_the_time_is_past checks
+# that the timer does raise it.
+TIMEOUT_S = 300
 SCENARIOS = {  # scenario: (worker, the launch's timeout, what the case's error must say)
     "sigterm": ("hangs_with_a_child", 300, None),
     "sigkill": ("hangs_with_a_child", 300, None),
@@ -247,3 +251,15 @@ def test_no_rank_nor_what_it_started_outlives_the_case(tmp_path, scenario, repea
     assert report["code"] != 0
     if says:
         assert says in report["stderr"]
+
+
+def test_the_deadline_s_alarm_comes_once_the_time_is_past():
+    """The launch's deadline fires on its own (the scenario above raises its alarm early): not before
+    ``timeout_s``, as the error naming it, and the handlers it replaced are back afterwards."""
+    from harness.workloads.launch import LaunchError, _deadline
+    before = signal.getsignal(signal.SIGALRM)
+    start = time.monotonic()
+    with pytest.raises(LaunchError, match="ranks ran past 1 s"), _deadline(1.0):
+        time.sleep(30)
+    assert 1.0 <= time.monotonic() - start < 20
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

@@ -24,8 +24,6 @@ from conftest import FROZEN, plain, results_with
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = FROZEN
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def raw_records() -> dict[str, dict]:
@@ -100,26 +98,15 @@ def test_no_page_or_site_reaches_the_internet(site):
 
 # -- in a real browser -------------------------------------------------------------------------
 
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.skip("Debian's chromium is not installed and could not be: apt-get install -y chromium "
-                    "(.ci/run does this when apt is available)")
-    return path
-
-
 @pytest.fixture(scope="module")
-def browser_page(site):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+def browser_page(site, browser):
     handler = functools.partial(QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
-        page = browser.new_page()
-        errors = watched(page)
-        yield page, f"http://127.0.0.1:{server.server_address[1]}", errors
-        browser.close()
+    page = browser.new_page()
+    errors = watched(page)
+    yield page, f"http://127.0.0.1:{server.server_address[1]}", errors
+    page.context.close()
     server.shutdown()
 
 

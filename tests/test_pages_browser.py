@@ -13,7 +13,7 @@ from harness import cases
 from harness.report.pages import build
 from harness.report.families import family
 from conftest import FROZEN
-from test_pages import CHROMIUM_FLAGS, chromium, raw_records
+from test_pages import raw_records
 
 WIDTH = 1400
 # The units the answer tables use, in the order the README reads them: tokens/s for LMs,
@@ -32,16 +32,13 @@ def pages(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def page(pages):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
-        tab = browser.new_page(viewport={"width": WIDTH, "height": 900})
-        errors = []
-        tab.on("pageerror", lambda exc: errors.append(str(exc)))
-        tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-        yield tab, errors
-        browser.close()
+def page(pages, browser):
+    tab = browser.new_page(viewport={"width": WIDTH, "height": 900})
+    errors = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    yield tab, errors
+    tab.context.close()
 
 
 OPEN_ALL = "document.querySelectorAll('details').forEach(d => d.open = true)"

@@ -15,7 +15,6 @@ from gate_records import record
 from harness.drive.asv import asv_site
 from harness.measure.instruments.environment import Environment
 from harness.report.pages import build
-from test_pages import CHROMIUM_FLAGS, chromium
 
 WIDTHS = (390, 1400)
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
@@ -45,15 +44,6 @@ def pages(tmp_path_factory) -> Path:
     (folder / "lm.jsonl").write_text("".join(json.dumps(lm_record(*line)) + "\n" for line in LINES))
     assert build.main(results=str(root / "results"), out=str(root / "pages")) == 0
     return root / "pages"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
-        yield b
-        b.close()
 
 
 # Every font a canvas writes text in, as it writes it: what a chart draws, tooltip included.

@@ -44,7 +44,7 @@ BASE = ("numpy", "psutil", "pynvml", "filelock")
 # and the Chainer cases skip there with the install command; .venv gets it all the same.
 NEEDS = {
     "run": ((*BASE, "torch", "asv", "asv_runner"), "bench,torch,chainer"),
-    "test": ((*BASE, "torch", "pytest", "asv", "asv_runner", "jinja2", "matplotlib",
+    "test": ((*BASE, "torch", "pytest", "xdist", "pytest_timeout", "asv", "asv_runner", "jinja2", "matplotlib",
               "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "tabulate"),
              "bench,test,torch,pages,chainer,gate"),
     # scipy (the gate extra): the noise floors the pages read a change of library versions against.

@@ -121,7 +121,15 @@ def _test(args) -> int:
     import os
 
     import pytest
+
+    from harness.drive import bytecode
     os.chdir(bootstrap.REPO)
+    # pytest's workers (xdist) are fresh processes that import torch and rewrite every test module:
+    # where the environment turns bytecode off, they keep it in the harness's cache, as its cases do.
+    kept = bytecode.for_children(os.environ)
+    for name in set(os.environ) - set(kept):
+        del os.environ[name]
+    os.environ.update(kept)
     return pytest.main(["-q", *args.pytest_args])
 
 

@@ -219,7 +219,9 @@ def folder(root: Path, module: str) -> Path:
         "only_mutate": module,
         "also_copy": "\n".join(n for n in shared if n not in MUTMUT_COPIES and (root / n).exists()),
         "pytest_add_cli_args_test_selection": "\n".join(TESTS[module]),
-        "pytest_add_cli_args": "\n".join(["-p", "no:cacheprovider", *(f"--deselect={t}" for t in LEFT_OUT)]),
+        # -n 0: mutmut reads which test reaches which function in its own process, not in xdist's workers.
+        "pytest_add_cli_args": "\n".join(["-p", "no:cacheprovider", "-n", "0",
+                                          *(f"--deselect={t}" for t in LEFT_OUT)]),
         # A mutant that loops forever (a search whose bracket never closes) is stopped after this many
         # times its tests' CPU seconds, twice over (mutmut's default, 15, spends minutes on each).
         "timeout_multiplier": "3",
