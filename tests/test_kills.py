@@ -256,7 +256,7 @@ def test_no_rank_nor_what_it_started_outlives_the_case(tmp_path, scenario, repea
 def test_the_deadline_s_alarm_comes_once_the_time_is_past():
     """The launch's deadline fires on its own (the scenario above raises its alarm early): not before
     ``timeout_s``, as the error naming it, and the handlers it replaced are back afterwards."""
-    from harness.workloads.launch import LaunchError, _deadline
+    from harness.workloads.parallelism.launch import LaunchError, _deadline
     before = signal.getsignal(signal.SIGALRM)
     start = time.monotonic()
     with pytest.raises(LaunchError, match="ranks ran past 1 s"), _deadline(1.0):
