@@ -3,7 +3,6 @@ which record's environment labels a result, how far a label grows before two int
 commit are told apart, and what of a results folder is copied as it is."""
 import json
 import os
-from pathlib import Path
 
 import pytest
 

@@ -37,7 +37,7 @@ def rows(*records):
 def picked(recs, card, workload):
     sid = f"{card}--{workload}"
     section = next(s for s in chooser.view(rows(*recs))["sections"] if s["id"] == sid)
-    ways = lambda key: [json.loads(t.way) for t, _ in section[key]]  # noqa: E731
+    ways = lambda key: [json.loads(t.way) for t, _ in section[key]]
     return ways("needless"), ways("answer"), ways("apart"), section
 
 

@@ -130,6 +130,6 @@ def test_runs_beside_other_gpu_work_are_counted_and_said_once(monkeypatch, capsy
     compare.neighbours(st)
     assert st.shared_runs == 2 and capsys.readouterr().out == ""
     for idle in ({0: 0}, None):
-        monkeypatch.setattr(compare, "gpu_processes", lambda: idle)
+        monkeypatch.setattr(compare, "gpu_processes", lambda idle=idle: idle)
         compare.neighbours(st)
     assert st.shared_runs == 2 and capsys.readouterr().out == ""

@@ -288,7 +288,7 @@ def test_the_estimate_reads_the_highest_peak_of_a_size_and_the_line_a_quarter_be
 
 def test_a_guess_never_sends_a_probe_past_the_limit_or_onto_what_is_known():
     probe, asked = asking(10**6)
-    late = lambda: 10 if len(asked) >= 3 else None  # noqa: E731 (a guess only once 1, 2 and 4 are probed)
+    late = lambda: 10 if len(asked) >= 3 else None  # a guess only once 1, 2 and 4 are probed
     assert fits.largest_fitting(probe, limit=4, estimate=late).largest == 4 and asked == [1, 2, 4]
     probe, asked = asking(5)
     assert fits.largest_fitting(probe, known={5: True, 6: False}, estimate=lambda: 10).largest == 5 and asked == [7]

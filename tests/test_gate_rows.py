@@ -5,12 +5,12 @@ import dataclasses
 import pytest
 
 from gate_records import FITS, fits, record
-
-GB = 10**9
 from harness.measure.records.record import Record
 from harness.measure.instruments.timing import Timing
 from harness.report import gate, markdown, noise
 from harness.units import ms
+
+GB = 10**9
 
 
 def fit(answer, **check):

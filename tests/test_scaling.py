@@ -2,14 +2,12 @@
 8 GPUs, and the parallel docs' table reads its scaling efficiency at each count against single
 on the same box, apart from the tutorial's batch 10."""
 import re
-from pathlib import Path
 
 import pytest
 
 from benchmarks import parallel as bench
 from gate_records import environment, record, write
 from harness.cases import parallel_resnet50
-from harness.measure.outcomes import SKIPPED
 from harness.measure.records.record import Record
 from harness.measure.instruments.timing import Timing
 from harness.report.model import load_rows

@@ -78,7 +78,7 @@ def committed_results(repo: Path, dest: Path) -> Path:
     if cat.returncode != 0:
         raise DocsError(f"git cat-file failed in {repo}: {cat.stderr.decode().strip()}")
     data, at = cat.stdout, 0
-    for sha, path in blobs:
+    for _, path in blobs:
         header_end = data.index(b"\n", at)
         size = int(data[at:header_end].split()[2])
         body = data[header_end + 1:header_end + 1 + size]

@@ -55,7 +55,7 @@ def chosen(recs: list[Record], machine: str | None = None, commit: str | None = 
 def table(recs: list[Record], provenance: bool = False) -> str:
     """The records as a table; ``provenance`` adds the machine and the commit of each."""
     ceilings = Ceilings(recs)
-    front = (lambda r: where(r)) if provenance else (lambda r: [])  # noqa: E731
+    front = (lambda r: where(r)) if provenance else (lambda r: [])
     header, right = ((("machine", "commit") + HEADER, (False, False) + RIGHT) if provenance else (HEADER, RIGHT))
     lines = markdown.table(header, [front(r) + row(r, ceilings) for r in recs], right, markdown=False)
     text = "\n".join(lines)

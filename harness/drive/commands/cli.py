@@ -202,7 +202,7 @@ def _case(args) -> int:
     try:
         rec = execute(case, config)
     except ValueError as e:  # raised while measuring: the case's failure, not the command line's
-        raise SystemExit(f"oombench case: {e}")
+        raise SystemExit(f"oombench case: {e}") from e
     print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))
     return 0 if rec.outcome != "failed" else 1
 
