@@ -46,7 +46,8 @@ def chosen(recs: list[Record], machine: str | None = None, commit: str | None = 
            and (commit is None or (r.commit or "").startswith(commit.lower()))]
     if recs and not out:
         machines = sorted({machine_of(r) for r in recs})
-        raise ValueError(f"no record of {' and '.join(f'{k} {v}' for k, v in (('machine', machine), ('commit', commit)) if v)}"
+        raise ValueError(f"no record of "
+                         f"{' and '.join(f'{k} {v}' for k, v in (('machine', machine), ('commit', commit)) if v)}"
                          f": the records' machines are {', '.join(machines)}; pass one of them, or a prefix of "
                          f"one of their commits")
     return out
