@@ -201,7 +201,8 @@ def test_the_probes_a_search_runs_are_pinned():
                               (1152, False)]
     known = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, known={256: True}, probe_many=many)
     assert known.probed == [(512, True), (1024, False), (768, True), (896, True), (1152, False)]
-    assert fits.largest_fitting(fits_up_to(4), start=4, limit=16).probed == [(4, True), (8, False), (6, False), (5, False)]
+    assert fits.largest_fitting(fits_up_to(4), start=4, limit=16).probed == [(4, True), (8, False), (6, False),
+                                                                             (5, False)]
     assert fits.largest_fitting(fits_up_to(16), start=4, limit=16).probed == [(4, True), (8, True), (16, True)]
 
 def test_sizes_answered_at_once_narrow_the_bracket_only_as_far_as_they_agree_with_what_is_known():

@@ -175,7 +175,8 @@ def test_each_workload_reads_its_own_baseline_in_workload_order(tmp_path):
 def test_a_technique_is_never_read_against_another_machines_baseline(tmp_path):
     h100, h200 = headline.gpu_tables(rows_of(tmp_path, trick(env=H200), trick("bf16_autocast", step=0.25)))
     assert h100["env"][0] == "nvidia-h100-80gb-hbm3-x1" and h200["env"][0] == "nvidia-h200-x1"
-    assert [(ln["technique"], ln["base"], ln["rate_x"], ln["peak_x"]) for ln in h100["lines"]] == [(BF16, None, None, None)]
+    assert [(ln["technique"], ln["base"], ln["rate_x"], ln["peak_x"])
+            for ln in h100["lines"]] == [(BF16, None, None, None)]
     assert [(ln["technique"], ln["base"] is ln["row"], ln["rate_x"]) for ln in h200["lines"]] == [(FP32, True, 1.0)]
 
 

@@ -44,7 +44,8 @@ def test_the_docs_read_scaling_efficiency_at_each_gpu_count(tmp_path):
                        gpu="NVIDIA H200", created=99.0))
     write(folder / "run.jsonl", recs)
     text = re.sub(r"\\(.)", r"\1", scaling_spec().render(load_rows(tmp_path / "results")))  # cells unescaped
-    cells = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line for line in text.splitlines()[2:] if ", " in line}
+    cells = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line
+             for line in text.splitlines()[2:] if ", " in line}
     for (strategy, gpus), seconds in STEPS.items():
         if strategy != "single":
             want = STEPS["single", 1] / (gpus * seconds)
