@@ -4,13 +4,14 @@ Placements that keep the working set on the device run up to 0.8 of the card (un
 cap). Placements that start every step on the host move the whole set each step, so they are
 held to 0.1 of the card: their rates are flat from 0.02 on (fault-driven streaming on an H100:
 7.6 GB/s at 0.02, 7.5 at 0.1, 7.4 at 0.25), while the host memory and device time they take grow
-with the set. 0.25 stays declared by the case (``python3 -m harness case unified ...``). 1.5 is oversubscription: declared everywhere, run only with
-the opt-in (the device pools cannot hold it and record "does not fit").
+with the set. 0.25 stays declared by the case (``python3 -m harness case unified ...``). 1.5 is
+oversubscription: declared everywhere, run only with the opt-in (the device pools cannot hold it
+and record "does not fit").
 
 Beyond a budget: ``Beyond`` runs working sets of 1.5 and 3 x an emulated 16, 24 or 40 GB card by
-each way out (``harness.cases.beyond``), and ``Seed000`` the seed's three 8 GiB arrays on an emulated P100, under a 16 GB cap
-and under the whole card. Sets that need more host memory than the host check allows skip with
-their reason.
+each way out (``harness.cases.beyond``), and ``Seed000`` the seed's three 8 GiB arrays on an
+emulated P100, under a 16 GB cap and under the whole card. Sets that need more host memory than
+the host check allows skip with their reason.
 """
 from harness.cases.out_of_core import PATTERNS as STREAMED
 from harness.cases.unified import FROM_HOST, PATTERNS

@@ -3,7 +3,6 @@ which record's environment labels a result, how far a label grows before two int
 commit are told apart, and what of a results folder is copied as it is."""
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -82,8 +81,8 @@ def test_a_result_is_labelled_by_the_records_of_its_own_commit():
 
 def test_records_are_keyed_by_their_box_and_commit_and_one_without_a_commit_by_none(tmp_path):
     def rec(commit, created):
-        return Record(case="ceilings", params={"probe": "host_copy"}, outcome="skipped", reason="a test", environment=env(),
-                      commit=commit, created=created)
+        return Record(case="ceilings", params={"probe": "host_copy"}, outcome="skipped", reason="a test",
+                      environment=env(), commit=commit, created=created)
     path = RecordStore.of_results(tmp_path).run_file("m", "c", "20261127T000000-abcdef")
     path.parent.mkdir(parents=True)
     write_records(path, [rec("c", 1.0), rec(None, 2.0)])

@@ -185,7 +185,8 @@ def test_a_case_lost_while_the_disk_was_full_is_said_to_have_died_of_it_unless_t
     else:
         assert rec.check == {"ended": begun.DISK_FULL}
         assert rec.reason == f"its process (pid {pid}) ended without a record: {disk_full(ctx.path.parent, ctx.run_id)}"
-    assert (rec.case, rec.params, rec.outcome, rec.run_id, rec.commit) == (CASE, PARAMS, "failed", ctx.run_id, ctx.commit)
+    assert (rec.case, rec.params, rec.outcome, rec.run_id, rec.commit) == (CASE, PARAMS, "failed", ctx.run_id,
+                                                                           ctx.commit)
 
 
 def test_a_case_that_raised_is_filed_with_its_error_or_as_the_disk_being_full(ctx):

@@ -103,9 +103,11 @@ def test_a_case_that_raises_is_filed_as_itself_then_the_error_reaches_asv(ctx, m
 
 
 def test_a_case_that_died_before_is_not_run_again_and_another_parameter_set_is(ctx, monkeypatch):
-    monkeypatch.setattr(begun, "died", lambda run, case, params: {"pid": 1} if (case, params) == (CASE, PARAMS) else None)
+    monkeypatch.setattr(begun, "died",
+                        lambda run, case, params: {"pid": 1} if (case, params) == (CASE, PARAMS) else None)
     monkeypatch.setattr(begun, "oom_kills", lambda: 3)
-    monkeypatch.setattr(begun, "reason", lambda entry, kills_now: f"its process {entry['pid']} died ({kills_now} kills)")
+    monkeypatch.setattr(begun, "reason",
+                        lambda entry, kills_now: f"its process {entry['pid']} died ({kills_now} kills)")
     ran = []
     monkeypatch.setattr(bench, "execute", lambda case, params, devices, run: ran.append(params) or
                         quickly(case, params, devices, run))

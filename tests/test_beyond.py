@@ -240,4 +240,5 @@ def test_records_filed_before_the_budget_parameter_read_as_run_on_the_whole_card
     old = {"pattern": "stream", "fraction": 0.1}
     params = cases.get("out_of_core").upgrade(old)
     assert params == dict(old, budget="card") and cases.get("out_of_core").config(params).budget == "card"
-    assert cases.get("chainer_mlp").upgrade(dict(device="cuda", pool="device_pool", batch=256, budget="16GB"))["budget"] == "16GB"
+    assert cases.get("chainer_mlp").upgrade(dict(device="cuda", pool="device_pool", batch=256,
+                                                 budget="16GB"))["budget"] == "16GB"

@@ -82,7 +82,8 @@ def test_torchs_cap_goes_to_the_device_asked_and_by_default_to_the_first(monkeyp
     import types
     asked = []
     cuda = types.SimpleNamespace(
-        get_device_properties=lambda device: asked.append(("total", device)) or types.SimpleNamespace(total_memory=CARD),
+        get_device_properties=lambda device: (asked.append(("total", device))
+                                              or types.SimpleNamespace(total_memory=CARD)),
         set_per_process_memory_fraction=lambda fraction, device: asked.append(("cap", device)))
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     budget.enforce_torch(budget.resolve("16GB", CARD, "torch"), device=3)
@@ -124,7 +125,8 @@ def test_managed_memory_says_the_budget_does_not_cap_it_and_whether_pages_left_t
 
 def test_a_budget_as_large_as_the_card_fits_it():
     assert budget.resolve("40GB", 40 * GB, None).limit_bytes == 40 * GB
-    with pytest.raises(Skip, match=r"^budget 40GB is larger than this card \(40.0 GB\): run it on a card with 40GB or more$"):
+    with pytest.raises(Skip, match=r"^budget 40GB is larger than this card \(40.0 GB\): "
+                                   r"run it on a card with 40GB or more$"):
         budget.resolve("40GB", 40 * GB - 1, None)
     listed = re.escape(", ".join(budget.CARD_BUDGETS))
     with pytest.raises(ValueError, match=f"^budget '12GB' is not one of {listed}: pass one of them$"):

@@ -111,7 +111,8 @@ def test_the_context_probe_reads_each_stage_outside_the_allocators_pool(monkeypa
     fake_nvml(monkeypatch, [1000 * MiB, 1500 * MiB, 1700 * MiB], None)  # before, after the context, after cuBLAS
     monkeypatch.setattr(ceilings, "need_gpus", lambda n: fake_devices())
     monkeypatch.setattr("harness.measure.guards.workingset.card", lambda devices: devices.gpus[0])
-    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None)))
+    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(deviceSynchronize=lambda: None)))
     monkeypatch.setattr(ceilings, "need_cupy", lambda: cupy)
     monkeypatch.setattr(ceilings, "_cupy_stages", lambda module: iter([("cuda", lambda: 2 * MiB),
                                                                         ("cublas", lambda: 2 * MiB)]))

@@ -37,7 +37,7 @@ def rows(*records):
 def picked(recs, card, workload):
     sid = f"{card}--{workload}"
     section = next(s for s in chooser.view(rows(*recs))["sections"] if s["id"] == sid)
-    ways = lambda key: [json.loads(t.way) for t, _ in section[key]]  # noqa: E731
+    ways = lambda key: [json.loads(t.way) for t, _ in section[key]]
     return ways("needless"), ways("answer"), ways("apart"), section
 
 
@@ -106,10 +106,12 @@ def test_resnet50_at_1024_on_a_16gb_card_offers_what_ran_under_its_emulation_and
             resnet("bf16_autocast", "p100-16gb", device=12.7, step=0.08),
             resnet("fp32", "p100-16gb", device=12.1, step=0.3, micro=5),
             resnet("checkpoint", "16GB", device=9.9, step=0.33),
-            resnet("channels_last", "p100-16gb", "does_not_fit"), resnet("channels_last", "card", device=16.5, step=0.2)]
+            resnet("channels_last", "p100-16gb", "does_not_fit"),
+            resnet("channels_last", "card", device=16.5, step=0.2)]
     needless, ways, _, section = picked(recs, "p100-16gb", "resnet50_1024")
     assert needless == []
-    assert [(w["technique"], w["micro_batch"]) for w in ways] == [("bf16_autocast", 10), ("fp32", 5), ("checkpoint", 10)]
+    assert [(w["technique"], w["micro_batch"]) for w in ways] == [("bf16_autocast", 10), ("fp32", 5),
+                                                                   ("checkpoint", 10)]
     assert "micro_batch=10 technique=channels_last" in section["left"]  # 16.5 GB on the whole card: over 16,280 MiB
     offered = dict((json.loads(t.way)["technique"], t) for t, _ in section["answer"])
     assert offered["bf16_autocast"].row.record.params["budget"] == "p100-16gb"  # linked to that record
@@ -159,7 +161,8 @@ def test_an_ok_run_under_the_cards_own_emulation_wins_and_a_failed_check_is_neve
 
 
 def test_a_way_is_named_by_the_parameters_its_trials_do_not_all_share():
-    ways = [json.dumps(w, sort_keys=True) for w in ({"technique": "fp32", "micro": 1}, {"technique": "bf16", "micro": 1},
+    ways = [json.dumps(w, sort_keys=True) for w in ({"technique": "fp32", "micro": 1},
+                                                    {"technique": "bf16", "micro": 1},
                                                     {"technique": "bf16", "micro": 1, "extra": 2})]
     tried = [Trial(w, "box", "ok", 16 * G, step_s=0.1) for w in ways]
     same = chooser.shared(tried)
@@ -272,7 +275,9 @@ def test_a_machine_s_section_leaves_out_other_machines_and_what_is_shown_apart()
 def test_each_measured_gpu_s_own_section_answers_from_its_own_records_alone():
     h200 = snapshot(fake_devices())
     recs = [record("seed000", {"way": "zero_copy", "budget": "card"}, device=G),
-            dataclasses.replace(record("seed000", {"way": "out_of_core", "budget": "card"}, device=G), environment=h200)]
+            dataclasses.replace(record("seed000", {"way": "out_of_core", "budget": "card"}, device=G),
+                                environment=h200)]
     own = {s["card"].split(" (")[0]: [json.loads(t.way)["way"] for t, _ in s["answer"]]
-           for s in chooser.view(rows(*recs))["sections"] if "its own records" in s["card"] and "seed" in s["workload"]}
+           for s in chooser.view(rows(*recs))["sections"]
+           if "its own records" in s["card"] and "seed" in s["workload"]}
     assert own == {"nvidia-h100-80gb-hbm3-x1": ["zero_copy"], "nvidia-h200-x1": ["out_of_core"]}

@@ -93,7 +93,8 @@ def test_wheelhouse_downloads_binary_wheels_for_the_named_python_and_platform(tm
     from harness.drive.commands import wheelhouse
     cmd = wheelhouse.command(tmp_path, "3.12", ["manylinux_2_17_x86_64"], ["torch==2.11.0"])
     assert cmd[3:5] == ["download", "--only-binary=:all:"]
-    assert cmd[cmd.index("--python-version") + 1] == "3.12" and cmd[cmd.index("--platform") + 1] == "manylinux_2_17_x86_64"
+    assert cmd[cmd.index("--python-version") + 1] == "3.12"
+    assert cmd[cmd.index("--platform") + 1] == "manylinux_2_17_x86_64"
     assert "asv==0.6.6" in cmd and "asv-runner==0.3.2" in cmd and cmd[-1] == "torch==2.11.0"
 
 
@@ -117,7 +118,8 @@ def test_bootstrap_builds_chainers_wheel_aside_and_installs_it_from_there(calls,
 
 def test_case_sets_up_like_run_so_python3_dash_m_harness_case_works_on_a_fresh_clone(monkeypatch):
     asked = []
-    monkeypatch.setattr(bootstrap, "ensure", lambda command: asked.append(command) or (_ for _ in ()).throw(SystemExit(0)))
+    monkeypatch.setattr(bootstrap, "ensure",
+                        lambda command: asked.append(command) or (_ for _ in ()).throw(SystemExit(0)))
     with pytest.raises(SystemExit):
         cli.main(["case", "ceilings", "probe=host_copy"])
     assert asked == ["case"] and "asv" not in bootstrap.NEEDS["case"][0]

@@ -110,14 +110,17 @@ def test_the_warm_up_runs_at_base_s_commit_filed_apart_and_removed(tmp_path, clo
     measure, st = Measure(clock), state()
     compare.warm_up(tmp_path / "base-tree", st, BENCHES[1], measure, compare.Timer(tmp_path, st))
     ((tree, ctx, bench),) = measure.calls
-    assert (tree, bench, ctx.commit, ctx.run_id) == (tmp_path / "base-tree", BENCHES[1], "a" * 40, f"{st.run_id}-warmup")
+    assert (tree, bench, ctx.commit, ctx.run_id) == (tmp_path / "base-tree", BENCHES[1], "a" * 40,
+                                                     f"{st.run_id}-warmup")
     assert ctx.parent_pid == os.getpid() and tmp_path not in ctx.path.parents and not ctx.path.exists()
     assert st.measured_s == 10.0
     said = capsys.readouterr().out
     assert said == "oombench compare: warm-up (base, not kept): ceilings  probe=second  ok  10.0 ms  0.5%  \n"
-    compare.warm_up(tmp_path / "base-tree", st, BENCHES[1], Measure(clock, files=False), compare.Timer(tmp_path, st))
-    assert capsys.readouterr().out.startswith('oombench compare: warm-up (base, not kept): ceilings {"probe": "second"}: '
-                                              'no record; its output ended:\nthe output of {"probe": "second"}')
+    compare.warm_up(tmp_path / "base-tree", st, BENCHES[1], Measure(clock, files=False),
+                    compare.Timer(tmp_path, st))
+    assert capsys.readouterr().out.startswith('oombench compare: warm-up (base, not kept): '
+                                              'ceilings {"probe": "second"}: no record; its output ended:\n'
+                                              'the output of {"probe": "second"}')
 
 
 def test_runs_beside_other_gpu_work_are_counted_and_said_once(monkeypatch, capsys):
@@ -130,6 +133,6 @@ def test_runs_beside_other_gpu_work_are_counted_and_said_once(monkeypatch, capsy
     compare.neighbours(st)
     assert st.shared_runs == 2 and capsys.readouterr().out == ""
     for idle in ({0: 0}, None):
-        monkeypatch.setattr(compare, "gpu_processes", lambda: idle)
+        monkeypatch.setattr(compare, "gpu_processes", lambda idle=idle: idle)
         compare.neighbours(st)
     assert st.shared_runs == 2 and capsys.readouterr().out == ""

@@ -26,7 +26,8 @@ def side(folder: Path, commit: str, medians, *, cases=CASES, host="host-a", t0=0
 def state(folder: Path, base: str, new: str, cases: int, **kw) -> None:
     data = {"commits": {"base": base, "new": new}, "revs": [base[:7], new[:7]], "rounds": 3,
             "benches": [{"name": f"b{i}"} for i in range(cases)], "threshold": 0.0, "measured_s": 600.0,
-            "sittings": 2, "shared_runs": 0, "round_s": {f"{s} r{r}": 90.0 + r for s in ("base", "new") for r in (1, 2, 3)}}
+            "sittings": 2, "shared_runs": 0,
+            "round_s": {f"{s} r{r}": 90.0 + r for s in ("base", "new") for r in (1, 2, 3)}}
     (folder / "compare.json").write_text(json.dumps({**data, **kw}))
 
 
@@ -100,9 +101,11 @@ def test_a_round_time_missing_from_the_state_is_not_quoted(tmp_path):
 def test_the_folders_own_report_is_quoted_beside_the_verdict_made_again(tmp_path):
     folder = compare(tmp_path, "ab", "a" * 40, "b" * 40, BASE_ROUNDS)
     assert only(tmp_path).reported == ""
-    (folder / "interim-report.md").write_text("## head\n\n**PASS\\: 0 regression\\(s\\) in 1 case\\(s\\) compared\\; 0 retired**\n")
+    (folder / "interim-report.md").write_text("## head\n\n**PASS\\: 0 regression\\(s\\) in 1 case\\(s\\) "
+                                              "compared\\; 0 retired**\n")
     assert only(tmp_path).reported == "PASS: 0 regression(s) in 1 case(s) compared (interim)"
-    (folder / "report.md").write_text("x\n**FAIL\\: 1 regression\\(s\\) \\(1 slower\\) in 2 case\\(s\\) compared\\; 0 retired**\n")
+    (folder / "report.md").write_text("x\n**FAIL\\: 1 regression\\(s\\) \\(1 slower\\) in 2 case\\(s\\) "
+                                      "compared\\; 0 retired**\n")
     c = only(tmp_path)
     assert c.reported == "FAIL: 1 regression(s) (1 slower) in 2 case(s) compared"
     assert c.verdict.startswith("PASS") and c.reported in compares.page([c], "")
@@ -129,7 +132,8 @@ def test_compares_whose_times_overlap_in_any_way_are_beside_each_other():
     c = at("c", 10.0, 20.0)
     others = [c, at("inside", 12.0, 18.0), at("around", 5.0, 25.0), at("ends-as-it-begins", 0.0, 10.0),
               at("begins-as-it-ends", 20.0, 30.0), at("before", 0.0, 9.0), at("after", 21.0, 30.0)]
-    assert [o.name for o in compares.beside(c, others)] == ["inside", "around", "ends-as-it-begins", "begins-as-it-ends"]
+    assert [o.name for o in compares.beside(c, others)] == ["inside", "around", "ends-as-it-begins",
+                                                            "begins-as-it-ends"]
     assert [o.name for o in compares.beside(others[1], others)] == ["c", "around"]
 
 
@@ -215,12 +219,13 @@ A/A compares with the host to themselves: 1, over 2 case verdict(s), 0 line(s) f
 - ceilings probe\\=planted\\_3\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)
 - ceilings probe\\=planted\\_4\\: time 10\\.0 ms → 10\\.3 ms \\(slower \\(rank p\\=1\\.8e\\-21\\)\\)
 - ... and 1 more
-""")
+""")  # noqa: E501  (the page as it is written: a table's rows are as wide as their cells)
 
 
 def test_states_of_older_compares_and_hostile_ones_are_read_for_what_they_hold(tmp_path):
     folder = compare(tmp_path, "old-state", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001],
-                     state_kw={"rounds": 6, "round_s": {f"{s} r{r}": 90.0 for s in ("base", "new") for r in range(1, 7)}})
+                     state_kw={"rounds": 6,
+                               "round_s": {f"{s} r{r}": 90.0 for s in ("base", "new") for r in range(1, 7)}})
     data = json.loads((folder / "compare.json").read_text())
     del data["shared_runs"]
     (folder / "compare.json").write_text(json.dumps(data))

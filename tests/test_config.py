@@ -66,7 +66,7 @@ def test_a_config_is_frozen_hashable_and_read_only():
     assert hash(config) == hash(tricks()) and len({config, tricks(), tricks(batch=32)}) == 2
     assert {config: "x"}[tricks()] == "x"
     with pytest.raises(AttributeError, match="has no parameter 'heads'"):
-        config.heads
+        _ = config.heads
     with pytest.raises(KeyError, match="has no parameter 'heads'"):
         config["heads"]
 

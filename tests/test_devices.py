@@ -56,7 +56,8 @@ def test_a_case_samples_the_memory_of_the_gpus_it_can_see_only(monkeypatch):
     asked = []
     monkeypatch.setattr(runner, "PeakMemory", lambda gpus: asked.append(list(gpus)) or PeakMemory())
     case = Case(name="pinned", params={"device": ("cuda", "cpu")},
-                build=lambda device: Workload(step=lambda: None, check=lambda: {}, work={"bytes": 1}, warmup=0, repeat=2))
+                build=lambda device: Workload(step=lambda: None, check=lambda: {}, work={"bytes": 1}, warmup=0,
+                                              repeat=2))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     runner.execute(case, {"device": "cuda"}, devices=fake_devices(count=4))
     runner.execute(case, {"device": "cpu"}, devices=fake_devices(count=4))

@@ -19,7 +19,8 @@ def row_from(source: str = "", gpus=()):
 
 
 @pytest.mark.parametrize("source, glob", [
-    ("results/records/nvidia-h200-x1/b03788d3-20261127T043736-942ce1.jsonl", "results/records/nvidia-h200-x1/b03788d3-*"),
+    ("results/records/nvidia-h200-x1/b03788d3-20261127T043736-942ce1.jsonl",
+     "results/records/nvidia-h200-x1/b03788d3-*"),
     ("results/records/cpu-x/asv-direct.jsonl", "results/records/cpu-x/asv-direct.jsonl"),
     ("results/records/cpu-x/B03788D3-run.jsonl", "results/records/cpu-x/B03788D3-run.jsonl"),  # not a commit's digits
     ("results/records/cpu-x/b03788d-run.jsonl", "results/records/cpu-x/b03788d-run.jsonl"),
@@ -71,7 +72,8 @@ def test_a_tables_section_is_its_title_text_command_and_the_printed_table():
                             "Change its Spec in harness/report/specs.py")
 
 
-README = "# x\n<!-- headline:start -->\nold\n<!-- headline:end -->\nmid\n<!-- profile-times:start -->\nt\n<!-- profile-times:end -->\nend\n"
+README = ("# x\n<!-- headline:start -->\nold\n<!-- headline:end -->\n"
+          "mid\n<!-- profile-times:start -->\nt\n<!-- profile-times:end -->\nend\n")
 
 
 def test_the_readmes_parts_are_replaced_between_their_markers_and_the_rest_kept():
@@ -98,7 +100,8 @@ def test_a_part_at_the_very_start_is_found_and_only_the_first_pair_of_markers_is
 def test_a_readme_without_a_pair_of_markers_is_refused_naming_them(broken):
     with pytest.raises(docs.DocsError) as e:
         docs.refresh_readme(broken, "H\n")
-    assert str(e.value) == "README.md has no <!-- headline:start --> ... <!-- headline:end --> pair to put the headline between"
+    assert str(e.value) == ("README.md has no <!-- headline:start --> ... <!-- headline:end --> pair "
+                            "to put the headline between")
     with pytest.raises(docs.DocsError) as e:
         docs.readme_part(broken, "headline")
     assert str(e.value) == "README.md has no <!-- headline:start --> ... <!-- headline:end --> pair"
@@ -123,9 +126,11 @@ def test_profile_times_are_a_table_of_each_profile_on_each_gpu_with_the_calls_of
 
 def test_the_docs_folder_must_be_a_folder_named(tmp_path):
     assert docs.out_problem(None) is None and docs.out_problem(tmp_path / "new") is None
-    assert docs.out_problem("") == "--out '' names no folder: name one, e.g. --out docs-out, or leave --out out for the repository"
+    assert docs.out_problem("") == ("--out '' names no folder: name one, e.g. --out docs-out, "
+                                    "or leave --out out for the repository")
     (tmp_path / "f").write_text("x")
-    assert docs.out_problem(tmp_path / "f") == f"--out {tmp_path / 'f'}: {tmp_path / 'f'} is a file, not a folder: name a folder, e.g. --out docs-out"
+    assert docs.out_problem(tmp_path / "f") == \
+        f"--out {tmp_path / 'f'}: {tmp_path / 'f'} is a file, not a folder: name a folder, e.g. --out docs-out"
     assert docs.out_problem(tmp_path / "f" / "sub") == \
         f"--out {tmp_path / 'f' / 'sub'}: {tmp_path / 'f'} is a file, not a folder: name a folder, e.g. --out docs-out"
 

@@ -10,7 +10,7 @@ from harness.report import efficiency as eff
 from harness.report import noise, summary, tables
 from harness.report.model import load_rows
 
-from conftest import FROZEN, plain, render, table
+from conftest import FROZEN, render, table
 
 H100 = FROZEN / "records/nvidia-h100-80gb-hbm3-x1/bfa680ee-20261124T003930-ab748b.jsonl"
 

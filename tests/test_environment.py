@@ -26,7 +26,8 @@ def cupy_reporting(version=None, raises=False):
         if raises:
             raise RuntimeError("cudaErrorNoDevice")
         return version
-    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(runtimeGetVersion=runtime_version)))
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(runtimeGetVersion=runtime_version)))
 
 
 @pytest.mark.parametrize("torch_cuda, cupy, expected", [

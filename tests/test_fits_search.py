@@ -201,7 +201,8 @@ def test_the_probes_a_search_runs_are_pinned():
                               (1152, False)]
     known = fits.largest_fitting(fits_up_to(1000), start=128, limit=2**20, unit=128, known={256: True}, probe_many=many)
     assert known.probed == [(512, True), (1024, False), (768, True), (896, True), (1152, False)]
-    assert fits.largest_fitting(fits_up_to(4), start=4, limit=16).probed == [(4, True), (8, False), (6, False), (5, False)]
+    assert fits.largest_fitting(fits_up_to(4), start=4, limit=16).probed == [(4, True), (8, False), (6, False),
+                                                                             (5, False)]
     assert fits.largest_fitting(fits_up_to(16), start=4, limit=16).probed == [(4, True), (8, True), (16, True)]
 
 def test_sizes_answered_at_once_narrow_the_bracket_only_as_far_as_they_agree_with_what_is_known():
@@ -288,7 +289,7 @@ def test_the_estimate_reads_the_highest_peak_of_a_size_and_the_line_a_quarter_be
 
 def test_a_guess_never_sends_a_probe_past_the_limit_or_onto_what_is_known():
     probe, asked = asking(10**6)
-    late = lambda: 10 if len(asked) >= 3 else None  # noqa: E731 (a guess only once 1, 2 and 4 are probed)
+    late = lambda: 10 if len(asked) >= 3 else None  # a guess only once 1, 2 and 4 are probed
     assert fits.largest_fitting(probe, limit=4, estimate=late).largest == 4 and asked == [1, 2, 4]
     probe, asked = asking(5)
     assert fits.largest_fitting(probe, known={5: True, 6: False}, estimate=lambda: 10).largest == 5 and asked == [7]

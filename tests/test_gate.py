@@ -171,7 +171,8 @@ def test_five_percent_on_gpu_bound_cases_is_caught_between_two_hosts(tmp_path, s
 
 
 HOST_INVOLVED = [("ceilings", {"probe": "h2d_pageable"}), ("ceilings", {"probe": "d2h_pageable"}),
-                 ("ceilings", {"probe": "cpu_matmul_fp32"}), ("chainer_mlp", {"batch": 256, "device": "cpu", "pool": "numpy"}),
+                 ("ceilings", {"probe": "cpu_matmul_fp32"}),
+                 ("chainer_mlp", {"batch": 256, "device": "cpu", "pool": "numpy"}),
                  ("torch_gcn", {"device": "cpu", "features": 128, "nodes": 16384})]
 
 
@@ -241,15 +242,22 @@ def test_a_side_that_mixes_machines_is_refused_unless_asked(tmp_path):
 HOSTILE = {
     "binary garbage": lambda line: "\x00\xff\xfe garbage \x89PNG",
     "memory null": lambda line: json.dumps({**json.loads(line), "memory": None}),
-    "string median": lambda line: json.dumps({**json.loads(line), "timing": {**json.loads(line)["timing"], "median_s": "1.0"}}),
-    "NaN median": lambda line: json.dumps({**json.loads(line), "timing": {**json.loads(line)["timing"], "median_s": float("nan")}}),
-    "infinite q75": lambda line: json.dumps({**json.loads(line), "timing": {**json.loads(line)["timing"], "q75_s": float("inf")}}),
-    "zero median": lambda line: json.dumps({**json.loads(line), "timing": {**json.loads(line)["timing"], "median_s": 0}}),
+    "string median": lambda line: json.dumps({**json.loads(line),
+                                              "timing": {**json.loads(line)["timing"], "median_s": "1.0"}}),
+    "NaN median": lambda line: json.dumps({**json.loads(line),
+                                           "timing": {**json.loads(line)["timing"], "median_s": float("nan")}}),
+    "infinite q75": lambda line: json.dumps({**json.loads(line),
+                                             "timing": {**json.loads(line)["timing"], "q75_s": float("inf")}}),
+    "zero median": lambda line: json.dumps({**json.loads(line),
+                                            "timing": {**json.loads(line)["timing"], "median_s": 0}}),
     "negative peak": lambda line: json.dumps({**json.loads(line), "memory": {"host.max_rss": -5}}),
     "float peak": lambda line: json.dumps({**json.loads(line), "memory": {"host.max_rss": 1.5}}),
-    "NaN sample": lambda line: json.dumps({**json.loads(line), "timing": {**json.loads(line)["timing"], "steps": 1, "samples_s": [float("nan")]}}),
+    "NaN sample": lambda line: json.dumps({**json.loads(line),
+                                           "timing": {**json.loads(line)["timing"], "steps": 1,
+                                                      "samples_s": [float("nan")]}}),
     "busy over 1": lambda line: json.dumps({**json.loads(line), "gpu_busy": {"fraction": 1.5}}),
-    "devices a list": lambda line: json.dumps({**json.loads(line), "environment": {**json.loads(line)["environment"], "devices": []}}),
+    "devices a list": lambda line: json.dumps({**json.loads(line),
+                                               "environment": {**json.loads(line)["environment"], "devices": []}}),
     "params a list": lambda line: json.dumps({**json.loads(line), "params": ["probe"]}),
     "huge int": lambda line: json.dumps({**json.loads(line), "work": {"bytes": 10**400}}),
     "cut mid-line": lambda line: line[:len(line) // 2],

@@ -178,7 +178,8 @@ def test_an_honest_rerun_on_each_other_host_passes(case):
     base, *others = hosts(case)
     for new in others:
         row = time_row(report(base, new))
-        assert row.mark in " -", f"{host_of(new)}'s own run read as {row.verdict} (ratio {row.ratio}, floor {row.floor})"
+        assert row.mark in " -", (f"{host_of(new)}'s own run read as {row.verdict} "
+                                  f"(ratio {row.ratio}, floor {row.floor})")
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(

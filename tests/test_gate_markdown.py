@@ -43,7 +43,8 @@ def planted(tmp: Path, t: dict, regress: bool) -> tuple[Path, Path]:
     two = record(params={"probe": t["value"]})
     again = {"run_id": "20990102T000000-bbbbbb", "created": 2.0}
     if regress:  # a level NEW lacks, and a case that failed with the hostile reason
-        new = [{**one, **again, "memory": {}}, {**two, **again, "outcome": FAILED, "timing": None, "reason": t["reason"]}]
+        new = [{**one, **again, "memory": {}},
+               {**two, **again, "outcome": FAILED, "timing": None, "reason": t["reason"]}]
     else:
         new = [{**one, **again}, {**two, **again}]
     base = write(tmp / "base.jsonl", [dressed(r, "a") for r in (one, two)])

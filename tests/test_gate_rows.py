@@ -5,12 +5,12 @@ import dataclasses
 import pytest
 
 from gate_records import FITS, fits, record
-
-GB = 10**9
 from harness.measure.records.record import Record
 from harness.measure.instruments.timing import Timing
 from harness.report import gate, markdown, noise
 from harness.units import ms
+
+GB = 10**9
 
 
 def fit(answer, **check):
@@ -92,7 +92,8 @@ def test_the_report_names_both_sets_and_the_pattern_and_ends_where_to_read_on(tm
     path = tmp_path / "deep" / "er" / "report.md"
     gate.write_report(path, "BODY", "base.jsonl", "new.jsonl", "host_copy")
     text = path.read_text()
-    assert text.startswith("## oombench gate: base\\.jsonl against new\\.jsonl (cases matching host\\_copy)\n\nBODY\n\n")
+    assert text.startswith("## oombench gate: base\\.jsonl against new\\.jsonl (cases matching host\\_copy)\n\n"
+                           "BODY\n\n")
     assert text.endswith(gate.READ_MORE + "\n")
     gate.write_report(path, "BODY", "a", "b", None)
     assert path.read_text().splitlines()[0] == "## oombench gate: a against b"
@@ -177,7 +178,8 @@ def test_text_ends_with_the_verdict_and_markdown_starts_with_it():
     assert text[-3:] == [gate.notes(report, opts, "H100")[1], "only in new: j", gate.verdict(report)]
     md = gate.render(report, [a], [b], opts, "H100", "markdown").splitlines()
     assert md[:5] == [r"**FAIL\: 1 regression\(s\) \(1 missing\) in 1 case\(s\) compared\; 0 retired**", "",
-                      f"- base\\: {markdown.escape(gate.provenance([a]))}", f"- new\\: {markdown.escape(gate.provenance([b]))}", ""]
+                      f"- base\\: {markdown.escape(gate.provenance([a]))}",
+                      f"- new\\: {markdown.escape(gate.provenance([b]))}", ""]
     assert md[5].split()[:3] == ["|", "|", "before"] and md[7].startswith("| x  |") and md[8] == ""
     assert md[-2:] == ["- " + markdown.escape("cross-machine: matched on case and parameters alone, NEW's record of "
                                               "BASE's kind first; floors are those of BASE's kind (H100)"),
@@ -198,8 +200,9 @@ def test_one_kind_names_what_a_side_mixes():
     with pytest.raises(gate.GateError) as e:
         gate.one_kind([a, b], "NEW", False)
     kinds = ", ".join(sorted([gate.noise.kind_of(a), gate.noise.kind_of(b)]))
-    assert str(e.value) == (f"NEW mixes machine kinds ({kinds}): name one machine's folder (results/records/<machine>), "
-                            "or pass --cross-machine to match on case and parameters alone")
+    assert str(e.value) == (f"NEW mixes machine kinds ({kinds}): name one machine's folder "
+                            "(results/records/<machine>), or pass --cross-machine to match on case and parameters "
+                            "alone")
 
 
 def test_floors_from_base_itself_are_at_least_the_session_floor_only_for_rounds(tmp_path, monkeypatch):
@@ -253,7 +256,8 @@ def test_a_report_that_cannot_be_written_says_why_and_where(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     rc, text = gate.gate(h100, h100, history=h100, report=blocker / "report.md")
-    assert rc == 2 and text.splitlines()[-1].startswith(f"oombench gate: the report could not be written to {blocker / 'report.md'} (")
+    assert rc == 2 and text.splitlines()[-1].startswith(
+        f"oombench gate: the report could not be written to {blocker / 'report.md'} (")
     assert text.endswith(" (File exists): pass --report a file in a folder you can write")
 
 
@@ -466,7 +470,8 @@ def test_a_set_that_is_not_all_records_is_refused_with_each_line(tmp_path):
     with pytest.raises(gate.GateError) as e:
         gate.load_set(bad, "NEW")
     lines = str(e.value).splitlines()
-    assert len(lines) == 11 and lines[0].endswith(" (NEW: 12 invalid line(s); fix or remove them, or re-run those cases)")
+    assert len(lines) == 11
+    assert lines[0].endswith(" (NEW: 12 invalid line(s); fix or remove them, or re-run those cases)")
     assert lines[1].startswith(f"{bad}:2:") and lines[-1] == "... and 2 more"
     write(bad, [{} for _ in range(10)])
     with pytest.raises(gate.GateError) as e:

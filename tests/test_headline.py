@@ -4,7 +4,6 @@ records planted here, never the committed results."""
 import dataclasses
 import json
 
-import pytest
 
 from harness.measure.instruments.devices import Devices
 from harness.measure.instruments.environment import snapshot
@@ -82,8 +81,8 @@ def test_a_techniques_rate_and_allocated_peak_read_as_multiples_of_fp32_on_the_s
     table = one_table(tmp_path, trick(allocated=4 * G, device=5 * G),
                       trick("bf16_autocast", step=0.25, allocated=2 * G, device=3 * G))
     assert table["env"] == ("nvidia-h100-80gb-hbm3-x1", versions_of(trick()))
-    assert table["budget_lines"] == [] and [l["workload"] for l in table["lines"]] == [WORKLOAD] * 2
-    assert [seen(l) for l in table["lines"]] == [
+    assert table["budget_lines"] == [] and [ln["workload"] for ln in table["lines"]] == [WORKLOAD] * 2
+    assert [seen(ln) for ln in table["lines"]] == [
         {"workload": WORKLOAD, **figures(FP32, FP32, (2.0, "k tokens/s"), 1.0, 4 * G, "allocated", 1.0)},
         {"workload": WORKLOAD, **figures(BF16, FP32, (4.0, "k tokens/s"), 2.0, 2 * G, "allocated", 0.5)}]
 
@@ -132,7 +131,7 @@ def test_a_failed_check_is_marked_and_shows_neither_rate_nor_multiples(tmp_path)
 def test_a_host_bound_step_is_marked_with_its_busy_fraction_and_a_busy_one_is_not(tmp_path):
     table = one_table(tmp_path, trick(allocated=4 * G, busy={"fraction": 0.9, "source": "nvml"}),
                       trick("bf16_autocast", allocated=4 * G, busy={"fraction": 0.5, "source": "nvml"}))
-    assert [l["host_bound"] for l in table["lines"]] == [None, 0.5]
+    assert [ln["host_bound"] for ln in table["lines"]] == [None, 0.5]
 
 
 # -- which rows, in which tables ---------------------------------------------------------------------
@@ -140,7 +139,7 @@ def test_a_host_bound_step_is_marked_with_its_busy_fraction_and_a_busy_one_is_no
 def test_skipped_rows_are_left_out_and_one_that_did_not_fit_stays_without_figures(tmp_path):
     table = one_table(tmp_path, trick(allocated=4 * G), trick("tf32", outcome=SKIPPED, step=None),
                       trick("bf16_autocast", outcome=DOES_NOT_FIT, step=None, device=80 * G))
-    assert [seen(l) for l in table["lines"]] == [
+    assert [seen(ln) for ln in table["lines"]] == [
         {"workload": WORKLOAD, **figures(FP32, FP32, (2.0, "k tokens/s"), 1.0, 4 * G, "allocated", 1.0)},
         {"workload": WORKLOAD, **figures(BF16, FP32, None, None, 80 * G, "device", None)}]
 
@@ -152,8 +151,8 @@ def test_a_gpu_whose_every_row_was_skipped_has_no_table_and_no_rows_make_none(tm
 
 def test_runs_under_an_emulated_smaller_card_fold_beneath_the_whole_cards_lines(tmp_path):
     table = one_table(tmp_path, trick(allocated=4 * G), trick("bf16_autocast", budget="16GB", allocated=2 * G))
-    assert [l["technique"] for l in table["lines"]] == [FP32]
-    assert [seen(l) for l in table["budget_lines"]] == [
+    assert [ln["technique"] for ln in table["lines"]] == [FP32]
+    assert [seen(ln) for ln in table["budget_lines"]] == [
         {"workload": WORKLOAD, **figures("technique=bf16_autocast micro_batch=64 budget=16GB", FP32,
                                          (2.0, "k tokens/s"), 1.0, 2 * G, "allocated", 0.5)}]
 
@@ -167,8 +166,8 @@ def test_a_case_without_a_budget_parameter_is_on_the_whole_card():
 def test_each_workload_reads_its_own_baseline_in_workload_order(tmp_path):
     table = one_table(tmp_path, trick(step=0.5, batch=64), trick("bf16_autocast", step=0.25, batch=64),
                       trick(step=0.25, batch=16), trick("bf16_autocast", step=0.125, batch=16))
-    got = [(l["workload"].split()[2], l["technique"], l["base"].record.params["batch"], l["rate_x"])
-           for l in table["lines"]]
+    got = [(ln["workload"].split()[2], ln["technique"], ln["base"].record.params["batch"], ln["rate_x"])
+           for ln in table["lines"]]
     assert got == [("batch=16", FP32, 16, 1.0), ("batch=16", BF16, 16, 2.0),
                    ("batch=64", FP32, 64, 1.0), ("batch=64", BF16, 64, 2.0)]
 
@@ -176,8 +175,9 @@ def test_each_workload_reads_its_own_baseline_in_workload_order(tmp_path):
 def test_a_technique_is_never_read_against_another_machines_baseline(tmp_path):
     h100, h200 = headline.gpu_tables(rows_of(tmp_path, trick(env=H200), trick("bf16_autocast", step=0.25)))
     assert h100["env"][0] == "nvidia-h100-80gb-hbm3-x1" and h200["env"][0] == "nvidia-h200-x1"
-    assert [(l["technique"], l["base"], l["rate_x"], l["peak_x"]) for l in h100["lines"]] == [(BF16, None, None, None)]
-    assert [(l["technique"], l["base"] is l["row"], l["rate_x"]) for l in h200["lines"]] == [(FP32, True, 1.0)]
+    assert [(ln["technique"], ln["base"], ln["rate_x"], ln["peak_x"])
+            for ln in h100["lines"]] == [(BF16, None, None, None)]
+    assert [(ln["technique"], ln["base"] is ln["row"], ln["rate_x"]) for ln in h200["lines"]] == [(FP32, True, 1.0)]
 
 
 def test_gpus_open_the_page_with_the_one_that_measured_most_techniques_and_cpu_boxes_last(tmp_path):

@@ -308,7 +308,8 @@ def test_a_results_folder_holds_records(tmp_path):
     assert refusal(inputs.results_folder, tmp_path) == \
         f"--results {tmp_path} holds no records/ folder: name the results folder that holds records/"
     (tmp_path / "records").write_text("not a folder\n")
-    assert refusal(inputs.results_folder, tmp_path, "table --results").startswith(f"table --results {tmp_path} holds no")
+    assert refusal(inputs.results_folder, tmp_path, "table --results").startswith(
+        f"table --results {tmp_path} holds no")
     (tmp_path / "records").unlink()
     (tmp_path / "records").mkdir()
     assert inputs.results_folder(str(tmp_path)) == tmp_path
@@ -331,7 +332,8 @@ def test_a_regular_file_is_opened_to_read_in_binary_and_blocking(tmp_path):
 
 def test_a_fifo_a_folder_and_a_device_are_refused_not_opened(tmp_path, fifo):
     before = open_fds()
-    assert refusal(inputs.open_regular, fifo) == f"{fifo} is a FIFO, not a regular file: remove it or put the file there"
+    assert refusal(inputs.open_regular, fifo) == \
+        f"{fifo} is a FIFO, not a regular file: remove it or put the file there"
     assert refusal(inputs.open_regular, tmp_path) == \
         f"{tmp_path} is a folder, not a regular file: remove it or put the file there"
     (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
@@ -364,7 +366,8 @@ def test_a_fifo_put_in_place_after_the_check_is_refused_without_waiting(tmp_path
         return real(regular if Path(path) == fifo else path, *a, **k)
     monkeypatch.setattr(inputs.os, "stat", checked_before_the_swap)
     before = open_fds()
-    assert refusal(inputs.open_regular, fifo) == f"{fifo} is a FIFO, not a regular file: remove it or put the file there"
+    assert refusal(inputs.open_regular, fifo) == \
+        f"{fifo} is a FIFO, not a regular file: remove it or put the file there"
     assert open_fds() == before
 
 
@@ -482,7 +485,8 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_partial_copy(tmp_path, mo
 
 
 # -- a full disk ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("error, full", [(OSError(errno.ENOSPC, "No space"), True), (OSError(errno.EDQUOT, "Quota"), True),
+@pytest.mark.parametrize("error, full", [(OSError(errno.ENOSPC, "No space"), True),
+                                         (OSError(errno.EDQUOT, "Quota"), True),
                                          (OSError(errno.EIO, "I/O"), False), (OSError("no errno"), False),
                                          (PermissionError(errno.EACCES, "denied"), False)])
 def test_a_full_disk_or_quota_is_known_by_its_error(error, full):

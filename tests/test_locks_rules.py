@@ -64,7 +64,8 @@ def test_a_holder_writes_who_it_is_while_it_holds_and_nothing_after(tmp_path, mo
     with locks.held(lock, "the results folder") as got:
         assert got == lock
         mine = locks.holder(lock)
-        assert mine["pid"] == os.getpid() and mine["argv"] == ["harness", "run"] and mine["what"] == "the results folder"
+        assert mine["pid"] == os.getpid() and mine["argv"] == ["harness", "run"]
+        assert mine["what"] == "the results folder"
         assert mine["since"] > 0
     assert not locks.holder_file(lock).exists()
     with FileLock(str(lock)).acquire(timeout=0):  # released: another taker gets it at once
@@ -104,7 +105,8 @@ def test_several_gpus_are_taken_once_each_in_uuid_order(tmp_path, monkeypatch):
 
 def test_the_gpus_locked_are_those_this_process_sees(monkeypatch):
     asked = []
-    monkeypatch.setattr("harness.measure.instruments.devices.discover", lambda: asked.append(1) or fake_devices(count=2))
+    monkeypatch.setattr("harness.measure.instruments.devices.discover",
+                        lambda: asked.append(1) or fake_devices(count=2))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert locks.visible_gpu_uuids([1, 0, 5]) == ["GPU-1", "GPU-0"]
     assert len(asked) == 1  # NVML asked once, not once an ordinal

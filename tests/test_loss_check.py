@@ -121,8 +121,8 @@ def test_the_check_keeps_what_it_compared_and_a_gap_at_the_tolerance_passes():
     assert trick_steps.against_reference(parse("tied_embeddings"), [2.0, 1.5], "fp32", [2.0, 1.0])["deviation"] == 0.25
     out = trick_steps.against_reference(parse("checkpoint"), near, "fp32", ref, [False, False, False], 0.001, 2)
     assert out == {"deviation": pytest.approx(2e-3), "tolerance": 2e-3, "reference": "fp32", "reference_spread": 0.001,
-                   "spread_factor": 2, "reference_runs": 2, "reference_loss_last": 0.5, "losses": near, "reference_losses": ref,
-                   "skipped_steps": 0}
+                   "spread_factor": 2, "reference_runs": 2, "reference_loss_last": 0.5, "losses": near,
+                   "reference_losses": ref, "skipped_steps": 0}
     with pytest.raises(CheckFailed) as e:
         trick_steps.against_reference(parse("checkpoint"), [2.0, 1.1, 0.5], "fp32", ref, [False, True, False])
     # the skipped second step leaves the third's loss beside the reference's second

@@ -85,7 +85,8 @@ def test_a_plain_table_is_columns_of_one_line_cells_without_trailing_spaces():
         "1    x ↵ y",
         "22     *z*"]
     assert md.table(["a", "bb"], [["1", "x"]], markdown=False) == ["a    bb", "1    x"]  # a short last cell
-    assert md.table(["n"], [["1"], ["22"]], right=(True,), markdown=False) == ["  n", "  1", " 22"]  # figures' margin kept
+    # figures' margin kept
+    assert md.table(["n"], [["1"], ["22"]], right=(True,), markdown=False) == ["  n", "  1", " 22"]
 
 
 def test_a_table_reads_its_cells_as_text_never_as_numbers():

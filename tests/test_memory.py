@@ -324,4 +324,4 @@ def test_an_error_in_the_case_goes_through():
     import pytest
     with pytest.raises(ZeroDivisionError):
         with PeakMemory(period_s=3600):
-            1 / 0
+            _ = 1 / 0

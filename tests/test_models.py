@@ -31,7 +31,6 @@ def test_language_model_is_causal():
 def test_split_batch_gives_the_whole_batch_gradient():
     model = transformer_lm(LMConfig(**SMALL), seed=3)
     x, t = tokens(4, 16, SMALL["vocab"], seed=1)
-    # noqa: E731
     loss = lambda xs, ts: torch.nn.functional.cross_entropy(model(xs).flatten(0, 1), ts.flatten(), reduction="sum")
     whole = torch.autograd.grad(loss(x, t), list(model.parameters()))
     halves = [torch.autograd.grad(loss(x[i:i + 2], t[i:i + 2]), list(model.parameters())) for i in (0, 2)]

@@ -55,7 +55,8 @@ def test_where_part_of_a_module_is_mutated_only_its_mutants_count():
     s = mutate.score("harness/workloads/training/tricks.py", listing)
     assert (s.killed, s.total, s.survivors) == (2, 3, ("harness.workloads.training.tricks.x_curve_gap__mutmut_2",))
     for name in mutate.PART["harness/workloads/training/tricks.py"]:
-        assert re.search(rf"^def {name}\(", (bootstrap.REPO / "harness/workloads/training/tricks.py").read_text(), re.M), name
+        assert re.search(rf"^def {name}\(", (bootstrap.REPO / "harness/workloads/training/tricks.py").read_text(),
+                         re.M), name
 
 
 def test_a_method_of_a_part_is_named_as_mutmut_names_it_and_the_gpu_warm_ups_are_left_out():
@@ -117,7 +118,8 @@ def test_each_module_gets_its_own_folder_and_set_up_and_starts_anew(tmp_path):
     cfg.read(work / "setup.cfg")
     assert cfg["mutmut"]["only_mutate"] == "harness/report/gate.py"
     assert cfg["mutmut"]["pytest_add_cli_args_test_selection"].split() == list(mutate.TESTS["harness/report/gate.py"])
-    assert "--deselect=tests/test_units.py::test_units_stays_the_lowest_layer" in cfg["mutmut"]["pytest_add_cli_args"].split()
+    assert ("--deselect=tests/test_units.py::test_units_stays_the_lowest_layer"
+            in cfg["mutmut"]["pytest_add_cli_args"].split())
     for test in mutate.LEFT_OUT:
         path, _, name = test.partition("::")
         assert f"def {name}(" in (bootstrap.REPO / path).read_text(), test
@@ -143,7 +145,8 @@ def test_only_the_module_whose_tests_publish_with_asv_gets_git_and_no_other_keep
 def test_a_tester_that_stops_is_refused_naming_the_tests_to_run(tmp_path, monkeypatch):
     import subprocess
     monkeypatch.setattr(subprocess, "run", lambda *a, **kw: subprocess.CompletedProcess(a, 1))
-    with pytest.raises(mutate.Refused, match=r"^mutmut stopped on harness/units.py .*python3 -m pytest tests/test_units.py$"):
+    with pytest.raises(mutate.Refused,
+                       match=r"^mutmut stopped on harness/units.py .*python3 -m pytest tests/test_units.py$"):
         mutate.run_tester(tmp_path, "harness/units.py")
 
 

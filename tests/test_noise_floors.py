@@ -61,7 +61,8 @@ def test_no_floor_is_below_the_least():
 
 # The least one-sided p of n against m steps is 1 / C(n + m, n): 1/252 at 5 a side, 1/924 at 6,
 # 1/101 at 1 against 100, 1/5151 at 2 against 100.
-@pytest.mark.parametrize("n, m, decides", [(5, 5, False), (6, 6, True), (1, 100, False), (2, 100, True), (0, 50, False)])
+@pytest.mark.parametrize("n, m, decides", [(5, 5, False), (6, 6, True), (1, 100, False), (2, 100, True),
+                                            (0, 50, False)])
 def test_a_test_can_decide_only_where_its_least_p_is_under_alpha(n, m, decides):
     assert noise.can_decide(n, m) is decides
 
@@ -195,7 +196,8 @@ def test_each_stack_is_its_own_spread_and_its_hosts_count_once():
     by_stack = noise.Floors(history, stack=lambda r: r.environment.libraries["torch"])
     sigma = (math.log(1.1) / noise.d2(2) + math.log(1.1) / noise.d2(3)) / 2
     floor = by_stack.across(key(), "GPU-bound")
-    assert floor.fraction == pytest.approx(noise.quantile_floor(sigma), rel=1e-6) and floor.how == "learned across 3 hosts"
+    assert floor.fraction == pytest.approx(noise.quantile_floor(sigma), rel=1e-6)
+    assert floor.how == "learned across 3 hosts"
     assert floor.spread == pytest.approx(0.1)  # each stack's own; across them, twice as far
     assert noise.Floors(history).across(key(), "GPU-bound").fraction > 3 * floor.fraction  # versions taken for noise
     assert [sorted(s) for s in by_stack.stacks(key())] == [["a", "b"], ["a", "b", "c"]]

@@ -25,7 +25,8 @@ def quick(step=lambda: None, check=lambda: {"exact": True}):
 
 @pytest.mark.parametrize("message,size", [
     ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.10 GiB", 20 * 2**30),
-    ("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 1152921504606846976 bytes.", 2**60),
+    ("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+     "you tried to allocate 1152921504606846976 bytes.", 2**60),
     ("Unable to allocate 4.00 EiB for an array with shape (4611686018427387904,) and data type uint8", 4 * 2**60),
     ("Out of memory allocating 1,024 bytes (allocated so far: 0 bytes).", 1024),
     ("something else", None),

@@ -34,7 +34,8 @@ def test_the_refusal_names_three_foreign_entries_and_counts_the_rest(tmp_path, n
 
 def test_without_a_flag_the_refusal_names_bare_paths(tmp_path):
     (tmp_path / "x").write_text("a file")
-    assert owned.refusal(tmp_path / "x", MARK) == f"{tmp_path / 'x'} is not a folder: name a new one, e.g. {tmp_path / 'x-2'}"
+    assert owned.refusal(tmp_path / "x", MARK) == \
+        f"{tmp_path / 'x'} is not a folder: name a new one, e.g. {tmp_path / 'x-2'}"
 
 
 def test_a_name_with_control_characters_is_shown_on_one_line_escaped(tmp_path):

@@ -38,7 +38,8 @@ def test_a_skips_reason_is_cut_at_its_first_colon_or_semicolon_on_one_line():
 def test_the_table_shows_each_parameter_set_measured_somewhere_and_counts_the_rest_with_why():
     a, b = ("h100", "t"), ("h200", "t")
     rows = [row({"n": 1}, env=a), row({"n": 1}, SKIPPED, "h200", b, "no room: x"),
-            row({"n": 2}, SKIPPED, env=a, reason="needs 2 GPU(s): x"), row({"n": 2}, SKIPPED, "h200", b, "needs 2 GPU(s): y"),
+            row({"n": 2}, SKIPPED, env=a, reason="needs 2 GPU(s): x"),
+            row({"n": 2}, SKIPPED, "h200", b, "needs 2 GPU(s): y"),
             row({"n": 3}, SKIPPED, env=a, reason="no room: z"), row({"n": 4}, machine="h200", env=b)]
     got = tableview.family_table(rows)
     assert got["envs"] == [a, b]
@@ -50,7 +51,8 @@ def test_the_table_shows_each_parameter_set_measured_somewhere_and_counts_the_re
 
 def test_the_counted_line_names_four_reasons_at_most_by_count():
     folded = {f"n={i}": {("m", "t"): row({"n": i}, SKIPPED, reason=f"r{i % 5}" + ": x" * 0)} for i in range(12)}
-    assert tableview.folded_line(folded, boxes=1) == "12 parameter set(s) skipped here (r0: 3; r1: 3; r2: 2; r3: 2; ...)"
+    assert tableview.folded_line(folded, boxes=1) == \
+        "12 parameter set(s) skipped here (r0: 3; r1: 3; r2: 2; r3: 2; ...)"
     four = {k: v for k, v in folded.items() if k in ("n=0", "n=1", "n=2", "n=3")}
     assert tableview.folded_line(four, boxes=1) == "4 parameter set(s) skipped here (r0: 1; r1: 1; r2: 1; r3: 1)"
 

@@ -42,7 +42,8 @@ def test_a_page_inside_its_folder_is_given_and_one_outside_is_refused(tmp_path):
     assert names.inside(tmp_path, "a.html") == (tmp_path / "a.html").resolve()
     with pytest.raises(names.UnsafePath) as e:
         names.inside(tmp_path, "../a.html")
-    assert str(e.value) == f"the page '../a.html' would be written to {(tmp_path.parent / 'a.html').resolve()}, outside {tmp_path}"
+    assert str(e.value) == \
+        f"the page '../a.html' would be written to {(tmp_path.parent / 'a.html').resolve()}, outside {tmp_path}"
 
 
 def test_names_claimed_once_are_kept_and_those_claimed_twice_or_taken_get_their_owners_hash():

@@ -64,7 +64,8 @@ REFUSED = [
     ("check", "x", "check must be a dict, got 'x'"),
     ("gpu_busy", 1, "gpu_busy must be a dict, got 1"),
     ("budget", [], "budget must be a dict, got []"),
-    ("params.batch", [16], "params.'batch' must be a string of at most 1000 characters, a number or a boolean, got [16]"),
+    ("params.batch", [16], "params.'batch' must be a string of at most 1000 characters, a number or a boolean, "
+                           "got [16]"),
     ("params.fraction", math.nan, "params.'fraction' must be a string of at most 1000 characters, a number or a "
                                   "boolean, got nan"),
     ("work.tokens", -1, "work.'tokens' must be a finite number >= 0, got -1"),
@@ -74,7 +75,8 @@ REFUSED = [
     ("gpu_busy.fraction", -0.01, "gpu_busy.fraction must be a number from 0 to 1, got -0.01"),
     ("gpu_busy.source", 1, "gpu_busy.source must be a str or null, got 1"),
     ("requested_bytes", -1, "requested_bytes must be a whole number of bytes from 0 to 2**63, got -1"),
-    ("requested_bytes", 2**63, "requested_bytes must be a whole number of bytes from 0 to 2**63, got 9223372036854775808"),
+    ("requested_bytes", 2**63, "requested_bytes must be a whole number of bytes from 0 to 2**63, "
+                               "got 9223372036854775808"),
     ("created", -1.0, "created must be a finite number >= 0, got -1.0"),
     ("schema", 0, "schema must be a whole number from 1, got 0"),
     ("schema", 2**31, "schema must be a whole number from 1, got 2147483648"),
@@ -161,7 +163,8 @@ def test_a_memory_figure_and_a_library_name_are_named_by_their_label():
     assert refused(d) == "environment.libraries holds '': a name of 1 to 1000 characters is wanted"
     d = good()
     d["params"][LONG] = 1
-    assert refused(d).startswith("params holds 'xxx") and refused(d).endswith("a name of 1 to 1000 characters is wanted")
+    assert refused(d).startswith("params holds 'xxx")
+    assert refused(d).endswith("a name of 1 to 1000 characters is wanted")
 
 
 @pytest.mark.parametrize("path", ["case", "params", "outcome", "environment", "environment.python",

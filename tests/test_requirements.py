@@ -28,7 +28,8 @@ def fake_torch(available=True, count=1, version="2.11.0"):
 
 
 def fake_cupy(count=1):
-    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: count)))
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDeviceCount=lambda: count)))
 
 
 def test_a_module_that_imports_is_handed_back_and_one_that_does_not_is_a_skip_with_the_install(monkeypatch):

@@ -47,7 +47,8 @@ def test_opt_in_allows_oversubscription():
     assert guard.allocated == 150 * GiB
 
 
-@pytest.mark.parametrize("value,expected", [("1", True), ("yes", True), ("TRUE", True), ("", False), ("0", False), ("no", False)])
+@pytest.mark.parametrize("value,expected", [("1", True), ("yes", True), ("TRUE", True),
+                                            ("", False), ("0", False), ("no", False)])
 def test_opt_in_comes_from_the_environment(value, expected, monkeypatch):
     monkeypatch.setenv(OPT_IN_ENV, value)
     assert opted_in() is expected

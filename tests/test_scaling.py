@@ -2,14 +2,12 @@
 8 GPUs, and the parallel docs' table reads its scaling efficiency at each count against single
 on the same box, apart from the tutorial's batch 10."""
 import re
-from pathlib import Path
 
 import pytest
 
 from benchmarks import parallel as bench
 from gate_records import environment, record, write
 from harness.cases import parallel_resnet50
-from harness.measure.outcomes import SKIPPED
 from harness.measure.records.record import Record
 from harness.measure.instruments.timing import Timing
 from harness.report.model import load_rows
@@ -46,7 +44,8 @@ def test_the_docs_read_scaling_efficiency_at_each_gpu_count(tmp_path):
                        gpu="NVIDIA H200", created=99.0))
     write(folder / "run.jsonl", recs)
     text = re.sub(r"\\(.)", r"\1", scaling_spec().render(load_rows(tmp_path / "results")))  # cells unescaped
-    cells = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line for line in text.splitlines()[2:] if ", " in line}
+    cells = {tuple(line.split(" | ")[0].strip("| ").split(", ")): line
+             for line in text.splitlines()[2:] if ", " in line}
     for (strategy, gpus), seconds in STEPS.items():
         if strategy != "single":
             want = STEPS["single", 1] / (gpus * seconds)

@@ -12,7 +12,8 @@ from harness.report.specs import Spec
 
 
 def test_a_spec_writes_its_command_with_only_the_options_it_sets():
-    assert Spec("tricks", "technique").command() == "python3 -m harness table tricks --down technique --show step,rate,peak"
+    assert Spec("tricks", "technique").command() == \
+        "python3 -m harness table tricks --down technique --show step,rate,peak"
     full = Spec("tricks", "technique", across="workload", show="rate", where=("batch=16", "machine=h100"),
                 versus="technique=fp32", rank=True)
     assert full.args() == ["tricks", "--down", "technique", "--across", "workload", "--show", "rate",
@@ -59,7 +60,8 @@ def test_a_spec_with_no_matching_row_has_no_grid():
 def test_a_specs_grid_is_the_tables_grid_of_its_own_options(monkeypatch):
     asked = {}
     monkeypatch.setattr(tables, "where_of", lambda case, where: asked.setdefault("where", (case.name, where)) and "W")
-    monkeypatch.setattr(tables, "versus_pairs", lambda case, versus: asked.setdefault("versus", (case.name, versus)) and "V")
+    monkeypatch.setattr(tables, "versus_pairs",
+                        lambda case, versus: asked.setdefault("versus", (case.name, versus)) and "V")
     monkeypatch.setattr(tables, "grid", lambda *a: asked.setdefault("grid", a) and "the grid")
     spec = Spec("tricks", "technique,micro_batch", across="workload", show="rate,peak", where=("batch=16",),
                 versus="technique=fp32", rank=True)

@@ -10,7 +10,8 @@ from harness.drive.commands import stack
 
 
 def test_a_request_without_wheels_or_with_something_else_is_refused_naming_the_fix(tmp_path):
-    assert stack.refusal(tmp_path / "s", []) == "give at least one wheel (.whl) to put in front of this interpreter's packages"
+    assert stack.refusal(tmp_path / "s", []) == \
+        "give at least one wheel (.whl) to put in front of this interpreter's packages"
     (tmp_path / "a.tar.gz").write_text("")
     (tmp_path / "dir.whl").mkdir()
     for w in (tmp_path / "a.tar.gz", tmp_path / "dir.whl", tmp_path / "missing.whl"):

@@ -37,7 +37,8 @@ CLASSES = {
     "ceilings.Device": (["probe"], [GPU_PROBES], "device"),
     "ceilings.Peer": (["probe"], [MULTI_GPU_PROBES], "device"),
     "ceilings.Context": (["probe"], [CONTEXT_PROBES], "device"),
-    "unified.Allocators": (["allocator", "pattern", "fraction"], [ALLOCATORS, PATTERNS, [0.1, 0.4, 0.8, 1.5]], "device"),
+    "unified.Allocators": (["allocator", "pattern", "fraction"], [ALLOCATORS, PATTERNS, [0.1, 0.4, 0.8, 1.5]],
+                           "device"),
     "unified.Placements": (["placement", "pattern", "fraction"], [FROM_HOST, PATTERNS, [0.02, 0.1, 1.5]], "device"),
     "unified.OutOfCore": (["pattern", "fraction"], [["stream", "reduce"], [0.02, 0.1, 1.5]], "device"),
     "unified.Seed": (["fraction"], [[0.4, 0.8, 1.5]], "device"),
@@ -54,8 +55,8 @@ CLASSES = {
     "chainer_pool.CnnCpu": (["batch"], [[128]], "host"),
     "chainer_pool.Cnn": (["pool", "batch"], [GPU_POOLS, [128, 1024, 4096, 8192]], "device"),
     "parallel.ResnetSingle": (["image_size"], [[224, 1024, 2048]], "device"),
-    "parallel.ResnetDataParallel": (["strategy", "gpus", "image_size"], [["dp", "ddp", "fsdp"], [1, 2, 4, 8], [1024, 2048]],
-                                     "device"),
+    "parallel.ResnetDataParallel": (["strategy", "gpus", "image_size"],
+                                    [["dp", "ddp", "fsdp"], [1, 2, 4, 8], [1024, 2048]], "device"),
     "parallel.ResnetScalingSingle": ([], [], "device"),
     "parallel.ResnetScaling": (["strategy", "gpus"], [["dp", "ddp", "fsdp"], [1, 2, 4, 8]], "device"),
     "parallel.ResnetModelParallel": (["gpus", "image_size", "cut"], [[2, 4, 8], [1024, 2048], ["balanced", "seed003"]],
@@ -73,7 +74,8 @@ CLASSES = {
     "parallel.LmCpuPipeline": (["micro_batches"], [[2, 4]], "host"),
     "tricks.TricksCpu": (["technique"], [TECHNIQUES], "host"),
     "tricks.Techniques": (["workload", "technique"], [["lm", "encdec"], TECHNIQUES], "device"),
-    "tricks.Accumulation": (["technique", "micro_batch"], [["fp32", "bf16_autocast"], [1, 2, 4, 8, 16, 32, 64]], "device"),
+    "tricks.Accumulation": (["technique", "micro_batch"], [["fp32", "bf16_autocast"], [1, 2, 4, 8, 16, 32, 64]],
+                            "device"),
     "tricks.Vocabulary": (["technique", "vocab"], [["fp32", "tied_embeddings", "cpu_embedding", "bf16_autocast"],
                                                    [8192, 32000, 50304, 128256, 256000]], "device"),
     "tricks.LongSequence": (["technique", "width", "seq_len"], [["fp32", "bf16_autocast", "checkpoint"], [1024, 2048],
@@ -281,7 +283,8 @@ def test_a_run_resumes_only_where_its_records_are_and_at_their_commit(tmp_path):
         store.resumable("20261122T100000-aaaaaa", "box", commit)
     with pytest.raises(StoreError, match="measured on other-box, not on this machine"):
         store.resumable("20261123T180000-bbbbbb", "box", commit)
-    with pytest.raises(StoreError, match="no records of run nope on box in .*; runs of abcdef12 here: 20261123T170800-28da03"):
+    with pytest.raises(StoreError,
+                       match="no records of run nope on box in .*; runs of abcdef12 here: 20261123T170800-28da03"):
         store.resumable("nope", "box", commit)
     for bad in ("", "*", "2026*"):
         with pytest.raises(StoreError, match="--resume takes a run id"):
@@ -355,7 +358,8 @@ def test_a_selection_reads_back_as_written_and_names_its_options():
     assert Selection(profile="budget", quick=True).flags() == "--profile budget --quick"
     assert Selection("a b", "full", False, ("/p 1", "/p2")).flags() == "--bench 'a b' --python '/p 1' --python /p2"
     assert Selection.of({"bench": "x"}) == Selection("x", None, False, ())
-    assert Selection.of({"profile": "quick", "quick": True, "python": ["/p"]}) == Selection(None, "quick", True, ("/p",))
+    assert Selection.of({"profile": "quick", "quick": True, "python": ["/p"]}) == Selection(None, "quick", True,
+                                                                                            ("/p",))
     for bad in ({"bench": 1}, {"profile": ["x"]}, {"quick": "yes"}, {"python": "/p"}, {"python": [1]}):
         assert Selection.of(bad) is None, bad
 

@@ -31,8 +31,9 @@ def plant(results: Path, machine: str, benches_and_outcomes, name: str = "0123ab
     template["budget"] = dict(template["budget"], enforced=budget.ENFORCED["torch"])
     folder = results / "records" / machine
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(dict(template, case=b.case, params=json.loads(b.params), outcome=outcome, check=check[0] if check
-                             else template["check"], created=created or template["created"]))
+    lines = [json.dumps(dict(template, case=b.case, params=json.loads(b.params), outcome=outcome,
+                             check=check[0] if check else template["check"],
+                             created=created or template["created"]))
              for b, outcome, *check in benches_and_outcomes]
     (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
     return results
@@ -61,7 +62,8 @@ def test_a_case_whose_newest_record_died_or_raised_is_left_and_a_later_answer_ta
     assert died in left and raised in left and again in left
     assert killed not in left and failed not in left
     later = json.loads(FITS_RECORD.read_text().splitlines()[0])["created"] + 60
-    plant(results, "box", [(again, "ok"), (died, "failed", {"ended": "died"})], "0123abcd-20261124T010000-bbbbbb", later)
+    plant(results, "box", [(again, "ok"), (died, "failed", {"ended": "died"})], "0123abcd-20261124T010000-bbbbbb",
+          later)
     left = todo.missing("budget", "box", results, BENCHES)
     assert again not in left and died in left
     plant(results, "box", [(again, "failed", {"ended": "died"})], "0123abcd-20261124T020000-cccccc", later + 60)
@@ -175,7 +177,8 @@ def test_a_what_fits_answer_whose_probes_capped_torch_short_of_its_budget_is_sti
     today = dict(fit, budget=dict(fit["budget"], enforced=budget.ENFORCED["torch"]))
     assert searched not in write(today)
     whole = bench("WhatFits", "('checkpoint', 'card')")  # the whole card was never capped
-    assert whole not in write(dict(fit, params=dict(fit["params"], budget="card"), budget=dict(fit["budget"], name="card")))
+    assert whole not in write(dict(fit, params=dict(fit["params"], budget="card"),
+                                   budget=dict(fit["budget"], name="card")))
     skipped = dict(fit, outcome="skipped", budget={}, check={}, reason="no GPU")  # a search that never ran
     assert searched not in write(skipped)
 

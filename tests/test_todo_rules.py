@@ -11,8 +11,10 @@ from harness.drive.commands import todo
 
 from test_todo import BENCHES, bench, plant
 
-A = todo.Bench("ceilings", "Device", ("track_seconds_per_step",), "('device_copy')", "ceilings", '{"probe": "device_copy"}')
-B = todo.Bench("ceilings", "Device", ("track_seconds_per_step",), "('matmul_fp32')", "ceilings", '{"probe": "matmul_fp32"}')
+A = todo.Bench("ceilings", "Device", ("track_seconds_per_step",), "('device_copy')", "ceilings",
+               '{"probe": "device_copy"}')
+B = todo.Bench("ceilings", "Device", ("track_seconds_per_step",), "('matmul_fp32')", "ceilings",
+               '{"probe": "matmul_fp32"}')
 C = todo.Bench("parallel", "LmSingle", ("track_seconds_per_step",), "", "parallel_lm", '{"strategy": "single"}')
 
 
@@ -27,7 +29,8 @@ def test_the_report_counts_each_machines_sets_and_gives_each_class_its_command(m
         "    python3 -m harness run --file --bench '^parallel\\.LmSingle\\.\\w+$'",
         "new: 0 of 3 parameter sets of profile full filed, 3 to go",
         "  ceilings.Device: 2 to go: ('device_copy'), ('matmul_fp32')",
-        "    python3 -m harness run --file --bench '^ceilings\\.Device\\.\\w+(\\(.device_copy.\\)|\\(.matmul_fp32.\\))$'",
+        "    python3 -m harness run --file --bench "
+        "'^ceilings\\.Device\\.\\w+(\\(.device_copy.\\)|\\(.matmul_fp32.\\))$'",
         "  parallel.LmSingle: 1 to go: ()",
         "    python3 -m harness run --file --bench '^parallel\\.LmSingle\\.\\w+$'"]
 
@@ -96,7 +99,8 @@ def test_a_bench_that_matches_nothing_is_refused_with_an_example_and_a_class_alo
 
 def test_a_class_without_parameters_is_one_bench_and_helpers_are_no_family():
     single = [b for b in catalog.benches() if b.cls == "LmSingle"]  # made here: BENCHES was made at import
-    assert len(single) == 1 and single[0].args == "" and single[0].names()[0] == "parallel.LmSingle.track_peak_device_bytes"
+    assert len(single) == 1 and single[0].args == ""
+    assert single[0].names()[0] == "parallel.LmSingle.track_peak_device_bytes"
     families = catalog.families()
     assert "common" not in families and "__init__" not in families and "tricks" in families
     assert {b.family for b in BENCHES} <= set(families)

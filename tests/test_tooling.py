@@ -1,7 +1,6 @@
 """The tooling case: its made-up records are the same every time and all valid, and its check
 fails a command that did not do its work."""
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ def test_the_check_fails_a_command_that_exits_badly_or_writes_nothing(tmp_path, 
         w.step()
         with pytest.raises(CheckFailed, match="exited 2: oombench: no"):
             w.check()
-        monkeypatch.setattr(tooling, "_harness", lambda *a: subprocess.CompletedProcess(a, 0, out, ""))
+        monkeypatch.setattr(tooling, "_harness", lambda *a, out=out: subprocess.CompletedProcess(a, 0, out, ""))
         w.step()
         with pytest.raises(CheckFailed):
             w.check()  # no verdict printed, or no pages written

@@ -153,7 +153,8 @@ def _offences(path: Path, root: Path = HARNESS) -> list[str]:
                 if (isinstance(figure, ast.FormattedValue) and isinstance(text, ast.Constant)
                         and (figure.format_spec or isinstance(figure.value, ast.BinOp))
                         and UNIT_AFTER.match(text.value)):
-                    found.append(f"{rel}:{node.lineno}: a unit written by hand: {{{ast.unparse(figure.value)}}}{text.value[:4]}")
+                    found.append(f"{rel}:{node.lineno}: a unit written by hand: "
+                                 f"{{{ast.unparse(figure.value)}}}{text.value[:4]}")
         for child in ast.iter_child_nodes(node):
             visit(child, function)
 
@@ -172,9 +173,11 @@ def test_the_source_check_catches_hand_written_bytes(tmp_path):
                    '    return f"{n / 2**30:.1f} GiB", f"{n / GB:.1f}", "12 MiB", f"{n // (1 << 20)} M"\n'
                    'SIZE = 2 * 2**30  # a size, not text\n'
                    'def g(n, p):\n    return f"{n / 1e9:,.1f} GB", f"{p / 1e6:.1f} M parameters", f"{p}GB budget"\n'
-                   'def h(t, r):\n    return f"{t * 1e3:,.3f} ms", f"{r / 1e12:.1f} TFLOP/s", f"{t / 60:.1f} min", f"{t}s"\n')
+                   'def h(t, r):\n'
+                   '    return f"{t * 1e3:,.3f} ms", f"{r / 1e12:.1f} TFLOP/s", f"{t / 60:.1f} min", f"{t}s"\n')
     assert sorted(o.split(": ", 1)[1] for o in _offences(bad, tmp_path)) == [
-        "'12 MiB'", "'GiB'", "a unit written by hand: {n / 1000000000.0} GB", "a unit written by hand: {n / 2 ** 30} GiB",
+        "'12 MiB'", "'GiB'", "a unit written by hand: {n / 1000000000.0} GB",
+        "a unit written by hand: {n / 2 ** 30} GiB",
         "a unit written by hand: {r / 1000000000000.0} TFL", "a unit written by hand: {t * 1000.0} ms",
         "a unit written by hand: {t / 60} min",
 "bytes scaled by hand in an f-string: n / 2 ** 30",

@@ -78,7 +78,8 @@ def cpu_matmul(n: int = CPU_MATMUL_N) -> Workload:
     c = np.full((n, n), np.nan, dtype=np.float32)
     rows = slice(0, 128)
     return Workload(step=partial(np.matmul, a, b, out=c),
-                    check=lambda: checked("cpu_matmul_fp32", rel_err(c[rows], a[rows].astype(np.float64) @ b.astype(np.float64)),
+                    check=lambda: checked("cpu_matmul_fp32",
+                                          rel_err(c[rows], a[rows].astype(np.float64) @ b.astype(np.float64)),
                                           MATMUL_TOLERANCE["fp32"]),
                     work={"flops": 2 * n**3}, warmup=1, repeat=10)
 
@@ -147,7 +148,8 @@ def _torch_stages(torch):
     yield "cuda", lambda: torch.cuda.memory_reserved(0)
     (x @ x).sum().item()
     yield "cublas", lambda: torch.cuda.memory_reserved(0)
-    torch.nn.functional.conv2d(torch.ones(1, 3, 32, 32, device="cuda:0"), torch.ones(8, 3, 3, 3, device="cuda:0")).sum().item()
+    torch.nn.functional.conv2d(torch.ones(1, 3, 32, 32, device="cuda:0"),
+                               torch.ones(8, 3, 3, 3, device="cuda:0")).sum().item()
     yield "cudnn", lambda: torch.cuda.memory_reserved(0)
 
 
@@ -193,7 +195,8 @@ def p2p_copy(nbytes: int = LINK_BYTES) -> Workload:
     dst = torch.full_like(src, float("nan"), device="cuda:1")
     peer = devices.peer[0][1]
     return Workload(step=partial(dst.copy_, src, non_blocking=True), sync=torch_sync((0, 1)), gpus=(0, 1),
-                    check=lambda: dict(checked_equal("p2p_copy", bool(torch.equal(dst.to("cuda:0"), src))), peer_access=peer),
+                    check=lambda: dict(checked_equal("p2p_copy", bool(torch.equal(dst.to("cuda:0"), src))),
+                                       peer_access=peer),
                     work={"bytes": nbytes}, warmup=2, repeat=20)
 
 

@@ -101,7 +101,8 @@ def read(folder: Path) -> Compare | None:
         hosts=tuple(sorted({host_key(r.environment) for r in every} - {""})),
         measured_s=state.get("measured_s") if state else None, round_s=round_span((state or {}).get("round_s"), rounds),
         shared_runs=state.get("shared_runs", 0) if state else 0, verdict=verdict, flagged=flagged,
-        reported=reported(folder), compared=compared, span=(min(r.created for r in every), max(r.created for r in every)))
+        reported=reported(folder), compared=compared,
+        span=(min(r.created for r in every), max(r.created for r in every)))
 
 
 def _state(folder: Path) -> dict | None:
@@ -145,7 +146,8 @@ def _verdict(folder: Path, state: dict | None) -> tuple[str, tuple[str, ...], in
                    prior=folder.parent.parent)
     except GateError as e:
         return f"not comparable: {str(e).splitlines()[0]}", (), 0
-    flagged = tuple(f"{row.name}: {row.what} {row.before} → {row.after} ({row.verdict})" for row in j.report.regressions)
+    flagged = tuple(f"{row.name}: {row.what} {row.before} → {row.after} ({row.verdict})"
+                    for row in j.report.regressions)
     return gate_verdict(j.report).split(";")[0], flagged, j.report.compared
 
 
@@ -188,7 +190,8 @@ def page(compares: list[Compare], generated: str) -> str:
     for machine in sorted({c.machine for c in compares}):
         mine = [c for c in compares if c.machine == machine]
         rows = [_row(c, beside(c, compares)) for c in mine]
-        parts += [f"## {markdown.escape(machine)}", a_a_tally(mine, compares), "\n".join(markdown.table(HEADER, rows, RIGHT))]
+        parts += [f"## {markdown.escape(machine)}", a_a_tally(mine, compares),
+                  "\n".join(markdown.table(HEADER, rows, RIGHT))]
         parts += [t for t in (_flagged(c) for c in mine) if t]
     return "\n\n".join(parts) + "\n"
 

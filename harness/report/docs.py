@@ -67,7 +67,8 @@ def committed_results(repo: Path, dest: Path) -> Path:
     blobs = []
     for entry in listed.stdout.decode().split("\0"):
         meta, _, path = entry.partition("\t")
-        if path.endswith((".jsonl", f"/{compares.STATE}", *(f"/{r}" for r in compares.REPORTS))) and meta.split()[2] == "0":
+        if (path.endswith((".jsonl", f"/{compares.STATE}", *(f"/{r}" for r in compares.REPORTS)))
+                and meta.split()[2] == "0"):
             blobs.append((meta.split()[1], path))
     root = Path(dest) / "results"
     (root / "records").mkdir(parents=True, exist_ok=True)
@@ -78,7 +79,7 @@ def committed_results(repo: Path, dest: Path) -> Path:
     if cat.returncode != 0:
         raise DocsError(f"git cat-file failed in {repo}: {cat.stderr.decode().strip()}")
     data, at = cat.stdout, 0
-    for sha, path in blobs:
+    for _, path in blobs:
         header_end = data.index(b"\n", at)
         size = int(data[at:header_end].split()[2])
         body = data[header_end + 1:header_end + 1 + size]
@@ -106,7 +107,8 @@ def _gpus(row: Row) -> str:
     if not gpus:
         return "none"
     names = Counter((re.sub(r"^NVIDIA ", "", g.name), gb(g.memory_total)) for g in gpus)
-    return ", ".join(f"{n} x {name} ({memory}{' each' if n > 1 else ''})" for (name, memory), n in sorted(names.items()))
+    return ", ".join(f"{n} x {name} ({memory}{' each' if n > 1 else ''})"
+                     for (name, memory), n in sorted(names.items()))
 
 
 def provenance(rows: list[Row]) -> str:
@@ -151,7 +153,8 @@ def inventory(fam: Family, rows: list[Row]) -> str:
             for r in got:
                 for k, v in r.record.params.items():
                     values[k].add(str(v))
-            varied = [k for k in sorted(values, key=lambda k: (declared.index(k) if k in declared else len(declared), k))
+            varied = [k for k in sorted(values,
+                                        key=lambda k: (declared.index(k) if k in declared else len(declared), k))
                       if len(values[k]) > 1]
             lines.append([name, machine, str(len(got)), *(str(ended.get(o, 0)) for o, _ in OUTCOME_COLUMNS),
                           markdown.Markup(", ".join(markdown.code(k) for k in varied)) if varied else "-"])
@@ -403,7 +406,8 @@ def profile_times_md(path: Path) -> str:
         text = minutes(sum(calls)) + (f" ({' + '.join(map(str, calls))} s)" if len(calls) > 1 else "")
         cells[(run["profile"], run["gpu"])] = text
     gpus = sorted({gpu for _, gpu in cells})
-    body = [[profile, *(cells.get((profile, g), "not measured") for g in gpus)] for profile in ("quick", "standard", "full")]
+    body = [[profile, *(cells.get((profile, g), "not measured") for g in gpus)]
+            for profile in ("quick", "standard", "full")]
     lines = markdown.table(["profile", *gpus], body)
     return "\n".join(lines) + f"\n\nMeasured at commit {data['commit']}; runs, logs and how each was timed: " \
         "`results/profile-times.json`, `results/logs/`.\n"

@@ -177,7 +177,8 @@ def only(recs: list[Record], pattern: str | None) -> list[Record]:
     try:
         rx = re.compile(pattern)
     except re.error as e:
-        raise GateError(f"--only {pattern!r} is not a regular expression ({e}): e.g. --only 'ceilings|unified'") from None
+        raise GateError(f"--only {pattern!r} is not a regular expression ({e}): "
+                        "e.g. --only 'ceilings|unified'") from None
     return [r for r in recs if rx.search(f"{r.case} {params_text(r)}")]
 
 
@@ -328,7 +329,8 @@ def answer_row(base: Record, new: Record) -> Row:
                    f"absent: {side} search holds no {key} to compare", "no answer")
     ratio = f"{n / b:.3f}"
     if n < b:
-        early = " (NEW's search stopped early: its answer is a lower bound)" if fits.lower_bound(new.case, new.check, key) else ""
+        early = (" (NEW's search stopped early: its answer is a lower bound)"
+                 if fits.lower_bound(new.case, new.check, key) else "")
         return Row("+", base.case, base.params, "answer", f"{axis} {b}", f"{axis} {n}", ratio, "any drop",
                    f"fits less: {axis} {b} -> {n}{early}", "fits less")
     mark, verdict = ("-", "fits more") if n > b else (" ", "same answer")
@@ -378,7 +380,8 @@ def compare_one(report: Report, old: Record, cur: Record, floors: noise.Floors, 
         report.not_compared.append(f"{name}: base is {old.outcome}, new is {cur.outcome}")
         return
     if cur.outcome != OK:
-        report.rows.append(lost_row(old, cur.outcome, f"ok -> {cur.outcome}: {cur.reason or 'no reason given'}", "lost"))
+        report.rows.append(lost_row(old, cur.outcome, f"ok -> {cur.outcome}: {cur.reason or 'no reason given'}",
+                                    "lost"))
         return
     if cur == old:
         report.rows.append(lost_row(old, "BASE's record", "copied: NEW holds BASE's own record, not a "

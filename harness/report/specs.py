@@ -236,10 +236,12 @@ FAMILIES = (
               versus=ONE_GPU, title="`parallel_lm`: the transformer LM", text=f"Each strategy on each GPU count. "
               f"{PARALLEL_TEXT}", bench=(PARALLEL_LM,)),
          Spec("parallel_resnet50", "image_size,strategy,gpus,micro_batches,cut,nodes,transport", show=PARALLEL_SHOW,
-              where=("device=cuda", "batch=10"), versus=f"{ONE_GPU},cut=balanced", title="`parallel_resnet50`: ResNet50",
+              where=("device=cuda", "batch=10"), versus=f"{ONE_GPU},cut=balanced",
+              title="`parallel_resnet50`: ResNet50",
               text=f"Each strategy on each GPU count, by image size, at the tutorial's batch 10. {PARALLEL_TEXT}",
               bench=(PARALLEL_RESNET,)),
-         Spec("parallel_resnet50", "strategy,gpus", show=PARALLEL_SHOW, where=("device=cuda", "batch=16", "image_size=1024"),
+         Spec("parallel_resnet50", "strategy,gpus", show=PARALLEL_SHOW,
+              where=("device=cuda", "batch=16", "image_size=1024"),
               versus="strategy=single,gpus=1", title="`parallel_resnet50` at batch 16: scaling over 1, 2, 4 and 8 GPUs",
               text=f"Data parallel at 1024 x 1024 and batch 16, which every GPU count splits evenly (batch 10 does not "
                    f"over 4 or 8). {PARALLEL_TEXT}",

@@ -46,7 +46,8 @@ def chosen(recs: list[Record], machine: str | None = None, commit: str | None = 
            and (commit is None or (r.commit or "").startswith(commit.lower()))]
     if recs and not out:
         machines = sorted({machine_of(r) for r in recs})
-        raise ValueError(f"no record of {' and '.join(f'{k} {v}' for k, v in (('machine', machine), ('commit', commit)) if v)}"
+        raise ValueError(f"no record of "
+                         f"{' and '.join(f'{k} {v}' for k, v in (('machine', machine), ('commit', commit)) if v)}"
                          f": the records' machines are {', '.join(machines)}; pass one of them, or a prefix of "
                          f"one of their commits")
     return out
@@ -55,7 +56,7 @@ def chosen(recs: list[Record], machine: str | None = None, commit: str | None = 
 def table(recs: list[Record], provenance: bool = False) -> str:
     """The records as a table; ``provenance`` adds the machine and the commit of each."""
     ceilings = Ceilings(recs)
-    front = (lambda r: where(r)) if provenance else (lambda r: [])  # noqa: E731
+    front = (lambda r: where(r)) if provenance else (lambda r: [])
     header, right = ((("machine", "commit") + HEADER, (False, False) + RIGHT) if provenance else (HEADER, RIGHT))
     lines = markdown.table(header, [front(r) + row(r, ceilings) for r in recs], right, markdown=False)
     text = "\n".join(lines)

@@ -215,7 +215,8 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
     if rec.outcome == SKIPPED:
         return "skipped"
     if rec.outcome != OK:
-        return one_line(rec.outcome) + _why_failed(rec.check) + _other_rate(rec, view) + _cost_of_failed(row, shows, base, view)
+        return (one_line(rec.outcome) + _why_failed(rec.check) + _other_rate(rec, view)
+                + _cost_of_failed(row, shows, base, view))
     text = ", ".join(_show(row, s, base, view, shows) for s in shows)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
@@ -227,7 +228,8 @@ def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) ->
     what was measured (no step where none was kept); nothing for a wrong answer, a death or an error."""
     if _loss_gap(row.record.check) is None:
         return ""
-    measured = {"step": row.record.timing is not None, "peak": bool(allocated_peak(row.record) or row.record.device_bytes())}
+    measured = {"step": row.record.timing is not None,
+                "peak": bool(allocated_peak(row.record) or row.record.device_bytes())}
     costs = [_figure(row, s, base, view) for s in shows if measured.get(s)]
     return ": " + ", ".join(costs) if costs else ""
 
@@ -449,7 +451,8 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
     keys = ranked(keys, at, cols[0]) if rank else keys
     keys, unrun = _rows_run(keys, cols, at)
     lines = [(one_line(", ".join(map(str, k))),
-              [(cell(at.get((k, c)), shows, _base(bases, down, across, versus, k, c), view), at.get((k, c))) for c in cols])
+              [(cell(at.get((k, c)), shows, _base(bases, down, across, versus, k, c), view), at.get((k, c)))
+               for c in cols])
              for k in keys]
     notes = [text for mark, text in NOTES.items() if mark in view.used]
     if "peak" in shows and schemas == {1}:

@@ -196,7 +196,8 @@ class Selection:
         python = d.get("python") or []
         sel = cls(d.get("bench"), d.get("profile"), d.get("quick", False), tuple(python))
         if (isinstance(sel.bench, (str, type(None))) and isinstance(sel.profile, (str, type(None)))
-                and isinstance(sel.quick, bool) and isinstance(python, list) and all(isinstance(py, str) for py in python)):
+                and isinstance(sel.quick, bool) and isinstance(python, list)
+                and all(isinstance(py, str) for py in python)):
             return sel
         return None
 

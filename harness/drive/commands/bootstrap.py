@@ -45,7 +45,7 @@ BASE = ("numpy", "psutil", "pynvml", "filelock")
 NEEDS = {
     "run": ((*BASE, "torch", "asv", "asv_runner"), "bench,torch,chainer"),
     "test": ((*BASE, "torch", "pytest", "xdist", "pytest_timeout", "asv", "asv_runner", "jinja2", "matplotlib",
-              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "tabulate"),
+              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "tabulate", "ruff"),
              "bench,test,torch,pages,chainer,gate"),
     # scipy (the gate extra): the noise floors the pages read a change of library versions against.
     "pages": ((*BASE, "asv", "asv_runner", "jinja2", "matplotlib", "scipy"), "bench,pages,gate"),

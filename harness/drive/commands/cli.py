@@ -202,7 +202,7 @@ def _case(args) -> int:
     try:
         rec = execute(case, config)
     except ValueError as e:  # raised while measuring: the case's failure, not the command line's
-        raise SystemExit(f"oombench case: {e}")
+        raise SystemExit(f"oombench case: {e}") from e
     print(json.dumps(rec.to_dict(), indent=2) if args.json else table([rec]))
     return 0 if rec.outcome != "failed" else 1
 
@@ -557,8 +557,8 @@ def _add_compare(sub) -> None:
                    help="the least relative rise that can fail, as for gate (for a box shared with other work)")
     c.add_argument("--deadline", type=_positive_seconds, metavar="SECONDS",
                    help="start no case after this many seconds (one begun runs all its rounds); what was measured "
-                        "is kept, the cases measured so far are gated into interim-report.md in the results folder, and "
-                        "the compare exits 75 naming the --resume command that measures the rest")
+                        "is kept, the cases measured so far are gated into interim-report.md in the results folder, "
+                        "and the compare exits 75 naming the --resume command that measures the rest")
     c.add_argument("--resume", metavar="FOLDER",
                    help="go on with the compare whose records are in FOLDER: its commits, rounds and cases, the runs "
                         "not measured yet, then the gate over all (same checkout commit, clean tree, one at a time)")
@@ -576,7 +576,8 @@ def _add_publish(sub) -> None:
     pg.add_argument("--no-asv", action="store_true", help="skip asv publish")
     pg.set_defaults(func=_pages)
     dc = sub.add_parser("docs", help="regenerate docs/ and the README's headline from the committed records")
-    dc.add_argument("--out", default=None, help="write docs/ and README.md under this folder instead (default: the repository)")
+    dc.add_argument("--out", default=None,
+                    help="write docs/ and README.md under this folder instead (default: the repository)")
     dc.set_defaults(func=_docs)
 
 
@@ -590,7 +591,8 @@ def _add_environments(sub) -> None:
     w.set_defaults(func=_wheelhouse)
     st = sub.add_parser("stack", help="an environment that puts other library versions in front of this one's")
     st.add_argument("dest", help="new folder for the environment")
-    st.add_argument("wheel", nargs="+", help="wheel files, e.g. cupy_cuda13x-13.6.0-cp312-cp312-manylinux2014_x86_64.whl")
+    st.add_argument("wheel", nargs="+",
+                    help="wheel files, e.g. cupy_cuda13x-13.6.0-cp312-cp312-manylinux2014_x86_64.whl")
     st.set_defaults(func=_stack)
     m = sub.add_parser("mutate", help="mutation score of the modules behind published figures and verdicts")
     m.add_argument("modules", nargs="*", metavar="MODULE", help="e.g. harness/report/gate.py (default: all)")

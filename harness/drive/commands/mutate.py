@@ -53,12 +53,14 @@ TESTS = {
     "harness/workloads/search/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),
     "harness/workloads/training/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
     "harness/units.py": ("tests/test_units.py",),
-    "harness/measure/records/store.py": ("tests/test_store.py", "tests/test_record.py", "tests/test_inputs_hostile.py", "tests/test_begun.py",
-                                 # test_kills.py kills processes: minutes a mutant
-                                 "tests/test_outcomes.py", "tests/test_compare_resume.py"),
+    "harness/measure/records/store.py": ("tests/test_store.py", "tests/test_record.py", "tests/test_inputs_hostile.py",
+                                         "tests/test_begun.py",
+                                         # test_kills.py kills processes: minutes a mutant
+                                         "tests/test_outcomes.py", "tests/test_compare_resume.py"),
     # its shape draws: the sizes every step meets
     "harness/workloads/training/fragmenting.py": ("tests/test_fragmentation.py",),
-    "harness/measure/instruments/busy.py": ("tests/test_busy.py", "tests/test_busy_families.py", "tests/test_step_peaks.py"),
+    "harness/measure/instruments/busy.py": ("tests/test_busy.py", "tests/test_busy_families.py",
+                                            "tests/test_step_peaks.py"),
     "harness/drive/asv/suite.py": ("tests/test_suite.py", "tests/test_cli.py"),
     "harness/drive/asv/begun.py": ("tests/test_begun.py",),  # what a died or raising case's record says
     "harness/drive/commands/compare_state.py": ("tests/test_compare_resume.py",),  # what a resumed compare goes on with
@@ -112,8 +114,8 @@ TESTS = {
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
-PART = {"harness/workloads/training/tricks.py": ("losses_checked", "aligned", "curve_gap", "deviation", "against_reference",
-                                        "checked_against_reference"),
+PART = {"harness/workloads/training/tricks.py": ("losses_checked", "aligned", "curve_gap", "deviation",
+                                                "against_reference", "checked_against_reference"),
         "harness/workloads/search/fits.py": ("largest_fitting", "_in_units", "_top", "_under", "_search", "_recorded",
                                       "_first_fit", "_narrow", "_try", "_cold_start", "_bracket", "_gallop", "_up",
                                       "_down", "linear_estimate", "_on_line", "side_by_side"),
@@ -138,15 +140,15 @@ PART = {"harness/workloads/training/tricks.py": ("losses_checked", "aligned", "c
         "harness/workloads/training/models.py": ("LMConfig.__post_init__", "transformer_lm", "tied_weight", "run_block",
                                         "EncDecConfig.__post_init__", "encoder_decoder", "tokens", "images",
                                         "parameter_count", "lm_layers"),
-        "harness/workloads/training/fragmenting.py": ("shapes_of", "_unknown", "rows", "sequences", "images", "live_bytes"),
-        "harness/measure/instruments/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside", "_untraced", "_nvml_reading",
-                                    "_as_reading",
-                                    "gpu_busy"),
+        "harness/workloads/training/fragmenting.py": ("shapes_of", "_unknown", "rows", "sequences", "images",
+                                                      "live_bytes"),
+        "harness/measure/instruments/busy.py": ("union_s", "fraction", "_profiled", "_nvml_beside", "_untraced",
+                                                "_nvml_reading", "_as_reading", "gpu_busy"),
         # All but the warm-ups, which run kernels on a GPU to read what CUDA holds: measured there.
-        "harness/measure/guards/budget.py": ("Budget.to_dict", "Budget.managed_note", "Budget.over", "_known", "is_whole_card",
-                                      "size_bytes", "resolve", "_named", "handed_back", "handed", "measure_overhead",
-                                      "held_here", "_held_by", "enforce_torch", "TorchCap.lift", "torch_capped",
-                                      "cap_torch", "enforce_pool")}
+        "harness/measure/guards/budget.py": ("Budget.to_dict", "Budget.managed_note", "Budget.over", "_known",
+                                             "is_whole_card", "size_bytes", "resolve", "_named", "handed_back",
+                                             "handed", "measure_overhead", "held_here", "_held_by", "enforce_torch",
+                                             "TorchCap.lift", "torch_capped", "cap_torch", "enforce_pool")}
 THRESHOLD = 90.0  # percent of mutants killed, per module
 # What mutmut's copy needs besides the module: the package, the tests and what they read (a
 # few tests still take a committed record as a template).

@@ -57,7 +57,8 @@ def left(wanted: list[Bench], held: set[tuple[str, str]]) -> list[Bench]:
     return [b for b in wanted if (b.case, b.params) not in held]
 
 
-def missing(profile: str, machine: str, results: Path = COMMITTED, all_benches: list[Bench] | None = None) -> list[Bench]:
+def missing(profile: str, machine: str, results: Path = COMMITTED,
+            all_benches: list[Bench] | None = None) -> list[Bench]:
     return left(selected(profile, all_benches or benches()), filed(results).get(machine, set()))
 
 

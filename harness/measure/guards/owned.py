@@ -2,9 +2,10 @@
 everything the folder holds, so a file it did not make is never deleted.
 
 A command that makes a folder whole (``pages``, ``stack``) writes a marker file in it naming the
-command and the entries it made (the folder's own; what lies inside a folder it made is its). Before it replaces that folder, ``refusal`` says why it may not:
-the path is a file, or the folder holds an entry the marker does not list (a user's file, or a
-folder made by anything else); an empty or missing folder is free. The refusal names a fresh path
+command and the entries it made (the folder's own; what lies inside a folder it made is its).
+Before it replaces that folder, ``refusal`` says why it may not: the path is a file, or the folder
+holds an entry the marker does not list (a user's file, or a folder made by anything else); an
+empty or missing folder is free. The refusal names a fresh path
 beside it. Temporary folders a command builds beside its target carry the builder's pid in
 their name, so a later run removes those of a builder that is gone (killed mid-build) and no
 others. Standard library only: ``stack`` uses it before set-up.

@@ -36,7 +36,8 @@ def need_torch_cuda(count: int = 1):
     need_gpus(count)
     torch = need_module("torch", "pip install 'oombench[torch]' (a CUDA build)")
     if not torch.cuda.is_available():
-        raise Skip(f"torch {torch.__version__} cannot use the GPU (CPU-only build or no driver): install a CUDA build of torch")
+        raise Skip(f"torch {torch.__version__} cannot use the GPU (CPU-only build or no driver): "
+                   "install a CUDA build of torch")
     if torch.cuda.device_count() < count:
         raise Skip(f"needs {count} GPU(s), torch sees {torch.cuda.device_count()}; check CUDA_VISIBLE_DEVICES")
     return torch

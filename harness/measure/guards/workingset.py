@@ -74,8 +74,8 @@ def need_host(nbytes: int, what: str, available: int | None = None) -> None:
 
 
 def guard_managed(fraction: float, nbytes: int, devices, host_use: str | None = None) -> ManagedGuard:
-    """A guard for CUDA device 0 (the card the memory lands on) that has admitted this working set; a refusal is a skip with its fix.
-    ``host_use`` says why the set also needs host memory, where it does."""
+    """A guard for CUDA device 0 (the card the memory lands on) that has admitted this working set;
+    a refusal is a skip with its fix. ``host_use`` says why the set also needs host memory, where it does."""
     guard = ManagedGuard.for_gpu(devices=devices)
     try:
         admit_managed(fraction, nbytes, guard)

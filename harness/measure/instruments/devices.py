@@ -218,5 +218,6 @@ def describe(devices: Devices, memory=gb) -> str:
         return f"no GPU ({devices.reason})"
     names = sorted({g.name for g in devices.gpus})
     g = devices.gpus[0]
-    return (f"{devices.count} x {', '.join(names)} ({memory(g.memory_total)}, sm_{g.compute_capability.replace('.', '')}), "
+    return (f"{devices.count} x {', '.join(names)} "
+            f"({memory(g.memory_total)}, sm_{g.compute_capability.replace('.', '')}), "
             f"driver {devices.driver}, CUDA {devices.cuda_driver}")

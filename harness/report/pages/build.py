@@ -25,12 +25,12 @@ from harness.report.families import family
 from harness.report.pages.names import Names, UnsafePath, inside, names
 from harness.report.pages.fmt import fmt_params, fmt_times
 from harness.report.pages.tableview import family_table
-from harness.report.model import Row, latest, load_rows, newest_stack, pareto, what_fits
+from harness.report.model import Row, latest, load_rows, newest_stack, what_fits
 from harness.report.selection import expression
 from harness.report.specs import SEEDS, SEEDS_INTRO
 from harness.report.tables import (ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP, WHOLE_CASE,
                                    does_not_fit)
-from harness.units import GB, figure, gb
+from harness.units import figure, gb
 
 MARK = ".oombench-pages"  # lists what a build wrote: a folder holding only that, a build may replace whole
 BUILDING, OLD = "building", "old"  # the temporary folders beside --out: the new pages, the old ones going

@@ -83,7 +83,7 @@ def answer(tried: list[Trial], card: int, baseline: set[str], same: set[str], ma
         hit = fits(ts, card)
         if hit is not None and hit.step_s is not None:
             found[key] = hit
-    by_step = lambda t: (t.step_s, t.way, t.machine)  # noqa: E731
+    by_step = lambda t: (t.step_s, t.way, t.machine)
     needless = sorted((t for (way, _), t in found.items() if way in baseline), key=by_step)
     ways = sorted((t for (way, _), t in found.items() if way not in baseline | same), key=by_step)
     apart = sorted((t for t in tried if t.unevicted and t.outcome == OK and t.step_s is not None
@@ -181,7 +181,7 @@ def section(tried: list[Trial], wl: Workload, size: int, machine: str | None) ->
                                                                           if k != "technique"})}
     found = answer(tried, size, baseline, same, machine)
     common = shared(tried)
-    label = lambda ts: [(t, way_label(t.way, common)) for t in ts]  # noqa: E731
+    label = lambda ts: [(t, way_label(t.way, common)) for t in ts]
     offered = {t.way for t in found.ways + found.needless} | {t.way for t in found.apart}
     left = sorted({way_label(t.way, common) for t in tried if (machine is None or t.machine == machine)
                    and t.way not in offered | same})

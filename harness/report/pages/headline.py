@@ -80,14 +80,14 @@ def says_most(env: tuple, lines: list[dict]) -> tuple:
     """Orders GPUs so that the page opens on the one that compares most: GPUs first (a CPU box's
     figures are the footnote, not the answer), then the most techniques measured (a 2-GPU box
     that ran ddp and fsdp says more than a 1-GPU box that could only run single)."""
-    measured = {l["technique"] for l in lines if l["row"].record.outcome == OK}
-    return not any(l["row"].gpu_memory for l in lines), -len(measured), env
+    measured = {ln["technique"] for ln in lines if ln["row"].record.outcome == OK}
+    return not any(ln["row"].gpu_memory for ln in lines), -len(measured), env
 
 
 def split_by_budget(lines: list[dict]) -> dict:
     """``lines`` on the GPU as it is, and ``budget_lines`` under an emulated smaller card: those
     repeat most techniques once per budget, so they sit folded beneath (the seeds' tables read them
     budget by budget)."""
-    on_card = [is_whole_card(l["row"].record.params.get("budget", CARD)) for l in lines]
-    return {"lines": [l for l, whole in zip(lines, on_card) if whole],
-            "budget_lines": [l for l, whole in zip(lines, on_card) if not whole]}
+    on_card = [is_whole_card(ln["row"].record.params.get("budget", CARD)) for ln in lines]
+    return {"lines": [ln for ln, whole in zip(lines, on_card) if whole],
+            "budget_lines": [ln for ln, whole in zip(lines, on_card) if not whole]}

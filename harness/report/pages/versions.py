@@ -38,7 +38,8 @@ def verdict(ratio: float, floor: float, same_host: bool | None, learned: bool = 
         return f"within cross-host noise ({'hosts differ' if same_host is False else 'host not recorded'})"
     slower = ratio > 1  # pragma: no mutate (>= reads alike: a ratio of 1 is within any floor, all >= 0)
     moved = f"{abs(ratio - 1):.0%} {'slower' if slower else 'faster'}"
-    return f"version effect: {moved}" if learned else f"possible version effect: {moved} (one run each: repeat to confirm)"
+    return (f"version effect: {moved}" if learned
+            else f"possible version effect: {moved} (one run each: repeat to confirm)")
 
 
 def what_differs(base: dict[str, str], new: dict[str, str]) -> str:

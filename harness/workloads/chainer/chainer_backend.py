@@ -60,7 +60,8 @@ def check_pairing(device: str, pool: str) -> None:
         raise Skip(f"pool={pool} is a CuPy allocator, for the GPU: run it with device=cuda "
                    "(device=cpu runs on NumPy: pool=numpy)")
     if device == "cuda" and pool == "numpy":
-        raise Skip("pool=numpy is the CPU's: device=cuda takes pool=device_pool (Chainer's default) or pool=managed_pool")
+        raise Skip("pool=numpy is the CPU's: device=cuda takes pool=device_pool (Chainer's default) "
+                   "or pool=managed_pool")
 
 
 def _chainer():

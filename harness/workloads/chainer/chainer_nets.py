@@ -83,7 +83,8 @@ class CNN(chainer.Chain):
         rng = np.random.default_rng(seed)
         flat = 64 * (side // 4) ** 2
         with self.init_scope():
-            self.c1 = L.Convolution2D(channels, 32, 3, pad=1, initialW=he(rng, (32, channels, 3, 3), channels * 9), initial_bias=0)
+            self.c1 = L.Convolution2D(channels, 32, 3, pad=1, initialW=he(rng, (32, channels, 3, 3), channels * 9),
+                                      initial_bias=0)
             self.c2 = L.Convolution2D(32, 64, 3, pad=1, initialW=he(rng, (64, 32, 3, 3), 32 * 9), initial_bias=0)
             self.fc = L.Linear(flat, classes, initialW=he(rng, (classes, flat), flat), initial_bias=0)
 

@@ -54,7 +54,8 @@ def nnz_of(nodes: int, degree: int = DEGREE) -> int:
 def planted_partition(nodes: int, features: int, classes: int, degree: int = DEGREE, p_in: float = P_IN,
                       seed: int = 0) -> Graph:
     if nodes < classes or degree < 2:
-        raise ValueError(f"need nodes >= classes and degree >= 2, got nodes={nodes}, classes={classes}, degree={degree}")
+        raise ValueError(f"need nodes >= classes and degree >= 2, "
+                         f"got nodes={nodes}, classes={classes}, degree={degree}")
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, nodes).astype(np.int32)
     src, dst = _edges(rng, labels, classes, degree // 2, p_in)

@@ -19,6 +19,7 @@ small, and the device bytes (a budget) bound what the buffers may take.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 SLOTS = 2
@@ -96,12 +97,12 @@ def run_chunks(pieces, load, compute, store=None, *, lanes, slots: int = SLOTS) 
     for i, (s, e) in enumerate(pieces):
         k = i % slots
         copy_in.wait(free[k])
-        copy_in.run(lambda: load(k, s, e))
+        copy_in.run(partial(load, k, s, e))
         work.wait(copy_in.record())
-        work.run(lambda: compute(k, s, e))
+        work.run(partial(compute, k, s, e))
         done = work.record()
         if store is not None:
             copy_out.wait(done)
-            copy_out.run(lambda: store(k, s, e))
+            copy_out.run(partial(store, k, s, e))
             done = copy_out.record()
         free[k] = done

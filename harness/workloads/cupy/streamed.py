@@ -62,8 +62,8 @@ def streamed(cupy, pattern: str, n: int, device_bytes: int | None) -> Workload:
         def store(k, s, e):
             ob[k][:e - s].get(stream=lanes[2].stream, out=out[s:e], blocking=False)
 
-        step = lambda: run_chunks(pieces, load, compute, store, lanes=lanes)  # noqa: E731
-        check = lambda: check_stream(np, out, n)  # noqa: E731
+        step = lambda: run_chunks(pieces, load, compute, store, lanes=lanes)
+        check = lambda: check_stream(np, out, n)
         work = {"bytes": 24 * n, "h2d_bytes": 16 * n, "d2h_bytes": 8 * n}
     else:
         partials = cupy.full(len(pieces), np.nan)
@@ -71,8 +71,8 @@ def streamed(cupy, pattern: str, n: int, device_bytes: int | None) -> Workload:
         def compute(k, s, e):
             cupy.sum(xb[k][:e - s], out=partials[s // chunk])
 
-        step = lambda: run_chunks(pieces, load_x, compute, lanes=lanes)  # noqa: E731
-        check = lambda: check_reduce(partials.sum(), n)  # noqa: E731
+        step = lambda: run_chunks(pieces, load_x, compute, lanes=lanes)
+        check = lambda: check_reduce(partials.sum(), n)
         work = {"bytes": 8 * n, "h2d_bytes": 8 * n, "d2h_bytes": 0}
 
     work.update(working_set_bytes=n * PER_ELEMENT[pattern], chunk_bytes=8 * chunk, chunks=len(pieces))

@@ -298,7 +298,8 @@ def _error(data: dict, parts: list[str]) -> tuple:
     message = body.get("message", "") if isinstance(body, dict) else str(body)
     info = body.get("extraInfo", {}) if isinstance(body, dict) else {}
     lost = any(s in message for s in LOST_PEER)
-    return lost, int(info.get("timestamp") or 0), int(parts[0][4:]), int(parts[-2]), message, info.get("py_callstack", "")
+    return (lost, int(info.get("timestamp") or 0), int(parts[0][4:]), int(parts[-2]), message,
+            info.get("py_callstack", ""))
 
 
 def _outcome(where: str, message: str, trace: str) -> Exception:

@@ -51,7 +51,8 @@ def _check_fits_strategy(job: Job) -> None:
     if job.strategy == "single" and job.gpus != 1:
         raise Skip(f"single uses one device; gpus={job.gpus} applies to the other strategies: use gpus=1")
     if job.micro_batches != 1 and job.strategy != "pipeline":
-        raise Skip(f"micro_batches={job.micro_batches} applies to pipeline only: use micro_batches=1 with {job.strategy}")
+        raise Skip(f"micro_batches={job.micro_batches} applies to pipeline only: "
+                   f"use micro_batches=1 with {job.strategy}")
     if job.strategy in ("dp", "ddp", "fsdp") and job.batch % job.gpus:
         raise Skip(f"batch {job.batch} does not split evenly over {job.gpus} devices: use a multiple of {job.gpus}")
     if job.strategy == "pipeline" and job.batch % job.micro_batches:

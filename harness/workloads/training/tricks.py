@@ -16,7 +16,7 @@ import itertools
 import math
 import os
 
-from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
+from harness.measure.outcomes import CheckFailed, is_out_of_memory, learned
 from harness.measure.guards.requirements import need_torch
 from harness.workloads.training import allocator as settings
 from harness.workloads.training import ways
