@@ -37,13 +37,10 @@ def raw_records() -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(frozen_site):
     """pages/ (the project's) and html/ (asv's) of the frozen results, side by side as `python3 -m
-    harness pages` lays them out, in the test's own folder."""
-    root = tmp_path_factory.mktemp("site")
-    assert asv_site.publish(REPO, root / "html", RESULTS) == 0
-    assert build.main(results=str(RESULTS), out=str(root / "pages")) == 0
-    return root
+    harness pages` lays them out: one build, shared with test_pages_browser.py (conftest)."""
+    return frozen_site
 
 
 def test_pareto_keeps_only_undominated_points():
