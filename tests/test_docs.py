@@ -27,16 +27,9 @@ def git_checkout() -> bool:
 
 
 @pytest.fixture(scope="module")
-def committed(tmp_path_factory) -> Path:
-    if not git_checkout():
-        pytest.skip("not a git checkout: the docs are made from the records git holds")
-    return docs.committed_results(REPO, tmp_path_factory.mktemp("committed"))
-
-
-@pytest.fixture(scope="module")
-def every(committed):
-    """Every committed record, superseded ones included, as ``harness docs`` reads them."""
-    return load_rows(committed)
+def every(made):
+    """Every committed record, superseded ones included, as ``harness docs`` read them (``made``)."""
+    return made[1]
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +44,28 @@ def frozen_rows():
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory) -> Path:
-    """A folder ``harness docs --out`` wrote into, made once for the module: every test that reads
-    what the committed records give reads this one run's files, rather than making the docs again."""
+def made(tmp_path_factory) -> tuple[Path, list]:
+    """A folder ``harness docs --out`` wrote into, made once for the module, and the records it read:
+    every test that reads what the committed records give reads this one run's files and records,
+    rather than making the docs (or reading the records) again."""
     if not git_checkout():
         pytest.skip("not a git checkout: the docs are made from the records git holds")
     out = tmp_path_factory.mktemp("docs-out")
-    assert docs.main(repo=REPO, out=out) == 0
-    return out
+    read = []
+
+    def load_rows_kept(results):  # the records docs.main reads, kept for the tests that read them too
+        read.append(load_rows(results))
+        return read[-1]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(docs, "load_rows", load_rows_kept)
+        assert docs.main(repo=REPO, out=out) == 0
+    return out, read.pop()
+
+
+@pytest.fixture(scope="module")
+def written(made) -> Path:
+    return made[0]
 
 
 @pytest.fixture(scope="module")
