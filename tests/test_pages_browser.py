@@ -65,9 +65,9 @@ def visits(page, pages) -> dict:
         height = tab.evaluate("document.documentElement.scrollHeight")
         # what a reader sees on arrival; JPEG, which Chromium encodes in a fraction of PNG's time
         tab.screenshot(path=str(shots / f"{path.stem}.jpg"), type="jpeg")
-        tab.evaluate(OPEN_ALL)
-        seen[path.name] = {"height": height, "width": tab.evaluate("document.documentElement.scrollWidth"),
-                           "lines": tab.evaluate(LINES)}
+        # every table opened, then its width (read after the opening: a forced layout) and the answer's lines
+        opened = tab.evaluate(f"() => {{ {OPEN_ALL}; return [document.documentElement.scrollWidth, ({LINES})()]; }}")
+        seen[path.name] = {"height": height, "width": opened[0], "lines": opened[1]}
     return seen
 
 
