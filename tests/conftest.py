@@ -5,6 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from hypothesis import settings
 
 from harness.drive.asv.bench import RUN_ENV
@@ -32,6 +33,49 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 # Records and asv results cut once from results/ and frozen here: tests read these, never the
 # repository's results/, so that filing a new machine's, run's or version's results moves no test.
 FROZEN = Path(__file__).resolve().parent / "data" / "results"
+
+
+@pytest.fixture(scope="session")
+def frozen_pages(tmp_path_factory) -> Path:
+    """pages/ built from the frozen records standing for the committed results/ (so no local label),
+    built once for the whole run: under xdist the first worker that needs them builds them, under
+    a lock, in the folder the workers share, and the others read that build. Tests only read it."""
+    return _built_once(tmp_path_factory, "pages", _build_frozen_pages)
+
+
+@pytest.fixture(scope="session")
+def frozen_site(frozen_pages) -> Path:
+    """``frozen_pages`` and asv's html/ of the same records side by side, as `python3 -m harness
+    pages` lays them out: the folder that holds both."""
+    _built_once(None, "html", _publish_frozen, root=frozen_pages.parent)
+    return frozen_pages.parent
+
+
+def _build_frozen_pages(out: Path) -> None:
+    from harness.report.pages import build
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(build, "COMMITTED", FROZEN)  # the frozen copy stands for the committed results/
+        assert build.main(out=str(out)) == 0
+
+
+def _publish_frozen(html: Path) -> None:
+    from harness.drive.asv import asv_site
+    assert asv_site.publish(Path(__file__).resolve().parents[1], html, FROZEN) == 0
+
+
+def _built_once(tmp_path_factory, name: str, make, root: Path | None = None) -> Path:
+    """``root / name``, made by ``make`` unless an earlier worker of this run made it whole."""
+    if root is None:
+        base = tmp_path_factory.getbasetemp()
+        root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "frozen-site"
+        root.mkdir(exist_ok=True)
+    path, done = root / name, root / f".{name}.done"
+    with FileLock(str(root / f".{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)  # a worker that failed half way left it
+            make(path)
+            done.touch()
+    return path
 
 
 @pytest.fixture(autouse=True)

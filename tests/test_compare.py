@@ -31,9 +31,17 @@ def git(repo: Path, *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory) -> Path:
-    """This repository's committed HEAD, whatever this checkout holds uncommitted."""
+    """This repository's committed HEAD, whatever this checkout holds uncommitted, less its committed
+    results/ and tests/data/ (nine tenths of the tree's bytes, which each worktree of a compare would check out
+    again, and which no compare reads), in two commits: HEAD~1 without them, HEAD on top of it."""
     path = tmp_path_factory.mktemp("clone") / "repo"
-    subprocess.run(["git", "clone", "--quiet", "--local", "--no-hardlinks", str(REPO), str(path)], check=True)
+    subprocess.run(["git", "clone", "--quiet", "--local", "--no-hardlinks", "--no-checkout", str(REPO), str(path)],
+                   check=True)
+    git(path, "read-tree", "HEAD")  # the index of HEAD, its files not yet checked out
+    git(path, "rm", "-r", "-q", "--cached", "results", "tests/data")
+    for message in ("tests: without results/", "tests: a second commit"):
+        git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", message)
+    git(path, "reset", "-q", "--hard")
     return path
 
 

@@ -37,13 +37,10 @@ def raw_records() -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(frozen_site):
     """pages/ (the project's) and html/ (asv's) of the frozen results, side by side as `python3 -m
-    harness pages` lays them out, in the test's own folder."""
-    root = tmp_path_factory.mktemp("site")
-    assert asv_site.publish(REPO, root / "html", RESULTS) == 0
-    assert build.main(results=str(RESULTS), out=str(root / "pages")) == 0
-    return root
+    harness pages` lays them out: one build, shared with test_pages_browser.py (conftest)."""
+    return frozen_site
 
 
 def test_pareto_keeps_only_undominated_points():
@@ -62,10 +59,10 @@ def test_every_linked_record_has_one_provenance_entry_and_every_link_lands(site)
     index = (pages / "provenance.html").read_text()
     for name in prov:
         assert f'href="{name}"' in index, f"provenance.html does not link {name}"
-    for rid, rec in raw_records().items():
-        held = [name for name, text in prov.items() if f'id="{rid}"' in text]
-        assert len(held) <= 1 and all(rec["commit"] in prov[name] for name in held), rid
     anchors = {name: set(re.findall(r'id="(r-[0-9a-f]{10})"', text)) for name, text in prov.items()}
+    for rid, rec in raw_records().items():
+        held = [name for name in prov if rid in anchors[name]]  # a rid is r- and ten hex digits: the pattern's
+        assert len(held) <= 1 and all(rec["commit"] in prov[name] for name in held), rid
     for page in pages.glob("*.html"):
         for name, rid in re.findall(r'href="(provenance-[^"#]+)#(r-[0-9a-f]{10})"', page.read_text()):
             assert rid in anchors.get(name, ()), f"{page.name} links to {name}#{rid}, which has no entry there"
@@ -179,11 +176,12 @@ def test_browser_tables_show_the_figures_the_result_files_hold(browser_page):
     page, base, errors = browser_page
     raw = raw_records()
     page.goto(f"{base}/pages/ceilings.html", wait_until="networkidle")
-    cells = page.locator("#family-table a[data-kind]")
+    # each cell's record, kind and text as the reader sees it (innerText), read in one call
+    cells = page.locator("#family-table a[data-kind]").evaluate_all(
+        "links => links.map(a => [a.getAttribute('data-record'), a.getAttribute('data-kind'), a.innerText])")
+    assert cells
     seen = set()
-    for i in range(cells.count()):
-        a = cells.nth(i)
-        rid, kind, shown = a.get_attribute("data-record"), a.get_attribute("data-kind"), a.inner_text()
+    for rid, kind, shown in cells:
         rec = raw[rid]
         if kind == "rate":
             assert close(shown, expected_rate(rec)), (rid, shown, expected_rate(rec))

@@ -1,6 +1,7 @@
 """`table` and `pages` fed hostile records: case, machine and parameter names and values that try to
 leave the output folder, become links, or break out of a chart's data. Each run either builds (every
 file inside --out) or exits 2 with one line; never a traceback, never a file outside --out."""
+import functools
 import hashlib
 import json
 import re
@@ -38,6 +39,16 @@ CI = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, Health
 # A page build takes a tenth of a second or more: a quarter of the budget keeps the suite fast;
 # OOMBENCH_HYPOTHESIS_EXAMPLES (or the "thorough" profile) asks for more.
 PAGES = settings(CI, max_examples=int(os.environ.get("OOMBENCH_HYPOTHESIS_EXAMPLES", 0)) or max(10, CI.max_examples // 4))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_parser():
+    """The command line's parser built once for the module rather than once a command: the
+    property tests run hundreds of commands, and building the parser was most of each one's time.
+    Every command still goes through ``cli.main`` and is parsed by the parser ``cli.parser`` builds."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli, "parser", functools.cache(cli.parser))
+        yield
 
 
 def template() -> dict:
