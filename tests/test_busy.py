@@ -250,14 +250,20 @@ def test_an_untraced_run_reads_nvml_over_its_timed_steps_and_runs_no_step_for_it
 
 
 def test_the_runner_hands_the_runs_trace_setting_to_the_busy_reading(monkeypatch, tmp_path):
+    from dataclasses import replace
+
+    from harness.cases.ceilings import CASE, host_copy
     from harness.drive import runner
     from harness.measure.records.store import RecordStore, RunContext
+    from harness.units import MiB
     asked = []
     monkeypatch.setattr(runner, "gpu_busy", lambda *a, trace=True: asked.append(trace) or {})
+    # The real case over a copy of 1 MiB, not 512: what the runner hands on does not depend on the size.
+    small = replace(CASE, build=lambda probe: host_copy(MiB))
     for trace in (False, True):
         ctx = RunContext(RecordStore(tmp_path), "m", "run", "c" * 40, trace_busy=trace)
-        assert runner.execute("ceilings", {"probe": "host_copy"}, run=ctx).ok
-    runner.execute("ceilings", {"probe": "host_copy"})
+        assert runner.execute(small, {"probe": "host_copy"}, run=ctx).ok
+    runner.execute(small, {"probe": "host_copy"})
     assert asked == [False, True, True]
 
 

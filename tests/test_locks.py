@@ -1,10 +1,9 @@
 """Locks: a second run on the same results folder or GPU waits, naming the holder, or is refused
 with that name under --no-wait; --resume of a run whose process is alive is refused; the
-launcher and the what-fits search hold the GPU's lock."""
-import subprocess
+what-fits search holds the GPU's lock (the launcher's: tests/test_parallel.py, whose launches
+it shares)."""
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -13,28 +12,14 @@ from harness.drive.commands import bootstrap, cli
 from harness.measure.guards import locks
 from harness.measure.records.store import RecordStore
 from harness.workloads.search import fits
-from harness.workloads.parallelism.launch import launch
 
-import launch_workers
-
-REPO = Path(__file__).resolve().parents[1]
-HOLD = ("import sys, time; from pathlib import Path; from harness.measure.guards import locks\n"
-        "with locks.held(Path(sys.argv[1]), 'the test lock'):\n"
-        "    print('held', flush=True); time.sleep(float(sys.argv[2]))\n")
+from lock_holder import hold
 
 
 @pytest.fixture(autouse=True)
 def lock_dir(tmp_path, monkeypatch):
     monkeypatch.setenv(locks.LOCK_DIR_ENV, str(tmp_path / "locks"))
     return tmp_path / "locks"
-
-
-def hold(lock: Path, seconds: float = 30) -> subprocess.Popen:
-    """Another process holding ``lock`` (its own command line says 'the-holder')."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(lock), str(seconds), "the-holder"], cwd=REPO,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
 
 
 @pytest.fixture
@@ -95,15 +80,6 @@ def test_resume_of_a_run_whose_process_is_alive_is_refused(tmp_path, holder, mon
     alive.kill()
     alive.wait()
     assert store.live_run("20261123T170800-28da03") is None  # once it is gone, it can be resumed
-
-
-def test_the_launcher_holds_the_gpus_lock(monkeypatch, holder, capfd):
-    monkeypatch.setattr(locks, "visible_gpu_uuids", lambda ordinals: ["GPU-test-0"])
-    other = holder(locks.gpu_lock("GPU-test-0"), seconds=1.5)
-    t0 = time.monotonic()
-    assert launch(launch_workers.nccl_settings, 2, timeout_s=120)
-    assert time.monotonic() - t0 > 0.5
-    assert f"GPU GPU-test-0 is in use by pid {other.pid}" in capfd.readouterr().err
 
 
 def test_the_what_fits_search_holds_the_gpus_lock(monkeypatch, holder, capfd):

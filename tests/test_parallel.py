@@ -1,12 +1,15 @@
 """Data versus model parallel on the CPU (gloo, two processes, a tiny transformer): every
 strategy reaches the single-device loss, two node agents included; the stage splitter balances
 and seed 003's cut is where the seed made it; too few GPUs is a skip; a rank's failure comes back
-as the case's outcome. (Kills of every kind: tests/test_kills.py.)"""
+as the case's outcome; a launch waits for its GPUs' locks. (Kills of every kind: tests/test_kills.py.)"""
+import contextlib
+import io
 import itertools
 from dataclasses import replace
 import os
 import signal
 import time
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -14,6 +17,7 @@ import torch
 
 import launch_workers  # beside this file: what spawned workers import must not pull in torch
 from conftest import fake_devices
+from lock_holder import hold
 
 from harness.cases.parallel_lm import job as lm_job
 from harness.workloads.parallelism.launch import AGENT_SIGNALS, LaunchError, launch
@@ -156,28 +160,49 @@ def test_a_failing_rank_fails_the_launch_and_names_the_rank(tmp_path, worker, me
 
 
 @pytest.fixture(scope="module")
-def settings_launch():
+def settings_launch(tmp_path_factory):
     """One launch of ``nccl_settings`` from a case that has handlers of its own for the signals
-    elastic's agent takes over, after a careless shell exported NCCL_NVLS_ENABLE=1: what each rank
-    saw, the case's handlers, and its handlers and environment once the launch is over."""
+    elastic's agent takes over, after a careless shell exported NCCL_NVLS_ENABLE=1, while another
+    process held the lock of the one GPU the launch uses: what each rank saw, the case's handlers,
+    its handlers and environment once the launch is over, how long the launch took, what it said
+    on stderr, and the holder's pid. One launch for every test that reads it: each costs seconds."""
+    from harness.measure.guards import locks
     mine = {sig: (lambda signum, frame: None) for sig in AGENT_SIGNALS}
     pytests = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}
+    other = None
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("NCCL_NVLS_ENABLE", "1")
-            seen = launch(launch_workers.nccl_settings, 2, timeout_s=120)
-            return seen, mine, {sig: signal.getsignal(sig) for sig in AGENT_SIGNALS}, dict(os.environ)
+            mp.setenv(locks.LOCK_DIR_ENV, str(tmp_path_factory.mktemp("locks")))
+            mp.setattr(locks, "visible_gpu_uuids", lambda ordinals: ["GPU-test-0"])
+            other = hold(locks.gpu_lock("GPU-test-0"), seconds=1.5)
+            said = io.StringIO()
+            t0 = time.monotonic()
+            with contextlib.redirect_stderr(said):
+                seen = launch(launch_workers.nccl_settings, 2, timeout_s=120)
+            return SimpleNamespace(seen=seen, mine=mine, after={sig: signal.getsignal(sig) for sig in AGENT_SIGNALS},
+                                   env=dict(os.environ), took_s=time.monotonic() - t0, said=said.getvalue(),
+                                   holder=other.pid)
     finally:
         for sig, handler in pytests.items():
             signal.signal(sig, handler)
+        if other is not None:
+            other.kill()
+            other.wait()
 
 
 def test_the_case_ends_on_sigterm_after_a_launch_as_before_it(settings_launch):
     """Elastic's agent installs its own SIGTERM handler (an exception in whatever runs); after the
     launch the case's own handlers are back, so a SIGTERM ends the case instead of raising inside it."""
-    seen, mine, after, _ = settings_launch
-    assert seen
-    assert after == mine
+    assert settings_launch.seen
+    assert settings_launch.after == settings_launch.mine
+
+
+def test_the_launcher_holds_the_gpus_lock(settings_launch):
+    """Another process held the GPU's lock for 1.5 s: the launch waited for it, naming the holder."""
+    assert settings_launch.seen
+    assert settings_launch.took_s > 0.5
+    assert f"GPU GPU-test-0 is in use by pid {settings_launch.holder}" in settings_launch.said
 
 
 def _workers_left() -> list:
@@ -194,7 +219,7 @@ def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_
     from harness.measure.guards.safety import MULTICAST_OFF
     from harness.workloads.parallelism.launch import SOCKETS
     from harness.workloads.parallelism.nodes import Nodes
-    seen, *_, env = settings_launch  # NCCL_NVLS_ENABLE=1 exported
+    seen, env = settings_launch.seen, settings_launch.env  # NCCL_NVLS_ENABLE=1 exported
     assert seen == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
     assert env["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in env  # the case's own: as before
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
