@@ -238,7 +238,7 @@ def reap():
         except ChildProcessError:
             return
 
-def scenario(pid_dir, scenario, worker, timeout_s):
+def scenario(pid_dir, scenario, worker, timeout_s, gone_within_s):
     earlier = set(children())  # orphans of an earlier scenario, on their way out
     out = os.path.join(pid_dir, ".case-output")
     case = case_of(pid_dir, worker, timeout_s, out)
@@ -273,7 +273,7 @@ def scenario(pid_dir, scenario, worker, timeout_s):
             seen.setdefault(pid, psutil.Process(pid))
         except psutil.Error:
             pass
-    end = time.time() + %d
+    end = time.time() + gone_within_s
     left = [p for p in seen.values() if running(p)]
     while left and time.time() < end:
         time.sleep(0.1)
@@ -291,9 +291,9 @@ def scenario(pid_dir, scenario, worker, timeout_s):
     return {"left": names, "noted": sorted(noted), "code": code, "stderr": err[-3000:]}
 
 for line in sys.stdin:
-    pid_dir, name, worker, timeout_s = json.loads(line)
-    print(json.dumps(scenario(pid_dir, name, worker, float(timeout_s))), flush=True)
-""" % GONE_WITHIN_S
+    pid_dir, name, worker, timeout_s, gone_within_s = json.loads(line)
+    print(json.dumps(scenario(pid_dir, name, worker, float(timeout_s), gone_within_s)), flush=True)
+"""
 
 # Each scenario runs REPEATS times: a few by default; OOMBENCH_KILL_REPEATS=50 for the issue's 50
 # runs without a failure.
@@ -316,8 +316,9 @@ def middle(tmp_path_factory):
     """The middle process, started once for this file's scenarios; its own errors go to a file."""
     locks, err = tmp_path_factory.mktemp("locks"), tmp_path_factory.mktemp("middle") / "stderr"
     with open(err, "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-c", MIDDLE], cwd=REPO, env=dict(os.environ, OOMBENCH_LOCK_DIR=str(locks)),
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        env = dict(os.environ, OOMBENCH_LOCK_DIR=str(locks))
+        proc = subprocess.Popen([sys.executable, "-c", MIDDLE], cwd=REPO, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
     yield proc, err
     proc.stdin.close()
     try:
@@ -344,7 +345,7 @@ def test_no_rank_nor_what_it_started_outlives_the_case(tmp_path, middle, scenari
     is left (a kill of the case, under a child subreaper, left them running once)."""
     worker, timeout_s, says = SCENARIOS[scenario]
     (tmp_path / "pids").mkdir()
-    answer = ask(middle, str(tmp_path / "pids"), scenario, worker, timeout_s, timeout_s=timeout_s + 300)
+    answer = ask(middle, str(tmp_path / "pids"), scenario, worker, timeout_s, GONE_WITHIN_S, timeout_s=timeout_s + 300)
     assert answer, middle[1].read_text()  # the middle process itself failed: say how
     report = json.loads(answer)
     assert report["noted"] == ["0", "0-child", "1", "1-child"], report["stderr"]  # the ranks did start
