@@ -5,6 +5,7 @@ gaps."""
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -58,8 +59,27 @@ def _cmd(p) -> str:
 
 # ---- harness run, end to end ------------------------------------------------------------------
 
+# What the kills are about (processes, records, resuming) does not depend on how much the host's
+# probes move or compute: asv's benchmark processes (under PYTHONPATH, as asv's ASV_PYTHONPATH
+# hands it on) build them smaller than the case does. A host copy of 64 MiB rather than 512 MiB
+# and a matrix product of 1024 rather than 2048 still take long enough to be caught measuring.
+SMALLER_PROBES = """
+import sys
+if sys.argv[0].endswith("benchmark.py") and sys.argv[1:2] == ["run"]:
+    from functools import partial
+    from harness.cases import ceilings
+    ceilings.BUILDERS.update(host_copy=partial(ceilings.host_copy, 64 << 20),
+                             cpu_matmul_fp32=partial(ceilings.cpu_matmul, 1024))
+"""
+
+
 def harness_run(tmp_path, *extra, select=("--bench", "ceilings.Host", "--quick")) -> subprocess.Popen:
-    env = dict(os.environ, HOME=str(tmp_path), OOMBENCH_LOCK_DIR=str(tmp_path / "locks"), OOMBENCH_BOOTSTRAPPED="1")
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SMALLER_PROBES)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, HOME=str(tmp_path), OOMBENCH_LOCK_DIR=str(tmp_path / "locks"), OOMBENCH_BOOTSTRAPPED="1",
+               PYTHONPATH=path)
     return subprocess.Popen([sys.executable, "-m", "harness", "run", *select, "--no-publish", "--results",
                              str(tmp_path / "res"), *extra], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -162,60 +182,118 @@ def test_no_probe_outlives_its_search(tmp_path, sig):
 # ---- the ranks of a parallel case ------------------------------------------------------------------
 
 # A middle process that adopts orphans (PR_SET_CHILD_SUBREAPER, as systemd --user, tini -s or a CI
-# agent does), starts a case that launches two ranks (torch imported first, as a real case has it
-# before its launch), waits until both ranks (and the child each starts) have noted their pids,
-# then kills the case or lets it fail, and reports what is left of every process it saw, the
-# ranks' children included, GONE_WITHIN_S after the case ended.
+# agent does), imports torch and the launcher once, and for each scenario asked on its stdin forks
+# a case (torch imported before its launch, as a real case has it) that launches two ranks. It
+# waits until both ranks (and the child each starts) have noted their pids, then kills the case or
+# lets it fail, and answers with what is left of every process it saw, the ranks' children
+# included, GONE_WITHIN_S after the case ended. One middle serves every scenario: a fresh process
+# importing torch for each case would cost more than the rest of the scenario.
 MIDDLE = """
-import ctypes, json, os, signal, subprocess, sys, time
+import ctypes, json, os, signal, sys, time, traceback
 import psutil
 ctypes.CDLL("libc.so.6").prctl(36, 1, 0, 0, 0)
-pid_dir, scenario, worker, timeout_s = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-code = ("import sys, torch; sys.path.insert(0, 'tests'); import launch_workers; from harness.workloads.parallelism.launch import launch; "
-        f"launch(launch_workers.{worker}, 2, (sys.argv[1],), timeout_s={timeout_s})")
-case = subprocess.Popen([sys.executable, "-c", code, pid_dir], stderr=subprocess.PIPE, text=True)
-seen, noted = {}, set()
-def look():
+import torch
+sys.path.insert(0, "tests")
+import launch_workers
+from harness.workloads.parallelism.launch import launch
+
+def case_of(pid_dir, worker, timeout_s, out):
+    # The case, forked: a fresh process's stdio (its output in a file of its own), launch, and
+    # the exit code of a Python process that raised or returned.
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
     try:
-        seen.update({p.pid: p for p in psutil.Process().children(recursive=True) if p.pid != case.pid})
-    except psutil.Error:
-        pass
-    noted.update(n for n in os.listdir(pid_dir) if not n.startswith("."))
-deadline = time.time() + float(timeout_s) + 120
-while len(noted) < 4 and case.poll() is None and time.time() < deadline:
-    look()
-    time.sleep(0.05)
-look()
-if scenario in ("sigterm", "sigkill"):
-    case.send_signal(signal.SIGTERM if scenario == "sigterm" else signal.SIGKILL)
-if scenario == "hangs_past_the_timeout":
-    case.send_signal(signal.SIGALRM)  # the deadline's alarm, once the ranks hang
-err = case.communicate(timeout=float(timeout_s) + 120)[1]
-for name in noted:
-    pid = int(open(os.path.join(pid_dir, name)).read())
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        launch(getattr(launch_workers, worker), 2, (pid_dir,), timeout_s=timeout_s)
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+def children():
     try:
-        seen.setdefault(pid, psutil.Process(pid))
+        return {p.pid: p for p in psutil.Process().children(recursive=True)}
     except psutil.Error:
-        pass
+        return {}
+
 def running(p):
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())
     except psutil.Error:
         return False
-end = time.time() + %d
-left = [p for p in seen.values() if running(p)]
-while left and time.time() < end:
-    time.sleep(0.1)
-    left = [p for p in left if running(p)]
-names = []
-for p in left:
-    try:
-        names.append(" ".join(p.cmdline())[:100])
-        p.kill()
-    except psutil.Error:
-        pass
-print(json.dumps({"left": names, "noted": sorted(noted), "code": case.returncode, "stderr": err[-3000:]}))
-""" % GONE_WITHIN_S
+
+def reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+def scenario(pid_dir, scenario, worker, timeout_s, gone_within_s):
+    earlier = set(children())  # orphans of an earlier scenario, on their way out
+    out = os.path.join(pid_dir, ".case-output")
+    case = case_of(pid_dir, worker, timeout_s, out)
+    seen, noted, code = {}, set(), None
+    def look():
+        seen.update({pid: p for pid, p in children().items() if pid != case and pid not in earlier})
+        noted.update(n for n in os.listdir(pid_dir) if not n.startswith("."))
+    def ended():
+        nonlocal code
+        if code is None:
+            pid, status = os.waitpid(case, os.WNOHANG)
+            if pid:
+                code = os.waitstatus_to_exitcode(status)
+        return code is not None
+    deadline = time.time() + timeout_s + 120
+    while len(noted) < 4 and not ended() and time.time() < deadline:
+        look()
+        time.sleep(0.05)
+    look()
+    if scenario in ("sigterm", "sigkill") and not ended():
+        os.kill(case, signal.SIGTERM if scenario == "sigterm" else signal.SIGKILL)
+    if scenario == "hangs_past_the_timeout" and not ended():
+        os.kill(case, signal.SIGALRM)  # the deadline's alarm, once the ranks hang
+    deadline = time.time() + timeout_s + 120
+    while not ended():
+        if time.time() > deadline:
+            raise TimeoutError("the case did not end")
+        time.sleep(0.05)
+    for name in noted:
+        pid = int(open(os.path.join(pid_dir, name)).read())
+        try:
+            seen.setdefault(pid, psutil.Process(pid))
+        except psutil.Error:
+            pass
+    end = time.time() + gone_within_s
+    left = [p for p in seen.values() if running(p)]
+    while left and time.time() < end:
+        time.sleep(0.1)
+        left = [p for p in left if running(p)]
+    names = []
+    for p in left:
+        try:
+            names.append(" ".join(p.cmdline())[:100])
+            p.kill()
+        except psutil.Error:
+            pass
+    reap()
+    with open(out, errors="replace") as f:
+        err = f.read()
+    return {"left": names, "noted": sorted(noted), "code": code, "stderr": err[-3000:]}
+
+for line in sys.stdin:
+    pid_dir, name, worker, timeout_s, gone_within_s = json.loads(line)
+    print(json.dumps(scenario(pid_dir, name, worker, float(timeout_s), gone_within_s)), flush=True)
+"""
 
 # Each scenario runs REPEATS times: a few by default; OOMBENCH_KILL_REPEATS=50 for the issue's 50
 # runs without a failure.
@@ -233,19 +311,43 @@ SCENARIOS = {  # scenario: (worker, the launch's timeout, what the case's error 
 }
 
 
+@pytest.fixture(scope="module")
+def middle(tmp_path_factory):
+    """The middle process, started once for this file's scenarios; its own errors go to a file."""
+    locks, err = tmp_path_factory.mktemp("locks"), tmp_path_factory.mktemp("middle") / "stderr"
+    with open(err, "w") as stderr:
+        env = dict(os.environ, OOMBENCH_LOCK_DIR=str(locks))
+        proc = subprocess.Popen([sys.executable, "-c", MIDDLE], cwd=REPO, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+    yield proc, err
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def ask(middle, *request, timeout_s) -> str:
+    """The middle's answer to one scenario, or "" if it died or ran past ``timeout_s``."""
+    proc, _ = middle
+    proc.stdin.write(json.dumps(request) + "\n")
+    proc.stdin.flush()
+    ready = select.select([proc.stdout], [], [], timeout_s)[0]
+    return proc.stdout.readline().strip() if ready else ""
+
+
 @pytest.mark.parametrize("repeat", range(REPEATS))
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_no_rank_nor_what_it_started_outlives_the_case(tmp_path, scenario, repeat):
+def test_no_rank_nor_what_it_started_outlives_the_case(tmp_path, middle, scenario, repeat):
     """SIGTERM or SIGKILL of the case's process, a rank that hangs past the launch's deadline, a rank
     that starts a child and fails: after each, no rank, no rank's child and no helper of the launch
     is left (a kill of the case, under a child subreaper, left them running once)."""
     worker, timeout_s, says = SCENARIOS[scenario]
-    env = dict(os.environ, OOMBENCH_LOCK_DIR=str(tmp_path / "locks"))
     (tmp_path / "pids").mkdir()
-    done = subprocess.run([sys.executable, "-c", MIDDLE, str(tmp_path / "pids"), scenario, worker, str(timeout_s)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s + 300)
-    assert done.stdout.strip(), done.stderr  # the middle process itself failed: say how
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = ask(middle, str(tmp_path / "pids"), scenario, worker, timeout_s, GONE_WITHIN_S, timeout_s=timeout_s + 300)
+    assert answer, middle[1].read_text()  # the middle process itself failed: say how
+    report = json.loads(answer)
     assert report["noted"] == ["0", "0-child", "1", "1-child"], report["stderr"]  # the ranks did start
     assert report["left"] == [], report["stderr"]
     assert report["code"] != 0
