@@ -48,7 +48,8 @@ def chainer_on_a_gpu(monkeypatch):
     """Chainer's CUDA backend as the cases get it on a GPU box (device 0), its arrays on NumPy.
     Three timed steps, not the case's dozen; the classifiers' steps (whose im2col takes seconds
     on this CPU) do nothing, their workloads otherwise as built."""
-    from harness.workloads.chainer import chainer_nets  # imports Chainer: here, not when every worker collects
+    # Chainer is imported here, not when every worker collects this module.
+    from harness.workloads.chainer import chainer_nets
     timed = runner.time_steps
     monkeypatch.setattr(runner, "time_steps", lambda step, **kw: timed(step, **{**kw, "warmup": 0, "repeat": 3}))
     built = chainer_nets.classifier_workload

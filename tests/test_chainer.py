@@ -22,8 +22,8 @@ from harness.drive.runner import execute
 from conftest import fake_devices
 
 # Chainer (and the NumPy shims it needs) is imported when this module's first test runs, not when
-# pytest collects it: every xdist worker collects every module, and only the one running this file
-# needs Chainer.
+# pytest collects it: every xdist worker collects every module, and only those that run its tests
+# need Chainer.
 chainer = nets = None
 
 
@@ -31,7 +31,8 @@ chainer = nets = None
 def chainer_imported():
     global chainer, nets
     chainer, _ = compat_chainer.import_chainer()
-    from harness.workloads.chainer import chainer_nets as nets  # after Chainer's import through the shims
+    # after Chainer's import through the shims
+    from harness.workloads.chainer import chainer_nets as nets
 
 
 def train(workload, steps=12):
