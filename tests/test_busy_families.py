@@ -19,7 +19,7 @@ from harness.measure.instruments import busy
 from harness.measure.outcomes import OK
 from harness.measure.instruments.timing import no_sync
 from harness.workloads import copies
-from harness.workloads.chainer import chainer_backend, chainer_nets
+from harness.workloads.chainer import chainer_backend
 from test_busy import Utilisation
 
 CHAINER = {"chainer_mlp": {"batch": 256, "budget": "card"}, "chainer_cnn": {"batch": 128},
@@ -48,6 +48,8 @@ def chainer_on_a_gpu(monkeypatch):
     """Chainer's CUDA backend as the cases get it on a GPU box (device 0), its arrays on NumPy.
     Three timed steps, not the case's dozen; the classifiers' steps (whose im2col takes seconds
     on this CPU) do nothing, their workloads otherwise as built."""
+    # Chainer is imported here, not when every worker collects this module.
+    from harness.workloads.chainer import chainer_nets
     timed = runner.time_steps
     monkeypatch.setattr(runner, "time_steps", lambda step, **kw: timed(step, **{**kw, "warmup": 0, "repeat": 3}))
     built = chainer_nets.classifier_workload

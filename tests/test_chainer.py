@@ -21,8 +21,18 @@ from harness.drive.runner import execute
 
 from conftest import fake_devices
 
-chainer, _ = compat_chainer.import_chainer()
-from harness.workloads.chainer import chainer_nets as nets  # noqa: E402  (after Chainer's import through the shims)
+# Chainer (and the NumPy shims it needs) is imported when this module's first test runs, not when
+# pytest collects it: every xdist worker collects every module, and only those that run its tests
+# need Chainer.
+chainer = nets = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chainer_imported():
+    global chainer, nets
+    chainer, _ = compat_chainer.import_chainer()
+    # after Chainer's import through the shims
+    from harness.workloads.chainer import chainer_nets as nets
 
 
 def train(workload, steps=12):
