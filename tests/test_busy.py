@@ -235,7 +235,8 @@ def test_an_untraced_run_reads_nvml_over_its_timed_steps_and_runs_no_step_for_it
     monkeypatch.setattr(busy, "_profiled", no_trace)
     monkeypatch.setattr(busy, "_cupti_reading", no_trace)
     got, extra, from_timed = one_process(monkeypatch, lasted_s=1.0, traced=True, trace=False)
-    assert (got, extra, from_timed) == ({"fraction": 0.8, "gpus": [0.8], "source": "nvml", "sampled": ["gpu0"]}, 0, True)
+    assert (got, extra, from_timed) == (
+        {"fraction": 0.8, "gpus": [0.8], "source": "nvml", "sampled": ["gpu0"]}, 0, True)
     got, extra, _ = one_process(monkeypatch, lasted_s=0.001, traced=True, trace=False)
     assert extra == 0 and got["source"] == "none"
     assert got["reason"] == ("cupti: not traced in this run (no extra step); nvml: no reading of the timed steps "
@@ -289,4 +290,5 @@ def test_the_tracer_is_handed_the_steps_and_a_failing_one_leaves_nvml_to_answer(
     assert busy.gpu_busy(step, 0.25) == {"fraction": 0.7, "gpus": [0.7], "source": "nvml", "sampled": ["gpu0"]}
     monkeypatch.setattr(busy, "_nvml_reading", lambda w, timed: None)
     assert busy.gpu_busy(step, 0.25) == {
-        "source": "none", "reason": ("cupti: RuntimeError: no CUPTI here " + "y" * 300)[:200] + "; nvml: saw no GPU activity"}
+        "source": "none",
+        "reason": ("cupti: RuntimeError: no CUPTI here " + "y" * 300)[:200] + "; nvml: saw no GPU activity"}

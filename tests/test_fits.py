@@ -179,7 +179,8 @@ def test_the_next_budget_of_a_run_starts_from_the_last_ones_answer(fake_card, re
     assert second.check["known_fit"] == 5 and second.check["known_not_fit"] is None  # 6 failed under less
     logged = list((records_dir / "test-machine").glob("*.fits-probes.ndjson"))
     assert len(logged) == 1
-    assert second.check["probes"] < first.check["probes"] and second.check["probes"] == len(second.check["probe_seconds"])
+    assert second.check["probes"] < first.check["probes"]
+    assert second.check["probes"] == len(second.check["probe_seconds"])
 
 
 def test_earlier_runs_hint_the_bracket_they_found_and_none_where_they_disagree(tmp_path):
@@ -189,7 +190,8 @@ def test_earlier_runs_hint_the_bracket_they_found_and_none_where_they_disagree(t
         log.add(key, 16, {"n": fit, "fits": True, "peak_allocated": 14})
         log.add(key, 16, {"n": fail, "fits": False})
     earlier = probe_log.EarlierRuns([tmp_path / "a.ndjson", tmp_path / "b.ndjson"])
-    assert earlier.bracket(key, 16) == (9, 10) and earlier.runs(key) == [2, 0] and earlier.runs({"technique": "x"}) == [0, 0]
+    assert earlier.bracket(key, 16) == (9, 10)
+    assert earlier.runs(key) == [2, 0] and earlier.runs({"technique": "x"}) == [0, 0]
     assert earlier.bracket(key, 24) == (9, None)  # a failure under less says nothing about more
     probe_log.ProbeLog(tmp_path / "c.ndjson").add(key, 16, {"n": 12, "fits": True, "peak_allocated": 15})
     # 12 fit, 10 did not
@@ -214,7 +216,8 @@ def test_the_earlier_probe_logs_are_this_machines_other_runs_and_every_other_mac
     from harness.measure.records.store import RecordStore
     store = RecordStore(tmp_path)
     run = store.run_file("box", "0123abcd", "r2")
-    names = [store.probe_log(store.run_file(m, "0123abcd", r)) for m, r in (("box", "r1"), ("box", "r2"), ("other", "r9"))]
+    names = [store.probe_log(store.run_file(m, "0123abcd", r))
+             for m, r in (("box", "r1"), ("box", "r2"), ("other", "r9"))]
     for path in names:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("")

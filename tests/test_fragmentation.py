@@ -248,7 +248,7 @@ def test_the_everyday_loop_keeps_the_last_steps_logits_and_zeroed_gradients_into
         # What the third step's forward runs beside: the gradients its step zeroed, or none.
         backward, grads_held = trainer.backward, []
 
-        def noting():
+        def noting(grads_held=grads_held, trainer=trainer, backward=backward):  # this pass's, called in it
             grads_held.append(all(p.grad is not None for p in trainer.model.parameters()))
             return backward()
 

@@ -1,7 +1,7 @@
 """Kills at random moments leave nothing measuring: `harness run` stopped by SIGTERM or SIGKILL,
 a what-fits search killed, a parallel case's ranks killed, hung or failed (under a child subreaper
-too). After 5 s no process of theirs is left; the records are valid JSON lines; --resume completes with no duplicates and no
-gaps."""
+too). After 5 s no process of theirs is left; the records are valid JSON lines; --resume completes
+with no duplicates and no gaps."""
 import json
 import os
 import random

@@ -381,7 +381,8 @@ def test_the_seeds_page_holds_the_docs_seed_tables_each_cell_linked_to_the_recor
         for rid, text in links:
             rec = records[rid]
             assert rec["case"] == case
-            shown = "does_not_fit" if text.startswith("does not fit") else "failed" if text.startswith("failed") else "ok"
+            shown = ("does_not_fit" if text.startswith("does not fit")
+                     else "failed" if text.startswith("failed") else "ok")
             assert rec["outcome"] == shown, (rid, text)
 
 

@@ -91,7 +91,8 @@ def expected_rate(rec: dict) -> tuple[float, str]:
 def expected_peak(rec: dict, base: dict | None, kind: str) -> float | None:
     """The allocator's highest peak where both rows report one, else NVML's gain on the device."""
     def allocated(r):
-        peaks = [v for k, v in r["memory"].items() if k.startswith("allocator.") and ".max_" in k and "reserved" not in k]
+        peaks = [v for k, v in r["memory"].items()
+                 if k.startswith("allocator.") and ".max_" in k and "reserved" not in k]
         return max(peaks) if peaks else None
     if kind == "allocated":
         assert allocated(rec) and (base is None or allocated(base))
@@ -199,7 +200,8 @@ def test_tables_sort_and_filter_from_file(page, pages):
     tab, errors = page
     tab.goto((pages / "tricks.html").as_uri())
     raw = raw_records()
-    rids = "() => [...document.querySelectorAll('table.headline tbody tr[data-record]')].filter(r => !r.hidden).map(r => r.dataset.record)"
+    rids = ("() => [...document.querySelectorAll('table.headline tbody tr[data-record]')]"
+            ".filter(r => !r.hidden).map(r => r.dataset.record)")
     everything = tab.evaluate(rids)
     tab.select_option("#filter-outcome", "failed")
     failed = tab.evaluate(rids)
@@ -210,7 +212,8 @@ def test_tables_sort_and_filter_from_file(page, pages):
     tab.select_option("#filter-outcome", "")
     tab.select_option("#filter-gpu", "")
     head = tab.locator("table.headline").first.locator("thead th").nth(3)  # x baseline rate
-    groups = "t => [...t.tBodies].map(b => [b.rows[0].className, ...[...b.rows].slice(1).map(r => r.cells[3].innerText)])"
+    groups = ("t => [...t.tBodies].map(b => [b.rows[0].className, "
+              "...[...b.rows].slice(1).map(r => r.cells[3].innerText)])")
     before = tab.locator("table.headline").first.evaluate(groups)
     head.click()
     after = tab.locator("table.headline").first.evaluate(groups)

@@ -38,7 +38,8 @@ CI = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, Health
 
 # A page build takes a tenth of a second or more: a quarter of the budget keeps the suite fast;
 # OOMBENCH_HYPOTHESIS_EXAMPLES (or the "thorough" profile) asks for more.
-PAGES = settings(CI, max_examples=int(os.environ.get("OOMBENCH_HYPOTHESIS_EXAMPLES", 0)) or max(10, CI.max_examples // 4))
+PAGES = settings(CI, max_examples=int(os.environ.get("OOMBENCH_HYPOTHESIS_EXAMPLES", 0))
+                 or max(10, CI.max_examples // 4))
 
 
 @pytest.fixture(scope="module", autouse=True)

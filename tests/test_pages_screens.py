@@ -47,9 +47,10 @@ def pages(tmp_path_factory) -> Path:
 
 
 # Every font a canvas writes text in, as it writes it: what a chart draws, tooltip included.
-CANVAS_FONTS = """window.canvasFonts = [];
+CANVAS_FONTS = ("""window.canvasFonts = [];
 const fillText = CanvasRenderingContext2D.prototype.fillText;
-CanvasRenderingContext2D.prototype.fillText = function () { canvasFonts.push(this.font); return fillText.apply(this, arguments); };"""
+CanvasRenderingContext2D.prototype.fillText = function () { canvasFonts.push(this.font); """
+                """return fillText.apply(this, arguments); };""")
 
 
 @pytest.fixture(params=WIDTHS, ids=lambda w: f"{w}px")
@@ -84,7 +85,8 @@ BROKEN_WORDS = """() => {
   }
   return out;
 }"""
-SCROLLING_BOXES = "() => [...document.querySelectorAll('.wide, table')].filter(e => e.scrollWidth > e.clientWidth + 1).length"
+SCROLLING_BOXES = ("() => [...document.querySelectorAll('.wide, table')]"
+                   ".filter(e => e.scrollWidth > e.clientWidth + 1).length")
 
 
 def test_no_page_scrolls_sideways_and_no_value_breaks_inside_a_word(tab, pages):
@@ -111,7 +113,8 @@ def charts_of(tab) -> list[dict]:
 
 
 def overlap(a: dict, b: dict) -> bool:
-    return min(a["right"], b["right"]) > max(a["left"], b["left"]) and min(a["bottom"], b["bottom"]) > max(a["top"], b["top"])
+    return (min(a["right"], b["right"]) > max(a["left"], b["left"])
+            and min(a["bottom"], b["bottom"]) > max(a["top"], b["top"]))
 
 
 def test_charts_are_readable_their_key_off_the_plot_and_their_axes_from_zero(tab, pages):
@@ -169,25 +172,28 @@ def test_pointing_at_a_point_names_it_with_its_figures_and_a_click_opens_its_rec
 
 # -- asv's graph page: flot's legend under the stylesheet asv_site publishes ------------------------
 
-FLOT_PAGE = """<!doctype html><html><head><link rel="stylesheet" href="{css}"></head><body>
+FLOT_PAGE = ("""<!doctype html><html><head><link rel="stylesheet" href="{css}"></head><body>
 <div style="position: absolute; left: 220px; top: 60px; bottom: 10px; right: 20px;"><div id="main-graph"
  style="min-height: 100px; width: 100%; height: 100%"></div></div>
 <script src="{vendor}/jquery.min.js"></script><script src="{vendor}/flot/jquery.flot.js"></script>
 <script>
 var series = [];
-for (var s = 0; s < 30; s++) series.push({{label: "batch-" + s + "; cupy-cuda13x-14.2.0; gpu-H100 80GB HBM3 x1; numpy-2.5.2",
+for (var s = 0; s < 30; s++) series.push({{label: "batch-" + s + "; cupy-cuda13x-14.2.0; """
+             """gpu-H100 80GB HBM3 x1; numpy-2.5.2",
   data: [[0, s], [1, s + 1], [2, s]]}});
 window.plot = $.plot($("#main-graph"), series, {{legend: {{show: true, position: "nw"}}}});
-</script></body></html>"""
+</script></body></html>""")
 
 
 def test_asvs_legend_stands_beside_its_plot(tmp_path, browser):
-    (tmp_path / "graph.html").write_text(FLOT_PAGE.format(css=asv_site.LEGEND_CSS.as_uri(), vendor=asv_site.VENDOR.as_uri()))
+    (tmp_path / "graph.html").write_text(
+        FLOT_PAGE.format(css=asv_site.LEGEND_CSS.as_uri(), vendor=asv_site.VENDOR.as_uri()))
     page = browser.new_page(viewport={"width": 1400, "height": 800})
     page.goto((tmp_path / "graph.html").as_uri())
     plot, legend = page.evaluate("""() => {
       const g = document.getElementById('main-graph').getBoundingClientRect(), o = plot.getPlotOffset();
-      return [{left: g.left + o.left, top: g.top + o.top, right: g.left + o.left + plot.width(), bottom: g.top + o.top + plot.height()},
+      return [{left: g.left + o.left, top: g.top + o.top, right: g.left + o.left + plot.width(), """
+                                 """bottom: g.top + o.top + plot.height()},
               document.querySelector('#main-graph .legend table').getBoundingClientRect().toJSON()];
     }""")
     assert legend["width"] > 0 and not overlap(plot, legend), (plot, legend)

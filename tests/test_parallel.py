@@ -134,7 +134,8 @@ def test_more_gpus_than_the_box_has_is_skipped_with_the_reason():
     from harness.measure.instruments.devices import discover
     want = discover().count + 1
     rec = execute("parallel_lm", dict(strategy="ddp", device="cuda", gpus=8 if want <= 8 else want,
-                                      micro_batches=1, batch=8, depth=2, width=32, seq_len=16, nodes=1, transport="fast"))
+                                      micro_batches=1, batch=8, depth=2, width=32, seq_len=16, nodes=1,
+                                      transport="fast"))
     assert rec.outcome == SKIPPED and "needs 8 GPU(s)" in rec.reason
 
 

@@ -240,7 +240,8 @@ def test_every_table_the_docs_quote_is_what_the_command_prints_from_results(caps
         # A doc short of lines (the README's headline) may carry the footnotes in its prose instead.
         notes = [n.strip() for n in out[len(printed):].split("\n\n") if n.strip()]
         assert out.startswith(printed) and all(n in text for n in notes), \
-            f"{doc}'s table under `harness table {args}` is stale: run `python3 -m harness docs` and commit what it changes"
+            (f"{doc}'s table under `harness table {args}` is stale: "
+             "run `python3 -m harness docs` and commit what it changes")
     # no command changed a row the others read: each printed what the records alone give
     assert rows == pickle.loads(committed_rows)
 
@@ -456,13 +457,14 @@ def test_a_rate_is_written_in_its_units_with_its_share_of_the_ceiling_that_bound
     assert ceilings[-1] == "| matmul_bf16 | 767.9 TFLOP/s, - |"
     beyond = render(rows, "beyond", ["pattern", "budget"], "way", ["rate"], {"times": "1.5"})[0].splitlines()
     # a rate of the primary unit reads as a share; one of the bytes over the host link names that link
-    assert beyond[2] == ("| stream, 24GB | does not fit (a 36.0 GB request failed) | 3,029.9 GB/s (1.02 of device copy) "
-                         "| 69.6 GB/s (h2d 0.88 of pinned H2D, 0.99 beside D2H) |")
-    assert beyond[4] == ("| matmul, 24GB | does not fit (a 36.0 GB request failed) | 51.9 TFLOP/s (1.02 of fp32 matmul) "
-                         "| not run |")
+    assert beyond[2] == ("| stream, 24GB | does not fit (a 36.0 GB request failed) | 3,029.9 GB/s "
+                         "(1.02 of device copy) | 69.6 GB/s (h2d 0.88 of pinned H2D, 0.99 beside D2H) |")
+    assert beyond[4] == ("| matmul, 24GB | does not fit (a 36.0 GB request failed) | 51.9 TFLOP/s "
+                         "(1.02 of fp32 matmul) | not run |")
     other = load_rows(results_with(tmp_path / "other", H100_HOST_A_BEYOND, H100_HOST_B_CEILINGS))
     eff = render(other, "beyond", ["pattern", "budget"], "way", ["eff"], {"times": "1.5"})[0].splitlines()
-    assert eff[3] == "| reduce, 24GB | does not fit (a 36.0 GB request failed) | 0.96 of device copy§ | h2d 0.95 of pinned H2D§ |"
+    assert eff[3] == ("| reduce, 24GB | does not fit (a 36.0 GB request failed) | 0.96 of device copy§ "
+                      "| h2d 0.95 of pinned H2D§ |")
 
 
 def test_the_command_prints_the_table_its_footnotes_and_each_figure_against_the_base(tmp_path, capsys):
@@ -473,8 +475,8 @@ def test_the_command_prints_the_table_its_footnotes_and_each_figure_against_the_
         assert tables.main(results, *args) == 0
         return plain(capsys.readouterr().out).splitlines()
     beyond = printed("beyond", "pattern,budget", "way", "rate,eff", ["times=1.5"], "way=managed_pool")
-    assert beyond[2] == ("| stream, 24GB | does not fit (a 36.0 GB request failed) | 3,029.9 GB/s, 1.02 of device copy | "
-                         "69.6 GB/s (0.02x), h2d 0.88 of pinned H2D, 0.99 beside D2H |")
+    assert beyond[2] == ("| stream, 24GB | does not fit (a 36.0 GB request failed) | 3,029.9 GB/s, "
+                         "1.02 of device copy | 69.6 GB/s (0.02x), h2d 0.88 of pinned H2D, 0.99 beside D2H |")
     two = printed("beyond", "pattern,budget", "way", "rate", ["times=1.5"], "way=managed_pool,budget=24GB")
     assert two[3] == ("| reduce, 24GB | does not fit (a 36.0 GB request failed) | 2,854.3 GB/s (0.96 of device copy) | "
                       "51.9 GB/s (h2d 0.99 of pinned H2D) (0.02x) |")
@@ -483,7 +485,8 @@ def test_the_command_prints_the_table_its_footnotes_and_each_figure_against_the_
     assert tricks[-2:] == ["", "Peaks here cover the whole case (build, warm-up, steps and check): these records were "
                            "written before peaks covered the timed steps alone (schema 1)."]
     resnet = printed("tricks", "technique,micro_batch", "budget", "step,peak", ["workload=resnet50_2048"])
-    assert resnet[2] == "| fp32, 2 | not run | not run | failed (loss gap 0.014 from fp32, 0.0048 allowed): 16.3 / 17.7 GB | not run |"
+    assert resnet[2] == ("| fp32, 2 | not run | not run | failed (loss gap 0.014 from fp32, 0.0048 allowed): "
+                         "16.3 / 17.7 GB | not run |")
     assert resnet[4].startswith("| save_on_cpu, 10 | does not fit in host memory (67.1 GB asked) |")
     assert tables.main(tmp_path, "tricks", "technique", "budget", "step", []) == 2
     assert capsys.readouterr().err == (f"oombench table: {tmp_path} holds no records/ folder: pass --results with the "

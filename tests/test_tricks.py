@@ -10,7 +10,6 @@ from harness.cases import tricks
 from harness.workloads.training import tricks as trick_steps
 from harness.workloads.training.ways import Way, parse
 from harness.workloads.training.models import EncDecConfig, LMConfig, encoder_decoder, parameter_count, transformer_lm
-from harness.measure.outcomes import CheckFailed
 from harness.drive.runner import execute
 from harness.workloads.training.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
 from harness.workloads.training.trainer import Trainer, precision, split, token_loss_sum
@@ -259,8 +258,8 @@ def test_a_wider_lm_trains_at_an_adam_rate_scaled_down_with_its_width_and_a_resn
         trainer.close()
     assert rates == {64: LR, 1024: LR, 2048: LR / 2}
     tiny_torchvision(monkeypatch)
-    trainer, _ = trick_steps.make_trainer(device="cpu", workload="resnet50", way=Way(), batch=2, micro_batch=2, vocab=64,
-                              width=2048, depth=1, seq_len=8)
+    trainer, _ = trick_steps.make_trainer(device="cpu", workload="resnet50", way=Way(), batch=2, micro_batch=2,
+                                          vocab=64, width=2048, depth=1, seq_len=8)
     assert trainer.optimizer.param_groups[0]["lr"] == LR  # width is the LM's: an image model ignores it
 
 
