@@ -98,6 +98,8 @@ def test_each_value_carries_the_facts_the_check_and_the_search_have_always_held_
     # TF32 and bf16 need Ampere's tensor cores, fp16 Volta's: declared, not enforced
     assert ways.CAPABILITY == {"tf32": (8, 0), "bf16_autocast": (8, 0), "bf16_params": (8, 0),
                                "fp16_autocast": (7, 0)}
+    # the 16-bit ones: TF32 keeps fp32 tensors, so it is no half precision
+    assert ways.HALF == ("fp16_autocast", "bf16_autocast", "bf16_params")
 
 
 def test_a_combination_has_its_knobs_facts():

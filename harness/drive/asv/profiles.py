@@ -28,12 +28,13 @@ run short, run the first expressions alone first (``--bench``).
 from __future__ import annotations
 
 from harness.report.selection import Select
-from harness.workloads.training.tricks import IMAGE_ONLY, PRECISION_TECHNIQUES, TECHNIQUES
+from harness.workloads.training import ways
+from harness.workloads.training.tricks import IMAGE_ONLY, TECHNIQUES
 
 # Half precision on a CPU without bf16/fp16 units runs on slow reference kernels (seconds a step
 # on two cores) and says nothing about cards: the standard CPU part leaves those techniques out,
 # and channels_last, which the CPU's LM skips.
-HALF_PRECISIONS = tuple(t for t in PRECISION_TECHNIQUES if "16" in t)
+HALF_PRECISIONS = ways.HALF
 CPU_TECHNIQUES = tuple(t for t in TECHNIQUES if t not in HALF_PRECISIONS + IMAGE_ONLY)
 CPU = [Select("ceilings", "Host"), Select("chainer_pool", "GcnCpu", "TorchGcnCpu", "MlpCpu", "CnnCpu"),
        Select("parallel", "LmCpuSingle", "LmCpu", "LmCpuPipeline"),

@@ -121,7 +121,9 @@ class Value:
     not do: a model that memorises its batch drives the loss towards zero, where rounding alone is
     a large share. ``one_sided``: held to it above fp32's curve only. ``grows_on_host``: what it
     keeps in host memory grows with the batch and the sequence. ``capability``: the least CUDA
-    compute capability it runs as intended on (declared, not enforced: nothing skips on it)."""
+    compute capability it runs as intended on (declared, not enforced: nothing skips on it).
+    ``half``: it computes in a 16-bit float, which a CPU without such units runs on slow
+    reference kernels."""
     token: str
     knob: str
     tolerance: float
@@ -129,6 +131,7 @@ class Value:
     one_sided: bool = False
     grows_on_host: bool = False
     capability: tuple[int, int] | None = None
+    half: bool = False
 
 
 REGISTRY: dict[str, Value] = {}
@@ -157,9 +160,9 @@ AMPERE, VOLTA = (8, 0), (7, 0)  # tensor cores compute TF32 and bf16 from Ampere
 # parameters lose small updates for want of an fp32 master copy.
 register("fp32", "precision", ROUNDING)
 register("tf32", "precision", 1e-2, capability=AMPERE)
-register("fp16_autocast", "precision", 2e-2, capability=VOLTA)
-register("bf16_autocast", "precision", 3e-2, capability=AMPERE)
-register("bf16_params", "precision", 5e-2, capability=AMPERE)
+register("fp16_autocast", "precision", 2e-2, capability=VOLTA, half=True)
+register("bf16_autocast", "precision", 3e-2, capability=AMPERE, half=True)
+register("bf16_params", "precision", 5e-2, capability=AMPERE, half=True)
 register("checkpoint", "checkpoint", ROUNDING)
 # Tied embeddings, padding and the cap change the model or the data themselves: learning faster
 # than fp32 is no fault of theirs, and a model with one embedding matrix fewer may learn slower, so
@@ -208,6 +211,7 @@ SINGLE = registered(lambda v: v.knob != "allocator")
 TOLERANCE = {token: value.tolerance for token, value in REGISTRY.items()}
 ONE_SIDED = registered(lambda v: v.one_sided)
 GROWS_ON_HOST = registered(lambda v: v.grows_on_host)
+HALF = registered(lambda v: v.half)
 CAPABILITY = {token: value.capability for token, value in REGISTRY.items() if value.capability}
 LM_ONLY = registered(lambda v: v.only == ONLY_LM)
 IMAGE_ONLY = registered(lambda v: v.only == ONLY_IMAGES)
