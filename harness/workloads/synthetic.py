@@ -19,8 +19,8 @@ from harness.measure.instruments.machine import machine_name
 from harness.measure.records.record import Record
 from harness.measure.records.store import RecordStore
 from harness.measure.instruments.timing import Timing
+from harness.units import GiB
 
-GiB = 2**30
 CONFIGS = ([("ceilings", {"probe": p}, {"bytes": 2 * GiB}) for p in ("host_copy", "device_copy", "h2d_pinned")]
            + [("tricks", {"workload": w, "batch": 16, "device": "cuda", "technique": t, "budget": b}, {"samples": 16})
               for w, t, b in product(("lm", "resnet50_1024"), ("fp32", "amp", "checkpoint", "accumulate", "offload"),

@@ -35,9 +35,7 @@ from typing import Callable, Iterator
 
 from harness.measure.outcomes import DoesNotFit, Skip
 from harness.measure.guards.safety import OPT_IN_ENV
-from harness.units import GB, gb
-
-MiB = 2**20
+from harness.units import GB, MiB, gb
 
 
 @dataclass(frozen=True)
