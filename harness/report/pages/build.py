@@ -34,6 +34,7 @@ from harness.units import figure, gb
 
 MARK = ".oombench-pages"  # lists what a build wrote: a folder holding only that, a build may replace whole
 BUILDING, OLD = "building", "old"  # the temporary folders beside --out: the new pages, the old ones going
+ASV_SITE = "../html/index.html"  # where asv's own site sits, from the pages' folder
 FITS_OPEN = 12  # a "what fits" table of more parameter sets than this starts folded: a screen of it is enough
 
 
@@ -237,7 +238,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     pages = names(by_case)
     linked = set()  # the records a figure links to: the provenance pages hold those, written last
     env = jinja(all_rows, pages, linked)  # each rate's ceiling is its own host's, though a later host measured one
-    common = {"cases": cases, "pages": pages.page, "prov_pages": pages.provenance, "asv_site": "../html/index.html",
+    common = {"cases": cases, "pages": pages.page, "prov_pages": pages.provenance, "asv_site": asv_link(into),
               "local": local_label(results)}
     written, claimed = [], set()
 
@@ -271,6 +272,12 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     for case, rs in sorted(shown_by_case.items()):
         write(pages.provenance[case], "provenance.html", rows=rs, case=case, total=len(by_case[case]))
     return written
+
+
+def asv_link(into: Path) -> str:
+    """The address of asv's site beside the pages (``harness pages`` publishes it to ../html), or ""
+    where none is there (a ``--no-asv`` build, another --out): a page never links to nothing."""
+    return ASV_SITE if (Path(into).parent / ASV_SITE.removeprefix("../")).is_file() else ""
 
 
 def local_label(results: Path) -> str:
