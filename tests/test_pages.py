@@ -9,7 +9,9 @@ import re
 import shutil
 import threading
 from html import unescape
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -66,6 +68,60 @@ def test_every_linked_record_has_one_provenance_entry_and_every_link_lands(site)
     for page in pages.glob("*.html"):
         for name, rid in re.findall(r'href="(provenance-[^"#]+)#(r-[0-9a-f]{10})"', page.read_text()):
             assert rid in anchors.get(name, ()), f"{page.name} links to {name}#{rid}, which has no entry there"
+
+
+class Links(HTMLParser):
+    """A page's addresses (href, src) and the ids it holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.links, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.ids.update(v for k, v in attrs.items() if k in ("id", "name") and v)
+        self.links += [v for k, v in attrs.items() if k in ("href", "src") and v is not None]
+
+
+def dead_links(folder: Path) -> list[str]:
+    """Every address of every page under ``folder`` that lands nowhere: no such file, or no such
+    id in it ("" and "data:" need no file; a page's own "#id" needs the id)."""
+    parsed = {}
+
+    def parse(path: Path) -> Links:
+        if path not in parsed:
+            parsed[path] = Links()
+            parsed[path].feed(path.read_text())
+        return parsed[path]
+    dead = []
+    for page in sorted(folder.glob("*.html")):
+        for link in parse(page).links:
+            if link.startswith("data:"):
+                continue
+            file, _, anchor = link.partition("#")
+            target = (page.parent / unquote(file)).resolve() if file else page
+            if not target.is_file() or (anchor and target.suffix == ".html" and anchor not in parse(target).ids):
+                dead.append(f"{page.name}: {link}")
+    return dead
+
+
+def test_every_address_of_every_page_lands_on_a_file_and_its_anchor(site):
+    assert list((site / "pages").glob("*.html")) and dead_links(site / "pages") == []
+
+
+def test_asvs_history_is_linked_only_where_asvs_site_stands_beside_the_pages(tmp_path):
+    src = sorted((FROZEN / "records").rglob("*.jsonl"))[0]
+    (tmp_path / "results" / "records" / "one").mkdir(parents=True)
+    shutil.copy(src, tmp_path / "results" / "records" / "one" / src.name)
+    args = {"results": str(tmp_path / "results"), "out": str(tmp_path / "pages")}
+    assert build.main(**args) == 0  # as `harness pages --no-asv` builds them: no asv site there
+    assert "asv history" not in (tmp_path / "pages" / "index.html").read_text()
+    assert dead_links(tmp_path / "pages") == []
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "index.html").write_text("<html><body>asv</body></html>")
+    assert build.main(**args) == 0
+    assert '<a href="../html/index.html">asv history</a>' in (tmp_path / "pages" / "index.html").read_text()
+    assert dead_links(tmp_path / "pages") == []
 
 
 def test_pages_show_two_gpu_models_or_counts_and_two_library_versions(site):

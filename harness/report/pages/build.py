@@ -21,13 +21,13 @@ from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.records.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
 from harness.report.pages import charts, chooser, headline, versions
-from harness.report.families import family
+from harness.report.families import family, memory_name
 from harness.report.pages.names import Names, UnsafePath, inside, names
 from harness.report.pages.fmt import fmt_params, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.model import Row, latest, load_rows, newest_stack, what_fits
 from harness.report.selection import expression
-from harness.report.specs import SEEDS, SEEDS_INTRO
+from harness.report.specs import HEADLINE, SEEDS, SEEDS_INTRO
 from harness.report.tables import (ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP, WHOLE_CASE,
                                    does_not_fit)
 from harness.units import figure, gb
@@ -65,6 +65,7 @@ def ceiling_rows(rows: list[Row], machine: str, probes: tuple) -> list[tuple[str
 def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
     fam = family(case)
     ft = family_table(rows)
+    sections = answer_sections(case, newest_stack(rows)) if fam.pareto else []
     envs = ft["envs"]
     schemas = {r.record.schema for r in rows if r.record.outcome == OK}
     return {"case": case, "family": fam, "envs": envs, "table": ft["shown"], "folded": ft["folded"],
@@ -72,9 +73,10 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
-            "sections": answer_sections(case, newest_stack(rows)) if fam.pareto else [],
+            "sections": sections, "words": headline.in_words(sections[0]) if sections else "",
+            "memory": memory_name(case),
             "baseline": fmt_params(dict(fam.baseline)) if fam.baseline else "",
-            "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
+            "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in dict.fromkeys(e[0] for e in envs)},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
             "answers": answers_view(fam.answer, rows) if fam.answer else None}
 
@@ -139,6 +141,17 @@ def seeds_view(rows: list[Row]) -> list[dict]:
         out.append({"id": f"seed-{len(out)}-{slug}", "title": spec.title, "text": spec.text,
                     "command": spec.command(), "bench": expression(spec.bench), "grid": made, "why": why})
     return out
+
+
+def headline_view(rows: list[Row]) -> dict | None:
+    """The README's headline table (``specs.HEADLINE``) as the seeds' tables are shown, or None
+    where these records hold none of it (a folder of local runs)."""
+    try:
+        made = HEADLINE.grid(rows)
+    except ValueError:  # two records in one cell: the family page still shows each
+        return None
+    return None if made is None else {"grid": made, "command": HEADLINE.command(),
+                                      "where": " ".join(HEADLINE.where), "case": HEADLINE.case}
 
 
 def code_spans(text: str) -> Markup:
@@ -259,7 +272,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     shown_of = defaultdict(list)
     for r in shown:
         shown_of[r.case].append(r)
-    write("index.html", "index.html", machines=machines_view(all_rows, results),
+    write("index.html", "index.html", machines=machines_view(all_rows, results), headline=headline_view(all_rows),
           counts={c: len(shown_of[c]) for c in cases},
           versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
     write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))

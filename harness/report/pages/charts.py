@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness.measure.outcomes import OK
 from harness.report.families import memory_name
-from harness.report.pages.headline import headline_group
+from harness.report.pages.headline import leading
 from harness.report.pages.fmt import fmt_params
 from harness.report.model import Row, pareto
 from harness.units import GB, figure, gb
@@ -70,15 +70,15 @@ def points(rows: list[Row]) -> list[Point]:
 def charts_for(case: str, rows: list[Row]) -> list[dict]:
     """One chart per workload and GPU (machine and library versions): a frontier drawn across
     16k to 2M nodes, or across two cards, compares nothing. A workload of more than ``MOST``
-    points is split (``split``), each part a chart titled by what holds it apart; the README's
-    headline workload comes first."""
+    points is split (``split``), each part a chart titled by what holds it apart; in the order
+    of the answer's tables (``headline.leading``)."""
     groups = defaultdict(list)
     for r in rows:
         if r.record.outcome == OK and r.peak() is not None:
             groups[(fmt_params(r.workload), r.environment_key)].append(r)
     memory = memory_name(case)
     out = []
-    for (workload, env), wrows in sorted(groups.items(), key=lambda kv: (not headline_group(kv[1]), kv[0])):
+    for (workload, env), wrows in sorted(groups.items(), key=lambda kv: leading(kv[0], kv[1])):
         unit = wrows[0].rate()[1]
         title = f"{case} on {env[0]}: {workload}" if workload != "(none)" else f"{case} on {env[0]}"
         for part, rs in split([r for r in wrows if r.rate()[1] == unit]):
