@@ -12,6 +12,7 @@ from harness import cases
 
 from harness.report.pages import build
 from harness.report.families import family
+from harness.report.specs import HEADLINE
 from conftest import FROZEN, PHONE
 from test_pages import raw_records
 
@@ -148,10 +149,13 @@ def test_every_figure_of_the_answer_equals_its_record(pages, visits):
 def test_the_answer_comes_first_and_every_parameter_set_one_click_below(page, pages):
     tab, _ = page
     tab.goto((pages / "tricks.html").as_uri())
-    order = tab.evaluate("""() => ['#answer', 'details.gpu table.headline', 'details.gpu figure canvas',
-        '#every-figure-details', '#provenance-link', '#fits-details']
+    order = tab.evaluate("""() => ['h1', '#answer-words', '#answer', 'details.gpu table.headline',
+        'details.gpu figure canvas', '#every-figure-details', '#fits-details', '#how', '#provenance-link']
         .map(s => document.querySelector(s).getBoundingClientRect().top)""")
-    assert order == sorted(order) and order[2] > 0  # the first GPU's table, then its charts, on show
+    assert order == sorted(order) and order[4] > 0  # the first GPU's table, then its charts, on show; method last
+    # the README's headline workload heads the first table: the README's answer is the page's first
+    heading = tab.locator("table.headline tr.group").first.inner_text().split()
+    assert all(pair in heading for pair in HEADLINE.where), heading
     sections = tab.locator("details.gpu")
     assert sections.count() >= 2 and sections.first.get_attribute("open") is not None
     assert all(sections.nth(i).get_attribute("open") is None for i in range(1, sections.count()))

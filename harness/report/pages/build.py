@@ -2,6 +2,7 @@
 pages, static, from the committed results/. Data flows one way: records -> rows -> views -> HTML."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -154,6 +155,12 @@ def headline_view(rows: list[Row]) -> dict | None:
                                       "where": " ".join(HEADLINE.where), "case": HEADLINE.case}
 
 
+def runs(items: list[dict], key: str) -> list[tuple]:
+    """(value, items) for each run of like ``key``, in the order given: Jinja's groupby sorts by
+    the value, which would put the answer's leading workload wherever its name sorts."""
+    return [(value, list(group)) for value, group in itertools.groupby(items, key=lambda item: item[key])]
+
+
 def code_spans(text: str) -> Markup:
     """A spec's text with its `backtick` spans as <code>, everything escaped."""
     parts = str(text).split("`")
@@ -213,7 +220,7 @@ def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environme
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, bytecode_cache=COMPILED)
     env.filters.update(rate=figure, times=fmt_times, bytes=gb, params=fmt_params, code=code_spans, words=words,
-                       does_not_fit=does_not_fit)  # worded as the tables word it
+                       does_not_fit=does_not_fit, runs=runs)  # worded as the tables word it
     ceilings = Ceilings(r.record for r in rows)
 
     def eff(row: Row) -> str:
