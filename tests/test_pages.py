@@ -21,6 +21,7 @@ from harness.report import tables
 from harness.report import model
 from harness.report.pages import build, names
 from harness.report.families import Family, family
+from harness.report.specs import HEADLINE
 
 from conftest import FROZEN, plain, results_with
 
@@ -462,3 +463,31 @@ def test_provenance_holds_the_records_the_figures_come_from_and_not_the_runs_the
     counts = re.findall(r"</a>: (\d+) of (\d+) record\(s\)</li>", (pages / "provenance.html").read_text())
     assert sum(int(n) for n, _ in counts) == len(held)  # the index counts what each page holds, of all on file
     assert sum(int(m) for _, m in counts) == len(files) * len(synthetic.CONFIGS)
+
+
+def test_a_records_memory_figure_is_the_same_in_its_answer_line_and_on_its_chart(site):
+    """One memory figure per record: the table's peak and the chart's, the same text under the same name."""
+    text = (site / "pages" / "tricks.html").read_text()
+    table = {rid: (kind, shown) for rid, kind, shown in re.findall(
+        r'data-record="(r-[0-9a-f]{10})" data-kind="head-peak" data-peak="([^"]*)">([^<]*)<', text)}
+    drawn = [json.loads(unescape(spec)) for spec in
+             re.findall(r'<script type="application/json" class="chart-data">(.*?)</script>', text, re.S)]
+    both = 0
+    for chart in drawn:
+        assert len(chart["points"]) <= 12  # a dozen points a chart at most
+        for p in chart["points"]:
+            rid = p["href"].split("#")[1]
+            if rid in table:
+                kind, shown = table[rid]
+                assert chart["x_label"] == f"{kind} (GB)" and p["lines"][1] == f"{shown} {kind}", (rid, p, table[rid])
+                both += 1
+    assert both > 10
+
+
+def test_the_index_opens_with_the_readmes_headline_each_cell_linked_to_its_record(site):
+    text = (site / "pages" / "index.html").read_text()
+    made = HEADLINE.grid(model.load_rows(FROZEN))
+    shown = re.search(r'<table id="headline-table">(.*?)</table>', text, re.S)
+    assert shown and text.index('id="headline-table"') < text.index('id="which-way-out"')
+    cells = [unescape(c) for c in re.findall(r'data-record="r-[0-9a-f]{10}">([^<]*)</a>', shown.group(1))]
+    assert cells == [t for _, line in made.lines for t, row in line if row is not None] and cells
