@@ -78,7 +78,8 @@ def test_points_take_a_colour_each_then_the_next_marker_filled_on_the_frontier_o
 
 
 def test_a_chart_is_drawn_per_workload_and_gpu_of_the_rows_that_ran_with_a_peak(monkeypatch):
-    monkeypatch.setattr(charts, "memory_name", lambda case: families.MEMORY_NAMES["device" if case == "tricks" else "host"])
+    monkeypatch.setattr(charts, "memory_name",
+                        lambda case: families.MEMORY_NAMES["device" if case == "tricks" else "host"])
     lm, cnn = {"workload": "lm"}, {"workload": "cnn"}
     rows = [row({"t": "a"}, workload=lm, peak=2 * GB, rate=(5.0, "tokens/s"), technique={"t": "a"}),
             row({"t": "b"}, workload=lm, peak=1 * GB, rate=(9.0, "tokens/s"), technique={"t": "b"}),

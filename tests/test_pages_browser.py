@@ -356,7 +356,8 @@ def test_the_choosers_answer_is_above_the_fold_on_a_phone_for_every_card_and_wor
         tab.select_option("#card", card)
         tab.select_option("#workload", workload)
         shown = tab.evaluate("""() => [...document.querySelectorAll('section.choice')].filter(s => !s.hidden)
-            .map(s => { const b = s.querySelector('h2 + *').getBoundingClientRect(); return [s.id, b.top, b.bottom]; })""")
+            .map(s => { const b = s.querySelector('h2 + *').getBoundingClientRect();
+                        return [s.id, b.top, b.bottom]; })""")
         assert [s[0] for s in shown] == [f"{card}--{workload}"]
         assert shown[0][1] < FOLD, (card, workload, shown)  # the answer starts on the first screen
     assert errors == []

@@ -214,8 +214,8 @@ def answer_words(spec: Spec | None, rows: list[Row]) -> str:
     made = spec.grid(rows) if spec is not None else None
     if made is None:
         return ""
-    workload = set(pages_family(spec.case).workload) | {tables.MACHINE}
-    ways = [d for d in spec.down.split(",") if d not in workload]
+    workload = set(pages_family(spec.case).workload)
+    ways = [d for d in spec.down.split(",") if d not in workload | {tables.MACHINE}]
     said = []
     for col, column in enumerate(made.head[1:]):
         groups = defaultdict(list)
@@ -224,17 +224,21 @@ def answer_words(spec: Spec | None, rows: list[Row]) -> str:
             if row is not None and row.record.outcome == OK and row.record.timing and row.record.device_bytes():
                 groups[(tables.machine_label(row), json.dumps(row.workload, sort_keys=True, default=str))].append(row)
         ran = max(groups.values(), key=len, default=[])
-        if len(ran) < 2 or not ways:
-            continue
-        name = lambda r: markdown.code(" ".join(f"{k}={r.record.params.get(k)}" for k in ways))  # noqa: E731
-        least = min(ran, key=lambda r: (r.record.device_bytes(), r.record.timing.median_s))
-        fastest = min(ran, key=lambda r: (r.record.timing.median_s, r.record.device_bytes()))
-        held = [f"{d}={ran[0].record.params.get(d)}" for d in spec.down.split(",") if d in workload - {tables.MACHINE}]
-        where = column if spec.across == tables.MACHINE else f"{column}, {' '.join(held + ['on'])} {tables.machine_label(ran[0])}"
-        said.append(f"{where}: the least device memory {name(least)} "
-                    f"({gb(least.record.device_bytes())}), the shortest step {name(fastest)} "
-                    f"({fastest.record.timing.median_s:.4g} s)")
+        if len(ran) >= 2 and ways:
+            held = [f"{d}={ran[0].record.params.get(d)}" for d in spec.down.split(",") if d in workload]
+            where = column if spec.across == tables.MACHINE else \
+                f"{column}, {' '.join(held + ['on'])} {tables.machine_label(ran[0])}"
+            said.append(f"{where}: {_least_and_fastest(ran, ways)}")
     return f"**The answer**, from the first table ({spec.title}): {'; '.join(said)}." if said else ""
+
+
+def _least_and_fastest(ran: list[Row], ways: list[str]) -> str:
+    def name(r: Row) -> str:
+        return markdown.code(" ".join(f"{k}={r.record.params.get(k)}" for k in ways))
+    least = min(ran, key=lambda r: (r.record.device_bytes(), r.record.timing.median_s))
+    fastest = min(ran, key=lambda r: (r.record.timing.median_s, r.record.device_bytes()))
+    return (f"the least device memory {name(least)} ({gb(least.record.device_bytes())}), "
+            f"the shortest step {name(fastest)} ({fastest.record.timing.median_s:.4g} s)")
 
 
 # -- the headline --------------------------------------------------------------------------------
