@@ -245,3 +245,13 @@ def test_a_gpus_answer_in_words_names_the_least_memory_and_the_fastest_way_of_it
         f"technique=checkpoint micro_batch=64 budget=card ({gb(2 * G)}, 0.40x the baseline); the fastest is "
         f"{BF16} (4.00 k tokens/s, 2.00x the baseline).")  # the failed check and the other workload say nothing
     assert headline.in_words({"env": ("h100", "t"), "lines": [], "budget_lines": []}) == ""
+
+
+def test_allocator_settings_read_apart_by_what_they_hold_on_the_device_though_they_allocate_alike(tmp_path):
+    def setting(allocator: str, device: int) -> Record:
+        return dataclasses.replace(trick(allocated=10 * G, device=device), case="fragmentation",
+                                   params={"device": "cuda", "workload": "lm", "allocator": allocator})
+    table = one_table(tmp_path, setting("default", 40 * G), setting("expandable", 19 * G))
+    assert [(ln["technique"], ln["peak"], ln["peak_kind"], ln["peak_x"]) for ln in table["lines"]] == [
+        ("allocator=default draws=0 references=drop", 40 * G, DEVICE, 1.0),
+        ("allocator=expandable draws=0 references=drop", 19 * G, DEVICE, 19 / 40)]  # parameters added since, filled
