@@ -93,6 +93,11 @@ def chromium() -> str:
     return path
 
 
+# An iPhone 12-class phone as Chromium emulates one (CDP's device metrics override with mobile on,
+# and touch): a page without a viewport tag is laid out 980 px wide there and shown shrunk.
+PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 3, "is_mobile": True, "has_touch": True}
+
+
 @pytest.fixture(scope="session")
 def browser():
     """One headless Chromium for every test of this worker that reads pages: each module opens its

@@ -209,3 +209,35 @@ def test_no_test_reads_the_repositorys_results():
     found = [f"{p.name}:{n}: {line.strip()}" for p in sorted(Path(__file__).parent.glob("test_*.py"))
              for n, line in enumerate(p.read_text().splitlines(), start=1) if READS_RESULTS.search(line)]
     assert found == [], "read conftest.FROZEN or plant records in tmp_path instead:\n" + "\n".join(found)
+
+
+def test_every_results_page_opens_with_its_answer_and_ends_with_how_and_where_from(generated):
+    """The answer first: a sentence and the tables; how they were measured, the provenance and the
+    inventory last. The headline's table comes before the paragraph that says what it is."""
+    heads = ("## Tables", "## How these were measured", "## Where these figures come from", "## What is there")
+    for path, text in generated.items():
+        if not path.startswith("docs/results/") or path.endswith("compares.md"):
+            continue
+        at = [text.find(h) for h in heads if h in text]
+        assert at == sorted(at) and at[0] == text.index("\n## ") + 1, (path, at)  # the first heading is the tables'
+        assert text.index("\n### ") < text.find("## How these were measured"), path  # a table before the method
+    words = generated["docs/results/tricks.md"].split("\n## Tables")[0]
+    assert "**The answer**" in words and "least device memory" in words  # the answer in words, before the tables
+    head = generated["docs/headline.md"]
+    assert head.index("\n| ") < head.index("Every technique of") < head.index("```sh")
+
+
+def test_the_answer_in_words_names_the_least_memory_and_the_shortest_step_of_each_column(frozen_rows):
+    from harness.report.specs import FAMILIES
+    tricks = next(f for f in FAMILIES if f.name == "tricks")
+    made = tricks.specs[0].grid(frozen_rows)
+    said = docs.answer_words(tricks.specs[0], frozen_rows)
+    for col, column in enumerate(made.head[1:]):
+        ran = [row for _, cells in made.lines for _, row in cells[col:col + 1]
+               if row is not None and row.record.outcome == "ok" and row.record.device_bytes()]
+        least = min(ran, key=lambda r: (r.record.device_bytes(), r.record.timing.median_s))
+        fastest = min(ran, key=lambda r: (r.record.timing.median_s, r.record.device_bytes()))
+        assert (f"{column}: the least device memory `technique={least.record.params['technique']}` "
+                f"({docs.gb(least.record.device_bytes())}), the shortest step "
+                f"`technique={fastest.record.params['technique']}` ({fastest.record.timing.median_s:.4g} s)") in said
+    assert docs.answer_words(None, frozen_rows) == ""

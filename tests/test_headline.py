@@ -13,6 +13,7 @@ from harness.measure.records.record import Record
 from harness.measure.instruments.timing import Timing
 from harness.report import families
 from harness.report.pages import headline
+from harness.units import gb
 from harness.report.model import load_rows, versions_of
 
 from conftest import fake_devices
@@ -26,6 +27,7 @@ WORKLOAD = "device=cuda workload=lm batch=64 seq_len=1024 vocab=32000 width=1024
 TOKENS = {"tokens": 1000}  # 2.00 k tokens/s at a 0.5 s step: every multiple here is exact
 FP32 = "technique=fp32 micro_batch=64 budget=card"
 BF16 = "technique=bf16_autocast micro_batch=64 budget=card"
+DEVICE = "peak device memory gain"  # the family's one memory figure, as its table and chart name it
 
 
 def memory(allocated=None, device=None, host=None) -> dict:
@@ -77,32 +79,31 @@ def one_table(tmp_path, *records) -> dict:
 
 # -- the multiples -----------------------------------------------------------------------------------
 
-def test_a_techniques_rate_and_allocated_peak_read_as_multiples_of_fp32_on_the_same_card(tmp_path):
+def test_a_techniques_rate_and_device_peak_read_as_multiples_of_fp32_on_the_same_card(tmp_path):
     table = one_table(tmp_path, trick(allocated=4 * G, device=5 * G),
                       trick("bf16_autocast", step=0.25, allocated=2 * G, device=3 * G))
     assert table["env"] == ("nvidia-h100-80gb-hbm3-x1", versions_of(trick()))
     assert table["budget_lines"] == [] and [ln["workload"] for ln in table["lines"]] == [WORKLOAD] * 2
     assert [seen(ln) for ln in table["lines"]] == [
-        {"workload": WORKLOAD, **figures(FP32, FP32, (2.0, "k tokens/s"), 1.0, 4 * G, "allocated", 1.0)},
-        {"workload": WORKLOAD, **figures(BF16, FP32, (4.0, "k tokens/s"), 2.0, 2 * G, "allocated", 0.5)}]
+        {"workload": WORKLOAD, **figures(FP32, FP32, (2.0, "k tokens/s"), 1.0, 5 * G, DEVICE, 1.0)},
+        {"workload": WORKLOAD, **figures(BF16, FP32, (4.0, "k tokens/s"), 2.0, 3 * G, DEVICE, 0.6)}]
 
 
-def test_a_peak_is_read_on_the_device_on_both_sides_where_either_lacks_the_allocators(tmp_path):
+def test_a_peak_is_read_on_the_device_on_both_sides_whether_or_not_either_reports_the_allocators(tmp_path):
     base, mine = rows_of(tmp_path, trick(device=5 * G), trick("bf16_autocast", allocated=2 * G, device=4 * G))
-    assert seen(headline.line(mine, base)) == figures(BF16, FP32, (2.0, "k tokens/s"), 1.0, 4 * G, "device", 0.8)
-    assert seen(headline.line(base, mine)) == figures(FP32, BF16, (2.0, "k tokens/s"), 1.0, 5 * G, "device", 1.25)
+    assert seen(headline.line(mine, base)) == figures(BF16, FP32, (2.0, "k tokens/s"), 1.0, 4 * G, DEVICE, 0.8)
+    assert seen(headline.line(base, mine)) == figures(FP32, BF16, (2.0, "k tokens/s"), 1.0, 5 * G, DEVICE, 1.25)
 
 
-def test_peak_of_reads_the_allocators_peak_where_no_base_lacks_it_else_the_familys_memory(tmp_path, monkeypatch):
+def test_peak_of_reads_the_familys_one_memory_figure_never_the_allocators_peak(tmp_path, monkeypatch):
+    # the allocator's peak is the same under every allocator setting: what a setting changes is
+    # what it reserves, which the device's figure holds (fragmentation's answer)
     both, device_only = rows_of(tmp_path, trick(allocated=2 * G, device=3 * G, host=7 * G), trick(device=5 * G))
-    assert headline.peak_of(both) == (2 * G, "allocated")
-    assert headline.peak_of(both, both) == (2 * G, "allocated")
-    assert headline.peak_of(both, device_only) == (3 * G, "device")
-    assert headline.peak_of(device_only, both) == (5 * G, "device")
-    assert headline.peak_of(device_only) == (5 * G, "device")
+    assert headline.peak_of(both) == (3 * G, DEVICE)
+    assert headline.peak_of(device_only) == (5 * G, DEVICE)
     monkeypatch.setitem(families.FAMILIES, "tricks", dataclasses.replace(families.family("tricks"), memory="host"))
-    assert headline.peak_of(both, device_only) == (7 * G, "host")
-    assert headline.peak_of(device_only) == (None, "host")
+    assert headline.peak_of(both) == (7 * G, "peak host RSS")
+    assert headline.peak_of(device_only) == (None, "peak host RSS")
 
 
 def test_a_multiple_is_none_where_either_figure_is_missing_or_zero():
@@ -111,20 +112,20 @@ def test_a_multiple_is_none_where_either_figure_is_missing_or_zero():
 
 
 def test_a_rate_in_other_units_than_the_bases_has_no_multiple_but_its_peak_does(tmp_path):
-    base, mine = rows_of(tmp_path, trick(work={}, allocated=4 * G), trick("bf16_autocast", allocated=3 * G))
-    assert seen(headline.line(mine, base)) == figures(BF16, FP32, (2.0, "k tokens/s"), None, 3 * G, "allocated", 0.75)
-    assert seen(headline.line(base, mine)) == figures(FP32, BF16, (2.0, "steps/s"), None, 4 * G, "allocated", 4 / 3)
+    base, mine = rows_of(tmp_path, trick(work={}, device=4 * G), trick("bf16_autocast", device=3 * G))
+    assert seen(headline.line(mine, base)) == figures(BF16, FP32, (2.0, "k tokens/s"), None, 3 * G, DEVICE, 0.75)
+    assert seen(headline.line(base, mine)) == figures(FP32, BF16, (2.0, "steps/s"), None, 4 * G, DEVICE, 4 / 3)
 
 
 def test_a_line_without_a_base_shows_its_figures_and_no_multiple(tmp_path):
     (mine,) = rows_of(tmp_path, trick("bf16_autocast", allocated=3 * G, device=4 * G))
-    assert seen(headline.line(mine, None)) == figures(BF16, None, (2.0, "k tokens/s"), None, 3 * G, "allocated", None)
+    assert seen(headline.line(mine, None)) == figures(BF16, None, (2.0, "k tokens/s"), None, 4 * G, DEVICE, None)
 
 
 def test_a_failed_check_is_marked_and_shows_neither_rate_nor_multiples(tmp_path):
-    table = one_table(tmp_path, trick(allocated=4 * G),
-                      trick("bf16_autocast", outcome=FAILED, allocated=2 * G, busy={"fraction": 0.5, "source": "nvml"}))
-    assert seen(table["lines"][1]) == {"workload": WORKLOAD, **figures(BF16, FP32, None, None, 2 * G, "allocated", None,
+    table = one_table(tmp_path, trick(device=4 * G),
+                      trick("bf16_autocast", outcome=FAILED, device=2 * G, busy={"fraction": 0.5, "source": "nvml"}))
+    assert seen(table["lines"][1]) == {"workload": WORKLOAD, **figures(BF16, FP32, None, None, 2 * G, DEVICE, None,
                                                                        failed=True)}
 
 
@@ -137,11 +138,11 @@ def test_a_host_bound_step_is_marked_with_its_busy_fraction_and_a_busy_one_is_no
 # -- which rows, in which tables ---------------------------------------------------------------------
 
 def test_skipped_rows_are_left_out_and_one_that_did_not_fit_stays_without_figures(tmp_path):
-    table = one_table(tmp_path, trick(allocated=4 * G), trick("tf32", outcome=SKIPPED, step=None),
+    table = one_table(tmp_path, trick(device=4 * G), trick("tf32", outcome=SKIPPED, step=None),
                       trick("bf16_autocast", outcome=DOES_NOT_FIT, step=None, device=80 * G))
     assert [seen(ln) for ln in table["lines"]] == [
-        {"workload": WORKLOAD, **figures(FP32, FP32, (2.0, "k tokens/s"), 1.0, 4 * G, "allocated", 1.0)},
-        {"workload": WORKLOAD, **figures(BF16, FP32, None, None, 80 * G, "device", None)}]
+        {"workload": WORKLOAD, **figures(FP32, FP32, (2.0, "k tokens/s"), 1.0, 4 * G, DEVICE, 1.0)},
+        {"workload": WORKLOAD, **figures(BF16, FP32, None, None, 80 * G, DEVICE, None)}]
 
 
 def test_a_gpu_whose_every_row_was_skipped_has_no_table_and_no_rows_make_none(tmp_path):
@@ -150,11 +151,11 @@ def test_a_gpu_whose_every_row_was_skipped_has_no_table_and_no_rows_make_none(tm
 
 
 def test_runs_under_an_emulated_smaller_card_fold_beneath_the_whole_cards_lines(tmp_path):
-    table = one_table(tmp_path, trick(allocated=4 * G), trick("bf16_autocast", budget="16GB", allocated=2 * G))
+    table = one_table(tmp_path, trick(device=4 * G), trick("bf16_autocast", budget="16GB", device=2 * G))
     assert [ln["technique"] for ln in table["lines"]] == [FP32]
     assert [seen(ln) for ln in table["budget_lines"]] == [
         {"workload": WORKLOAD, **figures("technique=bf16_autocast micro_batch=64 budget=16GB", FP32,
-                                         (2.0, "k tokens/s"), 1.0, 2 * G, "allocated", 0.5)}]
+                                         (2.0, "k tokens/s"), 1.0, 2 * G, DEVICE, 0.5)}]
 
 
 def test_a_case_without_a_budget_parameter_is_on_the_whole_card():
@@ -223,3 +224,34 @@ def test_the_base_is_the_ok_baseline_sharing_most_of_the_rows_parameters():
 def _row(rec: Record):
     from harness.report.model import Row
     return Row("r-0", rec, "results/records/planted/planted.jsonl", 1)
+
+
+# -- the answer first ---------------------------------------------------------------------------------
+
+def test_the_readmes_workload_leads_then_the_workload_that_measured_the_most_ways(tmp_path):
+    recs = [trick(t, batch=64) for t in ("fp32", "tf32", "bf16_autocast")]  # three ways
+    recs += [trick(t, batch=8) for t in ("fp32", "tf32")]  # two
+    recs += [trick(batch=16)]  # one, but the README's: workload=lm batch=16 seq_len=1024
+    order = list(dict.fromkeys(ln["workload"].split()[2] for ln in one_table(tmp_path, *recs)["lines"]))
+    assert order == ["batch=16", "batch=64", "batch=8"]
+
+
+def test_a_gpus_answer_in_words_names_the_least_memory_and_the_fastest_way_of_its_leading_workload(tmp_path):
+    table = one_table(tmp_path, trick(device=5 * G), trick("bf16_autocast", step=0.25, device=4 * G),
+                      trick("checkpoint", step=1.0, device=2 * G), trick("tf32", outcome=FAILED, device=1 * G),
+                      trick("fp32", batch=8, device=G // 2))
+    assert headline.in_words(table) == (
+        f"On nvidia-h100-80gb-hbm3-x1, {WORKLOAD}: the least {DEVICE} is "
+        f"technique=checkpoint micro_batch=64 budget=card ({gb(2 * G)}, 0.40x the baseline); the fastest is "
+        f"{BF16} (4.00 k tokens/s, 2.00x the baseline).")  # the failed check and the other workload say nothing
+    assert headline.in_words({"env": ("h100", "t"), "lines": [], "budget_lines": []}) == ""
+
+
+def test_allocator_settings_read_apart_by_what_they_hold_on_the_device_though_they_allocate_alike(tmp_path):
+    def setting(allocator: str, device: int) -> Record:
+        return dataclasses.replace(trick(allocated=10 * G, device=device), case="fragmentation",
+                                   params={"device": "cuda", "workload": "lm", "allocator": allocator})
+    table = one_table(tmp_path, setting("default", 40 * G), setting("expandable", 19 * G))
+    assert [(ln["technique"], ln["peak"], ln["peak_kind"], ln["peak_x"]) for ln in table["lines"]] == [
+        ("allocator=default draws=0 references=drop", 40 * G, DEVICE, 1.0),
+        ("allocator=expandable draws=0 references=drop", 19 * G, DEVICE, 19 / 40)]  # parameters added since, filled

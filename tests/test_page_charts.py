@@ -5,16 +5,17 @@ draws."""
 from types import SimpleNamespace
 
 from harness.measure.outcomes import OK, SKIPPED
+from harness.report import families
 from harness.report.pages import charts, tableview
 from harness.units import GB
 
 
 def row(params, outcome=OK, machine="h100", env=("h100", "torch 2.11"), reason=None, peak=None, rate=None,
-        workload=None, technique=None):
+        workload=None, technique=None, gpu_memory=80 * GB):
     record = SimpleNamespace(params=params, outcome=outcome, reason=reason)
     return SimpleNamespace(record=record, machine=machine, environment_key=env, workload=workload or {},
-                           technique=technique if technique is not None else params,
-                           peak=lambda: peak, rate=lambda: rate)
+                           technique=technique if technique is not None else params, case="made_up",
+                           peak=lambda: peak, rate=lambda: rate, gpu_memory=gpu_memory)
 
 
 # -- the table -------------------------------------------------------------------------------------
@@ -77,7 +78,8 @@ def test_points_take_a_colour_each_then_the_next_marker_filled_on_the_frontier_o
 
 
 def test_a_chart_is_drawn_per_workload_and_gpu_of_the_rows_that_ran_with_a_peak(monkeypatch):
-    monkeypatch.setattr(charts, "family", lambda case: SimpleNamespace(memory="device" if case == "tricks" else "host"))
+    monkeypatch.setattr(charts, "memory_name",
+                        lambda case: families.MEMORY_NAMES["device" if case == "tricks" else "host"])
     lm, cnn = {"workload": "lm"}, {"workload": "cnn"}
     rows = [row({"t": "a"}, workload=lm, peak=2 * GB, rate=(5.0, "tokens/s"), technique={"t": "a"}),
             row({"t": "b"}, workload=lm, peak=1 * GB, rate=(9.0, "tokens/s"), technique={"t": "b"}),
@@ -85,9 +87,9 @@ def test_a_chart_is_drawn_per_workload_and_gpu_of_the_rows_that_ran_with_a_peak(
             row({"t": "a"}, workload=cnn, env=("h200", "t"), peak=3 * GB, rate=(1.0, "samples/s")),
             row({"t": "x"}, SKIPPED, workload=lm), row({"t": "y"}, workload=lm, peak=None, rate=(1.0, "tokens/s"))]
     got = charts.charts_for("tricks", rows)
-    assert [(c["title"], c["unit"], len(c["points"])) for c in got] == [
-        ("tricks on h200: workload=cnn", "samples/s", 1), ("tricks on h100: workload=lm", "tokens/s", 2)]
-    lm_chart = got[1]
+    assert [(c["title"], c["unit"], len(c["points"])) for c in got] == [  # the workload of the most ways first
+        ("tricks on h100: workload=lm", "tokens/s", 2), ("tricks on h200: workload=cnn", "samples/s", 1)]
+    lm_chart = got[0]
     assert lm_chart["workload"] == "workload=lm" and lm_chart["env"] == ("h100", "torch 2.11")
     assert lm_chart["x_label"] == "peak device memory gain (GB)" and lm_chart["y_label"] == "tokens/s"
     assert [p.name for p in lm_chart["points"]] == ["t=a", "t=b"] and lm_chart["frontier"] == [rows[1]]
@@ -96,7 +98,7 @@ def test_a_chart_is_drawn_per_workload_and_gpu_of_the_rows_that_ran_with_a_peak(
 
 
 def test_a_charts_json_gives_each_point_its_figures_in_words_and_the_frontier_by_memory(monkeypatch):
-    monkeypatch.setattr(charts, "family", lambda case: SimpleNamespace(memory="device"))
+    monkeypatch.setattr(charts, "memory_name", lambda case: families.MEMORY_NAMES["device"])
     rows = [row({"t": "slow"}, peak=2 * GB, rate=(5.0, "tokens/s"), technique={"t": "slow", "u": "a" * 40}),
             row({"t": "lean"}, peak=1 * GB, rate=(4.0, "tokens/s"), technique={"t": "lean", "u": "b"}),
             row({"t": "best"}, peak=3 * GB, rate=(9.0, "tokens/s"), technique={"t": "best", "u": "b"})]
@@ -105,10 +107,37 @@ def test_a_charts_json_gives_each_point_its_figures_in_words_and_the_frontier_by
     assert got["x_label"] == "peak device memory gain (GB)" and got["y_label"] == "tokens/s"
     first = got["points"][0]
     assert (first["x"], first["y"], first["href"], first["front"]) == (2.0, 5.0, "#slow", True)
-    assert first["title"] == ["t=slow u=" + "a" * 21, "a" * 19]  # wrapped to a 390 px screen's tooltip
+    assert first["title"] == ["t=slow", "u=" + "a" * 40]  # wrapped for a 390 px screen, between words only
+    assert charts.title_lines("allocator=default budget=16GB technique=bf16_autocast+checkpoint+cpu-offload") == [
+        "allocator=default budget=16GB", "technique=bf16_autocast+checkpoint+cpu-offload"]  # never at a hyphen
     assert first["lines"] == ["5.00 tokens/s", "2.00 GB peak device memory gain", "on the Pareto frontier"]
     assert (first["colour"], first["marker"]) == (charts.COLOURS[0], "circle")
     rows.append(row({"t": "worse"}, peak=3 * GB, rate=(1.0, "tokens/s"), technique={"t": "worse", "u": "c"}))
     last = charts.spec(charts.charts_for("tricks", rows)[0], lambda r: "")["points"][-1]
     assert last["lines"] == ["1.00 tokens/s", "3.00 GB peak device memory gain"] and not last["front"]
     assert got["frontier"] == [{"x": 1.0, "y": 4.0}, {"x": 2.0, "y": 5.0}, {"x": 3.0, "y": 9.0}]
+
+
+def test_a_workload_of_more_than_a_dozen_points_is_split_by_the_parameter_that_makes_fewest_charts():
+    rows = [row({"b": b, "t": t}, peak=(t + 1) * GB, rate=(1.0 + t, "tokens/s"), technique={"b": b, "t": t})
+            for b in ("16GB", "24GB", "card") for t in range(10)]
+    got = charts.charts_for("made_up", rows)
+    assert [(c["title"], len(c["points"])) for c in got] == [
+        ("made_up on h100, b=16GB", 10), ("made_up on h100, b=24GB", 10), ("made_up on h100, b=card", 10)]
+    assert all(p.row.technique["b"] == c["title"].rsplit("=", 1)[1] for c in got for p in c["points"])
+
+
+def test_ways_no_parameter_groups_are_split_into_runs_of_like_size_by_peak():
+    rows = [row({"t": t}, peak=(14 - t) * GB, rate=(1.0, "tokens/s"), technique={"t": t}) for t in range(14)]
+    got = charts.charts_for("made_up", rows)
+    assert [len(c["points"]) for c in got] == [7, 7]
+    assert [c["title"] for c in got] == ["made_up on h100, peaks 1.00 GB to 7.00 GB",
+                                         "made_up on h100, peaks 8.00 GB to 14.0 GB"]
+    assert sorted(p.peak for c in got for p in c["points"]) == sorted(r.peak() for r in rows)  # each point once
+    assert len(charts.charts_for("made_up", rows[:charts.MOST])) == 1  # a dozen stay one chart
+
+
+def test_gpu_boxes_take_the_first_columns_of_the_table_a_cpu_box_the_last():
+    cpu = row({"n": 1}, machine="cpu", env=("cpu-amd-epyc", "-"), gpu_memory=None)
+    gpu = row({"n": 1}, machine="z", env=("nvidia-z", "-"))
+    assert tableview.family_table([cpu, gpu])["envs"] == [("nvidia-z", "-"), ("cpu-amd-epyc", "-")]

@@ -9,7 +9,9 @@ import re
 import shutil
 import threading
 from html import unescape
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -19,6 +21,7 @@ from harness.report import tables
 from harness.report import model
 from harness.report.pages import build, names
 from harness.report.families import Family, family
+from harness.report.specs import HEADLINE
 
 from conftest import FROZEN, plain, results_with
 
@@ -66,6 +69,60 @@ def test_every_linked_record_has_one_provenance_entry_and_every_link_lands(site)
     for page in pages.glob("*.html"):
         for name, rid in re.findall(r'href="(provenance-[^"#]+)#(r-[0-9a-f]{10})"', page.read_text()):
             assert rid in anchors.get(name, ()), f"{page.name} links to {name}#{rid}, which has no entry there"
+
+
+class Links(HTMLParser):
+    """A page's addresses (href, src) and the ids it holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.links, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.ids.update(v for k, v in attrs.items() if k in ("id", "name") and v)
+        self.links += [v for k, v in attrs.items() if k in ("href", "src") and v is not None]
+
+
+def dead_links(folder: Path) -> list[str]:
+    """Every address of every page under ``folder`` that lands nowhere: no such file, or no such
+    id in it ("" and "data:" need no file; a page's own "#id" needs the id)."""
+    parsed = {}
+
+    def parse(path: Path) -> Links:
+        if path not in parsed:
+            parsed[path] = Links()
+            parsed[path].feed(path.read_text())
+        return parsed[path]
+    dead = []
+    for page in sorted(folder.glob("*.html")):
+        for link in parse(page).links:
+            if link.startswith("data:"):
+                continue
+            file, _, anchor = link.partition("#")
+            target = (page.parent / unquote(file)).resolve() if file else page
+            if not target.is_file() or (anchor and target.suffix == ".html" and anchor not in parse(target).ids):
+                dead.append(f"{page.name}: {link}")
+    return dead
+
+
+def test_every_address_of_every_page_lands_on_a_file_and_its_anchor(site):
+    assert list((site / "pages").glob("*.html")) and dead_links(site / "pages") == []
+
+
+def test_asvs_history_is_linked_only_where_asvs_site_stands_beside_the_pages(tmp_path):
+    src = sorted((FROZEN / "records").rglob("*.jsonl"))[0]
+    (tmp_path / "results" / "records" / "one").mkdir(parents=True)
+    shutil.copy(src, tmp_path / "results" / "records" / "one" / src.name)
+    args = {"results": str(tmp_path / "results"), "out": str(tmp_path / "pages")}
+    assert build.main(**args) == 0  # as `harness pages --no-asv` builds them: no asv site there
+    assert "asv history" not in (tmp_path / "pages" / "index.html").read_text()
+    assert dead_links(tmp_path / "pages") == []
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "index.html").write_text("<html><body>asv</body></html>")
+    assert build.main(**args) == 0
+    assert '<a href="../html/index.html">asv history</a>' in (tmp_path / "pages" / "index.html").read_text()
+    assert dead_links(tmp_path / "pages") == []
 
 
 def test_pages_show_two_gpu_models_or_counts_and_two_library_versions(site):
@@ -406,3 +463,31 @@ def test_provenance_holds_the_records_the_figures_come_from_and_not_the_runs_the
     counts = re.findall(r"</a>: (\d+) of (\d+) record\(s\)</li>", (pages / "provenance.html").read_text())
     assert sum(int(n) for n, _ in counts) == len(held)  # the index counts what each page holds, of all on file
     assert sum(int(m) for _, m in counts) == len(files) * len(synthetic.CONFIGS)
+
+
+def test_a_records_memory_figure_is_the_same_in_its_answer_line_and_on_its_chart(site):
+    """One memory figure per record: the table's peak and the chart's, the same text under the same name."""
+    text = (site / "pages" / "tricks.html").read_text()
+    table = {rid: (kind, shown) for rid, kind, shown in re.findall(
+        r'data-record="(r-[0-9a-f]{10})" data-kind="head-peak" data-peak="([^"]*)">([^<]*)<', text)}
+    drawn = [json.loads(unescape(spec)) for spec in
+             re.findall(r'<script type="application/json" class="chart-data">(.*?)</script>', text, re.S)]
+    both = 0
+    for chart in drawn:
+        assert len(chart["points"]) <= 12  # a dozen points a chart at most
+        for p in chart["points"]:
+            rid = p["href"].split("#")[1]
+            if rid in table:
+                kind, shown = table[rid]
+                assert chart["x_label"] == f"{kind} (GB)" and p["lines"][1] == f"{shown} {kind}", (rid, p, table[rid])
+                both += 1
+    assert both > 10
+
+
+def test_the_index_opens_with_the_readmes_headline_each_cell_linked_to_its_record(site):
+    text = (site / "pages" / "index.html").read_text()
+    made = HEADLINE.grid(model.load_rows(FROZEN))
+    shown = re.search(r'<table id="headline-table">(.*?)</table>', text, re.S)
+    assert shown and text.index('id="headline-table"') < text.index('id="which-way-out"')
+    cells = [unescape(c) for c in re.findall(r'data-record="r-[0-9a-f]{10}">([^<]*)</a>', shown.group(1))]
+    assert cells == [t for _, line in made.lines for t, row in line if row is not None] and cells

@@ -12,7 +12,8 @@ from harness import cases
 
 from harness.report.pages import build
 from harness.report.families import family
-from conftest import FROZEN
+from harness.report.specs import HEADLINE
+from conftest import FROZEN, PHONE
 from test_pages import raw_records
 
 WIDTH = 1400
@@ -148,10 +149,13 @@ def test_every_figure_of_the_answer_equals_its_record(pages, visits):
 def test_the_answer_comes_first_and_every_parameter_set_one_click_below(page, pages):
     tab, _ = page
     tab.goto((pages / "tricks.html").as_uri())
-    order = tab.evaluate("""() => ['#answer', 'details.gpu table.headline', 'details.gpu figure canvas',
-        '#every-figure-details', '#provenance-link', '#fits-details']
+    order = tab.evaluate("""() => ['h1', '#answer-words', '#answer', 'details.gpu table.headline',
+        'details.gpu figure canvas', '#every-figure-details', '#fits-details', '#how', '#provenance-link']
         .map(s => document.querySelector(s).getBoundingClientRect().top)""")
-    assert order == sorted(order) and order[2] > 0  # the first GPU's table, then its charts, on show
+    assert order == sorted(order) and order[4] > 0  # the first GPU's table, then its charts, on show; method last
+    # the README's headline workload heads the first table: the README's answer is the page's first
+    heading = tab.locator("table.headline tr.group").first.inner_text().split()
+    assert all(pair in heading for pair in HEADLINE.where), heading
     sections = tab.locator("details.gpu")
     assert sections.count() >= 2 and sections.first.get_attribute("open") is not None
     assert all(sections.nth(i).get_attribute("open") is None for i in range(1, sections.count()))
@@ -271,4 +275,89 @@ def test_the_versions_table_sorts_by_its_ratio(page, pages):
     assert tab.evaluate(ratios) == sorted(tab.evaluate(ratios))
     tab.locator("#version-table thead th").nth(5).click()
     assert tab.evaluate(ratios) == sorted(tab.evaluate(ratios), reverse=True)
+    assert errors == []
+
+
+# -- on a phone: Chromium emulating one (conftest.PHONE), not a narrow desktop window ------------------
+
+FOLD = PHONE["viewport"]["height"]
+# The first answer of each kind of page, the first in the document that matches: a family's answer
+# line, the largest sizes, the table of every parameter set (families without an answer), the
+# README's headline, a seed's table, a record.
+FIRST_ANSWER = ("table.headline tr[data-record], #answers-table tr + tr, #family-table tbody tr, "
+                "#headline-table tr + tr, table.seed-table tr + tr, details.record, #provenance-pages li")
+# Every visible piece of text, at the size a reader sees it: its CSS size times the page's zoom
+# (a page laid out wider than the screen is shown shrunk), the smallest first.
+SMALLEST_TEXT = """() => {
+  const out = [], walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    const e = n.parentElement;
+    if (!n.data.trim() || !e || e.closest('script, style')) continue;
+    const r = document.createRange(); r.selectNodeContents(n);
+    if (![...r.getClientRects()].some(b => b.width > 0 && b.height > 0)) continue;
+    out.push([parseFloat(getComputedStyle(e).fontSize) * visualViewport.scale, n.data.trim().slice(0, 40)]);
+  }
+  return out.sort((a, b) => a[0] - b[0]).slice(0, 3);
+}"""
+
+
+@pytest.fixture(scope="module")
+def phone(browser):
+    context = browser.new_context(**PHONE)
+    tab = context.new_page()
+    errors = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield tab, errors
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def phone_visits(phone, pages) -> dict:
+    """Each page met once on the phone: its layout width and first answer on arrival, then, every
+    table opened, its scroll width and its smallest text."""
+    tab, _ = phone
+    seen = {}
+    for path in sorted(pages.glob("*.html")):
+        tab.goto(path.as_uri())
+        seen[path.name] = tab.evaluate(f"""() => {{
+          const a = document.querySelector({FIRST_ANSWER!r}), box = a && a.getBoundingClientRect();
+          const arrived = {{layout: innerWidth, answer: box && [box.top, box.bottom]}};
+          {OPEN_ALL};
+          return {{...arrived, scroll: document.documentElement.scrollWidth, small: ({SMALLEST_TEXT})()}};
+        }}""")
+    return seen
+
+
+def test_every_page_reads_on_a_phone_without_sideways_scroll_at_11px_or_more(phone, pages, phone_visits):
+    width = PHONE["viewport"]["width"]
+    assert sorted(phone_visits) == sorted(p.name for p in pages.glob("*.html"))
+    for name, seen in phone_visits.items():
+        assert seen["layout"] == width, f"{name} is laid out {seen['layout']} px wide: no viewport tag?"
+        assert seen["scroll"] <= width, f"{name} scrolls sideways: {seen['scroll']} px"
+        assert seen["small"] and seen["small"][0][0] >= 11, (name, seen["small"])
+    assert phone[1] == []
+
+
+def test_every_pages_first_answer_is_above_the_fold_on_a_phone(phone_visits):
+    for name, seen in phone_visits.items():
+        if name == "chooser.html":  # its answer is the card picked: the next test picks each
+            continue
+        assert seen["answer"], f"{name} shows no answer"
+        assert seen["answer"][1] <= FOLD, f"{name}: its first answer ends {seen['answer'][1]:.0f} px down"
+
+
+def test_the_choosers_answer_is_above_the_fold_on_a_phone_for_every_card_and_workload(phone, pages):
+    tab, errors = phone
+    tab.goto((pages / "chooser.html").as_uri())
+    picks = tab.evaluate("""() => [...document.querySelectorAll('#card option')].flatMap(c =>
+        [...document.querySelectorAll('#workload option')].map(w => [c.value, w.value]))""")
+    assert len(picks) > 1
+    for card, workload in picks:
+        tab.select_option("#card", card)
+        tab.select_option("#workload", workload)
+        shown = tab.evaluate("""() => [...document.querySelectorAll('section.choice')].filter(s => !s.hidden)
+            .map(s => { const b = s.querySelector('h2 + *').getBoundingClientRect();
+                        return [s.id, b.top, b.bottom]; })""")
+        assert [s[0] for s in shown] == [f"{card}--{workload}"]
+        assert shown[0][1] < FOLD, (card, workload, shown)  # the answer starts on the first screen
     assert errors == []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fake_devices
+from conftest import PHONE, fake_devices
 from gate_records import record
 from harness.drive.asv import asv_site
 from harness.measure.instruments.environment import Environment
@@ -55,9 +55,11 @@ CanvasRenderingContext2D.prototype.fillText = function () { canvasFonts.push(thi
 
 @pytest.fixture(params=WIDTHS, ids=lambda w: f"{w}px")
 def tab(request, browser):
-    """A tab ``request.param`` px wide (a touch screen at 390 px), with the page errors it met."""
+    """A tab ``request.param`` px wide, with the page errors it met: at 390 px a phone, as Chromium
+    emulates one (``PHONE``: the page's viewport tag decides its layout width, touch, 3 device pixels
+    a CSS pixel), not a narrow desktop window."""
     width = request.param
-    context = browser.new_context(viewport={"width": width, "height": 800}, has_touch=width < 600)
+    context = browser.new_context(**(PHONE if width < 600 else {"viewport": {"width": width, "height": 800}}))
     context.add_init_script(CANVAS_FONTS)
     page = context.new_page()
     page.errors = []
@@ -204,5 +206,7 @@ def test_asvs_legend_stands_beside_its_plot(tmp_path, browser):
 def test_every_page_asv_publishes_loads_the_legend_stylesheet(tmp_path):
     (tmp_path / "index.html").write_text("<html><head><title>asv</title></head><body></body></html>")
     assert asv_site.localize(tmp_path) == []
-    assert f'<link rel="stylesheet" href="{asv_site.LEGEND_CSS.name}">' in (tmp_path / "index.html").read_text()
+    text = (tmp_path / "index.html").read_text()
+    assert f'<link rel="stylesheet" href="{asv_site.LEGEND_CSS.name}">' in text
+    assert text.count('<meta name="viewport" content="width=device-width, initial-scale=1">') == 1  # a phone's width
     assert (tmp_path / asv_site.LEGEND_CSS.name).read_text() == asv_site.LEGEND_CSS.read_text()

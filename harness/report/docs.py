@@ -28,6 +28,7 @@ from harness import cases
 from harness.measure.outcomes import DOES_NOT_FIT, FAILED, OK, SKIPPED
 from harness.measure.records.store import REPO
 from harness.report import compares, markdown, tables
+from harness.report.families import family as pages_family
 from harness.report.specs import FAMILIES, HEADLINE, SEEDS, SEEDS_INTRO, Family, Spec
 from harness.report.model import Row, latest, load_rows
 from harness.report.selection import Select, expression
@@ -48,9 +49,9 @@ class DocsError(ValueError):
 
 
 def seeds_doc(rows: list[Row]) -> str:
-    parts = ["# Each seed's out-of-memory case, priced way by way", GENERATED, SEEDS_INTRO, "## Tables"]
+    parts = ["# Each seed's out-of-memory case, priced way by way", GENERATED, "## Tables"]
     parts += [section.rstrip("\n") for section in (table_section(s, rows) for s in SEEDS) if section]
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(parts + ["## How these were measured", SEEDS_INTRO]) + "\n"
 
 
 # -- the records: what git holds -----------------------------------------------------------------
@@ -181,22 +182,63 @@ def table_section(spec: Spec, rows: list[Row]) -> str:
 
 
 def family_doc(fam: Family, rows: list[Row]) -> str:
+    """The answer first (a sentence from the first table, then the tables), then how the figures
+    were measured, where they come from and what records there are."""
     mine = latest([r for r in rows if r.case in fam.cases])  # latest keys on the case: the same rows, sorted per family
-    parts = [f"# {fam.title}", GENERATED, fam.intro,
-             f"Measured by `python3 -m harness run --bench '{Select(fam.name).expression()}'` (asv's classes in "
-             f"`benchmarks/{fam.name}.py`; `--file` files the results into results/ for committing); cases "
-             f"{', '.join(f'`{c}`' for c in fam.cases)}. Each table is "
-             "`harness table`'s output on the committed records, under the command that prints it: the latest "
-             "record of each case, parameters and machine. A cell gives the median step, the rate in datasheet "
-             "units (with its fraction of the ceiling that bounds it, measured on the same host, where the case "
-             "names one), the peak allocated / device memory in GB (10^9 bytes) and the loss after the last "
-             "step, as asked by `--show`; `not run` where no record exists, `skipped` where the box could not "
-             "run it. Footnotes under a table explain its marks.",
-             "## Where these figures come from"]
+    sections = [(s, table_section(s, rows)) for s in fam.specs]
+    parts = [f"# {fam.title}", GENERATED]
+    words = answer_words(next((s for s, text in sections if text), None), rows) if fam.compares else ""
+    parts += [words] if words else []
+    parts += ["## Tables"] + [text.rstrip("\n") for _, text in sections if text]
+    parts += ["## How these were measured", fam.intro,
+              f"Measured by `python3 -m harness run --bench '{Select(fam.name).expression()}'` (asv's classes in "
+              f"`benchmarks/{fam.name}.py`; `--file` files the results into results/ for committing); cases "
+              f"{', '.join(f'`{c}`' for c in fam.cases)}. Each table is "
+              "`harness table`'s output on the committed records, under the command that prints it: the latest "
+              "record of each case, parameters and machine. A cell gives the median step, the rate in datasheet "
+              "units (with its fraction of the ceiling that bounds it, measured on the same host, where the case "
+              "names one), the peak allocated / device memory in GB (10^9 bytes) and the loss after the last "
+              "step, as asked by `--show`; `not run` where no record exists, `skipped` where the box could not "
+              "run it. Footnotes under a table explain its marks.",
+              "## Where these figures come from"]
     parts.append(provenance(mine) if mine else "No committed records yet.")
-    parts += ["## What is there", inventory(fam, mine), "## Tables"]
-    parts += [section.rstrip("\n") for section in (table_section(s, rows) for s in fam.specs) if section]
+    parts += ["## What is there", inventory(fam, mine)]
     return "\n\n".join(parts) + "\n"
+
+
+def answer_words(spec: Spec | None, rows: list[Row]) -> str:
+    """The first table's answer in a sentence per column: of the lines of one workload and machine
+    that ran (the one with the most of them), the way with the least device memory and the one with
+    the shortest step, each named by the table's own parameters that are ways, not the workload.
+    "" where no column holds two ways of one workload."""
+    made = spec.grid(rows) if spec is not None else None
+    if made is None:
+        return ""
+    workload = set(pages_family(spec.case).workload)
+    ways = [d for d in spec.down.split(",") if d not in workload | {tables.MACHINE}]
+    said = []
+    for col, column in enumerate(made.head[1:]):
+        groups = defaultdict(list)
+        for _, cells in made.lines:
+            row = cells[col][1]
+            if row is not None and row.record.outcome == OK and row.record.timing and row.record.device_bytes():
+                groups[(tables.machine_label(row), json.dumps(row.workload, sort_keys=True, default=str))].append(row)
+        ran = max(groups.values(), key=len, default=[])
+        if len(ran) >= 2 and ways:
+            held = [f"{d}={ran[0].record.params.get(d)}" for d in spec.down.split(",") if d in workload]
+            where = column if spec.across == tables.MACHINE else \
+                f"{column}, {' '.join(held + ['on'])} {tables.machine_label(ran[0])}"
+            said.append(f"{where}: {_least_and_fastest(ran, ways)}")
+    return f"**The answer**, from the first table ({spec.title}): {'; '.join(said)}." if said else ""
+
+
+def _least_and_fastest(ran: list[Row], ways: list[str]) -> str:
+    def name(r: Row) -> str:
+        return markdown.code(" ".join(f"{k}={r.record.params.get(k)}" for k in ways))
+    least = min(ran, key=lambda r: (r.record.device_bytes(), r.record.timing.median_s))
+    fastest = min(ran, key=lambda r: (r.record.timing.median_s, r.record.device_bytes()))
+    return (f"the least device memory {name(least)} ({gb(least.record.device_bytes())}), "
+            f"the shortest step {name(fastest)} ({fastest.record.timing.median_s:.4g} s)")
 
 
 # -- the headline --------------------------------------------------------------------------------
@@ -229,7 +271,8 @@ def headline_md(rows: list[Row]) -> str:
             f"(GB = 10^9 bytes) and the loss{steps}, with rate and peak also as a multiple of fp32's on the "
             f"same card. Records: {', '.join(f'`{g}`' for g in globs)} ({'; '.join(envs)}).")
     text += "".join(f" {n}" for n in made.notes)  # in the paragraph: the README has no line to spare
-    return f"{GENERATED}\n\n{text}\n\n```sh\n{HEADLINE.command()}\n```\n\n{made.markdown()}\n"
+    # the answer first: the table, then what it is and the command that prints it
+    return f"{GENERATED}\n\n{made.markdown()}\n\n{text}\n\n```sh\n{HEADLINE.command()}\n```\n"
 
 
 def headline_svg(rows: list[Row]) -> str:

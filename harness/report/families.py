@@ -73,5 +73,13 @@ FAMILIES = {
 }
 
 
+MEMORY_NAMES = {"device": "peak device memory gain", "host": "peak host RSS"}
+
+
+def memory_name(case: str) -> str:
+    """The words a page names its memory figure by, in a table and on a chart's axis alike."""
+    return MEMORY_NAMES[family(case).memory]
+
+
 def family(case: str) -> Family:
     return FAMILIES.get(case, Family(title=case))

@@ -80,6 +80,7 @@ class Family:
     cases: tuple[str, ...]
     intro: str
     specs: tuple[Spec, ...] = field(default_factory=tuple)
+    compares: bool = True  # the first table's lines are ways of one workload (False: probes, commands), said in words
 
 
 LM = ("workload=lm",)
@@ -131,7 +132,7 @@ FAMILIES = (
         (Spec("ceilings", "probe", show="rate", title="Every probe, every box",
               text="The rate of each probe in datasheet units, one column per box; a probe the box cannot "
                    "run (GPU-to-GPU with one GPU) is skipped, one never run there says `not run`.",
-              bench=(Select("ceilings"),)),) + CONTEXT_SPECS + PAGEABLE_SPECS),
+              bench=(Select("ceilings"),)),) + CONTEXT_SPECS + PAGEABLE_SPECS, compares=False),
     Family(
         "unified", "Unified (managed) memory with CuPy, and what experts do instead",
         ("unified", "out_of_core", "unified_seed", "beyond", "seed000"),
@@ -361,7 +362,7 @@ FAMILIES = (
         "`pages_50k` builds the pages of all of them (`--no-asv`). CPU only, on any box; the box's other "
         "load at the time is not in the record, so read a figure from a shared box as an upper bound.",
         (Spec("tooling", "probe", show="step", title="Each command on 50,000 records",
-              text="Seconds per command, one column per box.", bench=(Select("tooling"),)),)),
+              text="Seconds per command, one column per box.", bench=(Select("tooling"),)),), compares=False),
 )
 # The headline: every technique on the LM, each figure against fp32 on the same card.
 HEADLINE = Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),

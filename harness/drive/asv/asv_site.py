@@ -23,6 +23,7 @@ from harness.drive.scratch import private_dir
 
 VENDOR = Path(__file__).parent / "asv_vendor"
 LEGEND_CSS = Path(__file__).parent / "asv_legend.css"  # keeps the graph's legend beside the plot, off the data
+VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'  # as the comparison pages set it
 # CDN address in asv's pages -> file under asv_vendor/ (copied to <site>/vendor/)
 CDN = {
     "https://code.jquery.com/jquery-3.3.1.min.js": "jquery.min.js",
@@ -48,6 +49,8 @@ def localize(site: Path) -> list[str]:
         for url, local in CDN.items():
             text = text.replace(url, f"vendor/{local}")
         text = text.replace("</head>", f'<link rel="stylesheet" href="{LEGEND_CSS.name}">\n</head>', 1)
+        if 'name="viewport"' not in text:  # asv's pages set none: a phone would lay them out 980 px wide
+            text = text.replace("</head>", f"{VIEWPORT}\n</head>", 1)
         # The CDN tags carry subresource-integrity hashes of the minified CDN files; flot's local
         # copy is the unminified source, and a local file needs no integrity check: drop them.
         text = re.sub(r'(<(?:script|link)\b[^>]*"vendor/[^>]*>)',

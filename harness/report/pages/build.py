@@ -2,6 +2,7 @@
 pages, static, from the committed results/. Data flows one way: records -> rows -> views -> HTML."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -21,19 +22,20 @@ from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.records.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
 from harness.report.pages import charts, chooser, headline, versions
-from harness.report.families import family
+from harness.report.families import family, memory_name
 from harness.report.pages.names import Names, UnsafePath, inside, names
 from harness.report.pages.fmt import fmt_params, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.model import Row, latest, load_rows, newest_stack, what_fits
 from harness.report.selection import expression
-from harness.report.specs import SEEDS, SEEDS_INTRO
+from harness.report.specs import HEADLINE, SEEDS, SEEDS_INTRO
 from harness.report.tables import (ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP, WHOLE_CASE,
                                    does_not_fit)
 from harness.units import figure, gb
 
 MARK = ".oombench-pages"  # lists what a build wrote: a folder holding only that, a build may replace whole
 BUILDING, OLD = "building", "old"  # the temporary folders beside --out: the new pages, the old ones going
+ASV_SITE = "../html/index.html"  # where asv's own site sits, from the pages' folder
 FITS_OPEN = 12  # a "what fits" table of more parameter sets than this starts folded: a screen of it is enough
 
 
@@ -64,6 +66,7 @@ def ceiling_rows(rows: list[Row], machine: str, probes: tuple) -> list[tuple[str
 def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
     fam = family(case)
     ft = family_table(rows)
+    sections = answer_sections(case, newest_stack(rows)) if fam.pareto else []
     envs = ft["envs"]
     schemas = {r.record.schema for r in rows if r.record.outcome == OK}
     return {"case": case, "family": fam, "envs": envs, "table": ft["shown"], "folded": ft["folded"],
@@ -71,9 +74,10 @@ def family_view(case: str, rows: list[Row], all_rows: list[Row]) -> dict:
             "host_bound": any(host_bound(r.record) is not None for r in rows if r.record.outcome == OK),
             "whole_case": (NOTES[WHOLE_CASE] if len(schemas) > 1 else ALL_WHOLE_CASE) if 1 in schemas else "",
             "mixed_schemas": len(schemas) > 1,
-            "sections": answer_sections(case, newest_stack(rows)) if fam.pareto else [],
+            "sections": sections, "words": headline.in_words(sections[0]) if sections else "",
+            "memory": memory_name(case),
             "baseline": fmt_params(dict(fam.baseline)) if fam.baseline else "",
-            "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in sorted({e[0] for e in envs})},
+            "ceilings": {m: ceiling_rows(all_rows, m, fam.ceilings) for m in dict.fromkeys(e[0] for e in envs)},
             "fits": fits_view(case, rows) if case in what_fits(rows) else None,
             "answers": answers_view(fam.answer, rows) if fam.answer else None}
 
@@ -140,6 +144,23 @@ def seeds_view(rows: list[Row]) -> list[dict]:
     return out
 
 
+def headline_view(rows: list[Row]) -> dict | None:
+    """The README's headline table (``specs.HEADLINE``) as the seeds' tables are shown, or None
+    where these records hold none of it (a folder of local runs)."""
+    try:
+        made = HEADLINE.grid(rows)
+    except ValueError:  # two records in one cell: the family page still shows each
+        return None
+    return None if made is None else {"grid": made, "command": HEADLINE.command(),
+                                      "where": " ".join(HEADLINE.where), "case": HEADLINE.case}
+
+
+def runs(items: list[dict], key: str) -> list[tuple]:
+    """(value, items) for each run of like ``key``, in the order given: Jinja's groupby sorts by
+    the value, which would put the answer's leading workload wherever its name sorts."""
+    return [(value, list(group)) for value, group in itertools.groupby(items, key=lambda item: item[key])]
+
+
 def code_spans(text: str) -> Markup:
     """A spec's text with its `backtick` spans as <code>, everything escaped."""
     parts = str(text).split("`")
@@ -199,7 +220,7 @@ def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environme
     env = Environment(loader=PackageLoader("harness.report.pages", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, bytecode_cache=COMPILED)
     env.filters.update(rate=figure, times=fmt_times, bytes=gb, params=fmt_params, code=code_spans, words=words,
-                       does_not_fit=does_not_fit)  # worded as the tables word it
+                       does_not_fit=does_not_fit, runs=runs)  # worded as the tables word it
     ceilings = Ceilings(r.record for r in rows)
 
     def eff(row: Row) -> str:
@@ -237,7 +258,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     pages = names(by_case)
     linked = set()  # the records a figure links to: the provenance pages hold those, written last
     env = jinja(all_rows, pages, linked)  # each rate's ceiling is its own host's, though a later host measured one
-    common = {"cases": cases, "pages": pages.page, "prov_pages": pages.provenance, "asv_site": "../html/index.html",
+    common = {"cases": cases, "pages": pages.page, "prov_pages": pages.provenance, "asv_site": asv_link(into),
               "local": local_label(results)}
     written, claimed = [], set()
 
@@ -258,7 +279,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     shown_of = defaultdict(list)
     for r in shown:
         shown_of[r.case].append(r)
-    write("index.html", "index.html", machines=machines_view(all_rows, results),
+    write("index.html", "index.html", machines=machines_view(all_rows, results), headline=headline_view(all_rows),
           counts={c: len(shown_of[c]) for c in cases},
           versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
     write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
@@ -271,6 +292,12 @@ def write_pages(results: Path, into: Path) -> list[Path]:
     for case, rs in sorted(shown_by_case.items()):
         write(pages.provenance[case], "provenance.html", rows=rs, case=case, total=len(by_case[case]))
     return written
+
+
+def asv_link(into: Path) -> str:
+    """The address of asv's site beside the pages (``harness pages`` publishes it to ../html), or ""
+    where none is there (a ``--no-asv`` build, another --out): a page never links to nothing."""
+    return ASV_SITE if (Path(into).parent / ASV_SITE.removeprefix("../")).is_file() else ""
 
 
 def local_label(results: Path) -> str:

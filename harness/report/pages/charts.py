@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.measure.outcomes import OK
-from harness.report.families import family
+from harness.report.families import memory_name
+from harness.report.pages.headline import leading
 from harness.report.pages.fmt import fmt_params
 from harness.report.model import Row, pareto
 from harness.units import GB, figure, gb
@@ -32,6 +33,7 @@ COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 MARKERS = (("circle", "●", "○"), ("rect", "■", "□"), ("rectRot", "◆", "◇"), ("triangle", "▲", "△"))
 WRAP = 30  # characters a tooltip line holds: a 390 px screen shows it whole
+MOST = 12  # points a chart holds: past a dozen, its markers and key are a puzzle, not an answer
 
 
 @dataclass(frozen=True)
@@ -67,28 +69,66 @@ def points(rows: list[Row]) -> list[Point]:
 
 def charts_for(case: str, rows: list[Row]) -> list[dict]:
     """One chart per workload and GPU (machine and library versions): a frontier drawn across
-    16k to 2M nodes, or across two cards, compares nothing."""
+    16k to 2M nodes, or across two cards, compares nothing. A workload of more than ``MOST``
+    points is split (``split``), each part a chart titled by what holds it apart; in the order
+    of the answer's tables (``headline.leading``)."""
     groups = defaultdict(list)
     for r in rows:
         if r.record.outcome == OK and r.peak() is not None:
             groups[(fmt_params(r.workload), r.environment_key)].append(r)
-    memory = "peak device memory gain" if family(case).memory == "device" else "peak host RSS"
+    memory = memory_name(case)
     out = []
-    for (workload, env), wrows in sorted(groups.items()):
+    for (workload, env), wrows in sorted(groups.items(), key=lambda kv: leading(kv[0], kv[1])):
         unit = wrows[0].rate()[1]
-        pts = points([r for r in wrows if r.rate()[1] == unit])
         title = f"{case} on {env[0]}: {workload}" if workload != "(none)" else f"{case} on {env[0]}"
-        out.append({"workload": workload, "env": env, "unit": unit, "title": title, "points": pts,
-                    "x_label": f"{memory} (GB)", "y_label": unit, "memory": memory,
-                    "frontier": [p.row for p in pts if p.front]})
+        for part, rs in split([r for r in wrows if r.rate()[1] == unit]):
+            pts = points(rs)
+            out.append({"workload": workload, "env": env, "unit": unit, "title": f"{title}{part}", "points": pts,
+                        "x_label": f"{memory} (GB)", "y_label": unit, "memory": memory,
+                        "frontier": [p.row for p in pts if p.front]})
     return out
+
+
+def split(rows: list[Row]) -> list[tuple[str, list[Row]]]:
+    """(what holds a part apart, its rows), each part of ``MOST`` rows at most: by the value of
+    the technique's parameter that makes the fewest parts (a budget, the precision), again within
+    a part still too big; where no parameter groups rows, in runs of like size by peak. A part's
+    words ("", ", budget=16GB") go after its chart's title."""
+    if len(rows) <= MOST:
+        return [("", rows)]
+    keys = [k for k in dict.fromkeys(k for r in rows for k in r.technique)
+            if len({str(r.technique.get(k)) for r in rows}) > 1]
+    # a parameter that leaves two points a chart on average or more: one that names each point
+    # (technique alone) would draw a chart a point
+    parts = [p for p in (_by(rows, k) for k in keys) if 1 < len(p) <= len(rows) // 2]
+    if not parts:
+        ordered = sorted(rows, key=lambda r: r.peak())
+        n = -(-len(ordered) // MOST)
+        size = -(-len(ordered) // n)
+        runs = [ordered[i:i + size] for i in range(0, len(ordered), size)]
+        return [(f", peaks {gb(run[0].peak())} to {gb(run[-1].peak())}", run) for run in runs]
+    best = min(parts, key=lambda p: (len(p), max(len(rs) for rs in p.values())))
+    return [(f", {label}{more}", rs2) for label, rs in best.items() for more, rs2 in split(rs)]
+
+
+def _by(rows: list[Row], key: str) -> dict[str, list[Row]]:
+    out = defaultdict(list)
+    for r in rows:
+        out[fmt_params({key: r.technique.get(key)})].append(r)
+    return dict(out)
+
+
+def title_lines(name: str) -> list[str]:
+    """A point's name in lines of ``WRAP`` characters, broken between words only (never inside a
+    word or at a hyphen): a word longer than a line has one of its own."""
+    return textwrap.wrap(name, WRAP, break_long_words=False, break_on_hyphens=False) or [name]
 
 
 def spec(chart: dict, link) -> dict:
     """What the page's script draws, as JSON: ``link(row)`` is the address of a row's record."""
     pts = chart["points"]
     return {"x_label": chart["x_label"], "y_label": chart["y_label"],
-            "points": [{"x": p.peak / GB, "y": p.rate, "title": textwrap.wrap(p.name, WRAP) or [p.name],
+            "points": [{"x": p.peak / GB, "y": p.rate, "title": title_lines(p.name),
                         "lines": [f"{figure(p.rate)} {chart['unit']}", f"{gb(p.peak)} {chart['memory']}"]
                         + (["on the Pareto frontier"] if p.front else []),
                         "href": link(p.row), "colour": p.colour, "marker": p.marker, "front": p.front}

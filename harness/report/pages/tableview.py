@@ -46,9 +46,11 @@ def folded_line(folded: dict, boxes: int) -> str:
 
 
 def family_table(rows: list[Row]) -> dict:
-    """Columns (machine, versions), shown and folded lines, and the counted line for the folded."""
+    """Columns (machine, versions), GPU boxes before CPU boxes, shown and folded lines, and the
+    counted line for the folded."""
     rows = measured_boxes(rows)
-    envs = sorted({r.environment_key for r in rows})
+    gpus = {r.environment_key for r in rows if r.gpu_memory}
+    envs = sorted({r.environment_key for r in rows}, key=lambda e: (e not in gpus, e))  # GPUs first: the answer
     table = defaultdict(dict)
     for r in rows:
         table[fmt_params(r.record.params)][r.environment_key] = r
