@@ -32,6 +32,7 @@ class Spec:
     bench: tuple[Select, ...] = ()  # the asv benchmarks that measure it (`harness run --bench`)
     quiet: bool = False  # no section at all, rather than "no record yet", while no record matches
     rank: bool = False  # rows by their step in the first column (`harness table --rank`)
+    card: str | None = None  # the named card its seed's reader held: the page offers no way it cannot run
 
     def args(self) -> list[str]:
         out = [self.case, "--down", self.down]
@@ -375,7 +376,7 @@ SEED_003_BENCH = (Select("tricks", "ResnetSeed", "Seed003Budget", "Seed003Accumu
 def _seed003_cheapest(w: str) -> Spec:
     """Seed 003's ways under a 16 GB card, cheapest first: the grid below, read for one card."""
     return Spec("tricks", "technique,micro_batch", across=tables.MACHINE, show="step,peak,loss",
-                where=("budget=16GB", f"workload={w}", "batch=10"), versus=SEED_003_BASE, rank=True,
+                where=("budget=16GB", f"workload={w}", "batch=10"), versus=SEED_003_BASE, rank=True, card="p100-16gb",
                 title=f"Seed 003: the cheapest ways for {w[-4:]} x {w[-4:]} images under a 16 GB card",
                 text="Each way out and combination measured under the 16 GB budget, at each micro-batch, one "
                      "column per GPU. Rows are ranked by the step in the first column, fastest first (`--rank`); "
@@ -392,7 +393,7 @@ def _seed003_cheapest(w: str) -> Spec:
 def _seed003_grid(w: str) -> Spec:
     """Seed 003 under every budget, each way at each micro-batch on each GPU."""
     return Spec("tricks", "technique,micro_batch,machine", across="budget", show="step,peak,loss",
-                where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE,
+                where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE, card="p100-16gb",
                 title=f"Seed 003: ResNet50, batch 10 of {w[-4:]} x {w[-4:]} images, under each card",
                 text="The model-parallel example that ran out of memory on a 16 GB card, on one GPU under each "
                      "budget, by every single-GPU way out (accumulation as `fp32` at a smaller `micro_batch`) and "
