@@ -134,7 +134,7 @@ def answer(tried: list[Trial], reader: "Reader", baseline: set[str], same: set[s
     capability a way needs (None: none)."""
     needless, ways, left = [], [], {}
     for way, by_machine in sorted(_groups(tried, machine).items()):
-        if way in same:
+        if way in same - baseline:
             continue
         lacking = reader.lacks(needs(way))
         if lacking:
