@@ -391,5 +391,20 @@ def test_the_seeds_page_prices_seed_003_by_the_ways_a_p100_runs():
     seed = next(s for s in build.seeds_view(rows(*recs)) if "cheapest ways for 1024" in s["title"])
     labels = [label for label, _ in seed["grid"].lines]
     assert labels and not [x for x in labels if "bf16" in x or "tf32" in x] and any("checkpoint" in x for x in labels)
-    assert dict(seed["left"])["bf16 autocast"] == "needs compute capability 8.0; Tesla P100-PCIE-16GB has 6.0"
-    assert "TF32 matmuls" in dict(seed["left"])
+    assert seed["command"].endswith("--card p100-16gb")  # the command printed above it says so
+    (note,) = [n for n in seed["grid"].notes if n.startswith("Not offered")]
+    assert "Tesla P100-PCIE-16GB cannot run, its compute capability being 6.0" in note
+    assert "compute capability 8.0: TF32 matmuls, bf16 autocast." in note
+
+
+def test_harness_table_card_leaves_out_what_the_card_cannot_run_and_refuses_an_unknown_card(tmp_path, capsys):
+    from harness.report import tables
+    recs = [resnet(t, "16GB", device=9.0, step=0.1) for t in ("fp32", "bf16_autocast", "fp16_autocast")]
+    args = (rows(*recs), "tricks", ["technique"], "machine", ["step"], {"workload": "resnet50_1024"})
+    v100 = tables.table(*args, card="v100-16gb")
+    assert "| fp16_autocast" in v100 and "| bf16_autocast" not in v100 and "compute capability 8.0: bf16 autocast" in v100
+    assert "| bf16_autocast" in tables.table(*args)  # no card: every way
+    (tmp_path / "records").mkdir()
+    assert tables.main(tmp_path, "tricks", "technique", "machine", "step", [], card="t4-16gb") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pass one of p100-16gb" in err

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from harness import cases
-from harness.report import tables
+from harness.report import capable, tables
 from harness.report.selection import Select
 from harness.workloads.training.trainer import LR, LR_WIDTH
 
@@ -43,7 +43,7 @@ class Spec:
             out += ["--where", pair]
         if self.versus:
             out += ["--versus", self.versus]
-        return out + ["--rank"] * self.rank
+        return out + ["--rank"] * self.rank + ["--card", self.card] * bool(self.card)
 
     def command(self) -> str:
         return f"{COMMAND} {' '.join(self.args())}"
@@ -65,8 +65,13 @@ class Spec:
         case = cases.get(self.case)
         where = tables.where_of(case, list(self.where))
         versus = tables.versus_pairs(case, self.versus)
-        return tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus,
+        left = []
+        if self.card:
+            rows, left = capable.runnable(rows, self.card)
+        made = tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus,
                            self.rank)
+        said = capable.note(self.card, left) if self.card else None
+        return replace(made, notes=[*made.notes, said]) if said else made
 
     def render(self, rows: list[Row]) -> str | None:
         """What the command prints: the table, then its footnotes."""

@@ -19,7 +19,7 @@ from harness.measure.instruments.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, HOST, OK, SKIPPED
 from harness.report.efficiency import HOST_BOUND, HOST_BOUND_NOTE, Ceilings, efficiency, host_bound
 from harness.report.model import Row, latest, load_rows, newest_stack
-from harness.report import markdown
+from harness.report import capable, markdown
 from harness.report.markdown import one_line
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs, ms, scaled
@@ -470,14 +470,18 @@ def render(rows: list[Row], case_name: str, down: list[str], across: str, shows:
 
 
 def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-          where: dict | None = None, versus: tuple = (), rank: bool = False) -> str:
-    """The table as ``harness table`` prints it: the markdown table, then its footnotes, if any."""
+          where: dict | None = None, versus: tuple = (), rank: bool = False, card: str | None = None) -> str:
+    """The table as ``harness table`` prints it: the markdown table, then its footnotes, if any.
+    ``card``: a named card; the ways its compute capability cannot run are left out, in a footnote."""
+    left = []
+    if card is not None:
+        rows, left = capable.runnable(rows, card)
     text, notes = render(rows, case_name, down, across, shows, where, versus, rank)
-    return text + "".join(f"\n\n{n}" for n in notes)
+    return text + "".join(f"\n\n{n}" for n in [*notes, capable.note(card, left)] if n)
 
 
 def main(results: str | Path, case: str, down: str, across: str, show: str, where: list[str],
-         versus: str | None = None, rank: bool = False) -> int:
+         versus: str | None = None, rank: bool = False, card: str | None = None) -> int:
     """Prints the table; every bad argument exits 2 with the fix, before anything is printed."""
     results = Path(results)
     try:
@@ -486,8 +490,10 @@ def main(results: str | Path, case: str, down: str, across: str, show: str, wher
                              "records/ (results/ by default)")
         c = cases.get(case)
         against = versus_pairs(c, versus)
+        if card is not None:
+            capable.card(card)  # an unknown card is refused before any record is read
         text = table(load_rows(results), case, down.split(","), across, show.split(","), where_of(c, where), against,
-                     rank)
+                     rank, card)
     except ValueError as e:
         print(f"oombench table: {e}", file=sys.stderr)
         return 2

@@ -168,7 +168,9 @@ def _machine(args) -> int:
     bootstrap.ensure("machine")
     from harness.measure.instruments.environment import snapshot
     from harness.measure.instruments.machine import machine_info
-    print(json.dumps(machine_info(snapshot()), indent=2))
+    info = machine_info(snapshot())
+    # --name: the one word `asv machine --machine` takes, so that asv files under harness run's name
+    print(info["machine"] if args.name else json.dumps(info, indent=2))
     return 0
 
 
@@ -276,7 +278,7 @@ def _table(args) -> int:
     from harness.measure.records.store import COMMITTED
     from harness.report.tables import main
     return main(args.results or COMMITTED, args.case, args.down, args.across, args.show, args.where,
-                args.versus, args.rank)
+                args.versus, args.rank, args.card)
 
 
 def _todo(args) -> int:
@@ -424,7 +426,9 @@ def _add_inspect(sub) -> None:
     d = sub.add_parser("devices", help="what GPUs this box has")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=_devices)
-    sub.add_parser("machine", help="how asv will name and describe this box").set_defaults(func=_machine)
+    m = sub.add_parser("machine", help="how asv will name and describe this box")
+    m.add_argument("--name", action="store_true", help="print the name alone (for `asv machine --machine`)")
+    m.set_defaults(func=_machine)
     c = sub.add_parser("case", help="measure one case here and print its record")
     c.add_argument("name")
     c.add_argument("params", nargs="*", help="name=value")
@@ -455,6 +459,8 @@ def _add_table(sub) -> None:
                     help="rows by the step of their cell in the first column, fastest first (needs step in "
                          "--show); then the rows that did not fit or failed there, then those not run or "
                          "skipped there, each in the usual order")
+    tb.add_argument("--card", metavar="NAME", help="a named card (p100-16gb, ...): leave out the ways its compute "
+                    "capability cannot run, named in a footnote")
     tb.add_argument("--results", default=None, help="results folder (default: results/)")
     tb.set_defaults(func=_table)
 

@@ -16,7 +16,6 @@ from jinja2.bccache import Bucket, BytecodeCache
 from markupsafe import Markup, escape
 
 from harness.measure.guards import owned
-from harness.measure.guards.budget import CARDS
 from harness.measure.instruments.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.records.store import COMMITTED, REPO
@@ -131,16 +130,13 @@ def seeds_view(rows: list[Row]) -> list[dict]:
     runs) says why in its place, and the other seeds' tables still show."""
     out = []
     for spec in SEEDS:
-        # A seed whose reader held a named card is priced only by the ways that card can run.
-        shown, left = chooser.runnable(rows, spec.card) if spec.card else (rows, [])
         try:
-            made, why = spec.grid(shown), None
+            made, why = spec.grid(rows), None
         except ValueError as e:
             made, why = None, str(e)
         slug = re.sub(r"[^a-z0-9]+", "-", spec.title.lower()).strip("-")[:60]
         out.append({"id": f"seed-{len(out)}-{slug}", "title": spec.title, "text": spec.text,
-                    "command": spec.command(), "bench": expression(spec.bench), "grid": made, "why": why,
-                    "card": spec.card and CARDS[spec.card].model, "left": left})
+                    "command": spec.command(), "bench": expression(spec.bench), "grid": made, "why": why})
     return out
 
 

@@ -14,11 +14,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from harness.cases.chainer_mlp import PAST_16GB
-from harness.measure.guards.budget import CARD, CARDS, dotted, is_whole_card, size_bytes
+from harness.measure.guards.budget import CARD, CARDS, is_whole_card, size_bytes
 from harness.measure.outcomes import DEVICE, DOES_NOT_FIT, FAILED, OK, SKIPPED
+from harness.report.capable import lacking, registered
 from harness.report.tables import allocated_peak, loss
 from harness.units import gb
-from harness.workloads.training import ways
 
 RULE = ("A way out fits a card when its device peak (NVML's level: the CUDA context and library workspaces "
         "included) is at most the card's total, measured under that card's emulation (or a smaller card's), or "
@@ -253,15 +253,6 @@ def trial(row, workload: Workload) -> Trial | None:
                  loss=loss(rec.check or {}) if ok else None, allocated=allocated_peak(rec), row=row)
 
 
-def registered(name):
-    """The registered ``Way`` a ``technique`` value names; None where it names none (another case, or a
-    name this build no longer knows)."""
-    try:
-        return ways.parse(name) if isinstance(name, str) else None
-    except ValueError:
-        return None
-
-
 def technique(way: str):
     """The registered ``Way`` a trial's ``technique`` names; None where it names none (another case)."""
     return registered(json.loads(way).get("technique"))
@@ -313,9 +304,7 @@ class Reader:
 
     def lacks(self, needed: tuple[int, int] | None) -> str | None:
         """Why a way that needs compute capability ``needed`` cannot run on this card; None where it can."""
-        if needed is None or self.capability is None or self.capability >= needed:
-            return None
-        return f"needs compute capability {dotted(needed)}; {self.model} has {dotted(self.capability)}"
+        return lacking(self.model, self.capability, needed)
 
 
 def named(card: str) -> Reader:
@@ -323,19 +312,6 @@ def named(card: str) -> Reader:
     c = CARDS[card]
     return Reader(c.name, f"{c.model} ({gb(c.total_bytes)} as nvidia-smi reports it)", c.total_bytes, None, c.model,
                   c.capability)
-
-
-def runnable(rows, card: str) -> tuple[list, list[tuple[str, str]]]:
-    """``rows`` less those of a way the named ``card`` cannot run, and each such way with why."""
-    reader, kept, left = named(card), [], {}
-    for r in rows:
-        way = registered(r.record.params.get("technique"))
-        why = reader.lacks(way.capability) if way is not None else None
-        if why:
-            left[way.words] = why
-        else:
-            kept.append(r)
-    return kept, sorted(left.items())
 
 
 def _capability(rows, machine: str) -> tuple[int, int] | None:
