@@ -467,11 +467,12 @@ def _add_table(sub) -> None:
 
 def _add_todo(sub) -> None:
     td = sub.add_parser("todo", help="what a profile still lacks on each machine, and the --bench that runs it")
-    td.add_argument("--profile", choices=tuple(profiles.PROFILES), default="budget",
-                    help="the profile to check (default: budget)")
+    td.add_argument("--profile", choices=tuple(profiles.PROFILES), default=profiles.DEFAULT,
+                    help=f"the profile to check (default: {profiles.DEFAULT}, as for run)")
     td.add_argument("--machine", action="append", metavar="NAME",
-                    help="a machine folder of results/records (repeat for several; default: every one there)")
-    td.add_argument("--results", default=None, help="results folder (default: results/)")
+                    help="a machine folder of results/records (repeat for several; default: this box)")
+    td.add_argument("--results", default=None,
+                    help="results folder (default: results/ and this checkout's local runs in .asv/results together)")
     td.set_defaults(func=_todo)
 
 

@@ -76,7 +76,9 @@ class Measured:
     @property
     def saved(self) -> int | None:
         ref = self.reference
-        return None if ref is None or ref.device is None or self.trial.device is None else ref.device - self.trial.device
+        if ref is None or ref.device is None or self.trial.device is None:
+            return None
+        return ref.device - self.trial.device
 
     @property
     def slowdown(self) -> float | None:
