@@ -105,6 +105,8 @@ def allocated_peak(rec) -> int | None:
 
 def _peak(rec, view: View) -> str:
     allocated, device = allocated_peak(rec), rec.device_bytes()
+    if not allocated and not device and rec.host_bytes():
+        return f"{gb(rec.host_bytes())} host"  # a case on the CPU: the host's peak, the one asv tracks
     text = gbs([allocated or None, device or None])  # "4.8 / 5.6 GB": allocated / device
     whole = rec.schema < 2 and text != "-" and view.mixed_schemas
     return text + (view.mark(WHOLE_CASE) if whole else "")
@@ -139,6 +141,8 @@ def _ratio(row: Row, base: Row | None, what: str) -> str:
     elif what == "peak":  # the allocator's where the base kept one, else the device's
         mine, theirs = allocated_peak(rec), allocated_peak(ref)
         pair = (mine, theirs) if theirs else (rec.device_bytes(), ref.device_bytes())
+        if not any(pair):  # both on the CPU: the host's peaks
+            pair = (rec.host_bytes(), ref.host_bytes())
     else:
         raise ValueError(f"no multiple of {what!r}: only of step, rate and peak")
     return f" ({pair[0] / pair[1]:.2f}x)" if all(pair) else ""
@@ -229,7 +233,7 @@ def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) ->
     if _loss_gap(row.record.check) is None:
         return ""
     measured = {"step": row.record.timing is not None,
-                "peak": bool(allocated_peak(row.record) or row.record.device_bytes())}
+                "peak": bool(allocated_peak(row.record) or row.record.device_bytes() or row.record.host_bytes())}
     costs = [_figure(row, s, base, view) for s in shows if measured.get(s)]
     return ": " + ", ".join(costs) if costs else ""
 
