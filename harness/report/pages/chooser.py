@@ -22,9 +22,10 @@ from harness.units import gb
 
 RULE = ("A way out fits a card when its device peak (NVML's level: the CUDA context and library workspaces "
         "included) is at most the card's total, measured under that card's emulation (or a smaller card's), or "
-        "measured anywhere else with no does-not-fit record under an emulation of at least that card; a way whose "
-        "check failed on a machine is not offered for it. Managed memory that evicted nothing under a smaller "
-        "budget ran at device speed and proves no fit: it is shown apart.")
+        "measured anywhere else with no does-not-fit record under an emulation of at least that card. A way is not "
+        "offered where the card's compute capability cannot run it, where its check failed on any GPU, or where it "
+        "ran out of memory on any GPU under a budget of at least the card; each way left out says which. Managed "
+        "memory that evicted nothing under a smaller budget ran at device speed and proves no fit: it is shown apart.")
 APART = "ran at device speed: nothing was evicted"
 
 
