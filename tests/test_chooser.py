@@ -263,6 +263,9 @@ def test_each_way_left_out_says_its_own_reason():
     peak = chooser.why_not({"box": [t("ok", 85 * G, 30 * G, "card"), t("ok", 85 * G, 20 * G, "card")]}, card)
     assert peak == "its least device peak, 20.0 GB on box under the whole card, is past this card's 16.0 GB"
     assert chooser.why_not({"box": [t("skipped")]}, card).startswith("never measured")
+    smaller = chooser.why_not({"box": [t("does_not_fit", 15 * G, budget="16GB")]}, card)
+    assert smaller.startswith("no record decides: it ran out of memory under a 16GB allocator cap (context not "
+                              "charged) on box")
 
 
 def planted_row(case="seed000", params=None, outcome="ok", check=None, timing=True, memory=None, gpu=True,

@@ -183,6 +183,10 @@ def why_not(by_machine: dict, reader: "Reader") -> str:
                 f"is past this card's {gb(reader.size)}")
     if all(t.outcome == SKIPPED for ts in by_machine.values() for t in ts):
         return "never measured: skipped wherever it was asked for"
+    short = sorted((t for ts in by_machine.values() for t in ts if t.outcome == DOES_NOT_FIT), key=lambda t: t.size)
+    if short:
+        return (f"{NO_RECORD}: it ran out of memory under {ran_under(short[-1].budget)} on {short[-1].machine}, "
+                f"less than this card's {gb(reader.size)}, and ran under no budget of this card's size")
     return f"{NO_RECORD}: no run of it under a budget this card's size or smaller, and no device peak that fits"
 
 
