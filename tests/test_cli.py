@@ -227,3 +227,5 @@ def test_pages_after_run_keeps_what_run_measured_in_both_sites(folders, monkeypa
     monkeypatch.setattr(build, "main", lambda results=None, out=None: built.append(results) or 0)
     assert cli.main(["pages"]) == 0
     assert published == [local] and built == [str(local)]  # asv's site and the comparison pages: run's records
+    committed, _ = folders
+    assert cli.main(["pages", "--results", str(committed)]) == 0 and published[-1] == committed  # as the workflow

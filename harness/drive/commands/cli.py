@@ -346,9 +346,15 @@ def _pages(args) -> int:
     if problem:
         print(f"oombench pages: {problem}", file=sys.stderr)
         return 2
-    # asv's site (.asv/html) and the comparison pages are made from one folder, as `harness run`
-    # publishes its own: pages after run keeps what run measured.
-    skip_asv = args.no_asv
+    # asv's site (.asv/html) is the repository's: made from the folder the comparison pages read where
+    # that is the repository's own (its local runs, as `harness run` publishes them, or results/), so
+    # pages after run keeps what run measured; another folder leaves it as it is.
+    from harness.measure.records.store import COMMITTED, LOCAL
+    own = Path(results).resolve() in (COMMITTED.resolve(), LOCAL.resolve())
+    skip_asv = args.no_asv or not own
+    if not own and not args.no_asv:
+        print("oombench pages: asv's site is left as it is: it is the repository's and --results names another "
+              "folder (pass --no-asv to say so)", file=sys.stderr)
     rc = 0 if skip_asv else asv_site.publish(bootstrap.REPO, bootstrap.REPO / ".asv" / "html", Path(results))
     if rc != 0:
         print("oombench pages: asv publish failed (above); the comparison pages are built anyway. "
