@@ -1,7 +1,8 @@
-"""The README's "For asv users" commands, run as written (one tiny CPU benchmark in place of the
-README's --bench) from the root of a fresh clone of this working tree: each benchmark runs once in
-one environment, the records name the commit and the run, the site is published and served,
-compare reads it, and git status stays clean."""
+"""The README's "For asv users" commands, run as written by a shell (one tiny CPU benchmark in place
+of the README's --bench) from the root of a fresh clone of this working tree after `harness run`:
+each exits 0, each benchmark runs once in one environment, asv files under the name `harness run`
+gave the box (so `asv compare` finds one machine), the records name the commit and the run, the
+site is published and served, compare reads it, and git status stays clean."""
 import json
 import os
 import re
@@ -22,10 +23,23 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = r"^ceilings\.Host\.\w+\(.host_copy.\)"  # one CPU case, two figures (seconds, bytes)
 
 
-def readme_commands() -> list[list[str]]:
+def readme_lines() -> list[str]:
     part = (REPO / "README.md").read_text().split("## For asv users", 1)[1]
     block = part.split("```sh\n", 1)[1].split("```", 1)[0]
-    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def readme_commands() -> list[list[str]]:
+    return [shlex.split(line, comments=True) for line in readme_lines()]
+
+
+def shims(folder: Path) -> Path:
+    """``python3`` and ``asv`` as the README's shell finds them once set up: this interpreter's."""
+    folder.mkdir()
+    for name, run in (("python3", f'"{sys.executable}"'), ("asv", f'"{sys.executable}" -m asv')):
+        (folder / name).write_text(f"#!/bin/sh\nexec {run} \"$@\"\n")
+        (folder / name).chmod(0o755)
+    return folder
 
 
 def git(repo: Path, *args: str) -> str:
@@ -65,48 +79,57 @@ def serves(url: str) -> bool:
         return False
 
 
-def test_the_readme_s_asv_commands_work_from_the_root_and_leave_git_clean(clone, tmp_path):
+def test_the_readme_s_asv_commands_work_after_harness_run_and_leave_git_clean(clone, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OOMBENCH_", "ASV")) and k != "PYTHONPATH"}
     env["HOME"] = str(tmp_path)  # asv's machine file, kept out of the user's home
+    env["PATH"] = f"{shims(tmp_path / 'bin')}{os.pathsep}{env.get('PATH', '')}"
     commands = readme_commands()
     assert [c[:2] for c in commands] == [["asv", "machine"], ["asv", "check"], ["asv", "run"], ["asv", "publish"],
                                          ["asv", "preview"], ["asv", "compare"]]
-    for cmd in commands:
-        args = [sys.executable, "-m", "asv", *cmd[1:]]
+    # a newcomer's first command: the suite's CPU part, here the one tiny case
+    first = subprocess.run([sys.executable, "-m", "harness", "run", "--bench", TINY, "--no-publish"], cwd=clone,
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    ran_once(clone)
+    for line, cmd in zip(readme_lines(), commands):
         if cmd[1] == "run":
-            args[args.index("--bench") + 1] = TINY
+            line = line.replace(cmd[cmd.index("--bench") + 1], shlex.quote(TINY), 1)
         if cmd[1] == "preview":
-            preview(args, clone, env)
+            preview(["bash", "-c", f"exec {shlex.join(cmd)} --port \"$0\""], clone, env, port_arg=False)
             # and the one `harness run` prints at its end (its interpreter, not whatever python is first)
             preview(shlex.split(suite.preview_command(clone / ".asv" / "html")), clone, env)
             continue
-        done = subprocess.run(args, cwd=clone, env=env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, f"{shlex.join(cmd)}:\n{done.stdout}\n{done.stderr}"
+        done = subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{line}:\n{done.stdout}\n{done.stderr}"
         if cmd[1] == "run":
             assert re.search(r"\(1 commits \* 1 environments \* 2 benchmarks\)", done.stdout), done.stdout
-            ran_once(clone)
+            ran_once(clone, runs=2)
+            machines = [p.parent.name for p in (clone / ".asv" / "results").glob("*/machine.json")]
+            assert len(machines) == 1, machines  # asv's run and harness run's: one machine
         if cmd[1] == "compare":
             assert "ceilings.Host.track_seconds_per_step" in done.stdout
     assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""
 
 
-def ran_once(clone: Path) -> None:
-    """One asv result file (one environment) and one record for both figures, named for HEAD and the run."""
+def ran_once(clone: Path, runs: int = 1) -> None:
+    """One asv result file (one environment), and per run one record for both figures, named for HEAD and the run."""
     head = git(clone, "rev-parse", "HEAD").strip()
     results = clone / ".asv" / "results"
-    assert len([p for p in results.glob("*/*.json") if p.name != "machine.json"]) == 1
-    (records,) = results.glob("records/*/*.jsonl")
-    (line,) = records.read_text().splitlines()
-    record = json.loads(line)
-    assert record["case"] == "ceilings" and record["params"] == {"probe": "host_copy"}
-    assert record["commit"] == head and re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{6}", record["run_id"])
-    assert records.name == f"{head[:8]}-{record['run_id']}.jsonl"
+    assert len([p for p in results.glob("*/*.json") if p.name not in ("machine.json", "benchmarks.json")]) == 1
+    files = sorted(results.glob("records/*/*.jsonl"))
+    assert len(files) == runs, files
+    for records in files:
+        (line,) = records.read_text().splitlines()
+        record = json.loads(line)
+        assert record["case"] == "ceilings" and record["params"] == {"probe": "host_copy"}
+        assert record["commit"] == head and re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{6}", record["run_id"])
+        assert records.name == f"{head[:8]}-{record['run_id']}.jsonl"
 
 
-def preview(args: list[str], clone: Path, env: dict) -> None:
+def preview(args: list[str], clone: Path, env: dict, port_arg: bool = True) -> None:
     port = free_port()
-    proc = subprocess.Popen([*args, "--port", str(port)], cwd=clone, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*args, *(["--port"] * port_arg), str(port)], cwd=clone, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while not serves(f"http://127.0.0.1:{port}/index.html"):

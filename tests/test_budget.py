@@ -455,3 +455,13 @@ def test_a_case_emulating_a_named_card_records_the_overhead_it_measured(monkeypa
     v100 = budget.CARDS["v100-16gb"].total_bytes
     assert rec.budget["emulated_bytes"] == v100 and rec.budget["overhead_bytes"] == CONTEXT
     assert rec.budget["limit_bytes"] == rec.check["limit"] == v100 - CONTEXT
+
+
+def test_each_named_card_knows_what_its_compute_capability_runs():
+    from harness.measure.guards.budget import CARDS
+    features = {name: card.features for name, card in CARDS.items()}
+    assert features["p100-16gb"] == () and features["v100-16gb"] == ("fp16 tensor cores",)
+    assert features["a100-80gb"] == ("fp16 tensor cores", "TF32", "bf16")  # no FP8 before Ada
+    assert "FP8" in features["l4-24gb"] and "FP8" in features["rtx4090-24gb"] and "FP8" in features["h100-80gb"]
+    assert CARDS["v100-16gb"].lacks((8, 0)) and not CARDS["v100-16gb"].lacks((7, 0))
+    assert not CARDS["p100-16gb"].lacks(None)

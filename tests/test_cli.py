@@ -179,3 +179,53 @@ def test_other_commands_still_refuse_arguments_they_do_not_know(capsys):
 def test_the_gates_old_option_name_still_works_and_says_its_new_name(capsys):
     assert cli.parser().parse_args(["gate", "a", "b", "--iqr-factor", "3"]).standard_errors == 3.0
     assert "--iqr-factor is now --standard-errors" in capsys.readouterr().err
+
+
+@pytest.fixture
+def folders(tmp_path, monkeypatch):
+    """The committed results/ and the local runs' .asv/results, each a folder of records here."""
+    from harness.drive.commands import bootstrap
+    from harness.measure.records import store
+    committed, local = tmp_path / "results", tmp_path / "local"
+    (committed / "records").mkdir(parents=True)
+    monkeypatch.setattr(store, "COMMITTED", committed)
+    monkeypatch.setattr(store, "LOCAL", local)
+    monkeypatch.setattr(bootstrap, "ensure", lambda command: None)
+    return committed, local
+
+
+def local_run(local):
+    (local / "records" / "box").mkdir(parents=True)
+    (local / "records" / "box" / "abc-run.jsonl").write_text("")
+
+
+def test_reading_commands_read_the_local_runs_first_and_say_which_in_one_line(folders, monkeypatch, capsys):
+    from harness.report import tables
+    committed, local = folders
+    seen = []
+    monkeypatch.setattr(tables, "main", lambda results, *a: seen.append(str(results)) or 0)
+    table = ["table", "tricks", "--down", "technique"]
+    assert cli.main(table) == 0 and seen[-1] == str(committed)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"reading the committed {committed}" in err and "harness run" in err
+    local_run(local)
+    assert cli.main(table) == 0 and seen[-1] == str(local)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"reading this checkout's local runs in {local}" in err
+    assert cli.main([*table, "--results", str(committed)]) == 0 and seen[-1] == str(committed)
+    assert capsys.readouterr().err == ""  # asked for: nothing to say
+
+
+def test_pages_after_run_keeps_what_run_measured_in_both_sites(folders, monkeypatch):
+    from harness.drive.asv import asv_site
+    from harness.report.pages import build
+    _, local = folders
+    local_run(local)
+    published, built = [], []
+    monkeypatch.setattr(asv_site, "publish", lambda repo, site, results=None: published.append(results) or 0)
+    monkeypatch.setattr(build, "check_args", lambda results, out: None)
+    monkeypatch.setattr(build, "main", lambda results=None, out=None: built.append(results) or 0)
+    assert cli.main(["pages"]) == 0
+    assert published == [local] and built == [str(local)]  # asv's site and the comparison pages: run's records
+    committed, _ = folders
+    assert cli.main(["pages", "--results", str(committed)]) == 0 and published[-1] == committed  # as the workflow

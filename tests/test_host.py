@@ -66,15 +66,45 @@ def test_a_gpu_box_is_its_cards_in_any_order_with_each_link(monkeypatch, sysfs):
     assert nvml.open == 0
 
 
-def test_a_box_without_a_gpu_is_its_machine_id_and_hostname(tmp_path, monkeypatch):
+def nic(net, name, mac, device=True):
+    (net / name).mkdir(parents=True)
+    (net / name / "address").write_text(mac + "\n")
+    if device:
+        (net / name / "device").mkdir()
+
+
+def test_a_box_without_a_gpu_is_its_machine_id_hostname_cpu_and_network_cards(tmp_path, monkeypatch):
     (tmp_path / "dbus-id").write_text("abc123\n")
+    net = tmp_path / "net"
+    nic(net, "lo", "00:00:00:00:00:00")
+    nic(net, "eth0", "52:54:00:AA:BB:01")
+    nic(net, "docker0", "02:42:ac:11:00:02", device=False)  # a bridge: made per boot, names no host
+    monkeypatch.setattr(host, "NET_DEVICES", net)
     monkeypatch.setattr(host, "MACHINE_ID_FILES", (tmp_path / "missing", tmp_path / "dbus-id"))
     monkeypatch.setattr(host.platform, "node", lambda: "box-7")
     found = host.identity(Devices(reason="none"), "EPYC")
-    assert found == {"id": host.digest(["abc123", "box-7"]), "gpu_uuids": [], "links": [], "cpu": "EPYC",
-                     "driver": None}
+    assert found == {"id": host.digest(["abc123", "box-7", "EPYC", "52:54:00:aa:bb:01"]), "gpu_uuids": [],
+                     "links": [], "cpu": "EPYC", "driver": None}
     monkeypatch.setattr(host, "MACHINE_ID_FILES", (tmp_path / "missing",))
-    assert host.identity(Devices(reason="none"), "EPYC")["id"] == host.digest(["", "box-7"])
+    assert host.identity(Devices(reason="none"), "EPYC")["id"] == host.digest(["", "box-7", "EPYC",
+                                                                               "52:54:00:aa:bb:01"])
+
+
+def test_two_clones_of_one_image_get_two_host_ids(tmp_path, monkeypatch):
+    """Cloned VMs share /etc/machine-id and a hostname; their CPU or their network cards tell them apart."""
+    (tmp_path / "id").write_text("same-image\n")
+    monkeypatch.setattr(host, "MACHINE_ID_FILES", (tmp_path / "id",))
+    monkeypatch.setattr(host.platform, "node", lambda: "vm")
+    ids = []
+    for box, (cpu, mac) in enumerate((("AMD EPYC", "52:54:00:00:00:01"), ("Intel Xeon", "52:54:00:00:00:01"),
+                                      ("AMD EPYC", "52:54:00:00:00:02"))):
+        net = tmp_path / f"net{box}"
+        nic(net, "ens3", mac)
+        monkeypatch.setattr(host, "NET_DEVICES", net)
+        ids.append(host.identity(Devices(reason="none"), cpu)["id"])
+    assert len(set(ids)) == 3
+    monkeypatch.setattr(host, "NET_DEVICES", tmp_path / "no-sysfs")
+    assert host.identity(Devices(reason="none"), "AMD EPYC")["id"] == host.digest(["same-image", "vm", "AMD EPYC"])
 
 
 def test_without_nvml_a_gpu_box_has_no_links_to_say(monkeypatch):

@@ -131,3 +131,15 @@ def test_a_multiple_is_only_of_a_step_a_rate_or_a_peak(tmp_path):
     assert tables._ratio(mine, base, "step") == " (2.00x)"
     with pytest.raises(ValueError, match=r"^no multiple of 'loss': only of step, rate and peak$"):
         tables._ratio(mine, base, "loss")
+
+
+def test_a_case_on_the_cpu_shows_the_host_peak_asv_tracked_and_its_multiple(tmp_path):
+    from harness.measure.instruments.devices import Devices
+    cpu = snapshot(Devices(reason="no GPU (test)"))
+    recs = [record("fp32", env=cpu, memory={"host.max_rss": int(1.12 * G)}),
+            record("checkpoint", env=cpu, memory={"host.max_rss": int(0.56 * G)}),
+            record("tf32", env=cpu, memory={})]
+    out = plain(tables.table(rows_of(tmp_path, *recs), "tricks", ["technique"], "machine", ["peak"], None,
+                             (("technique", "fp32"),)))
+    assert "| fp32 | 1.12 GB host |" in out and "| checkpoint | 560.0 MB host (0.50x) |" in out
+    assert "| tf32 | - |" in out  # no peak of any kind: still "-"

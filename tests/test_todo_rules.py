@@ -16,6 +16,8 @@ A = todo.Bench("ceilings", "Device", ("track_seconds_per_step",), "('device_copy
 B = todo.Bench("ceilings", "Device", ("track_seconds_per_step",), "('matmul_fp32')", "ceilings",
                '{"probe": "matmul_fp32"}')
 C = todo.Bench("parallel", "LmSingle", ("track_seconds_per_step",), "", "parallel_lm", '{"strategy": "single"}')
+HOST = todo.Bench("ceilings", "Host", ("track_peak_host_bytes", "track_seconds_per_step"), "('host_copy')", "ceilings",
+                  '{"probe": "host_copy"}')
 
 
 def test_the_report_counts_each_machines_sets_and_gives_each_class_its_command(monkeypatch):
@@ -72,13 +74,30 @@ def test_what_is_missing_is_taken_from_the_benches_given(tmp_path):
     assert todo.missing("full", "box", tmp_path / "results", [A, C]) == [A, C]
 
 
-def test_todo_reads_the_committed_results_unless_given_a_folder(monkeypatch, tmp_path):
-    seen = []
-    monkeypatch.setattr(todo, "filed", lambda folder: seen.append(folder) or {})
-    monkeypatch.setattr(todo, "report", lambda *a: "")
-    todo.main("quick", None, None)
-    todo.main("quick", None, str(tmp_path))
-    assert seen == [todo.COMMITTED, tmp_path]
+def test_todo_reads_the_committed_results_and_local_runs_together_unless_given_a_folder(monkeypatch, tmp_path,
+                                                                                          capsys):
+    committed, local = tmp_path / "results", tmp_path / "local"
+    plant(committed, "box", [(bench("WhatFitsSequence", "('fp32', '16GB')"), "ok")])
+    plant(local, "box", [(bench("WhatFitsSequence", "('bf16_autocast', '16GB')"), "ok")])
+    monkeypatch.setattr(todo, "COMMITTED", committed)
+    monkeypatch.setattr(todo, "LOCAL", local)
+    monkeypatch.setattr(todo, "this_machine", lambda: "box")
+    assert todo.main("budget", None, None) == 0
+    out, err = capsys.readouterr()
+    both = todo.filed_anywhere([committed, local])["box"]
+    assert len(both) == 2 and out.startswith(f"box: 2 of {len(todo.selected('budget', todo.benches()))}")
+    assert err.count("\n") == 1 and "this box (box)" in err
+    assert todo.main("budget", None, str(local)) == 0 and capsys.readouterr().out.startswith("box: 1 of")
+
+
+def test_todo_checks_run_s_profile_and_lists_no_gpu_work_for_a_box_without_one(monkeypatch):
+    from harness.drive.commands import cli
+    assert cli.parser().parse_args(["todo"]).profile == "standard" == todo.profiles.DEFAULT
+    monkeypatch.setattr(todo, "benches", lambda: [A, B, C, HOST])
+    cpu = todo.report("full", ["cpu-amd-epyc"], {}).splitlines()
+    assert cpu[0] == "cpu-amd-epyc: 0 of 1 parameter sets of profile full (no GPU: the sets that run on the CPU) " \
+                     "filed, 1 to go" and "ceilings.Device" not in "\n".join(cpu)
+    assert todo.report("full", ["nvidia-h100-x1"], {}).startswith("nvidia-h100-x1: 0 of 4 ")
 
 
 def test_this_machine_is_named_for_its_gpus_else_its_cpu(monkeypatch):

@@ -322,3 +322,14 @@ def test_a_table_ranks_a_combination_beside_single_ways_against_fp32_on_the_card
     assert cells == [[markdown.cell(c) for c in row] for row in (
         ["fp32", "not run", "1,000.0 ms"], ["checkpoint", "1,500.0 ms (1.50x)", "not run"],
         ["bf16_autocast+checkpoint", "500.0 ms (0.50x)", "not run"])]
+
+
+def test_a_way_says_itself_in_a_reader_s_words_and_what_of_the_training_it_changes():
+    from harness.workloads.training import ways
+    assert ways.parse("checkpoint+bf16_autocast").words == "bf16 autocast + checkpointing"
+    assert ways.parse("fp32").words == "fp32" and ways.parse("tf32").words == "TF32 matmuls"
+    assert ways.parse("tied_embeddings").changes == ("the model",)
+    assert ways.parse("bf16_params+seq_cap").changes == ("the model", "the data")
+    assert ways.parse("cpu_offload+checkpoint").changes == ()  # the same sums, elsewhere
+    assert {t for t, v in ways.REGISTRY.items() if v.changes} == {"bf16_params", "pad_longest", "seq_cap",
+                                                                  "tied_embeddings"}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from harness import cases
-from harness.report import tables
+from harness.report import capable, tables
 from harness.report.selection import Select
 from harness.workloads.training.trainer import LR, LR_WIDTH
 
@@ -32,6 +32,7 @@ class Spec:
     bench: tuple[Select, ...] = ()  # the asv benchmarks that measure it (`harness run --bench`)
     quiet: bool = False  # no section at all, rather than "no record yet", while no record matches
     rank: bool = False  # rows by their step in the first column (`harness table --rank`)
+    card: str | None = None  # the named card its seed's reader held: the page offers no way it cannot run
 
     def args(self) -> list[str]:
         out = [self.case, "--down", self.down]
@@ -42,7 +43,7 @@ class Spec:
             out += ["--where", pair]
         if self.versus:
             out += ["--versus", self.versus]
-        return out + ["--rank"] * self.rank
+        return out + ["--rank"] * self.rank + ["--card", self.card] * bool(self.card)
 
     def command(self) -> str:
         return f"{COMMAND} {' '.join(self.args())}"
@@ -64,8 +65,13 @@ class Spec:
         case = cases.get(self.case)
         where = tables.where_of(case, list(self.where))
         versus = tables.versus_pairs(case, self.versus)
-        return tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus,
+        left = []
+        if self.card:
+            rows, left = capable.runnable(rows, self.card)
+        made = tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus,
                            self.rank)
+        said = capable.note(self.card, left) if self.card else None
+        return replace(made, notes=[*made.notes, said]) if said else made
 
     def render(self, rows: list[Row]) -> str | None:
         """What the command prints: the table, then its footnotes."""
@@ -376,7 +382,7 @@ SEED_003_BENCH = (Select("tricks", "ResnetSeed", "Seed003Budget", "Seed003Accumu
 def _seed003_cheapest(w: str) -> Spec:
     """Seed 003's ways under a 16 GB card, cheapest first: the grid below, read for one card."""
     return Spec("tricks", "technique,micro_batch", across=tables.MACHINE, show="step,peak,loss",
-                where=("budget=16GB", f"workload={w}", "batch=10"), versus=SEED_003_BASE, rank=True,
+                where=("budget=16GB", f"workload={w}", "batch=10"), versus=SEED_003_BASE, rank=True, card="p100-16gb",
                 title=f"Seed 003: the cheapest ways for {w[-4:]} x {w[-4:]} images under a 16 GB card",
                 text="Each way out and combination measured under the 16 GB budget, at each micro-batch, one "
                      "column per GPU. Rows are ranked by the step in the first column, fastest first (`--rank`); "
@@ -393,7 +399,7 @@ def _seed003_cheapest(w: str) -> Spec:
 def _seed003_grid(w: str) -> Spec:
     """Seed 003 under every budget, each way at each micro-batch on each GPU."""
     return Spec("tricks", "technique,micro_batch,machine", across="budget", show="step,peak,loss",
-                where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE,
+                where=(f"workload={w}", "batch=10"), versus=SEED_003_BASE, card="p100-16gb",
                 title=f"Seed 003: ResNet50, batch 10 of {w[-4:]} x {w[-4:]} images, under each card",
                 text="The model-parallel example that ran out of memory on a 16 GB card, on one GPU under each "
                      "budget, by every single-GPU way out (accumulation as `fp32` at a smaller `micro_batch`) and "

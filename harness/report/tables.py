@@ -19,7 +19,7 @@ from harness.measure.instruments.machine import machine_label as label_of
 from harness.measure.outcomes import DOES_NOT_FIT, HOST, OK, SKIPPED
 from harness.report.efficiency import HOST_BOUND, HOST_BOUND_NOTE, Ceilings, efficiency, host_bound
 from harness.report.model import Row, latest, load_rows, newest_stack
-from harness.report import markdown
+from harness.report import capable, markdown
 from harness.report.markdown import one_line
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs, ms, scaled
@@ -105,6 +105,8 @@ def allocated_peak(rec) -> int | None:
 
 def _peak(rec, view: View) -> str:
     allocated, device = allocated_peak(rec), rec.device_bytes()
+    if not allocated and not device and rec.host_bytes():
+        return f"{gb(rec.host_bytes())} host"  # a case on the CPU: the host's peak, the one asv tracks
     text = gbs([allocated or None, device or None])  # "4.8 / 5.6 GB": allocated / device
     whole = rec.schema < 2 and text != "-" and view.mixed_schemas
     return text + (view.mark(WHOLE_CASE) if whole else "")
@@ -139,6 +141,8 @@ def _ratio(row: Row, base: Row | None, what: str) -> str:
     elif what == "peak":  # the allocator's where the base kept one, else the device's
         mine, theirs = allocated_peak(rec), allocated_peak(ref)
         pair = (mine, theirs) if theirs else (rec.device_bytes(), ref.device_bytes())
+        if not any(pair):  # both on the CPU: the host's peaks
+            pair = (rec.host_bytes(), ref.host_bytes())
     else:
         raise ValueError(f"no multiple of {what!r}: only of step, rate and peak")
     return f" ({pair[0] / pair[1]:.2f}x)" if all(pair) else ""
@@ -229,7 +233,7 @@ def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) ->
     if _loss_gap(row.record.check) is None:
         return ""
     measured = {"step": row.record.timing is not None,
-                "peak": bool(allocated_peak(row.record) or row.record.device_bytes())}
+                "peak": bool(allocated_peak(row.record) or row.record.device_bytes() or row.record.host_bytes())}
     costs = [_figure(row, s, base, view) for s in shows if measured.get(s)]
     return ": " + ", ".join(costs) if costs else ""
 
@@ -470,14 +474,18 @@ def render(rows: list[Row], case_name: str, down: list[str], across: str, shows:
 
 
 def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-          where: dict | None = None, versus: tuple = (), rank: bool = False) -> str:
-    """The table as ``harness table`` prints it: the markdown table, then its footnotes, if any."""
+          where: dict | None = None, versus: tuple = (), rank: bool = False, card: str | None = None) -> str:
+    """The table as ``harness table`` prints it: the markdown table, then its footnotes, if any.
+    ``card``: a named card; the ways its compute capability cannot run are left out, in a footnote."""
+    left = []
+    if card is not None:
+        rows, left = capable.runnable(rows, card)
     text, notes = render(rows, case_name, down, across, shows, where, versus, rank)
-    return text + "".join(f"\n\n{n}" for n in notes)
+    return text + "".join(f"\n\n{n}" for n in [*notes, capable.note(card, left)] if n)
 
 
 def main(results: str | Path, case: str, down: str, across: str, show: str, where: list[str],
-         versus: str | None = None, rank: bool = False) -> int:
+         versus: str | None = None, rank: bool = False, card: str | None = None) -> int:
     """Prints the table; every bad argument exits 2 with the fix, before anything is printed."""
     results = Path(results)
     try:
@@ -486,8 +494,10 @@ def main(results: str | Path, case: str, down: str, across: str, show: str, wher
                              "records/ (results/ by default)")
         c = cases.get(case)
         against = versus_pairs(c, versus)
+        if card is not None:
+            capable.card(card)  # an unknown card is refused before any record is read
         text = table(load_rows(results), case, down.split(","), across, show.split(","), where_of(c, where), against,
-                     rank)
+                     rank, card)
     except ValueError as e:
         print(f"oombench table: {e}", file=sys.stderr)
         return 2

@@ -137,6 +137,7 @@ VERSIONS = [
     Select("chainer_pool", "Gcn", nodes=16384), Select("chainer_pool", "Mlp", batch=4096),
 ]
 
+DEFAULT = "standard"  # what `harness run` runs without --profile (and `todo` checks)
 PROFILES = {"quick": QUICK, "standard": STANDARD, "budget": BUDGET_CUPY + BUDGET_TORCH, "versions": VERSIONS,
             "fragmentation": FRAGMENTATION, "full": []}
 

@@ -187,8 +187,9 @@ class Selection:
     python: tuple[str, ...] = ()
 
     def flags(self) -> str:
-        return shlex.join([*(["--bench", self.bench] if self.bench else ["--profile", self.profile or "standard"]),
-                           *(["--quick"] if self.quick else []), *(a for py in self.python for a in ("--python", py))])
+        chosen = ["--bench", self.bench] if self.bench else ["--profile", self.profile or profiles.DEFAULT]
+        pythons = [a for py in self.python for a in ("--python", py)]
+        return shlex.join([*chosen, *(["--quick"] if self.quick else []), *pythons])
 
     @classmethod
     def of(cls, d: dict) -> "Selection | None":
@@ -236,7 +237,7 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
         # Checked before the lock too, which makes the results folder: a refused resume leaves nothing.
         chosen = resumed(store, resumable(store, resume, machine_info(snapshot())["machine"], head_commit()),
                          resume, chosen)
-    chosen = replace(chosen, profile=chosen.profile or "standard")
+    chosen = replace(chosen, profile=chosen.profile or profiles.DEFAULT)
     with signals_stop_the_run():
         try:
             with locks.held(locks.results_lock(results), f"results folder {results}", wait=wait):

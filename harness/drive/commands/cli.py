@@ -168,7 +168,9 @@ def _machine(args) -> int:
     bootstrap.ensure("machine")
     from harness.measure.instruments.environment import snapshot
     from harness.measure.instruments.machine import machine_info
-    print(json.dumps(machine_info(snapshot()), indent=2))
+    info = machine_info(snapshot())
+    # --name: the one word `asv machine --machine` takes, so that asv files under harness run's name
+    print(info["machine"] if args.name else json.dumps(info, indent=2))
     return 0
 
 
@@ -238,8 +240,7 @@ def _export_nodes(args) -> str | None:
 
 def _summary(args) -> int:
     from harness.measure.guards.inputs import readable
-    from harness.measure.records.store import COMMITTED
-    path = args.path if args.path is not None else COMMITTED / "records"
+    path = args.path if args.path is not None else Path(_reading("summary", None)) / "records"
     if _refused("summary", lambda: _hex_prefix(args.commit)) or _refused(
             "summary", lambda: readable(path, "PATH", "any", "a record file (.jsonl) or a folder of them")):
         return 2
@@ -262,6 +263,22 @@ def _hex_prefix(commit: str | None) -> str | None:
     return None
 
 
+def _reading(command: str, results: str | None) -> str:
+    """The results folder a reading command reads: ``--results``; else this checkout's local runs
+    (.asv/results, where `harness run` files them) where they hold records, newest first as every
+    table reads; else the committed results/. A default is said in one line, with how to read the other."""
+    if results is not None:
+        return results
+    from harness.measure.records.store import COMMITTED, LOCAL
+    if any((LOCAL / "records").glob("*/*.jsonl")):
+        print(f"oombench {command}: reading this checkout's local runs in {LOCAL} (--results {COMMITTED} for the "
+              "committed ones)", file=sys.stderr)
+        return str(LOCAL)
+    print(f"oombench {command}: reading the committed {COMMITTED}: no local run in {LOCAL} yet (`harness run` "
+          "files one there, read first from then on)", file=sys.stderr)
+    return str(COMMITTED)
+
+
 def _read_results(command: str, results: str | None) -> bool:
     """``--results``, a folder of records to read, refused (True) where it is not one."""
     from harness.measure.guards.inputs import results_folder
@@ -270,13 +287,13 @@ def _read_results(command: str, results: str | None) -> bool:
 
 
 def _table(args) -> int:
-    if _read_results("table", args.results):
+    results = _reading("table", args.results)
+    if _read_results("table", results):
         return 2
     bootstrap.ensure("table")
-    from harness.measure.records.store import COMMITTED
     from harness.report.tables import main
-    return main(args.results or COMMITTED, args.case, args.down, args.across, args.show, args.where,
-                args.versus, args.rank)
+    return main(results, args.case, args.down, args.across, args.show, args.where,
+                args.versus, args.rank, args.card)
 
 
 def _todo(args) -> int:
@@ -324,23 +341,27 @@ def _pages(args) -> int:
     from harness.drive.asv import asv_site
     from harness.report.pages import build
     # Bad arguments exit 2 before anything is written (asv's site included).
-    problem = build.check_args(args.results, args.out)
+    results = _reading("pages", args.results)
+    problem = build.check_args(results, args.out)
     if problem:
         print(f"oombench pages: {problem}", file=sys.stderr)
         return 2
-    # asv's own site is the repository's (asv.conf.json puts it in .asv/html): it is made from the
-    # committed results/ only, never from another folder's.
-    skip_asv = args.no_asv or args.results is not None
-    if args.results is not None and not args.no_asv:
+    # asv's site (.asv/html) is the repository's: made from the folder the comparison pages read where
+    # that is the repository's own (its local runs, as `harness run` publishes them, or results/), so
+    # pages after run keeps what run measured; another folder leaves it as it is.
+    from harness.measure.records.store import COMMITTED, LOCAL
+    own = Path(results).resolve() in (COMMITTED.resolve(), LOCAL.resolve())
+    skip_asv = args.no_asv or not own
+    if not own and not args.no_asv:
         print("oombench pages: asv's site is left as it is: it is the repository's and --results names another "
               "folder (pass --no-asv to say so)", file=sys.stderr)
-    rc = 0 if skip_asv else asv_site.publish(bootstrap.REPO, bootstrap.REPO / ".asv" / "html")
+    rc = 0 if skip_asv else asv_site.publish(bootstrap.REPO, bootstrap.REPO / ".asv" / "html", Path(results))
     if rc != 0:
         print("oombench pages: asv publish failed (above); the comparison pages are built anyway. "
               "Fix: check results/ holds asv result files, or pass --no-asv", file=sys.stderr)
     elif not skip_asv:
         print(f"oombench: asv's site in {bootstrap.REPO / '.asv' / 'html'}")
-    return build.main(results=args.results, out=args.out) or rc
+    return build.main(results=results, out=args.out) or rc
 
 
 def _docs(args) -> int:
@@ -424,7 +445,9 @@ def _add_inspect(sub) -> None:
     d = sub.add_parser("devices", help="what GPUs this box has")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=_devices)
-    sub.add_parser("machine", help="how asv will name and describe this box").set_defaults(func=_machine)
+    m = sub.add_parser("machine", help="how asv will name and describe this box")
+    m.add_argument("--name", action="store_true", help="print the name alone (for `asv machine --machine`)")
+    m.set_defaults(func=_machine)
     c = sub.add_parser("case", help="measure one case here and print its record")
     c.add_argument("name")
     c.add_argument("params", nargs="*", help="name=value")
@@ -455,17 +478,21 @@ def _add_table(sub) -> None:
                     help="rows by the step of their cell in the first column, fastest first (needs step in "
                          "--show); then the rows that did not fit or failed there, then those not run or "
                          "skipped there, each in the usual order")
-    tb.add_argument("--results", default=None, help="results folder (default: results/)")
+    tb.add_argument("--card", metavar="NAME", help="a named card (p100-16gb, ...): leave out the ways its compute "
+                    "capability cannot run, named in a footnote")
+    tb.add_argument("--results", default=None,
+                    help="results folder (default: the local runs in .asv/results where there are any, else results/)")
     tb.set_defaults(func=_table)
 
 
 def _add_todo(sub) -> None:
     td = sub.add_parser("todo", help="what a profile still lacks on each machine, and the --bench that runs it")
-    td.add_argument("--profile", choices=tuple(profiles.PROFILES), default="budget",
-                    help="the profile to check (default: budget)")
+    td.add_argument("--profile", choices=tuple(profiles.PROFILES), default=profiles.DEFAULT,
+                    help=f"the profile to check (default: {profiles.DEFAULT}, as for run)")
     td.add_argument("--machine", action="append", metavar="NAME",
-                    help="a machine folder of results/records (repeat for several; default: every one there)")
-    td.add_argument("--results", default=None, help="results folder (default: results/)")
+                    help="a machine folder of results/records (repeat for several; default: this box)")
+    td.add_argument("--results", default=None,
+                    help="results folder (default: results/ and this checkout's local runs in .asv/results together)")
     td.set_defaults(func=_todo)
 
 
@@ -571,7 +598,8 @@ def _add_compare(sub) -> None:
 
 def _add_publish(sub) -> None:
     pg = sub.add_parser("pages", help="build asv's site and the comparison pages from results/")
-    pg.add_argument("--results", default=None, help="results folder (default: results/)")
+    pg.add_argument("--results", default=None,
+                    help="results folder (default: the local runs in .asv/results where there are any, else results/)")
     pg.add_argument("--out", default=None, help="where the comparison pages go (default: .asv/pages)")
     pg.add_argument("--no-asv", action="store_true", help="skip asv publish")
     pg.set_defaults(func=_pages)

@@ -20,7 +20,7 @@ from harness import cases
 from harness.drive.asv import profiles
 from harness.drive.asv.begun import DISK_FULL
 from harness.drive.asv.catalog import Bench, benches
-from harness.measure.records.store import COMMITTED, latest
+from harness.measure.records.store import COMMITTED, LOCAL, latest
 from harness.report.model import load_rows
 
 
@@ -50,6 +50,27 @@ def filed(results: Path) -> dict[str, set[tuple[str, str]]]:
         if row.record.check.get("ended") not in NOT_ANSWERS and not cases.outdated(row.record):
             out.setdefault(machine, set()).add((case, params))
     return out
+
+
+def filed_anywhere(folders: list[Path]) -> dict[str, set[tuple[str, str]]]:
+    """``filed`` over several results folders (those that hold records/): an answer in any is one."""
+    out: dict[str, set] = {}
+    for folder in folders:
+        if (folder / "records").is_dir():
+            for machine, held in filed(folder).items():
+                out.setdefault(machine, set()).update(held)
+    return out
+
+
+def on_cpu(machine: str) -> bool:
+    """Whether a machine is a box without a GPU: ``machine_name`` names those for their CPU."""
+    return machine.startswith("cpu-")
+
+
+def runs_on(bench: Bench, machine: str) -> bool:
+    """Whether ``bench`` runs on ``machine``: every bench on a GPU box; on a CPU box only the
+    classes that run on the host (``_OnHost``: they track the host's peak), as ``harness run`` does."""
+    return not on_cpu(machine) or "track_peak_host_bytes" in bench.methods
 
 
 def left(wanted: list[Bench], held: set[tuple[str, str]]) -> list[Bench]:
@@ -83,12 +104,14 @@ def expression(todo: list[Bench]) -> str:
 def report(profile: str, machines: list[str], held: dict[str, set[tuple[str, str]]]) -> str:
     """Per machine: how much of the profile is filed (``held``, as ``filed`` reads it), and per
     class of benchmarks what is not, with the ``--bench`` expression that runs it."""
-    wanted = selected(profile, benches())
+    every = selected(profile, benches())
     lines = []
     for machine in machines:
+        wanted = [b for b in every if runs_on(b, machine)]
         todo = left(wanted, held.get(machine, set()))
+        kind = " (no GPU: the sets that run on the CPU)" if on_cpu(machine) else ""
         lines.append(f"{machine}: {len(wanted) - len(todo)} of {len(wanted)} parameter sets of profile "
-                     f"{profile} filed, {len(todo)} to go")
+                     f"{profile}{kind} filed, {len(todo)} to go")
         by_class: dict[str, list[Bench]] = {}
         for b in todo:
             by_class.setdefault(f"{b.family}.{b.cls}", []).append(b)
@@ -116,11 +139,18 @@ def unmatched(bench: str, all_benches: list[Bench] | None = None) -> str | None:
 
 
 def main(profile: str, machines: list[str] | None, results: str | None) -> int:
-    """Every machine with records by default. A name given must be one of those or this box's
-    own (a box that filed nothing yet has everything to go); any other is a typo, refused."""
-    folder = Path(results) if results else COMMITTED
-    held = filed(folder)
+    """This box by default, read from the committed results and this checkout's local runs
+    together (``results``: that folder alone). A name given must be a machine with records there or
+    this box's own (a box that filed nothing yet has everything to go); any other is a typo, refused."""
+    folders = [Path(results)] if results else [COMMITTED, LOCAL]
+    folder = folders[0]
+    held = filed_anywhere(folders)
     known = sorted(held)
+    if not machines:
+        machines = [this_machine()]
+        others = [m for m in known if m not in machines]
+        print(f"oombench todo: this box ({machines[0]}), from {' and '.join(str(f) for f in folders)}"
+              + (f"; --machine NAME for another: {', '.join(others)}" if others else ""), file=sys.stderr)
     unknown = [m for m in machines or () if m not in known]
     if unknown:
         here = this_machine()
@@ -128,5 +158,5 @@ def main(profile: str, machines: list[str] | None, results: str | None) -> int:
             print(f"oombench todo: no records of {', '.join(unknown)} under {folder / 'records'}; machines "
                   f"there: {', '.join(known) or 'none'}, and this box is {here}", file=sys.stderr)
             return 2
-    print(report(profile, machines or known, held))
+    print(report(profile, machines, held))
     return 0

@@ -38,29 +38,51 @@ from harness.measure.guards.safety import OPT_IN_ENV
 from harness.units import GB, MiB, gb
 
 
+# What a CUDA compute capability brings that a way out may need, from NVIDIA's architecture
+# whitepapers: fp16 tensor cores from Volta (7.0), TF32 and bf16 from Ampere (8.0), FP8 from Ada (8.9).
+FEATURES = (("fp16 tensor cores", (7, 0)), ("TF32", (8, 0)), ("bf16", (8, 0)), ("FP8", (8, 9)))
+
+
+def dotted(capability: tuple[int, int]) -> str:
+    """A compute capability as NVIDIA writes it: (8, 0) -> "8.0"."""
+    return f"{capability[0]}.{capability[1]}"
+
+
 @dataclass(frozen=True)
 class Card:
     name: str  # the budget's name
     model: str  # as nvidia-smi names it
     total_bytes: int  # the total it reports
+    capability: tuple[int, int]  # its CUDA compute capability, as NVIDIA lists it (developer.nvidia.com/cuda-gpus)
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """What its compute capability brings of ``FEATURES``."""
+        return tuple(name for name, least in FEATURES if self.capability >= least)
+
+    def lacks(self, needed: tuple[int, int] | None) -> bool:
+        """Whether a way that needs compute capability ``needed`` (None: none) cannot run on it as intended."""
+        return needed is not None and self.capability < needed
 
 
-# Each total is nvidia-smi's "Total" for that card (MiB), as its owners posted it.
+# Each total is nvidia-smi's "Total" for that card (MiB), as its owners posted it; each compute
+# capability NVIDIA's CUDA GPU list's (Pascal P100 6.0, Volta V100 7.0, Ampere A100 8.0, Ada L4 and
+# RTX 4090 8.9, Hopper H100 and H200 9.0).
 CARDS = {c.name: c for c in (
     # Seed 003's card: its report's nvidia-smi shows 16280MiB.
-    Card("p100-16gb", "Tesla P100-PCIE-16GB", 16280 * MiB),
+    Card("p100-16gb", "Tesla P100-PCIE-16GB", 16280 * MiB, (6, 0)),
     # https://github.com/4paradigm/k8s-vgpu-scheduler/issues/7 (Tesla V100-SXM2, 16160MiB)
-    Card("v100-16gb", "Tesla V100-SXM2-16GB", 16160 * MiB),
+    Card("v100-16gb", "Tesla V100-SXM2-16GB", 16160 * MiB, (7, 0)),
     # https://github.com/RLinf/RLinf/issues/255 (NVIDIA GeForce RTX 4090, 24564MiB)
-    Card("rtx4090-24gb", "NVIDIA GeForce RTX 4090", 24564 * MiB),
+    Card("rtx4090-24gb", "NVIDIA GeForce RTX 4090", 24564 * MiB, (8, 9)),
     # https://github.com/modal-labs/modal-client/pull/2797 (L4 23034MiB, A100 40GB 40960MiB, A100 80GB 81920MiB)
-    Card("l4-24gb", "NVIDIA L4", 23034 * MiB),
-    Card("a100-40gb", "NVIDIA A100-SXM4-40GB", 40960 * MiB),
-    Card("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920 * MiB),
+    Card("l4-24gb", "NVIDIA L4", 23034 * MiB, (8, 9)),
+    Card("a100-40gb", "NVIDIA A100-SXM4-40GB", 40960 * MiB, (8, 0)),
+    Card("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920 * MiB, (8, 0)),
     # Measured here: gpu_memory_mib of results/nvidia-h100-80gb-hbm3-x1/machine.json and
     # results/nvidia-h200-x1/machine.json (NVML's totals, 85.5e9 and 150.8e9 bytes).
-    Card("h100-80gb", "NVIDIA H100 80GB HBM3", 81559 * MiB),
-    Card("h200", "NVIDIA H200", 143771 * MiB),
+    Card("h100-80gb", "NVIDIA H100 80GB HBM3", 81559 * MiB, (9, 0)),
+    Card("h200", "NVIDIA H200", 143771 * MiB, (9, 0)),
 )}
 CAPS = ("16GB", "24GB", "40GB", "80GB")  # allocator caps of N x 10^9 bytes
 CARD = "card"  # the whole card: nothing capped

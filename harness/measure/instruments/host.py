@@ -6,7 +6,9 @@ one host to the next. A record therefore names its host: a stable hash, and the 
 explain a difference between two hosts (the GPUs' PCIe link, their NUMA node, CPU, driver).
 
 The hash is of the GPUs' UUIDs where there are GPUs (they name the physical cards, whatever
-container or hostname the run had), else of the machine id and hostname.
+container or hostname the run had), else of the machine id and hostname with the CPU model and the
+MAC addresses of the network devices: VMs cloned from one image share ``/etc/machine-id`` and often
+a hostname, but not their network cards, and seldom their CPU.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from harness.measure.instruments.devices import Devices, nvml
 
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 PCI_DEVICES = Path("/sys/bus/pci/devices")
+NET_DEVICES = Path("/sys/class/net")
 
 
 def digest(parts) -> str:
@@ -32,6 +35,24 @@ def _machine_id() -> str:
         except OSError:
             continue
     return ""
+
+
+def _macs() -> list[str]:
+    """The MAC addresses of the network interfaces backed by a device (a NIC, a virtio card), sorted:
+    bridges, veths and loopback are made per boot or per container, so they name no host."""
+    try:
+        links = sorted(NET_DEVICES.iterdir())
+    except OSError:
+        return []
+    found = []
+    for link in links:
+        try:
+            mac = (link / "address").read_text().strip().lower()
+        except OSError:
+            continue
+        if (link / "device").exists() and mac and mac.strip("0:"):
+            found.append(mac)
+    return sorted(set(found))
 
 
 def _numa_node(bus_id: str) -> int | None:
@@ -73,6 +94,6 @@ def _link(nvml, handle) -> dict:
 
 def identity(devices: Devices, cpu: str) -> dict:
     uuids = sorted(g.uuid for g in devices.gpus)
-    basis = uuids or [_machine_id(), platform.node()]
+    basis = uuids or [_machine_id(), platform.node(), cpu, *_macs()]
     return {"id": digest(basis), "gpu_uuids": uuids, "links": _links(devices.count),
             "cpu": cpu, "driver": devices.driver}

@@ -98,6 +98,17 @@ class Way:
         asks for one. Declared, not enforced: nothing skips on it."""
         return max((v.capability for v in self.values() if v.capability), default=None)
 
+    @property
+    def words(self) -> str:
+        """The way in a reader's words, its knobs joined by " + ": "bf16 autocast + checkpointing"."""
+        said = [v.said for v in self.values() if v.token != "fp32" or len(self.tokens()) == 1]
+        return " + ".join(said)
+
+    @property
+    def changes(self) -> tuple[str, ...]:
+        """What of the training its knobs change (the model, the data), each once; () where none does."""
+        return tuple(dict.fromkeys(v.changes for v in self.values() if v.changes))
+
     def process_env(self) -> dict:
         """The environment the case's fresh process needs before torch starts."""
         return settings.environ_with(self.allocator, {})
@@ -132,6 +143,13 @@ class Value:
     grows_on_host: bool = False
     capability: tuple[int, int] | None = None
     half: bool = False
+    words: str = ""  # its name in a reader's words, where the token's own do not say it
+    changes: str = ""  # what of the training it changes ("the model", "the data"): "" where it trains the same
+
+    @property
+    def said(self) -> str:
+        """The value in a reader's words: ``words``, else its token with spaces."""
+        return self.words or self.token.replace("_", " ")
 
 
 REGISTRY: dict[str, Value] = {}
@@ -159,18 +177,21 @@ AMPERE, VOLTA = (8, 0), (7, 0)  # tensor cores compute TF32 and bf16 from Ampere
 # Lower precisions drift by their mantissa: TF32 and fp16 keep 10 bits, bf16 8, and bf16
 # parameters lose small updates for want of an fp32 master copy.
 register("fp32", "precision", ROUNDING)
-register("tf32", "precision", 1e-2, capability=AMPERE)
+register("tf32", "precision", 1e-2, capability=AMPERE, words="TF32 matmuls")
 register("fp16_autocast", "precision", 2e-2, capability=VOLTA, half=True)
 register("bf16_autocast", "precision", 3e-2, capability=AMPERE, half=True)
-register("bf16_params", "precision", 5e-2, capability=AMPERE, half=True)
-register("checkpoint", "checkpoint", ROUNDING)
+register("bf16_params", "precision", 5e-2, capability=AMPERE, half=True, words="bf16 parameters",
+         changes="the model")
+register("checkpoint", "checkpoint", ROUNDING, words="checkpointing")
 # Tied embeddings, padding and the cap change the model or the data themselves: learning faster
 # than fp32 is no fault of theirs, and a model with one embedding matrix fewer may learn slower, so
 # they are held only to a loose bound above fp32's curve.
-register("pad_longest", "data", 0.1, only=ONLY_LM, one_sided=True)
-register("seq_cap", "data", 0.1, only=ONLY_LM, one_sided=True)
-register("cpu_embedding", "embedding", ROUNDING, only=ONLY_LM)
-register("tied_embeddings", "embedding", 0.25, only=ONLY_TOKENS, one_sided=True)
+register("pad_longest", "data", 0.1, only=ONLY_LM, one_sided=True, words="padded to the longest",
+         changes="the data")
+register("seq_cap", "data", 0.1, only=ONLY_LM, one_sided=True, words="sequences capped",
+         changes="the data")
+register("cpu_embedding", "embedding", ROUNDING, only=ONLY_LM, words="embedding on the CPU")
+register("tied_embeddings", "embedding", 0.25, only=ONLY_TOKENS, one_sided=True, changes="the model")
 # A memory format of 4-d image tensors. channels_last runs other convolution kernels (NHWC) in
 # every layer of the forward and backward, each summing in its own order: rounding, but in every
 # step and amplified as the batch is memorised, so it is held as TF32 is.
@@ -179,10 +200,10 @@ register("channels_last", "channels_last", 1e-2, only=ONLY_IMAGES)
 # bit): rounding at most. What they keep in host memory grows with the batch and the sequence:
 # each process may take the host's share its guard allows (``tricks._saving``), so no two of them
 # should run on one host at once.
-register("save_on_cpu", "offload", ROUNDING, grows_on_host=True)
+register("save_on_cpu", "offload", ROUNDING, grows_on_host=True, words="activations saved on the CPU")
 # CPU offload computes the forward and backward as fp32 does and the Adam update on the CPU
 # instead of the device: other kernels, rounding only.
-register("cpu_offload", "offload", ROUNDING)
+register("cpu_offload", "offload", ROUNDING, words="parameters and optimizer on the CPU")
 # drop_references is the loop every other technique runs (``harness.workloads.training.trainer``), named for
 # seed 002's advice; keep_references is the everyday loop it is measured against: the previous
 # step's logits (batch x seq x vocab floats) alive through the next forward. The two loops compute

@@ -1,0 +1,57 @@
+"""What a named card can run: the ways out its compute capability rules out, read from the ways
+registry (``Way.capability``) against the card's (``Card.capability``), and why, in one line each.
+``harness table --card``, the seeds' tables and the chooser leave such ways out and say so."""
+from __future__ import annotations
+
+from harness.measure.guards.budget import CARDS, Card, dotted
+from harness.workloads.training import ways
+
+
+def registered(name):
+    """The registered ``Way`` a ``technique`` value names; None where it names none (another case, or
+    a name this build no longer knows)."""
+    try:
+        return ways.parse(name) if isinstance(name, str) else None
+    except ValueError:
+        return None
+
+
+def lacking(model: str, has: tuple[int, int] | None, needed: tuple[int, int] | None) -> str | None:
+    """Why a way that needs compute capability ``needed`` cannot run on ``model`` of capability ``has``;
+    None where it can, or where either is unknown."""
+    if needed is None or has is None or has >= needed:
+        return None
+    return f"needs compute capability {dotted(needed)}; {model} has {dotted(has)}"
+
+
+def card(name: str) -> Card:
+    """The named card ``name``; ValueError naming the cards for any other."""
+    if name not in CARDS:
+        raise ValueError(f"--card {name!r} is no named card: pass one of {', '.join(CARDS)}")
+    return CARDS[name]
+
+
+def runnable(rows, name: str) -> tuple[list, list[tuple[str, tuple[int, int]]]]:
+    """``rows`` less those of a way named card ``name`` cannot run, and each such way (in a reader's
+    words) with the compute capability it needs."""
+    c, kept, left = card(name), [], {}
+    for r in rows:
+        way = registered(r.record.params.get("technique"))
+        if way is not None and c.lacks(way.capability):
+            left[way.words] = way.capability
+        else:
+            kept.append(r)
+    return kept, sorted(left.items())
+
+
+def note(name: str, left: list[tuple[str, tuple[int, int]]]) -> str | None:
+    """The footnote of a table for card ``name`` that left out ``left``; None where it left out none."""
+    if not left:
+        return None
+    c = CARDS[name]
+    by_need = {}
+    for way, needed in left:
+        by_need.setdefault(needed, []).append(way)
+    needs = "; ".join(f"compute capability {dotted(n)}: {', '.join(ws)}" for n, ws in sorted(by_need.items()))
+    return (f"Not offered (--card {name}): the ways a {c.model} cannot run, its compute capability being "
+            f"{dotted(c.capability)}. They need {needs}.")
