@@ -18,15 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.drive.commands.todo import Bench
-from harness.measure.guards.inputs import MAX_LINE_BYTES, NOT_A_RUN_ID, Refused, open_regular, write_whole
+from harness.measure.guards.inputs import NOT_A_RUN_ID, Refused, write_whole
+from harness.report.compares import MAX_ROUNDS, MAX_THRESHOLD, STATE, state_text
 
-STATE = "compare.json"
-# Runs of each case a side: enough to learn BASE's noise from; more is a typo that would run for days.
-MAX_ROUNDS = 50
-# The least relative rise that can fail: 1.0 lets NEW take twice BASE's time; past that no gate is left.
-MAX_THRESHOLD = 1.0
-# The state is a few kB per hundred cases; a longer file is none of ours.
-MAX_STATE_BYTES = 64 * MAX_LINE_BYTES
+__all__ = ["MAX_ROUNDS", "MAX_THRESHOLD", "STATE", "CompareRefused", "State"]
 HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # git's SHA-1 or SHA-256 object names, as rev-parse prints them
 MACHINE = re.compile(r"[a-z0-9][a-z0-9+-]{0,199}")  # as ``machine_name`` makes one: a folder's name, never a path
 
@@ -92,12 +87,7 @@ class State:
         path = Path(folder) / STATE
         fix = "name the folder that `harness compare` printed, or start a new compare without --resume"
         try:
-            with open_regular(path) as f:  # a FIFO or a device is refused, never waited on
-                text = f.read(MAX_STATE_BYTES + 1)
-            if len(text) > MAX_STATE_BYTES:
-                raise ValueError(f"longer than {MAX_STATE_BYTES} bytes")
-            # pragma: no mutate (as write_whole wrote it; the tests' locale reads UTF-8 the same)
-            d = json.loads(text.decode("utf-8"))
+            d = json.loads(state_text(path))  # a FIFO or a device is refused, never waited on
             d["benches"] = [Bench(**{**b, "methods": tuple(b["methods"])}) for b in d["benches"]]
             state = cls(**d)
             state.check()
