@@ -16,7 +16,13 @@ one code, never widened by the difference being judged. A host-bound step's floo
 widest its fresh processes scattered on one host in the compares committed under results/compare
 (``harness.report.noise.SessionFloors``): a few rounds cannot show a host-paced step's lumpy
 scatter. The worktrees are removed on the way
-out, whether the run ends, fails or is stopped; the records stay in the compare's folder.
+out, whether the run ends, fails or is stopped; the records stay in the compare's folder, and so
+does the report (``--report`` names a file it is also written to; nothing read from the folder is
+used as a path, so a copied folder never writes the original's).
+
+Each side's processes import the project from its own worktree alone (``own_code``): with the
+project installed editable, the installer's hook would hand a module the commit lacks from the
+checkout, and a commit that cannot import would be measured with code that is not its own.
 
 A compare may take longer than one sitting on a box (a lent GPU box runs a command for minutes).
 The unit that must not be split is a case: both sides' rounds of it compared on one host, in one
@@ -71,6 +77,7 @@ from harness.measure.guards.safety import MULTICAST_OFF
 from harness.measure.records.store import (REPO, RecordStore, RunContext, load_file, record_key, refuse_unwritable,
                                            write_records)
 from harness.report.compares import INTERIM, between, round_span
+from harness.report import markdown
 from harness.report.gate import COMPARES, gate
 from harness.report.summary import row
 from harness.units import minutes
@@ -247,9 +254,9 @@ def foreign(folder: Path, state: State, runs: dict[tuple[str, int], RunContext])
             for rec in filed(path):
                 if (rec.commit, rec.run_id) != (ctx.commit, ctx.run_id):
                     raise CompareRefused(f"{path} holds a record of commit {str(rec.commit)[:8]}, run "
-                                         f"{str(rec.run_id)[:40]!r}, and the compare in {folder} measures {side.upper()} "
-                                         f"at {ctx.commit[:8]} in run {ctx.run_id}: restore the folder as the compare "
-                                         "wrote it, or start a new compare")
+                                         f"{str(rec.run_id)[:40]!r}, and the compare in {folder} measures "
+                                         f"{side.upper()} at {ctx.commit[:8]} in run {ctx.run_id}: restore the folder "
+                                         "as the compare wrote it, or start a new compare")
 
 
 def remaining(state: State, held: dict[tuple[str, int], list]) -> list[tuple[todo.Bench, int, str]]:
@@ -406,6 +413,16 @@ def headed(report: Path, lines: list[str]) -> None:
     tmp = report.with_name(f".{report.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, report)
+
+
+def not_judged(cases: list[str]) -> list[str]:
+    """The report's line naming the cases of the plan with a round missing on record, which no
+    verdict covers; none where every case is whole."""
+    if not cases:
+        return []
+    shown = "; ".join(cases[:5]) + ("; ..." if len(cases) > 5 else "")
+    return [f"**Not judged:** {len(cases)} case(s) of the plan lack a round on record (no verdict covers them, and "
+            f"the compare exits 2 where it would pass): {markdown.escape(shown)}"]
 
 
 def measured(state: State) -> str:
@@ -580,7 +597,13 @@ def sit(repo: Path, folder: Path, state: State, env, measure, deadline_s: float 
             return stopped
     report = folder / REPORT
     rc = judge(folder, report, state.threshold)
-    headed(report, heading(state))
+    left = remaining(state, {key: filed(ctx.path) for key, ctx in runs.items()})
+    unjudged = sorted({markdown.one_line(f"{b.case} {b.params}") for b, _, _ in left})
+    headed(report, heading(state) + not_judged(unjudged))
+    if unjudged:  # a verdict over some of the cases is none over the compare
+        print(f"oombench compare: {len(unjudged)} case(s) of the plan lack a round on record, and no verdict covers "
+              f"them (e.g. {unjudged[0]}): `{resume_command(folder)}` measures them", file=sys.stderr)
+        rc = rc or 2
     if also is not None and also != report:
         write_whole(also, report.read_text(encoding="utf-8"))
     (folder / INTERIM).unlink(missing_ok=True)  # the whole compare's report stands in its place
