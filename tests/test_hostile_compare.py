@@ -178,6 +178,12 @@ def test_records_are_never_filed_in_a_linked_machine_folder_no_reader_lists(tmp_
     with pytest.raises(Refused, match="box is a symbolic link"):
         append_line(store.run_file("box", "a" * 40, "r"), {"case": "x"})
     assert list(elsewhere.iterdir()) == [] and store.files() == []
+    (elsewhere / "a-r.jsonl").write_text(json.dumps(record()) + "\n")  # put there by hand: refused alike when read
+    assert store.load().records == [] and store.load().problems == [
+        f"{tmp_path / 'records' / 'box'}: a symbolic link to a folder, whose records are neither read nor written: "
+        "put the folder itself there"]
+    rc, text = gate.gate(tmp_path / "records", tmp_path / "records")
+    assert rc == 2 and "box: a symbolic link to a folder" in text
 
 
 def test_run_resume_refuses_a_run_file_that_is_a_link(tmp_path):

@@ -338,8 +338,18 @@ class RecordStore:
                          f"{', '.join(runs[-5:]) or 'none'}")
 
     # -- reading and writing ---------------------------------------------------------------------
+    def linked(self) -> list[Path]:
+        """The folders under the root that are symbolic links: ``files`` does not descend into
+        them, and no writer files records in one (``refuse_unwritable``)."""
+        return sorted(Path(top) / name for top, folders, _ in os.walk(self.root) for name in folders
+                      if os.path.islink(os.path.join(top, name)))
+
     def load(self) -> Loaded:
-        return load_paths(self.files())
+        """Every record under the root; each linked folder a problem naming it, as a writer refuses one."""
+        out = load_paths(self.files())
+        out.problems += [f"{p}: a symbolic link to a folder, whose records are neither read nor written: put the "
+                         "folder itself there" for p in self.linked()]
+        return out
 
     @staticmethod
     def append(path: Path, record: Record) -> None:
