@@ -373,6 +373,10 @@ def test_one_bad_compare_folder_is_skipped_naming_it_and_the_others_listed(tmp_p
     fifo = planted(tmp_path, "fifo", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001])
     (fifo / STATE).unlink()
     os.mkfifo(fifo / STATE)
+    lost = planted(tmp_path, "lost", "a" * 40, "a" * 40, [0.010005, 0.009995, 0.01001])
+    (round_file, *_) = (lost / "new" / "records").rglob("*.jsonl")
+    round_file.unlink()
+    os.mkfifo(round_file)
     huge = planted(tmp_path, "huge", "a" * 40, "b" * 40, [m * 3 for m in (0.0100, 0.01001, 0.00999)],
                    state_kw={"threshold": 1e9})
     with within(10):
@@ -381,6 +385,7 @@ def test_one_bad_compare_folder_is_skipped_naming_it_and_the_others_listed(tmp_p
     assert found["huge"].verdict.startswith("FAIL")  # its threshold, past any gate, not taken
     err = capsys.readouterr().err
     assert f"{fifo / STATE} is a FIFO, not a regular file" in err and f"in {huge / STATE}" in err
+    assert f"skipped the compare in {lost}: {round_file}: is a FIFO, not a regular file" in err
 
 
 def test_a_verdict_over_some_of_the_planned_cases_says_which_were_never_judged_and_is_no_pass(repo, tmp_path,  # noqa: F811

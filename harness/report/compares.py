@@ -28,7 +28,7 @@ from harness.measure.guards.inputs import MAX_LINE_BYTES, open_regular
 from harness.measure.instruments.machine import host_key
 from harness.measure.records.record import Record
 from harness.report import markdown
-from harness.report.gate import GateError, Options, judged, load_set, params_text
+from harness.report.gate import INVALID, GateError, Options, judged, load_set, params_text
 from harness.report.gate import verdict as gate_verdict
 from harness.units import minutes
 
@@ -106,7 +106,10 @@ def read(folder: Path) -> Compare | None:
     compares filed before they had a store of their own."""
     try:
         sides = [load_set(folder / side) for side in SIDES]
-    except GateError:
+    except GateError as e:
+        first = str(e).splitlines()[0]
+        if INVALID in first:  # not merely nothing measured yet: a file that is no record's (a FIFO, a link, a line)
+            print(f"oombench: skipped the compare in {folder}: {markdown.one_line(first)[:300]}", file=sys.stderr)
         return None
     state, (base, new) = _state(folder), sides
     every = base + new

@@ -82,6 +82,7 @@ PEAK_REL = 0.02
 HISTORY = COMMITTED / "records"
 COMPARES = COMMITTED / "compare"  # earlier compares: how far a host-bound step's processes scatter on one host
 SHOWN_PROBLEMS = 10
+INVALID = "invalid line(s)"  # what load_set says of a set holding lines or files that are no records
 RATIO_ALONE = "ratio alone"
 # What the gate otherwise fails, each let through only where ``--allow`` names it.
 ALLOW = {"schema": "BASE and NEW records of two schemas: compare their times, not their peaks",
@@ -159,7 +160,7 @@ def load_set(path: Path, side: str = "set") -> list[Record]:
     if loaded.problems:
         first, rest = loaded.problems[0], loaded.problems[1:SHOWN_PROBLEMS]
         more = len(loaded.problems) - SHOWN_PROBLEMS
-        raise GateError("\n".join([f"{first} ({side}: {len(loaded.problems)} invalid line(s); fix or remove them, "
+        raise GateError("\n".join([f"{first} ({side}: {len(loaded.problems)} {INVALID}; fix or remove them, "
                                    "or re-run those cases)", *rest] + ([f"... and {more} more"] if more > 0 else [])))
     if not loaded.records:
         raise GateError(f"no record in {side} {path}: run `python3 -m harness run` first, or name the folder "
