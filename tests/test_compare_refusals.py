@@ -56,7 +56,9 @@ def test_one_bench_is_chosen_per_case_and_parameters_from_the_bench_else_the_pro
     assert compare.chosen("quick", r"\(1\)") == [twin]
     monkeypatch.setattr(compare.profiles, "benchmarks", lambda profile: [r"^f\.A\."] if profile == "mine" else [])
     assert compare.chosen("mine", None) == [a, b]
-    assert compare.chosen("mine", "") == [a, b]  # an empty --bench is no choice: the profile's
+    # An empty --bench chose nothing: running the whole profile instead would run what was not asked for.
+    assert refusal(compare.chosen, "mine", " ").startswith("--bench takes a regular expression over benchmark names, "
+                                                           "got ' ': name one")
     monkeypatch.setattr(compare.profiles, "benchmarks", lambda profile: [r"^nothing"])
     assert refusal(compare.chosen, "mine", None) == (
         "--profile mine selects no benchmark: see benchmarks/ for the names (module.Class.method(parameters))")

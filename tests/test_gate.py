@@ -9,6 +9,7 @@ import pytest
 
 from harness import cases
 from harness.drive.commands import cli
+from harness.measure.instruments.timing import Timing
 from harness.measure.records import record
 from harness.report import gate, markdown, noise
 
@@ -91,7 +92,7 @@ def with_samples(rec: dict, n: int = 20) -> dict:
         x = 4 * i / (n - 1)
         lo = min(int(x), 3)
         samples.append(marks[lo] + (marks[lo + 1] - marks[lo]) * (x - lo))
-    return {**rec, "timing": {**t, "steps": n, "samples_s": samples}}
+    return {**rec, "timing": Timing.from_samples(samples, t["warmup"]).to_dict()}  # the summary its samples give
 
 
 def gpu_bound(rec: dict) -> bool:

@@ -199,7 +199,8 @@ def test_values_at_the_edge_of_what_a_record_holds_are_read():
     d["gpu_busy"]["fraction"] = 1
     d["schema"] = 1
     d["requested_bytes"] = None
-    d["timing"].update(steps=2, samples_s=[1, 2.5])  # whole seconds read as numbers too
+    d["timing"].update(steps=2, samples_s=[1, 2.5], min_s=1, q25_s=1.375, median_s=1.75, q75_s=2.125,
+                       max_s=2.5)  # whole seconds read as numbers too; the summary is the samples' own
     assert Record.from_dict(d).gpu_busy["fraction"] == 1
 
 

@@ -18,14 +18,17 @@ state was kept, is described from its records alone.
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.measure.guards.inputs import MAX_LINE_BYTES, open_regular
 from harness.measure.instruments.machine import host_key
 from harness.measure.records.record import Record
 from harness.report import markdown
-from harness.report.gate import GateError, Options, judged, load_set, params_text
+from harness.report.gate import INVALID, GateError, Options, judged, load_set, params_text
 from harness.report.gate import verdict as gate_verdict
 from harness.units import minutes
 
@@ -37,6 +40,14 @@ REPORTS = ("report.md", INTERIM)  # the compare's own, and the interim one
 # A gate report's verdict line: bold, its punctuation escaped (``harness.report.gate.render``).
 _VERDICT = re.compile(r"^\*\*((?:PASS|FAIL)\\?:.*?)\*\*$", re.M)
 FLAGGED_SHOWN = 5
+# Runs of each case a side: enough to learn BASE's noise from; more is a typo that would run for days.
+MAX_ROUNDS = 50
+# The least relative rise that can fail: 1.0 lets NEW take twice BASE's time; past that no gate is left.
+MAX_THRESHOLD = 1.0
+# A state is a few kB per hundred cases; a longer file is none of a compare's.
+MAX_STATE_BYTES = 64 * MAX_LINE_BYTES
+# What reading one folder can raise where its files are not as a compare wrote them.
+BAD_FOLDER = (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError, ArithmeticError)
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,14 @@ def find(results: Path) -> list[Compare]:
     """Every compare under ``results/compare``, by machine and folder name."""
     root = Path(results) / "compare"
     folders = sorted(p.parent for p in root.glob(f"*/*/{SIDES[0]}"))  # pragma: no mutate (read() needs both sides)
-    return [c for c in map(read, folders) if c is not None]
+    found = []
+    for folder in folders:
+        try:
+            found.append(read(folder))
+        except BAD_FOLDER as e:  # one folder's bad file leaves the others' lines
+            print(f"oombench: skipped the compare in {folder}: {markdown.one_line(f'{type(e).__name__}: {e}')[:300]}",
+                  file=sys.stderr)
+    return [c for c in found if c is not None]
 
 
 def read(folder: Path) -> Compare | None:
@@ -88,7 +106,10 @@ def read(folder: Path) -> Compare | None:
     compares filed before they had a store of their own."""
     try:
         sides = [load_set(folder / side) for side in SIDES]
-    except GateError:
+    except GateError as e:
+        first = str(e).splitlines()[0]
+        if INVALID in first:  # not merely nothing measured yet: a file that is no record's (a FIFO, a link, a line)
+            print(f"oombench: skipped the compare in {folder}: {markdown.one_line(first)[:300]}", file=sys.stderr)
         return None
     state, (base, new) = _state(folder), sides
     every = base + new
@@ -105,13 +126,44 @@ def read(folder: Path) -> Compare | None:
         span=(min(r.created for r in every), max(r.created for r in every)))
 
 
+def state_text(path: Path) -> str:
+    """A compare's state file, read only where it is a regular file of a state's length (a FIFO
+    is refused, never waited on); FileNotFoundError where there is none."""
+    with open_regular(path) as f:
+        raw = f.read(MAX_STATE_BYTES + 1)
+    if len(raw) > MAX_STATE_BYTES:
+        raise ValueError(f"{path} is longer than {MAX_STATE_BYTES} bytes: no compare's state is")
+    return raw.decode("utf-8")
+
+
 def _state(folder: Path) -> dict | None:
+    """The folder's state as data; None where it has none (a compare from before the state was
+    kept) or one not as a compare writes it (said on stderr, naming the folder): the folder is
+    then described from its records alone, and nothing of the file is trusted."""
     try:
-        # pragma: no mutate (UTF-8 is this platform's default)
-        state = json.loads((folder / STATE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        state = json.loads(state_text(folder / STATE))
+        bad = _unlike_a_state(state)
+    except FileNotFoundError:
         return None
-    return state if isinstance(state, dict) and isinstance(state.get("benches"), list) else None
+    except (OSError, ValueError, RecursionError) as e:  # a FIFO, a device, bytes that are not JSON
+        bad = f"{type(e).__name__}: {e}"
+    if bad:
+        print(f"oombench: {markdown.one_line(bad)[:300]} in {folder / STATE}: the compare is described from its "
+              "records alone", file=sys.stderr)
+        return None
+    return state
+
+
+def _unlike_a_state(state) -> str:
+    """Why ``state`` is not a compare's state as ``harness compare`` writes one; "" where it is."""
+    if not (isinstance(state, dict) and isinstance(state.get("benches"), list)):
+        return "no list of benches"
+    rounds, threshold = state.get("rounds"), state.get("threshold") or 0.0
+    if not (type(rounds) is int and 1 <= rounds <= MAX_ROUNDS):
+        return f"rounds not a whole number from 1 to {MAX_ROUNDS}"
+    if not (type(threshold) in (int, float) and math.isfinite(threshold) and 0 <= threshold <= MAX_THRESHOLD):
+        return f"threshold not a number from 0 to {MAX_THRESHOLD:g}"
+    return ""
 
 
 def _cases(recs: list[Record]) -> set[tuple[str, str]]:

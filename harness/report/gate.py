@@ -82,6 +82,7 @@ PEAK_REL = 0.02
 HISTORY = COMMITTED / "records"
 COMPARES = COMMITTED / "compare"  # earlier compares: how far a host-bound step's processes scatter on one host
 SHOWN_PROBLEMS = 10
+INVALID = "invalid line(s)"  # what load_set says of a set holding lines or files that are no records
 RATIO_ALONE = "ratio alone"
 # What the gate otherwise fails, each let through only where ``--allow`` names it.
 ALLOW = {"schema": "BASE and NEW records of two schemas: compare their times, not their peaks",
@@ -159,7 +160,7 @@ def load_set(path: Path, side: str = "set") -> list[Record]:
     if loaded.problems:
         first, rest = loaded.problems[0], loaded.problems[1:SHOWN_PROBLEMS]
         more = len(loaded.problems) - SHOWN_PROBLEMS
-        raise GateError("\n".join([f"{first} ({side}: {len(loaded.problems)} invalid line(s); fix or remove them, "
+        raise GateError("\n".join([f"{first} ({side}: {len(loaded.problems)} {INVALID}; fix or remove them, "
                                    "or re-run those cases)", *rest] + ([f"... and {more} more"] if more > 0 else [])))
     if not loaded.records:
         raise GateError(f"no record in {side} {path}: run `python3 -m harness run` first, or name the folder "
@@ -256,6 +257,7 @@ def time_row(base: Record, new: Record, floors: noise.Floors, opts: Options) -> 
     least = max(floor.fraction, opts.threshold)
     ratio = new.timing.median_s / base.timing.median_s
     slower, faster, test = evidence(base, new, opts.k)
+    slower = slower or not math.isfinite(ratio)  # past any floor, whatever the steps' scatter
     alone = f" ({test})" if test.startswith(RATIO_ALONE) else ""
     past = ratio > (1 + least) * (1 + 1e-9)  # pragma: no mutate (the 1e-9 takes the tie)
     if slower and past:
@@ -599,12 +601,12 @@ def judged(base_path: Path, new_path: Path, opts: Options = Options(), pattern: 
            history: Path | None = None, prior: Path | None = None) -> Judged:
     """The gate's judgement of NEW's records against BASE's, before any rendering; GateError where
     the input cannot be compared. ``prior``: earlier compares (``history_floors``)."""
+    base_all = load_set(base_path, "BASE")  # BASE first: where it is the history too, its own absence is named
+    base = only(base_all, pattern)
+    new = only(load_set(new_path, "NEW"), pattern)
     if history is not None and (not str(history) or not Path(history).exists()):
         raise GateError(f"--history {history} does not exist: pass a folder of records to learn the noise floors "
                         "from, or leave --history out for results/records")
-    base_all = load_set(base_path, "BASE")
-    base = only(base_all, pattern)
-    new = only(load_set(new_path, "NEW"), pattern)
     kinds = one_kind(base, "BASE", opts.cross_machine), one_kind(new, "NEW", opts.cross_machine)
     if not opts.cross_machine and kinds[0] != kinds[1]:
         raise GateError(f"BASE is {kinds[0] or 'empty'} and NEW is {kinds[1] or 'empty'}: compare records of one "
@@ -616,6 +618,10 @@ def judged(base_path: Path, new_path: Path, opts: Options = Options(), pattern: 
         raise GateError("no case is in both sets, so nothing was compared: check that BASE and NEW measured the "
                         "same cases (e.g. `python3 -m harness run --bench ceilings.Host` for the CPU cases), "
                         "or widen --only")
+    if report.compared == 0 and not report.regressions:
+        raise GateError("\n".join([f"no case was compared: none of the {report.common} case(s) in both sets ended ok "
+                                    "in both (a GPU case on a box without one is skipped): measure them where they "
+                                    "run, or name the cases that did", *report.not_compared[:SHOWN_PROBLEMS]]))
     return Judged(report, base, new, kinds[0])
 
 

@@ -36,7 +36,8 @@ from harness.measure.instruments.machine import host_key, machine_info, register
 from harness.measure.outcomes import SKIPPED
 from harness.measure.guards.safety import MULTICAST_OFF, OPT_IN_ENV
 from harness.measure.guards.signals import handlers
-from harness.measure.records.store import LOCAL, REPO, RecordStore, RunContext, StoreError, load_file
+from harness.measure.records.store import (LOCAL, REPO, RecordStore, RunContext, StoreError, load_file,
+                                           refuse_unwritable)
 from harness.report.efficiency import Ceilings
 from harness.report.summary import table
 
@@ -269,6 +270,10 @@ def _locked_run(store, chosen: Selection, allow_oversubscription, publish, resum
     # The run's records file exists from the start, so that it can be resumed even if a deadline
     # or a kill left it nothing measured; beside it, which process runs it.
     ctx.path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        refuse_unwritable(ctx.path)
+    except ValueError as e:  # inputs.Refused: a link or a FIFO where its records would go
+        raise RunRefused(str(e)) from None
     ctx.path.touch()
     store.claim(ctx.path, asdict(chosen))
     try:

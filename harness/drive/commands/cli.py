@@ -576,12 +576,14 @@ def _add_compare(sub) -> None:
                    help="which cases, as for run (default: standard); --bench overrides it")
     c.add_argument("--bench", "-b", help="regular expression: only the benchmarks it matches")
     c.add_argument("--rounds", type=_positive_int,
-                   help="runs of each case a side, alternating A B B A A B ... (default: 3)")
+                   help="runs of each case a side, 1 to 50, alternating A B B A A B ... (default: 3)")
     c.add_argument("--results", metavar="DIR",
                    help="a new folder for the records of both sides (default: .asv/compare/<run id>)")
-    c.add_argument("--report", metavar="FILE", help="the markdown report (default: report.md in the results folder)")
+    c.add_argument("--report", metavar="FILE",
+                   help="also write the markdown report to FILE (it is always report.md in the results folder)")
     c.add_argument("--threshold", type=_finite_non_negative,
-                   help="the least relative rise that can fail, as for gate (for a box shared with other work)")
+                   help="the least relative rise that can fail, 0 to 1, as for gate (for a box shared with other "
+                        "work)")
     c.add_argument("--deadline", type=_positive_seconds, metavar="SECONDS",
                    help="start no case after this many seconds (one begun runs all its rounds); what was measured "
                         "is kept, the cases measured so far are gated into interim-report.md in the results folder, "

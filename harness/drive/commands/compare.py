@@ -16,7 +16,13 @@ one code, never widened by the difference being judged. A host-bound step's floo
 widest its fresh processes scattered on one host in the compares committed under results/compare
 (``harness.report.noise.SessionFloors``): a few rounds cannot show a host-paced step's lumpy
 scatter. The worktrees are removed on the way
-out, whether the run ends, fails or is stopped; the records stay in the compare's folder.
+out, whether the run ends, fails or is stopped; the records stay in the compare's folder, and so
+does the report (``--report`` names a file it is also written to; nothing read from the folder is
+used as a path, so a copied folder never writes the original's).
+
+Each side's processes import the project from its own worktree alone (``own_code``): with the
+project installed editable, the installer's hook would hand a module the commit lacks from the
+checkout, and a commit that cannot import would be measured with code that is not its own.
 
 A compare may take longer than one sitting on a box (a lent GPU box runs a command for minutes).
 The unit that must not be split is a case: both sides' rounds of it compared on one host, in one
@@ -50,10 +56,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
@@ -61,21 +65,25 @@ from pathlib import Path
 
 from harness.drive import bytecode, scratch
 from harness.drive.asv import begun, profiles, suite
-from harness.drive.commands import todo
+from harness.drive.commands import own_code, todo
 from harness.drive.asv.bench import RUN_ENV
-from harness.drive.commands.compare_state import STATE, CompareRefused, State
+from harness.drive.commands.compare_state import MAX_ROUNDS, MAX_THRESHOLD, STATE, CompareRefused, State
 from harness.measure.guards import lifeline, locks
 from harness.measure.instruments.devices import gpu_processes
 from harness.measure.instruments.environment import snapshot
 from harness.measure.instruments.machine import machine_name
+from harness.measure.guards.inputs import Refused, output_file, writable_folder, write_whole
 from harness.measure.guards.safety import MULTICAST_OFF
-from harness.measure.records.store import REPO, RecordStore, RunContext, load_file, record_key, write_records
+from harness.measure.records.store import (REPO, RecordStore, RunContext, load_file, record_key, refuse_unwritable,
+                                           write_records)
 from harness.report.compares import INTERIM, between, round_span
+from harness.report import markdown
 from harness.report.gate import COMPARES, gate
 from harness.report.summary import row
 from harness.units import minutes
 
 BASE, NEW = "base", "new"
+REPORT = "report.md"  # in the compare's folder, whatever --report also names
 LETTER = {BASE: "A", NEW: "B"}
 # Three rounds give BASE three runs of each case to learn its noise from, and each side three
 # votes, so that one round that landed badly does not decide the verdict.
@@ -129,6 +137,9 @@ def refuse_dirty(repo: Path) -> None:
 def chosen(profile: str, bench: str | None) -> list[todo.Bench]:
     """One bench per (case, parameters) that ``--bench``, else the profile, selects."""
     if bench is not None:
+        if not bench.strip():
+            raise CompareRefused(f"--bench takes a regular expression over benchmark names, got {bench!r}: name one "
+                                 "(e.g. --bench 'ceilings\\.Host'), or leave --bench out for the profile")
         try:
             re.compile(bench)
         except re.error as e:
@@ -163,23 +174,26 @@ def order(rounds: int) -> list[tuple[int, str]]:
 
 @contextmanager
 def worktrees(repo: Path, commits: dict[str, str]):
-    """side -> a detached git worktree of its commit, in a temporary folder; each removed (and
-    unregistered) on the way out, however that comes."""
-    root = Path(tempfile.mkdtemp(prefix="oombench-compare-"))
+    """side -> a detached git worktree of its commit, in a temporary folder named for this process
+    (``scratch``: a killed compare's folder is removed by the next one, and its registration with
+    it); each removed (and unregistered) on the way out, however that comes."""
     trees = {}
     try:
-        for side, commit in commits.items():
-            path = root / side
-            done = git(repo, "worktree", "add", "--detach", "--quiet", str(path), commit)
-            if done.returncode != 0:
-                raise CompareRefused(f"git worktree add of {commit[:8]} failed ({done.stderr.strip()}): "
-                                     "`git worktree prune`, then try again")
-            trees[side] = path
-        yield trees
+        with scratch.private_dir("compare") as root:
+            git(repo, "worktree", "prune")  # the registrations of worktrees a killed compare left, swept above
+            for side, commit in commits.items():
+                path = root / side
+                done = git(repo, "worktree", "add", "--detach", "--quiet", str(path), commit)
+                if done.returncode != 0:
+                    raise CompareRefused(f"git worktree add of {commit[:8]} failed ({done.stderr.strip()}): "
+                                         "`git worktree prune`, then try again")
+                trees[side] = path
+            try:
+                yield trees
+            finally:
+                for path in trees.values():
+                    git(repo, "worktree", "remove", "--force", str(path))
     finally:
-        for path in trees.values():
-            git(repo, "worktree", "remove", "--force", str(path))
-        shutil.rmtree(root, ignore_errors=True)
         git(repo, "worktree", "prune")
 
 
@@ -187,8 +201,8 @@ def measure_in(tree: Path, ctx: RunContext, bench: todo.Bench) -> str:
     """Measures ``bench``'s case in a fresh process of this interpreter running ``tree``'s code,
     which files its record in ``ctx``'s run; returns the process's output. The process and all
     it starts end with this one, and are ended on the way out."""
-    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**bytecode.for_children(os.environ), "PYTHONPATH": path, RUN_ENV: ctx.to_json(), **MULTICAST_OFF}
+    site = own_code.site_folder(Path(tree).parent)  # beside the worktrees, in the compare's own scratch folder
+    env = {**own_code.environ(tree, site, bytecode.for_children(os.environ)), RUN_ENV: ctx.to_json(), **MULTICAST_OFF}
     proc = subprocess.Popen([sys.executable, "-c", CASE, bench.case, bench.params], cwd=tree, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             preexec_fn=lifeline.preexec(os.getpid()))
@@ -217,6 +231,32 @@ def contexts(folder: Path, state: State) -> dict[tuple[str, int], RunContext]:
     return {(side, r): RunContext(RecordStore.of_results(folder / side), state.machine, f"{state.run_id}-r{r}",
                                   commit, parent_pid=os.getpid(), trace_busy=r == 1)
             for r in range(1, state.rounds + 1) for side, commit in state.commits.items()}
+
+
+def foreign(folder: Path, state: State, runs: dict[tuple[str, int], RunContext]) -> None:
+    """CompareRefused where the folder's records are not all this compare's own: each side's
+    records in its round files alone, each carrying its side's commit and its round's run id. A
+    folder whose sides were swapped, or given a file or record of another run, would be judged
+    as a compare of commits it did not measure."""
+    for ctx in runs.values():
+        try:
+            refuse_unwritable(ctx.path)
+        except Refused as e:
+            raise CompareRefused(f"the compare in {folder}: {e}") from None
+    for side in (BASE, NEW):
+        own = {ctx.path: ctx for (s, _), ctx in runs.items() if s == side}
+        for path in sorted((folder / side / "records").rglob("*.jsonl")):
+            ctx = own.get(path)
+            if ctx is None:
+                raise CompareRefused(f"{path} is not a round file of the compare in {folder} (its {side} rounds are "
+                                     f"{runs[side, 1].path.name[:-len('-r1.jsonl')]}-rN.jsonl): move it out of the "
+                                     "folder, then resume")
+            for rec in filed(path):
+                if (rec.commit, rec.run_id) != (ctx.commit, ctx.run_id):
+                    raise CompareRefused(f"{path} holds a record of commit {str(rec.commit)[:8]}, run "
+                                         f"{str(rec.run_id)[:40]!r}, and the compare in {folder} measures "
+                                         f"{side.upper()} at {ctx.commit[:8]} in run {ctx.run_id}: restore the folder "
+                                         "as the compare wrote it, or start a new compare")
 
 
 def remaining(state: State, held: dict[tuple[str, int], list]) -> list[tuple[todo.Bench, int, str]]:
@@ -375,6 +415,16 @@ def headed(report: Path, lines: list[str]) -> None:
     os.replace(tmp, report)
 
 
+def not_judged(cases: list[str]) -> list[str]:
+    """The report's line naming the cases of the plan with a round missing on record, which no
+    verdict covers; none where every case is whole."""
+    if not cases:
+        return []
+    shown = "; ".join(cases[:5]) + ("; ..." if len(cases) > 5 else "")
+    return [f"**Not judged:** {len(cases)} case(s) of the plan lack a round on record (no verdict covers them, and "
+            f"the compare exits 2 where it would pass): {markdown.escape(shown)}"]
+
+
 def measured(state: State) -> str:
     """How long the compare measured: the sum of its sittings', not the wall clock between them."""
     if state.sittings <= 1:
@@ -413,18 +463,18 @@ def shared(state: State) -> list[str]:
 
 
 def fresh(repo: Path, base_rev: str, new_rev: str, profile: str, bench: str | None, rounds: int,
-          results: str | Path | None, report: str | Path | None, threshold: float) -> tuple[Path, State, object]:
+          results: Path | None, report: Path | None, threshold: float) -> tuple[Path, State, object]:
     """The folder and state of a new compare, and this box's environment; CompareRefused first."""
     commits = {BASE: resolve(repo, base_rev, "BASE"), NEW: resolve(repo, new_rev, "NEW")}
     benches = chosen(profile, bench)
     refuse_dirty(repo)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    folder = Path(results) if results else repo / ".asv" / "compare" / run_id
+    folder = results or Path(repo).absolute() / ".asv" / "compare" / run_id
     refuse_used(folder)
     env = snapshot()
     state = State(commits, [base_rev, new_rev], rounds, benches, None if bench else profile, bench,
                   resolve(repo, "HEAD", "HEAD"), run_id, machine_name(env.devices, env.cpu),
-                  str(Path(report) if report else folder / "report.md"), threshold)
+                  str(report or folder / REPORT), threshold)
     return folder, state, env
 
 
@@ -474,31 +524,59 @@ def locked(stack: ExitStack, folder: Path) -> None:
                              f"wait for it to end (or stop it), then `{resume_command(folder)}`") from None
 
 
+def absolute(value: str | Path | None, what: str, check) -> Path | None:
+    """``value`` as an absolute path, checked by ``check`` (``harness.measure.guards.inputs``);
+    None where not given. Made absolute here: each case's process runs in its worktree, a
+    temporary folder, and would read a relative path from there."""
+    if value is None:
+        return None
+    try:
+        return Path(os.path.abspath(check(value, what)))
+    except Refused as e:
+        raise CompareRefused(f"{e} (or leave {what} out for the default)") from None
+
+
+def bounded(rounds: int | None, threshold: float | None) -> None:
+    if rounds is not None and not (type(rounds) is int and 1 <= rounds <= MAX_ROUNDS):
+        raise CompareRefused(f"--rounds takes a whole number from 1 to {MAX_ROUNDS} (runs of each case a side), "
+                             f"got {rounds!r}")
+    if threshold is not None and not 0 <= threshold <= MAX_THRESHOLD:
+        raise CompareRefused(f"--threshold takes a relative rise from 0 to {MAX_THRESHOLD:g} (1 = twice as slow), "
+                             f"got {threshold!r}")
+
+
 def main(base_rev: str | None = None, new_rev: str | None = None, *, profile: str | None = None,
          bench: str | None = None, rounds: int | None = None, results: str | Path | None = None,
          report: str | Path | None = None, threshold: float | None = None, resume: str | Path | None = None,
          deadline_s: float | None = None, warmup: bool = True, repo: Path = REPO, measure=measure_in) -> int:
     """Exit status: the gate's (0 pass, 1 regressions, 2 nothing to compare), ``STOPPED`` where the
     deadline stopped it, 128 + a signal that stopped it; CompareRefused before anything runs.
-    ``resume``: the folder of a compare to go on with. ``measure``: how one case is run (tests)."""
+    ``resume``: the folder of a compare to go on with. ``report``: a file the report is also
+    written to. ``measure``: how one case is run (tests)."""
+    bounded(rounds, threshold)
+    results = absolute(results, "--results", writable_folder)
+    report = absolute(report, "--report", output_file)
     if resume is None:
         if base_rev is None:
             raise CompareRefused("name BASE, the commit to compare against, or --resume FOLDER to go on with a compare")
         folder, state, env = fresh(repo, base_rev, new_rev or "HEAD", profile or "standard", bench, rounds or ROUNDS,
                                    results, report, threshold or 0.0)
     else:
-        folder = Path(resume)
+        folder = absolute(resume, "--resume", writable_folder)
         state, env = resumed(repo, folder, base_rev, new_rev, {"profile": profile, "bench": bench, "rounds": rounds,
-                                                               "results": results, "report": report,
-                                                               "threshold": threshold})
+                                                               "results": results, "threshold": threshold})
     with ExitStack() as stack:
         locked(stack, folder)
-        return sit(repo, folder, state, env, measure, deadline_s, warmup)
+        return sit(repo, folder, state, env, measure, deadline_s, warmup, report)
 
 
-def sit(repo: Path, folder: Path, state: State, env, measure, deadline_s: float | None, warmup: bool) -> int:
-    """One sitting: the runs not on record yet, then, where none is left, the gate over all."""
+def sit(repo: Path, folder: Path, state: State, env, measure, deadline_s: float | None, warmup: bool,
+        also: Path | None = None) -> int:
+    """One sitting: the runs not on record yet, then, where none is left, the gate over all, its
+    report in the folder (never where the state file says: a copied folder would write the
+    original's), and in ``also`` where given."""
     runs = contexts(folder, state)
+    foreign(folder, state, runs)
     held = {key: filed(ctx.path) for key, ctx in runs.items()}  # read once: both below judge the same files
     steps = remaining(state, held)
     moved = set_aside(folder, steps, runs, held)
@@ -517,9 +595,17 @@ def sit(repo: Path, folder: Path, state: State, env, measure, deadline_s: float 
             so_far(folder, state)
         if stopped is not None:
             return stopped
-    report = Path(state.report)
+    report = folder / REPORT
     rc = judge(folder, report, state.threshold)
-    headed(report, heading(state))
+    left = remaining(state, {key: filed(ctx.path) for key, ctx in runs.items()})
+    unjudged = sorted({markdown.one_line(f"{b.case} {b.params}") for b, _, _ in left})
+    headed(report, heading(state) + not_judged(unjudged))
+    if unjudged:  # a verdict over some of the cases is none over the compare
+        print(f"oombench compare: {len(unjudged)} case(s) of the plan lack a round on record, and no verdict covers "
+              f"them (e.g. {unjudged[0]}): `{resume_command(folder)}` measures them", file=sys.stderr)
+        rc = rc or 2
+    if also is not None and also != report:
+        write_whole(also, report.read_text(encoding="utf-8"))
     (folder / INTERIM).unlink(missing_ok=True)  # the whole compare's report stands in its place
-    print(f"oombench compare: report in {report}; measured {measured(state)}")
+    print(f"oombench compare: report in {also or report}; measured {measured(state)}")
     return rc

@@ -49,6 +49,9 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
+kind_of = _kind  # what a mode names ("a FIFO", "a folder"), for messages elsewhere
+
+
 def _stat(path: Path, what: str) -> os.stat_result | None:
     """The path's stat (symlinks followed), None where nothing is there; a path that cannot be
     looked up at all (too long, a loop of links, no permission) is refused."""

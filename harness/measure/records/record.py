@@ -154,6 +154,9 @@ def _validate(d: dict, environment: bool = True) -> None:
 # Python refuses to read a number, so no reader that parses a version's digits can be stopped.
 NAME_MAX = 1000
 _SECONDS = ("median_s", "q25_s", "q75_s", "min_s", "max_s")
+# No benchmark's step takes a week: a longer one is a unit slip or a forgery, and past it a ratio
+# of two times can overflow to infinity.
+MAX_STEP_S = 7 * 24 * 3600.0
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = _SHORT.maxother = 60
 _SHORT.maxlevel = 2
@@ -241,6 +244,9 @@ def _validate_timing(timing, outcome: str) -> None:
         v = timing.get(name)
         if not _finite(v) or v <= 0:
             raise ValueError(f"timing.{name} must be a finite number of seconds > 0, got {_short(v)}")
+        if v > MAX_STEP_S:
+            raise ValueError(f"timing.{name} must be at most {MAX_STEP_S:g} seconds (no step takes a week), "
+                             f"got {_short(v)}")
     if not timing["min_s"] <= timing["q25_s"] <= timing["median_s"] <= timing["q75_s"] <= timing["max_s"]:
         raise ValueError("timing must hold min_s <= q25_s <= median_s <= q75_s <= max_s")
     for name, least in (("steps", 1), ("warmup", 0)):
@@ -250,9 +256,23 @@ def _validate_timing(timing, outcome: str) -> None:
     _is(samples, (list, tuple), "timing.samples_s")
     if samples and len(samples) != timing["steps"]:
         raise ValueError(f"timing.samples_s holds {len(samples)} steps, timing.steps says {timing['steps']}")
-    plain = all(type(s) is float and 0 < s < math.inf for s in samples)  # NaN fails the comparison
-    if not (plain or all(_finite(s) and s > 0 for s in samples)):
-        raise ValueError("timing.samples_s must hold finite numbers of seconds > 0")
+    plain = all(type(s) is float and 0 < s <= MAX_STEP_S for s in samples)  # NaN fails the comparison
+    if not (plain or all(_finite(s) and 0 < s <= MAX_STEP_S for s in samples)):
+        raise ValueError("timing.samples_s must hold finite numbers of seconds > 0" + (
+            f" (at most {MAX_STEP_S:g})" if all(_finite(s) and s > 0 for s in samples) else ""))
+    if samples:
+        _from_samples(timing, samples)
+
+
+def _from_samples(timing: dict, samples) -> None:
+    """A record's median, quartiles and extremes are its samples' (``Timing.from_samples``): a
+    summary that its own steps contradict would be judged on the summary by one reader and on
+    the steps by another (the gate's rank test reads the steps, its ratio the median)."""
+    made = Timing.from_samples(samples, 0)
+    for name in ("median_s", "q25_s", "q75_s", "min_s", "max_s"):
+        if not math.isclose(timing[name], getattr(made, name), rel_tol=1e-9):
+            raise ValueError(f"timing.{name} is {_short(timing[name])}, and its samples_s give "
+                             f"{_short(getattr(made, name))}: a summary its own steps contradict")
 
 
 def _validate_environment(env: dict) -> None:

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from harness.measure.guards.inputs import MAX_LINE_BYTES, NOT_A_RUN_ID, Refused, lines, open_regular, write_whole
+from harness.measure.guards.inputs import (MAX_LINE_BYTES, NOT_A_RUN_ID, Refused, kind_of, lines, open_regular,
+                                           write_whole)
 from harness.measure.records.record import Record
 
 REPO = Path(__file__).resolve().parents[3]
@@ -67,12 +69,38 @@ def _line(obj: dict) -> str:
     return json.dumps(obj, sort_keys=True) + "\n"
 
 
+def refuse_unwritable(path: Path) -> None:
+    """``Refused``, naming it, where a writer of records would write to ``path`` through a link or
+    into anything but a regular file: a link's target is never appended to or cut, a FIFO or a
+    device never waited on (readers refuse those too), and records are never filed in a linked
+    folder, which no reader lists."""
+    path = Path(path)
+    for p, what in ((path.parent, "folder"), (path, "file")):
+        try:
+            st = os.lstat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise Refused(f"{p} is a symbolic link, and records are never written through one: put the {what} "
+                          "itself there (or move it away)")
+        if what == "file" and not stat.S_ISREG(st.st_mode):
+            raise Refused(f"{p} is {kind_of(st.st_mode)}, not a regular file: remove it or put the file there")
+
+
 def append_line(path: Path, obj: dict) -> None:
-    """Appends one JSON line, flushed and synced; a torn last line is repaired first."""
+    """Appends one JSON line, flushed and synced; a torn last line is repaired first. A link, a
+    FIFO or a device in the file's place (or a linked folder) is refused (``refuse_unwritable``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_unwritable(path)
     repair(path)
-    with open(path, "a") as f:
+    # O_NOFOLLOW and O_NONBLOCK: a link or a FIFO put there since the check is refused, not written or waited on.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Refused(f"{path} is not a regular file: remove it or put the file there")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "a") as f:
         f.write(_line(obj))
         f.flush()
         os.fsync(f.fileno())
@@ -88,9 +116,9 @@ def repair(path: Path) -> None:
     """A file whose last line has no newline was cut mid-write, or lacks only its newline. A
     last line that parses (a JSON object, written whole) is kept and given its newline; one that
     does not is moved to ``<file>.torn``. Either way the next line starts on a line of its own."""
+    refuse_unwritable(path)
     if not path.exists() or path.stat().st_size == 0:
         return
-    open_regular(path).close()  # a FIFO or a device is refused, never written to
     with open(path, "rb+") as f:
         size = f.seek(0, os.SEEK_END)
         start = max(0, size - MAX_LINE_BYTES - 1)
@@ -291,6 +319,10 @@ class RecordStore:
             raise StoreError(f"--resume takes a run id as `harness run` printed it (e.g. 20261123T182937-9004fb), "
                              f"got {run_id!r}")
         path = self.run_file(machine, commit, run_id)
+        try:
+            refuse_unwritable(path)  # the run goes on appending to it
+        except Refused as e:
+            raise StoreError(f"--resume {run_id}: {e}") from None
         if path.exists():
             return path
         here = sorted((self.root / machine).glob(f"*-{run_id}.jsonl"))
@@ -306,8 +338,18 @@ class RecordStore:
                          f"{', '.join(runs[-5:]) or 'none'}")
 
     # -- reading and writing ---------------------------------------------------------------------
+    def linked(self) -> list[Path]:
+        """The folders under the root that are symbolic links: ``files`` does not descend into
+        them, and no writer files records in one (``refuse_unwritable``)."""
+        return sorted(Path(top) / name for top, folders, _ in os.walk(self.root) for name in folders
+                      if os.path.islink(os.path.join(top, name)))
+
     def load(self) -> Loaded:
-        return load_paths(self.files())
+        """Every record under the root; each linked folder a problem naming it, as a writer refuses one."""
+        out = load_paths(self.files())
+        out.problems += [f"{p}: a symbolic link to a folder, whose records are neither read nor written: put the "
+                         "folder itself there" for p in self.linked()]
+        return out
 
     @staticmethod
     def append(path: Path, record: Record) -> None:
