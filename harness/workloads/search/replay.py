@@ -69,9 +69,9 @@ class Replayed:
 def replay(entries: list[dict], key: dict, cap: int, over: str, side_by_side: int = 1, new: bool = True,
            hint: tuple = (None, None)) -> Replayed:
     """The search of ``key`` under ``cap`` with nothing known but ``hint`` (an earlier run's
-    bracket, as a record's ``earlier_bracket`` keeps it; none: a cold start), answered from ``entries``: ``new``, guesses from ``fits.predicted`` confirmed with the sizes
-    after them; else the search before it (``fits.linear_estimate``'s guesses between their
-    neighbours)."""
+    bracket, as a record's ``earlier_bracket`` keeps it; none: a cold start), answered from
+    ``entries``: ``new``, guesses from ``fits.predicted`` confirmed with the sizes after them;
+    else the search before it (``fits.linear_estimate``'s guesses between their neighbours)."""
     oracle = Oracle(entries, key, cap)
     unit, limit = fits.UNITS[over], fits.LIMITS[over]
     start = key["seq_len"] if over == "seq_len" else 1
