@@ -106,3 +106,43 @@ def test_a_size_that_fit_under_a_larger_cap_without_reaching_this_one_fits_here(
     assert oracle(33) is True and oracle.results[-1]["peak_reserved"] == 37 * GiB
     with pytest.raises(replay.Unprobed, match="34 was never probed under this cap"):
         oracle(34)  # it reserved past this cap under the larger one: what this cap does there, no log says
+
+
+def test_a_cells_prediction_is_fitted_on_its_own_first_probes_never_on_its_answer():
+    from harness.report import estimates
+    other = 80 * 10**9
+    log = [{"key": KEY, "cap": other, "n": 50, "fits": True, "peak_reserved": 54 * GiB}] + hand_made_log()
+    chosen = estimates.first_probes(log, KEY, CAP, answer=2)
+    assert [e["n"] for e in chosen] == [1, 4, 8]  # its own cap's first, in the order they ran, 2 left out
+    assert [e["n"] for e in estimates.first_probes(log[:3], KEY, CAP, answer=2)] == [1, 50]  # short: the run's others
+
+
+def test_a_cell_is_scored_in_search_steps_and_by_its_peak_at_the_measured_answer():
+    from harness.report import estimates
+    suite = predict.fit(probes(lambda n: 4 * GiB + GiB * n, [1, 2]), "batch")
+    cell = estimates.Cell(gpu="H100", technique="fp32", over="batch", budget="40GB", allocator="default",
+                          measured=30, unit=1, peak=34 * GiB, suite=suite, refused=None, cap=CAP,
+                          others={"accelerate": 17 * GiB, "megatron": {"batch": [4 * GiB, 2 * GiB]}})
+    got = estimates.scores(cell)
+    assert got["suite"][0] == 33 and got["suite"][1] == pytest.approx(0, abs=1e-9)  # 3 steps over; its peak at 30 is
+    # the measured one
+    assert got["accelerate"] == (None, -0.5) and got["deepspeed"] == (None, None)
+    assert got["megatron"][0] == 16 and got["megatron"][1] == pytest.approx(64 / 34 - 1)
+    assert estimates.rows_of([cell])[0][6:] == ["+3", "+0.0%", "-50.0%", "-", "-14", "+88.2%"]
+
+
+def test_the_estimators_run_on_the_same_model_on_the_cpu():
+    pytest.importorskip("accelerate")
+    pytest.importorskip("deepspeed")
+    from harness.workloads.search import estimators
+    shape = dict(workload="lm", vocab=64, width=64, depth=2, seq_len=16)
+    got = estimators.estimate(technique="fp32", **shape)
+    model = estimators._model(technique="fp32", **shape)
+    params = sum(p.numel() for p in model.parameters())
+    assert got["parameters"] == params  # not one tensor's count, as storage on the meta device would give
+    assert got["accelerate"] == 4 * 4 * params  # fp32: the step holds four times the weights
+    assert got["deepspeed"] == 20 * params  # ZeRO-2 on one GPU: 16-bit weights, then 18 bytes a parameter
+    heads = 1  # 64 wide: one head of 64
+    assert got["megatron"]["batch"][1] == 2 * 16 * 64 * (34 + 5 * heads * 16 / 64)
+    offloaded = estimators.estimate(technique="cpu_offload", **shape)
+    assert offloaded["deepspeed"] == 2 * params  # offloaded: the 16-bit weights alone stay on the GPU

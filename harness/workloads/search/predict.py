@@ -92,18 +92,23 @@ def fit(results: Sequence[Mapping], over: str) -> Fit:
     if len(seen) < 2:
         raise Refused(f"a prediction needs probes that fit at two sizes at least, got {len(seen)}: probe another size")
     sizes = sorted(seen)
-    kinds = [k for k in KINDS if all(k in seen[n] for n in sizes)]
-    for kind in kinds:
-        ys = [seen[n][kind] for n in sizes]
-        drop = next((i for i in range(1, len(ys)) if ys[i] < ys[i - 1]), None)
-        if drop is not None:
-            raise Refused(f"{kind} does not grow with {over}: {ys[drop - 1]:,} at {sizes[drop - 1]:,} but "
-                          f"{ys[drop]:,} at {sizes[drop]:,}; probe sizes further apart")
-    if seen[sizes[-1]][BINDS] <= seen[sizes[0]][BINDS]:
+    ys = [seen[n][BINDS] for n in sizes]
+    drop = _drop(ys)
+    if drop is not None:
+        raise Refused(f"{BINDS} does not grow with {over}: {ys[drop - 1]:,} at {sizes[drop - 1]:,} but "
+                      f"{ys[drop]:,} at {sizes[drop]:,}; probe sizes further apart")
+    # The other peaks get a law where they grow too; the size is read off the cap's alone.
+    kinds = [k for k in KINDS if all(k in seen[n] for n in sizes) and _drop([seen[n][k] for n in sizes]) is None]
+    if ys[-1] <= ys[0]:
         raise Refused(f"{BINDS} is flat from {sizes[0]:,} to {sizes[-1]:,}: probe sizes further apart")
     degree = _degree(sizes, [seen[n][BINDS] for n in sizes], over)
     laws = {k: tuple(polynomial.polyfit(sizes, [seen[n][k] for n in sizes], degree)) for k in kinds}
     return Fit(over=over, degree=degree, sizes=tuple(sizes), laws=laws)
+
+
+def _drop(ys: list):
+    """The first index where ``ys`` falls; None where it never does."""
+    return next((i for i in range(1, len(ys)) if ys[i] < ys[i - 1]), None)
 
 
 def _degree(sizes: list, peaks: list, over: str) -> int:
