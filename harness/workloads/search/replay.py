@@ -11,7 +11,10 @@ more than this one fits too, since the cap never came into play.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from harness.measure.outcomes import OK
+from harness.measure.records.store import PROBES_SUFFIX, load_paths, read_lines
 from harness.workloads.search import fits
 from harness.workloads.search.probe_log import ProbeLog
 
@@ -90,3 +93,51 @@ def replay(entries: list[dict], key: dict, cap: int, over: str, side_by_side: in
     except Unprobed as e:
         return Replayed(None, None, None, unprobed=e.n)
     return Replayed(found.largest, found.probes, oracle.rounds)
+
+
+MODES = {"cold": lambda check: (None, None), "hinted": lambda check: tuple(check.get("earlier_bracket") or (None, None))}
+
+
+def committed(results: Path) -> dict:
+    """Every committed what-fits search under ``results`` replayed both ways, from a cold start and
+    from the hint its record kept, against the probes its machine's runs logged (all of them: one
+    run's alone seldom holds the sizes another path asks for): machine -> mode -> totals over the
+    searches both ways could replay, and how many there were."""
+    out = {}
+    for machine in sorted(p for p in (Path(results) / "records").iterdir() if p.is_dir()):
+        entries = [obj for log in sorted(machine.glob("*" + PROBES_SUFFIX)) for _, obj in read_lines(log)[0]]
+        records = [r for r in load_paths(sorted(machine.glob("*.jsonl"))).records
+                   if r.case == "fits" and r.outcome == OK]
+        if records:
+            out[machine.name] = {mode: _totals(entries, records, hint) for mode, hint in MODES.items()}
+    return out
+
+
+def _totals(entries, records, hint_of) -> dict:
+    totals = {"searches": 0, "replayed": 0, "same_answer": 0, "probes_before": 0, "probes_now": 0,
+              "rounds_before": 0, "rounds_now": 0}
+    for record in records:
+        params, check = record.params, record.check
+        over, allocator = params.get("over", "batch"), params.get("allocator") or "default"
+        key = {**{k: params[k] for k in ("device", "workload", "technique", "vocab", "width", "depth", "seq_len")},
+               "over": over, **({} if allocator == "default" else {"allocator": allocator})}
+        width, hint = check.get("side_by_side") or 1, hint_of(check)
+        before = replay(entries, key, check["budget_bytes"], over, width, new=False, hint=hint)
+        now = replay(entries, key, check["budget_bytes"], over, width, new=True, hint=hint)
+        totals["searches"] += 1
+        if before.largest is None or now.largest is None:
+            continue
+        totals["replayed"] += 1
+        totals["same_answer"] += before.largest == now.largest
+        for name, found in (("before", before), ("now", now)):
+            totals[f"probes_{name}"] += found.probes
+            totals[f"rounds_{name}"] += found.rounds
+    return totals
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m harness.workloads.search.replay RESULTS_DIR")
+    print(json.dumps(committed(Path(sys.argv[1])), indent=1))
