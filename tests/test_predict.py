@@ -146,3 +146,28 @@ def test_the_estimators_run_on_the_same_model_on_the_cpu():
     assert got["megatron"]["batch"][1] == 2 * 16 * 64 * (34 + 5 * heads * 16 / 64)
     offloaded = estimators.estimate(technique="cpu_offload", **shape)
     assert offloaded["deepspeed"] == 2 * params  # offloaded: the 16-bit weights alone stay on the GPU
+
+
+def test_each_budget_no_larger_than_the_card_gets_its_answer_a_named_card_less_its_context():
+    from harness.measure.guards.budget import CARDS
+    law = predict.fit(probes(lambda n: GiB + GiB * n, [1, 2]), "batch")
+    card = 85 * 10**9
+    without = predict.budgets(law, card)
+    assert without == {"16GB": 13, "24GB": 21, "40GB": 36, "80GB": 73, "card": 78}  # no context: no named card
+    charged = predict.budgets(law, card, context=GiB)
+    p100 = CARDS["p100-16gb"].total_bytes
+    assert charged["p100-16gb"] == (p100 - GiB - GiB) // GiB  # the card less its context, less the fixed GiB
+    assert "h200" not in charged and charged["16GB"] == 13  # larger than this card: left out; a cap charges none
+
+
+@pytest.mark.parametrize("processes,expected", [([(1, 10), ("self", 900 * 2**20)], 600 * 2**20),
+                                                ([(1, 10)], None), (None, None)])
+def test_a_probe_reads_its_context_off_nvmls_figure_for_its_own_process_alone(monkeypatch, processes, expected):
+    import os
+    from types import SimpleNamespace
+    from test_budget import fake_nvml
+    from harness.workloads.search import fits_probe
+    fake_nvml(monkeypatch, [2**30], processes and [(os.getpid() if p == "self" else p, n) for p, n in processes])
+    torch = SimpleNamespace(cuda=SimpleNamespace(memory_reserved=lambda device: 300 * 2**20))
+    # the device's used memory would count the probes beside it: without its own figure, no context
+    assert fits_probe.context_bytes(torch) == expected

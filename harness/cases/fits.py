@@ -32,7 +32,7 @@ not fit, the case does not fit.
 """
 from __future__ import annotations
 
-from harness.workloads.search import fits, probe_log
+from harness.workloads.search import fits, predict, probe_log
 from harness.measure.guards.budget import BUDGETS, ENFORCED, is_whole_card, resolve
 from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, Skip
 from harness.measure.records.store import RecordStore
@@ -183,7 +183,10 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
         law = fits.predicted(log.entries(key) + earlier.entries(key), cap, over)
         if law is None:
             return None
-        found.setdefault("prediction", law.to_dict(cap, fits.UNITS[over], limit))
+        if "prediction" not in found:
+            contexts = [e["context_bytes"] for e in log.entries(key) if e.get("context_bytes")]
+            found["prediction"] = dict(law.to_dict(cap, fits.UNITS[over], limit), budgets=predict.budgets(
+                law, total, max(contexts, default=None), fits.UNITS[over], limit))
         return law.largest(cap, fits.UNITS[over], limit)
 
     def step():

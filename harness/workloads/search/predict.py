@@ -128,3 +128,18 @@ def cards(law: Fit, limits: Mapping[str, int], unit: int = 1, limit: int | None 
     ``limit_bytes`` as ``harness.measure.guards.budget.resolve`` gives it; a named card's is its
     total less the context charged to it)."""
     return {name: law.largest(cap, unit, limit) for name, cap in limits.items()}
+
+
+def budgets(law: Fit, card_total: int, context: int | None = None, unit: int = 1, limit: int | None = None) -> dict:
+    """Budget name -> the largest size predicted under it, for every budget no larger than a card
+    of ``card_total`` bytes, each resolved as a case resolves it (``budget.resolve``): a cap's bytes,
+    the whole card, and a named card's total less ``context`` (what a process holds outside the
+    allocator's pool, charged to it), named cards only where ``context`` is known."""
+    from harness.measure.guards.budget import CARD_BUDGETS, CARDS, Overhead, resolve, size_bytes
+    limits = {}
+    for name in CARD_BUDGETS:
+        if size_bytes(name, card_total) > card_total or (name in CARDS and context is None):
+            continue
+        overhead = Overhead(context, "the probes' NVML figure less torch's reserve") if name in CARDS else None
+        limits[name] = resolve(name, card_total, "torch", overhead).limit_bytes
+    return cards(law, limits, unit, limit)

@@ -95,7 +95,9 @@ def replay(entries: list[dict], key: dict, cap: int, over: str, side_by_side: in
     return Replayed(found.largest, found.probes, oracle.rounds)
 
 
-MODES = {"cold": lambda check: (None, None), "hinted": lambda check: tuple(check.get("earlier_bracket") or (None, None))}
+# Where a replayed search starts: from nothing, or from the earlier run's bracket its record kept.
+MODES = {"cold": lambda check: (None, None),
+         "hinted": lambda check: tuple(check.get("earlier_bracket") or (None, None))}
 
 
 def committed(results: Path) -> dict:
