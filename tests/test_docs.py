@@ -143,8 +143,11 @@ def test_a_local_run_cannot_change_what_the_docs_are_made_from(tmp_path):
     subprocess.run(["git", "add", "results"], cwd=repo, check=True)
     (folder / "a.jsonl").write_text('{"committed": 1}\n{"local": 2}\n')
     (folder / "b.jsonl").write_text('{"local": 3}\n')
+    (folder / "local.fits-probes.ndjson").write_text("{}\n")
     got = docs.committed_results(repo, tmp_path / "out")
-    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == ["records/box/a.jsonl"]
+    # a committed run's probes come too: the predictions page fits on them
+    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == [
+        "records/box/a.jsonl", "records/box/probes.fits-probes.ndjson"]
     assert (got / "records" / "box" / "a.jsonl").read_text() == '{"committed": 1}\n'
 
 

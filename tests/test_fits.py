@@ -260,13 +260,14 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
     rec = execute("fits", CASE_PARAMS, run=run)
     assert rec.outcome == "ok", rec.reason
     assert rec.check["max_batch"] == 150 and rec.check["side_by_side"] == 3  # (16e9 - 1e9) / 1e8
-    assert rec.check["probes"] == 7 == rec.check["probe_pids"]  # 1, 2, 4 at once, then 149, 150, 151 at once,
-    # then 152, the second size after the answer
+    assert rec.check["probes"] == 6 == rec.check["probe_pids"]  # 1, 2, 4 at once, then the prediction, 150,
+    # with 151 and 152 after it at once: the rule's proof
+    assert rec.check["prediction"]["largest"] == 150 and rec.check["prediction"]["from_sizes"] == [1, 2, 4]
     (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")
     ran = {e["n"]: (e["began"], e["ended"]) for e in map(json.loads, log.read_text().splitlines())}
-    for batch in ((1, 2, 4), (149, 150, 151)):
+    for batch in ((1, 2, 4), (150, 151, 152)):
         assert max(ran[n][0] for n in batch) < min(ran[n][1] for n in batch), f"{batch} did not overlap"
-    assert rec.timing.median_s < 4 * 0.5 + 2  # three rounds of half a second, not seven
+    assert rec.timing.median_s < 3 * 0.5 + 2  # two rounds of half a second, not six
 
 
 @pytest.mark.parametrize("technique", ["save_on_cpu", "bf16_autocast+checkpoint+save_on_cpu"])

@@ -259,15 +259,26 @@ def test_a_start_between_two_steps_rounds_up_to_the_next():
     assert fits.largest_fitting(probe, start=100, limit=2**20, unit=128).largest == 896 and asked[0] == 128
 
 
-def test_side_by_side_a_gallop_asks_the_guess_and_its_neighbours_then_goes_on_only_past_all_three():
-    def case(boundary, guess, low, high):
-        probe, asked = asking(boundary)
-        rounds = []
+def _gallop_side_by_side(boundary, guess, low, high, confirm=False):
+    probe, asked = asking(boundary)
+    rounds = []
 
-        def many(sizes):
-            rounds.append(list(sizes))
-            return [n <= boundary for n in sizes]
-        return fits._gallop(probe, guess, low, high, 4096, many), asked, rounds
+    def many(sizes):
+        rounds.append(list(sizes))
+        return [n <= boundary for n in sizes]
+    return fits._gallop(probe, guess, low, high, 4096, many, confirm=confirm), asked, rounds
+
+
+def test_side_by_side_a_confirming_gallop_asks_the_guess_and_the_two_after_it():
+    case = _gallop_side_by_side
+    assert case(20, 20, 0, None, True) == ((20, 21), [], [[20, 21, 22]])  # right: the rule's proof in one round
+    assert case(37, 20, 0, None, True) == ((36, 52), [24, 28, 36, 52], [[20, 21, 22]])  # all fit: up by 2, 4...
+    assert case(21, 20, 0, None, True) == ((21, 22), [], [[20, 21, 22]])  # one short: bracketed all the same
+    assert case(100, 100, 0, 30, True) == ((29, 30), [], [[29]])  # held under the size known not to fit
+
+
+def test_side_by_side_a_gallop_asks_the_guess_and_its_neighbours_then_goes_on_only_past_all_three():
+    case = _gallop_side_by_side
     assert case(37, 20, 0, None) == ((35, 51), [23, 27, 35, 51], [[19, 20, 21]])  # all three fit: up by 2, 4...
     assert case(5, 20, 10, None) == ((10, 19), [], [[19, 20, 21]])  # none fit, and 19 is near 10: bisect
     assert case(5, 20, 0, None) == ((0, 17), [17], [[19, 20, 21]])  # none fit: down by 2, 4...
@@ -329,8 +340,11 @@ def test_a_hint_is_probed_only_where_it_lies_over_what_fits_and_under_what_fails
     assert fits.largest_fitting(probe, start=5, hint=(4, 6), limit=4096).largest == 5
     assert asked == [5, 6, 7]  # 4 is under the start: never probed
     probe, many, asked, rounds = recording(5)
-    assert fits.largest_fitting(probe, start=5, hint=(5, 6), probe_many=many, limit=4096).largest == 5
+    assert fits.largest_fitting(probe, start=5, hint=(5, 6), probe_many=many, limit=4096, confirm=False).largest == 5
     assert (asked, rounds) == ([5, 6], [[7]])  # the hint's fit at the start, alone: no cold start
+    probe, many, asked, rounds = recording(5)
+    assert fits.largest_fitting(probe, start=5, hint=(5, 6), probe_many=many, limit=4096, confirm=True).largest == 5
+    assert (asked, rounds) == ([], [[5, 6, 7]])  # confirmed: the hint's fit and the two after it, at once
     probe, many, asked, rounds = recording(12)
     assert fits.largest_fitting(probe, known={10: True}, hint=(5, None)).largest == 12 and 5 not in asked
     probe, many, asked, rounds = recording(100)

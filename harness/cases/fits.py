@@ -32,7 +32,7 @@ not fit, the case does not fit.
 """
 from __future__ import annotations
 
-from harness.workloads.search import fits, probe_log
+from harness.workloads.search import fits, predict, probe_log
 from harness.measure.guards.budget import BUDGETS, ENFORCED, is_whole_card, resolve
 from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, Skip
 from harness.measure.records.store import RecordStore
@@ -177,12 +177,24 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     # take the host's share its guard allows, and together they would run the host out.
     width = 1 if way.grows_on_host else fits.side_by_side(cap, free)
 
+    def estimate():
+        """The predicted largest size from the probes so far (this run's and earlier runs'); the
+        first one made is kept for the record, beside the answer it aimed at."""
+        law = fits.predicted(log.entries(key) + earlier.entries(key), cap, over)
+        if law is None:
+            return None
+        if "prediction" not in found:
+            contexts = [e["context_bytes"] for e in log.entries(key) if e.get("context_bytes")]
+            found["prediction"] = dict(law.to_dict(cap, fits.UNITS[over], limit), budgets=predict.budgets(
+                law, total, max(contexts, default=None), fits.UNITS[over], limit))
+        return law.largest(cap, fits.UNITS[over], limit)
+
     def step():
         found["known"] = log.bounds(key, cap)
         search = found["search"] = fits.largest_fitting(
             prober, start=start, limit=limit, known=log.answers(key, cap),
             probe_many=prober.many if width > 1 else None,
-            estimate=lambda: fits.linear_estimate(log.points(key) + earlier.points(key), cap), unit=fits.UNITS[over],
+            estimate=estimate, unit=fits.UNITS[over], confirm=True,
             hint=hint,
             slow=log.too_slow(key))  # known under any budget: time does not depend on it
         if search.largest == 0 and search.too_slow:
@@ -205,7 +217,8 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
                 "earlier_runs": earlier.runs(key), "earlier_bracket": list(hint),
                 "allocator_backends": sorted({str(r.get("allocator_backend")) for r in prober.results}),
-                "probe_seconds": [r["seconds"] for r in prober.results]}
+                "probe_seconds": [r["seconds"] for r in prober.results],
+                **({"prediction": found["prediction"]} if "prediction" in found else {})}
 
     # No gpus: the probes hold the GPU work in processes of their own, so there is nothing here for
     # the busy reading to profile (and it would run the search again to try).

@@ -371,6 +371,26 @@ FAMILIES = (
               text="Seconds per command, one column per box.", bench=(Select("tooling"),)),), compares=False),
 )
 # The headline: every technique on the LM, each figure against fp32 on the same card.
+@dataclass(frozen=True)
+class Page:
+    """A page its own reader makes (not a ``harness table``): its title and the text above it."""
+    title: str
+    text: str
+
+
+PREDICT = Page(
+    "What fits, predicted: each estimator against the measured answer",
+    "For every way, axis, budget and GPU the what-fits searches answered (the latest record of each), the "
+    "largest size and the peak that each estimator predicts, against what the search measured. The suite's "
+    "predictor (`harness/workloads/search/predict.py`) fits each peak's law (linear in the batch; linear or "
+    "quadratic along one sequence, as a third probe decides) by least squares on that search's first probes "
+    "that fit, never on its answer. accelerate's `estimate-memory` (weights, gradients and Adam), DeepSpeed's "
+    "ZeRO-2 model states (`estimate_zero2_model_states_mem_needs_all_live`'s logic, one GPU) and the Megatron "
+    "activation formula s\\*b\\*h\\*(34 + 5\\*a\\*s/h) a layer on top of the model states are run on the CPU "
+    "against the same model (`python -m harness.workloads.search.estimators results`, `pip install "
+    "'oombench[estimators]'`). The bar: the largest size within one search step in 95% of the cells, "
+    "the peak within 3%.")
+
 HEADLINE = Spec("tricks", "technique", show="rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
                 versus="technique=fp32", bench=(Select("tricks", "Techniques"),))
 # An answer per seed: each out-of-memory scenario the suite grew from, priced way by way under the

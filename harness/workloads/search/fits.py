@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.measure.guards import locks
+from harness.workloads.search import predict
 from harness.measure.guards.lifeline import PARENT_ENV
 
 # What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
@@ -83,7 +84,8 @@ CONFIRM_ABOVE = 2
 
 
 def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, known=None,
-                    probe_many=None, unit: int = 1, slow: int | None = None, hint: tuple = (None, None)) -> Search:
+                    probe_many=None, unit: int = 1, slow: int | None = None, hint: tuple = (None, None),
+                    confirm: bool = False) -> Search:
     """The largest n in [start, limit] that fits, once the ``CONFIRM_ABOVE`` sizes after it are
     seen not to (or n is ``limit``); 0 where ``start`` does not fit. Never probes an n twice.
 
@@ -131,9 +133,14 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     below it and is never waited for again; an answer just below it keeps it as ``too_slow``.
 
     ``unit``: the search probes multiples of it only, and its answer is exact to it (every size,
-    ``known``, ``hint``, ``slow`` and the estimate included, stays in the caller's units)."""
+    ``known``, ``hint``, ``slow`` and the estimate included, stays in the caller's units).
+
+    ``confirm``: side by side, a guess (the estimate's, or ``hint``'s fit) is probed with the
+    ``CONFIRM_ABOVE`` sizes after it at once, which is the whole of the rule's proof where the guess
+    is right: one round of probes. False probes the guess between its two neighbours, and a hint's
+    sizes one at a time (the search before guesses were confirmed; ``replay`` counts both)."""
     if unit > 1:
-        return _in_units(unit, probe, start, limit, estimate, known or {}, probe_many, slow, hint)
+        return _in_units(unit, probe, start, limit, estimate, known or {}, probe_many, slow, hint, confirm)
     if slow is not None and slow <= start:  # the first size is known too slow: no probe would answer in time
         return Search(largest=0, too_slow=slow)
     if slow is not None:
@@ -141,7 +148,7 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     probed, answers, too_slow = [], dict(known or {}), None
     fits, fits_many = _recorded(probed, answers, probe, probe_many)
     try:
-        largest = _search(fits, fits_many, answers, start, limit, estimate, hint)
+        largest = _search(fits, fits_many, answers, start, limit, estimate, hint, confirm)
     except TooSlow as e:
         largest, too_slow = _top(answers, start, limit)[0] or 0, e.n
     else:
@@ -151,7 +158,7 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
                   failed_below=sorted(n for n, ok in answers.items() if ok is False and n in range(start, largest)))
 
 
-def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many, slow, hint) -> Search:
+def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many, slow, hint, confirm) -> Search:
     """``largest_fitting`` over k = n / ``unit``: fit rounds down, does-not-fit up (a size off
     the steps, which no search probes, says that much of the step beside it)."""
     def scaled(f):
@@ -176,7 +183,8 @@ def _in_units(unit: int, probe, start, limit, estimate, known: dict, probe_many,
         steps[k] = steps.get(k, True) and bool(ok)
     found = largest_fitting(scaled(probe), start=-(-start // unit), limit=limit // unit,
                             estimate=guess if estimate else None, probe_many=scaled(probe_many) if probe_many else None,
-                            known=steps, hint=bracket(hint), slow=None if slow is None else -(-slow // unit))
+                            known=steps, hint=bracket(hint), slow=None if slow is None else -(-slow // unit),
+                            confirm=confirm)
     return Search(largest=found.largest * unit, probed=[(k * unit, ok) for k, ok in found.probed],
                   too_slow=None if found.too_slow is None else found.too_slow * unit,
                   failed_below=[k * unit for k in found.failed_below])
@@ -196,13 +204,16 @@ def _under(high, limit: int) -> int:
     return limit if high is None else high - 1
 
 
-def _search(fits, fits_many, answers: dict, start: int, limit: int, estimate, hint: tuple) -> int:
+def _search(fits, fits_many, answers: dict, start: int, limit: int, estimate, hint: tuple, confirm: bool) -> int:
     """The answer, from what ``answers`` holds (each probe adds to it): a first fit (``hint``'s
     or ``start``), a boundary over the largest fit, and the sizes after it."""
     if answers.get(start) is False:
         return 0
     low, high = _top(answers, start, limit)
-    _try(fits, hint[0], above=start - 1 if low is None else low, top=_under(high, limit))
+    if confirm and fits_many and hint[0] is not None:
+        _trio(fits_many, hint[0], start - 1 if low is None else low, _under(high, limit))
+    else:
+        _try(fits, hint[0], above=start - 1 if low is None else low, top=_under(high, limit))
     low, high = _first_fit(fits, fits_many, start, *_top(answers, start, limit), limit)
     if low is None:
         return 0
@@ -212,7 +223,7 @@ def _search(fits, fits_many, answers: dict, start: int, limit: int, estimate, hi
         if low >= limit:
             return limit
         if high is None or high - low > 1:
-            _narrow(fits, fits_many, estimate, low, high, limit)
+            _narrow(fits, fits_many, estimate, low, high, limit, confirm)
             continue
         after = [n for n in range(high, min(low + CONFIRM_ABOVE, limit) + 1) if n not in answers]
         if not after:
@@ -264,7 +275,7 @@ def _first_fit(fits, fits_many, start: int, low, high, limit: int):
     return (start, high) if fits(start) else (None, high)
 
 
-def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> None:
+def _narrow(fits, fits_many, estimate, low: int, high, limit: int, confirm: bool = False) -> None:
     """Probes until a size that fits has the next one failing (or is the limit), from ``low``
     (fits) and ``high`` (does not; None: unknown): doubling until the estimate can guess,
     galloping from its guess, then bisecting. The caller reads the bracket from the answers."""
@@ -276,12 +287,19 @@ def _narrow(fits, fits_many, estimate, low: int, high, limit: int) -> None:
     if low >= limit:
         return
     if guess is not None:
-        low, high = _gallop(fits, guess, low, high, limit, fits_many)
+        low, high = _gallop(fits, guess, low, high, limit, fits_many, confirm)
     if high is None:
         return
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (mid, high) if fits(mid) else (low, mid)
+
+
+def _trio(fits_many, n: int, above: int, top: int) -> dict:
+    """Probes ``n`` and the ``CONFIRM_ABOVE`` sizes after it at once, those above ``above`` and at
+    most ``top``: size -> fits (nothing where none lies there)."""
+    sizes = [m for m in range(n, n + CONFIRM_ABOVE + 1) if above < m <= top]
+    return dict(zip(sizes, fits_many(sizes))) if sizes else {}
 
 
 def _try(fits, n, above: int, top: int) -> None:
@@ -306,19 +324,23 @@ def _bracket(answers: dict, low, high):
     return max(fit + ([low] if low is not None else []), default=None), high
 
 
-def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=None):
+def _gallop(fits, guess: int, low: int, high: int | None, limit: int, fits_many=None, confirm: bool = False):
     """Probe ``guess`` (held strictly between low and high), then step away from it by 1, 2,
     4... in the direction it points until a probe lands on the other side: (low, high).
     ``fits_many`` probes the guess and its two neighbours at once, and the gallop goes on from
-    there only if all three fell on one side. A bracket already closed (``high`` is ``low`` + 1)
+    there only if all three fell on one side (``confirm``: the guess and the two after it, the
+    rule's proof where the guess is right). A bracket already closed (``high`` is ``low`` + 1)
     costs no probe: one at a time it asks for ``high``, which the search's ``fits`` answers from
     what it knows, and side by side for no size (``_recorded``)."""
     top = _under(high, limit)
     n = max(low + 1, min(guess, top))
     if fits_many is None:
         return _up(fits, n, high, top, 1) if fits(n) else _down(fits, low, n, 1)
-    sizes = [m for m in (n - 1, n, n + 1) if low < m <= top]
-    answers = dict(zip(sizes, fits_many(sizes)))
+    if confirm:
+        answers = _trio(fits_many, n, low, top)
+    else:
+        sizes = [m for m in (n - 1, n, n + 1) if low < m <= top]
+        answers = dict(zip(sizes, fits_many(sizes)))
     low, high = _bracket(answers, low, high)
     if all(answers.values()):
         return _up(fits, low, high, top, 2)
@@ -377,6 +399,23 @@ def linear_estimate(points, cap: float):
     if highest[n1] <= highest[n0]:  # no growth: no line to read
         return None
     return _on_line(cap, (n1, highest[n1]), (n0, highest[n0]))
+
+
+# How many probed sizes a prediction is fitted on: a line's two and the third that may ask for a square.
+NEAREST = 3
+
+
+def predicted(results, cap: int, over: str, unit: int = 1, limit: int | None = None):
+    """The prediction (``predict.Fit``) from the probe ``results`` (``fits_probe.probe``'s dicts) whose
+    reserved peaks lie nearest ``cap``: the law is read where the answer is, not where the model's
+    states alone fill the card. None where the probes cannot carry one yet (``predict.Refused``);
+    its ``largest(cap, unit, limit)`` is the guess a search confirms."""
+    seen = predict.points(results)
+    nearest = sorted(seen, key=lambda n: abs(seen[n][predict.BINDS] - cap))[:NEAREST]
+    try:
+        return predict.fit([dict(peaks, n=n, fits=True) for n, peaks in seen.items() if n in nearest], over)
+    except predict.Refused:
+        return None
 
 
 def _on_line(cap, a: tuple, b: tuple) -> int:

@@ -4,7 +4,9 @@ harness.cases.fits_probe CONFIG_JSON N CAP_BYTES batch|seq_len``, which reads th
 Caps the CUDA allocator at CAP_BYTES before anything is allocated, builds the
 ``tricks`` training step of the config at batch N (no accumulation), or one sequence of N
 tokens, runs ``STEPS`` optimizer steps and answers ``{"fits": true|false, "pid": ...,
-"peak_allocated": bytes, "reason": ..., "short_of": "device"|"host"}``. Out of memory is an
+"peak_allocated": bytes, "peak_reserved": bytes, "context_bytes": bytes, "peak_device": bytes,
+"reason": ..., "short_of": "device"|"host"}`` (the context and the device's peak where NVML lists the
+probe's process). Out of memory is an
 answer; any other error is a broken probe (a traceback, exit 1). On the CPU there is no
 allocator cap: the probe only says whether the step runs.
 """
@@ -62,4 +64,32 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
         result["peak_allocated"] = int(torch.cuda.max_memory_allocated(0))
         result["peak_reserved"] = int(torch.cuda.max_memory_reserved(0))
         result["allocator_backend"] = torch.cuda.get_allocator_backend()  # the setting its environment held
+        context = context_bytes(torch)
+        if context is not None:
+            # torch keeps what it reserved (nothing here empties its cache): the device held the
+            # context and the reserved peak together at the peak
+            result.update(context_bytes=context, peak_device=context + result["peak_reserved"])
     return dict(result, fits=True)
+
+
+def context_bytes(torch) -> int | None:
+    """What this process holds on the device outside torch's pool (the CUDA context, the loaded
+    modules, the libraries' workspaces): NVML's figure for this process less what torch reserves,
+    the overhead a named card charges (``budget.resolve``). None where NVML does not list this
+    process (a container's own process ids) or cannot be read: the device's used memory would
+    count the probes running beside this one."""
+    from harness.measure.guards.budget import held_here
+    from harness.measure.instruments.devices import cuda_gpu, nvml
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    gpu = cuda_gpu(0)
+    if gpu is None:
+        return None
+    try:
+        with nvml() as lib:
+            held, read = held_here(lib, lib.nvmlDeviceGetHandleByIndex(gpu.index), 0)
+    except pynvml.NVMLError:
+        return None
+    return held - int(torch.cuda.memory_reserved(0)) if read == "nvml process" else None

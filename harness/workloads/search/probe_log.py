@@ -108,6 +108,10 @@ class EarlierRuns:
     def points(self, key: dict) -> list[tuple]:
         return [point for log in self.here + self.elsewhere for point in log.points(key)]
 
+    def entries(self, key: dict) -> list[dict]:
+        """Every earlier probe of ``key``, this machine's first: the prediction's points."""
+        return [e for log in self.here + self.elsewhere for e in log.entries(key)]
+
     def bracket(self, key: dict, cap: int) -> tuple:
         """(largest size an earlier run saw fit under ``cap``, smallest one saw fail), either None:
         this machine's runs' where they found both, else other machines' where they did, else

@@ -1,0 +1,194 @@
+"""How far each estimator of what fits lands from the measured answer, cell by cell: every
+(way, axis, budget, GPU) the committed what-fits searches answered, its latest record.
+
+The suite's predictor (``harness.workloads.search.predict``) is fitted on that search's own first
+probes that fit, in the order they ran, the answer's size left out (short of two sizes, the run's
+earlier probes of the same case join them): never on the answer. The other estimators are read
+from ``results/estimators.json`` (``harness.workloads.search.estimators``, run on the CPU). Each is
+scored where it applies: the largest size against the measured one, in search steps; the peak
+at the measured answer against the reserved peak its probe measured.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from harness.measure.records.store import RecordStore, read_lines
+from harness.report import markdown
+from harness.report.model import Row
+from harness.report.tables import machine_label
+from harness.workloads.search import fits, predict
+from harness.workloads.search.estimators import FILE, SHAPE
+
+STEP_BAR, PEAK_BAR = 1, 0.03  # the issue's bar: within one search step, and the peak within 3%
+FIRST = 3  # the probes a prediction is fitted on: two give its line, a third may bend it
+NONE = "-"
+
+
+@dataclass(frozen=True)
+class Cell:
+    gpu: str
+    technique: str
+    over: str
+    budget: str
+    allocator: str
+    measured: int  # the largest size the search found
+    unit: int
+    peak: int | None  # the reserved peak its probe at the answer measured
+    suite: predict.Fit | None
+    refused: str | None  # why the suite's predictor made no prediction
+    cap: int
+    others: dict  # estimators.json's figures for this shape, {} where it has none
+
+
+def _key(record) -> dict:
+    params, over = record.params, record.params.get("over", "batch")
+    allocator = params.get("allocator") or "default"
+    return {**{k: params[k] for k in ("device", "workload", "technique", "vocab", "width", "depth", "seq_len")},
+            "over": over, **({} if allocator == "default" else {"allocator": allocator})}
+
+
+@cache
+def _log(path: Path) -> tuple:
+    return tuple(obj for _, obj in read_lines(path)[0]) if path.exists() else ()
+
+
+def first_probes(entries, key: dict, cap: int, answer: int) -> list[dict]:
+    """The probes a cell's prediction is fitted on: its search's own (under ``cap``) that fit, in
+    the order they ran, then the run's others of ``key``; at most ``FIRST`` sizes, never ``answer``."""
+    mine = [e for e in entries if e["key"] == key and e["fits"] and e["n"] != answer and e.get("peak_reserved")]
+    chosen, sizes = [], set()
+    for e in [e for e in mine if e["cap"] == cap] + [e for e in mine if e["cap"] != cap]:
+        if e["n"] not in sizes and len(sizes) < FIRST:
+            chosen.append(e)
+            sizes.add(e["n"])
+    return chosen
+
+
+def cells(rows: list[Row], results: Path) -> list[Cell]:
+    """One cell per searched (GPU, way, axis, budget, allocator, shape): its latest record's."""
+    latest = {}
+    for row in rows:
+        rec = row.record
+        if rec.case != "fits" or rec.outcome != "ok" or rec.check.get("budget_bytes") is None:
+            continue
+        ident = (machine_label(row), json.dumps(_key(rec), sort_keys=True), rec.params["budget"])
+        if ident not in latest or rec.created > latest[ident].record.created:
+            latest[ident] = row
+    figures = _estimators(results)
+    return sorted((_cell(row, results, figures) for row in latest.values()),
+                  key=lambda c: (c.gpu, c.over, c.technique, c.allocator, c.cap))
+
+
+def _estimators(results: Path) -> dict:
+    path = Path(results) / FILE
+    table = json.loads(path.read_text())["cases"] if path.exists() else []
+    return {json.dumps(case["shape"], sort_keys=True): case for case in table}
+
+
+def _cell(row: Row, results: Path, figures: dict) -> Cell:
+    rec, key = row.record, _key(row.record)
+    over, check = key["over"], rec.check
+    answer, cap = check[f"max_{over}"], check["budget_bytes"]
+    entries = _log(RecordStore.probe_log(Path(results).parent / row.source))
+    at = [e for e in entries if e["key"] == key and e["n"] == answer and e["fits"] and e.get("peak_reserved")]
+    try:
+        suite, refused = predict.fit(first_probes(entries, key, cap, answer), over), None
+    except predict.Refused as e:
+        suite, refused = None, str(e)
+    shape = json.dumps({k: rec.params[k] for k in SHAPE}, sort_keys=True)
+    return Cell(gpu=machine_label(row), technique=key["technique"], over=over, budget=rec.params["budget"],
+                allocator=key.get("allocator", "default"), measured=answer, unit=check.get("search_unit", 1),
+                peak=at[-1]["peak_reserved"] if at else None, suite=suite, refused=refused, cap=cap,
+                others=figures.get(shape, {}))
+
+
+def _steps(cell: Cell, predicted: int | None) -> str:
+    return NONE if predicted is None else f"{(predicted - cell.measured) // cell.unit:+d}"
+
+
+def _error(cell: Cell, predicted_peak: float | None) -> float | None:
+    return None if predicted_peak is None or not cell.peak else predicted_peak / cell.peak - 1
+
+
+def _pct(error: float | None) -> str:
+    return NONE if error is None else f"{round(100 * error, 1) + 0.0:+.1f}%"  # + 0.0: no "-0.0%"
+
+
+def _megatron(cell: Cell) -> predict.Fit | None:
+    coef = cell.others.get("megatron", {}).get(cell.over)
+    return None if coef is None else predict.Fit(cell.over, len(coef) - 1, (), {predict.BINDS: tuple(coef)})
+
+
+def scores(cell: Cell) -> dict:
+    """Each estimator's (largest size or None, peak error at the measured answer or None)."""
+    limit = fits.LIMITS[cell.over]
+    out = {}
+    if cell.suite is not None:
+        out["suite"] = (cell.suite.largest(cell.cap, cell.unit, limit), _error(cell, cell.suite.peak(cell.measured)))
+    else:
+        out["suite"] = (None, None)
+    for name in ("accelerate", "deepspeed"):
+        out[name] = (None, _error(cell, cell.others.get(name)))
+    law = _megatron(cell)
+    out["megatron"] = (None, None) if law is None else (law.largest(cell.cap, cell.unit, limit),
+                                                          _error(cell, law.peak(cell.measured)))
+    return out
+
+
+HEADER = ["GPU", "way", "over", "budget", "allocator", "measured", "suite", "suite peak", "accelerate peak",
+          "DeepSpeed peak", "Megatron", "Megatron peak"]
+
+
+def rows_of(found: list[Cell]) -> list[list[str]]:
+    body = []
+    for cell in found:
+        s = scores(cell)
+        body.append([cell.gpu, cell.technique, cell.over, cell.budget, cell.allocator, f"{cell.measured:,}",
+                     _steps(cell, s["suite"][0]) + ("" if cell.suite else " ¹"), _pct(s["suite"][1]),
+                     _pct(s["accelerate"][1]), _pct(s["deepspeed"][1]), _steps(cell, s["megatron"][0]),
+                     _pct(s["megatron"][1])])
+    return body
+
+
+def summary(found: list[Cell]) -> list[list[str]]:
+    """Per GPU and estimator: the cells it predicted, the share within one step, the share whose
+    peak at the measured answer is within 3%."""
+    body = []
+    for gpu in sorted({c.gpu for c in found}):
+        mine = [c for c in found if c.gpu == gpu]
+        for name in ("suite", "accelerate", "deepspeed", "megatron"):
+            got = [scores(c)[name] for c in mine]
+            sized = [(c, n) for c, (n, _) in zip(mine, got) if n is not None]
+            peaks = [e for _, e in got if e is not None]
+            near = sum(abs(n - c.measured) <= STEP_BAR * c.unit for c, n in sized)
+            body.append([gpu, name, str(len(mine)), _share(near, len(sized)),
+                         _share(sum(abs(e) <= PEAK_BAR for e in peaks), len(peaks))])
+    return body
+
+
+def _share(part: int, whole: int) -> str:
+    return NONE if not whole else f"{part}/{whole} ({100 * part / whole:.0f}%)"
+
+
+def page(rows: list[Row], results: Path, title: str, text: str) -> str:
+    found = cells(rows, results)
+    if not found:
+        return f"# {title}\n\n{text}\n\nNo what-fits record yet.\n"
+    lines = [f"# {title}", "", text, "", "## Score", ""]
+    lines += markdown.table(["GPU", "estimator", "cells", "largest within one step", "peak within 3%"],
+                            summary(found))
+    lines += ["", "## Cell by cell", ""]
+    lines += markdown.table(HEADER, rows_of(found))
+    refused = sorted({c.refused for c in found if c.refused})
+    lines += ["", "Sizes are the predicted largest size less the measured one, in search steps (one sample, or "
+              "128 tokens); peaks are the estimate at the measured answer against the reserved peak its probe "
+              "measured. accelerate and DeepSpeed count model states alone: they name a peak, no size (-). The "
+              "Megatron formula counts every layer's activations kept for backward, attention's s x s scores "
+              "among them, as a step without recomputation and without a fused attention kernel holds them. "
+              "- where an estimator has no figure: no estimators.json entry for the shape, or no probe at the answer. "
+              "¹ the suite's predictor refused:", ""]
+    lines += [f"- {markdown.code(reason)}" for reason in refused]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,173 @@
+"""The what-fits predictor on probes drawn from known laws (the answer recovered to the size), its
+refusals, and the replay of a search from a hand-made probe log: the rule's answer with fewer
+rounds of probes than the search before it. Nothing here starts a probe."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from harness.workloads.search import fits, predict, replay
+
+GiB = 2**30
+
+
+def probes(law, sizes):
+    """Probe results as ``fits_probe.probe`` reports them, each peak on ``law`` (whole bytes)."""
+    return [{"n": n, "fits": True, "peak_allocated": law(n) - 2**20, "peak_reserved": law(n)} for n in sizes]
+
+
+@settings(max_examples=30, deadline=None)
+@given(fixed=st.integers(GiB, 8 * GiB), per=st.integers(2**20, 2 * GiB), cap=st.integers(9 * GiB, 150 * 10**9))
+def test_a_linear_law_from_two_probes_gives_the_largest_batch_under_the_cap_exactly(fixed, per, cap):
+    law = predict.fit(probes(lambda n: fixed + per * n, [1, 2]), "batch")
+    expected = (cap - fixed) // per  # the largest n with fixed + per * n <= cap
+    assert law.largest(cap) == expected
+    assert law.degree == 1 and law.peak(expected) == pytest.approx(fixed + per * expected, rel=1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(a=st.integers(2**10, 2**16), b=st.integers(2**18, 2**22), cap=st.integers(20 * GiB, 150 * 10**9))
+def test_a_square_law_along_a_sequence_is_chosen_by_the_third_probe_and_recovered_to_the_step(a, b, cap):
+    fixed = 4 * GiB
+    curve = lambda n: fixed + b * n + a * n * n  # noqa: E731  attention's scores grow as the square
+    law = predict.fit(probes(curve, [1024, 2048, 4096]), "seq_len")
+    steps = [n for n in range(128, 2**20, 128) if curve(n) <= cap]
+    assert law.degree == 2 and law.largest(cap, unit=128, limit=2**20) == max(steps)
+
+
+def test_a_third_probe_on_the_line_keeps_the_line_and_a_batch_never_takes_the_square():
+    line = predict.fit(probes(lambda n: GiB + 3 * 2**20 * n, [1024, 2048, 4096]), "seq_len")
+    assert line.degree == 1
+    curved = probes(lambda n: GiB + 2**20 * n * n, [1, 2, 4])
+    assert predict.fit(curved, "batch").degree == 1  # a batch's samples are independent: linear by law
+
+
+def test_it_refuses_in_one_line_with_fewer_than_two_sizes_or_peaks_that_do_not_grow():
+    with pytest.raises(predict.Refused, match="two sizes at least, got 1: probe another size"):
+        predict.fit(probes(lambda n: GiB * n, [4, 4]), "batch")
+    with pytest.raises(predict.Refused, match="got 0"):
+        predict.fit([{"n": 4, "fits": False}], "batch")
+    falling = probes(lambda n: 10 * GiB - GiB * n, [1, 2, 4])
+    with pytest.raises(predict.Refused, match="does not grow with batch") as refused:
+        predict.fit(falling, "batch")
+    assert "\n" not in str(refused.value)
+    with pytest.raises(predict.Refused, match="over 'width'"):
+        predict.fit(probes(lambda n: GiB * n, [1, 2]), "width")
+
+
+def test_the_largest_size_stays_under_a_limit_and_is_zero_where_nothing_fits():
+    law = predict.fit(probes(lambda n: GiB + GiB * n, [1, 2]), "batch")
+    assert law.largest(100 * GiB, limit=16) == 16 and law.largest(GiB) == 0
+    assert law.largest(5 * GiB) == 4  # a peak at the cap fits it
+    assert predict.cards(law, {"16GB": 16 * 10**9, "24GB": 24 * 10**9}) == {"16GB": 13, "24GB": 21}
+    kept = law.to_dict(5 * GiB)
+    assert kept["largest"] == 4 and kept["law"] == "linear" and kept["peak_reserved"] == 5 * GiB
+
+
+def test_the_search_guess_is_read_from_the_probes_nearest_the_cap():
+    # small sizes carry the allocator's fixed share: the line through the three nearest the cap is the one read
+    bent = {1: 5 * GiB, 2: 6 * GiB, 4: 7 * GiB, 40: 44 * GiB, 41: 45 * GiB, 42: 46 * GiB}
+    results = [{"n": n, "fits": True, "peak_reserved": p, "peak_allocated": p} for n, p in bent.items()]
+    assert fits.predicted(results, 50 * GiB, "batch").largest(50 * GiB) == 46
+    assert fits.predicted(results[:1], 50 * GiB, "batch") is None  # one size: no guess yet
+
+
+KEY = {"workload": "lm", "over": "batch", "seq_len": 1024}
+CAP = 40 * 10**9
+
+
+def hand_made_log(boundary=30, per=GiB, fixed=4 * GiB):
+    """A committed run's probe log of ``KEY`` under ``CAP``: the cold start, sizes around the
+    answer and the ones an earlier search probed, each with the peaks a linear law gives."""
+    def entry(n):
+        peak = fixed + per * n
+        fit = peak <= CAP
+        return {"key": KEY, "cap": CAP, "n": n, "fits": fit,
+                **({"peak_reserved": peak, "peak_allocated": peak} if fit else {})}
+    return [entry(n) for n in (1, 2, 4, 8, 16, 24, 28, 29, 30, 31, 32, 33, 34, 35, 36, 38, 40, 44, 48, 52)]
+
+
+def test_a_replay_reproduces_the_rules_answer_in_fewer_rounds_than_the_search_before():
+    log = hand_made_log()
+    old = replay.replay(log, KEY, CAP, "batch", side_by_side=3, new=False)
+    new = replay.replay(log, KEY, CAP, "batch", side_by_side=3, new=True)
+    assert old.largest == new.largest == 33  # 4 + 33 GiB under 40e9 bytes; 34 and 35 over it
+    assert new.rounds < old.rounds and new.probes <= old.probes
+
+
+def test_a_replay_says_which_size_the_log_never_answered():
+    log = [e for e in hand_made_log() if e["n"] != 34]
+    found = replay.replay(log, KEY, CAP, "batch", side_by_side=3, new=True)
+    assert found.largest is None and found.unprobed == 34
+
+
+def test_a_size_that_fit_under_a_larger_cap_without_reaching_this_one_fits_here():
+    roomy = 80 * 10**9
+    log = [{"key": KEY, "cap": roomy, "n": n, "fits": True, "peak_reserved": (4 + n) * GiB} for n in (33, 34)]
+    oracle = replay.Oracle(log, KEY, CAP)
+    assert oracle(33) is True and oracle.results[-1]["peak_reserved"] == 37 * GiB
+    with pytest.raises(replay.Unprobed, match="34 was never probed under this cap"):
+        oracle(34)  # it reserved past this cap under the larger one: what this cap does there, no log says
+
+
+def test_a_cells_prediction_is_fitted_on_its_own_first_probes_never_on_its_answer():
+    from harness.report import estimates
+    other = 80 * 10**9
+    log = [{"key": KEY, "cap": other, "n": 50, "fits": True, "peak_reserved": 54 * GiB}] + hand_made_log()
+    chosen = estimates.first_probes(log, KEY, CAP, answer=2)
+    assert [e["n"] for e in chosen] == [1, 4, 8]  # its own cap's first, in the order they ran, 2 left out
+    assert [e["n"] for e in estimates.first_probes(log[:3], KEY, CAP, answer=2)] == [1, 50]  # short: the run's others
+
+
+def test_a_cell_is_scored_in_search_steps_and_by_its_peak_at_the_measured_answer():
+    from harness.report import estimates
+    suite = predict.fit(probes(lambda n: 4 * GiB + GiB * n, [1, 2]), "batch")
+    cell = estimates.Cell(gpu="H100", technique="fp32", over="batch", budget="40GB", allocator="default",
+                          measured=30, unit=1, peak=34 * GiB, suite=suite, refused=None, cap=CAP,
+                          others={"accelerate": 17 * GiB, "megatron": {"batch": [4 * GiB, 2 * GiB]}})
+    got = estimates.scores(cell)
+    assert got["suite"][0] == 33 and got["suite"][1] == pytest.approx(0, abs=1e-9)  # 3 steps over; its peak at 30 is
+    # the measured one
+    assert got["accelerate"] == (None, -0.5) and got["deepspeed"] == (None, None)
+    assert got["megatron"][0] == 16 and got["megatron"][1] == pytest.approx(64 / 34 - 1)
+    assert estimates.rows_of([cell])[0][6:] == ["+3", "+0.0%", "-50.0%", "-", "-14", "+88.2%"]
+
+
+def test_the_estimators_run_on_the_same_model_on_the_cpu():
+    pytest.importorskip("accelerate")
+    pytest.importorskip("deepspeed")
+    from harness.workloads.search import estimators
+    shape = dict(workload="lm", vocab=64, width=64, depth=2, seq_len=16)
+    got = estimators.estimate(technique="fp32", **shape)
+    model = estimators._model(technique="fp32", **shape)
+    params = sum(p.numel() for p in model.parameters())
+    assert got["parameters"] == params  # not one tensor's count, as storage on the meta device would give
+    assert got["accelerate"] == 4 * 4 * params  # fp32: the step holds four times the weights
+    assert got["deepspeed"] == 20 * params  # ZeRO-2 on one GPU: 16-bit weights, then 18 bytes a parameter
+    heads = 1  # 64 wide: one head of 64
+    assert got["megatron"]["batch"][1] == 2 * 16 * 64 * (34 + 5 * heads * 16 / 64)
+    offloaded = estimators.estimate(technique="cpu_offload", **shape)
+    assert offloaded["deepspeed"] == 2 * params  # offloaded: the 16-bit weights alone stay on the GPU
+
+
+def test_each_budget_no_larger_than_the_card_gets_its_answer_a_named_card_less_its_context():
+    from harness.measure.guards.budget import CARDS
+    law = predict.fit(probes(lambda n: GiB + GiB * n, [1, 2]), "batch")
+    card = 85 * 10**9
+    without = predict.budgets(law, card)
+    assert without == {"16GB": 13, "24GB": 21, "40GB": 36, "80GB": 73, "card": 78}  # no context: no named card
+    charged = predict.budgets(law, card, context=GiB)
+    p100 = CARDS["p100-16gb"].total_bytes
+    assert charged["p100-16gb"] == (p100 - GiB - GiB) // GiB  # the card less its context, less the fixed GiB
+    assert "h200" not in charged and charged["16GB"] == 13  # larger than this card: left out; a cap charges none
+
+
+@pytest.mark.parametrize("processes,expected", [([(1, 10), ("self", 900 * 2**20)], 600 * 2**20),
+                                                ([(1, 10)], None), (None, None)])
+def test_a_probe_reads_its_context_off_nvmls_figure_for_its_own_process_alone(monkeypatch, processes, expected):
+    import os
+    from types import SimpleNamespace
+    from test_budget import fake_nvml
+    from harness.workloads.search import fits_probe
+    fake_nvml(monkeypatch, [2**30], processes and [(os.getpid() if p == "self" else p, n) for p, n in processes])
+    torch = SimpleNamespace(cuda=SimpleNamespace(memory_reserved=lambda device: 300 * 2**20))
+    # the device's used memory would count the probes beside it: without its own figure, no context
+    assert fits_probe.context_bytes(torch) == expected
