@@ -217,17 +217,21 @@ def headline_md(rows: list[Row]) -> str:
     grid = headline_rows(rows)
     ref = next(r for (t, _), r in sorted(grid.items(), key=lambda kv: kv[0][1]) if t == "fp32")
     p, check = ref.record.params, ref.record.check
-    machines = sorted({m for _, m in grid})
+    # Every value below comes from a record, which anyone may write: inline text, never markup.
+    machines = [markdown.inline(m) for m in sorted({m for _, m in grid})]
     globs = sorted({_records_glob(r) for r in grid.values()})
-    envs = sorted({f"torch {r.record.environment.libraries.get('torch', '-')}, CUDA "
-                   f"{r.record.environment.devices.cuda_driver}" for r in grid.values()})
+    envs = sorted({markdown.inline(f"torch {r.record.environment.libraries.get('torch', '-')}, CUDA "
+                                   f"{r.record.environment.devices.cuda_driver}") for r in grid.values()})
     size = f", {check['parameters'] / 1e6:,.1f} M parameters" if "parameters" in check else ""
-    steps = f" after {check['steps']} steps from seed {check.get('seed', 0)}" if "steps" in check else ""
-    text = (f"Every technique of `tricks` on one LM (decoder-only, {p.get('depth')} blocks of width {p.get('width')}, "
-            f"vocab {p.get('vocab')}{size}, Adam), training at batch {p.get('batch')} of {p.get('seq_len')} tokens, "
+    steps = (f" after {markdown.inline(check['steps'])} steps from seed {markdown.inline(check.get('seed', 0))}"
+             if "steps" in check else "")
+    depth, width, vocab, batch, seq_len = (markdown.inline(p.get(k)) for k in ("depth", "width", "vocab", "batch",
+                                                                                 "seq_len"))
+    text = (f"Every technique of `tricks` on one LM (decoder-only, {depth} blocks of width {width}, "
+            f"vocab {vocab}{size}, Adam), training at batch {batch} of {seq_len} tokens, "
             f"on one {' and one '.join(machines)}. Each cell: the rate, the peak allocated / device memory "
             f"(GB = 10^9 bytes) and the loss{steps}, with rate and peak also as a multiple of fp32's on the "
-            f"same card. Records: {', '.join(f'`{g}`' for g in globs)} ({'; '.join(envs)}).")
+            f"same card. Records: {', '.join(markdown.code(g) for g in globs)} ({'; '.join(envs)}).")
     text += "".join(f" {n}" for n in made.notes)  # in the paragraph: the README has no line to spare
     return f"{GENERATED}\n\n{text}\n\n```sh\n{HEADLINE.command()}\n```\n\n{made.markdown()}\n"
 

@@ -71,6 +71,7 @@ from harness.measure.instruments.machine import machine_name
 from harness.measure.guards.safety import MULTICAST_OFF
 from harness.measure.records.store import REPO, RecordStore, RunContext, load_file, record_key, write_records
 from harness.report.compares import INTERIM, between, round_span
+from harness.report import markdown
 from harness.report.gate import COMPARES, gate
 from harness.report.summary import row
 from harness.units import minutes
@@ -384,9 +385,11 @@ def measured(state: State) -> str:
 
 def heading(state: State) -> list[str]:
     (base_rev, new_rev), commits, rounds = state.revs, state.commits, state.rounds
-    return [f"## oombench compare: `{commits[BASE][:8]}` ({base_rev}) against `{commits[NEW][:8]}` ({new_rev})",
-            f"Both measured on {state.machine} {measured(state)}: {len(state.benches)} case(s), {rounds} round(s) "
-            f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
+    # The revs and machine are as typed or found (a state file anyone may edit): inline text, never markup.
+    return [f"## oombench compare: {markdown.code(commits[BASE][:8])} ({markdown.inline(base_rev)}) against "
+            f"{markdown.code(commits[NEW][:8])} ({markdown.inline(new_rev)})",
+            f"Both measured on {markdown.inline(state.machine)} {measured(state)}: {len(state.benches)} case(s), "
+            f"{rounds} round(s) a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
             "a fresh process (the GPU-busy share traced in the first round of each side); the gate judges every round "
             "of each side (the median of its rounds' medians), its floors learned from BASE's rounds."
             + one_round(state)] + shared(state)
