@@ -389,9 +389,10 @@ def heading(state: State) -> list[str]:
     return [f"## oombench compare: {markdown.code(commits[BASE][:8])} ({markdown.inline(base_rev)}) against "
             f"{markdown.code(commits[NEW][:8])} ({markdown.inline(new_rev)})",
             f"Both measured on {markdown.inline(state.machine)} {measured(state)}: {len(state.benches)} case(s), "
-            f"{rounds} round(s) a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
-            "a fresh process (the GPU-busy share traced in the first round of each side); the gate judges every round "
-            "of each side (the median of its rounds' medians), its floors learned from BASE's rounds."
+            f"{rounds} round(s) a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case "
+            "(A: BASE), each run in a fresh process (the GPU-busy share traced in the first round of each side); "
+            "the gate judges every round of each side (the median of its rounds' medians), its floors learned from "
+            "BASE's rounds."
             + one_round(state)] + shared(state)
 
 
