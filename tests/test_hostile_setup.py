@@ -1,7 +1,8 @@
 """A command's set-up installs what the command imports: with every module some command needs but
 this one does not declare made unimportable, ``summary``, ``table`` and ``todo`` still run to the
-end on the frozen records (a fresh clone's .venv holds the declared modules and no more); and each
-declared module comes from pyproject's dependencies or the extras the command installs."""
+end on the frozen records (a fresh clone's .venv holds the declared modules and no more); each
+declared module comes from pyproject's dependencies or the extras the command installs; pip's
+temporary folders stay in .venv; and the dirty-tree check sees edits git's index was told to ignore."""
 import importlib.metadata
 import json
 import subprocess
@@ -9,7 +10,10 @@ import sys
 import tomllib
 from pathlib import Path
 
-from harness.drive.commands import bootstrap
+import pytest
+
+from harness.drive.asv import suite
+from harness.drive.commands import bootstrap, compare
 
 from conftest import FROZEN
 
@@ -82,3 +86,23 @@ def test_pip_makes_its_temporary_folders_in_the_venv_and_the_next_set_up_clears_
     bootstrap.install(tmp_path / ".venv" / "bin" / "python", [])
     assert [(tmpdir, there) for _, tmpdir, there in seen] == [(str(bootstrap.build_dir()), False)]
     assert not bootstrap.build_dir().exists()  # cleared once the install is whole
+
+
+@pytest.mark.parametrize("flag", ["--skip-worktree", "--assume-unchanged"])
+def test_an_edit_git_status_is_told_to_ignore_still_makes_the_tree_dirty(tmp_path, flag):
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+    (tmp_path / "harness").mkdir()
+    for name in ("a.py", "b.py"):
+        (tmp_path / "harness" / name).write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    git("update-index", flag, "harness/a.py")
+    assert suite.hidden_edits(tmp_path) == []  # marked, not edited
+    compare.refuse_dirty(tmp_path)
+    (tmp_path / "harness" / "a.py").write_text("x = 2\n")
+    assert suite.hidden_edits(tmp_path, "harness") == ["harness/a.py"]
+    with pytest.raises(compare.CompareRefused, match=r"1 uncommitted change\(s\) \(e\.g\. harness/a\.py\)"):
+        compare.refuse_dirty(tmp_path)

@@ -121,7 +121,7 @@ def refuse_dirty(repo: Path) -> None:
     done = git(repo, "status", "--porcelain", "--untracked-files=no")
     if done.returncode != 0:
         raise CompareRefused(f"{repo} is not a git checkout ({done.stderr.strip()}): run compare in a clone")
-    changed = done.stdout.splitlines()
+    changed = done.stdout.splitlines() + [f" M {p}" for p in suite.hidden_edits(repo)]
     if changed:
         raise CompareRefused(f"the working tree has {len(changed)} uncommitted change(s) (e.g. {changed[0][3:]}): "
                              "compare measures commits: commit or stash them first")
