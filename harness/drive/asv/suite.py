@@ -32,7 +32,7 @@ from harness.drive.asv.asvconf import private_config
 from harness.drive.asv.bench import RUN_ENV
 from harness.measure.guards import lifeline, locks
 from harness.measure.instruments.environment import snapshot
-from harness.measure.instruments.machine import host_key, machine_info, register_with_asv
+from harness.measure.instruments.machine import MachineFileError, host_key, machine_info, register_with_asv
 from harness.measure.outcomes import SKIPPED
 from harness.measure.guards.safety import MULTICAST_OFF, OPT_IN_ENV
 from harness.measure.guards.signals import handlers
@@ -272,7 +272,10 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
 def _locked_run(store, chosen: Selection, allow_oversubscription, publish, resume, deadline_s, results) -> int:
     env = snapshot()
     info = machine_info(env)
-    register_with_asv(info)
+    try:
+        register_with_asv(info)
+    except MachineFileError as e:
+        raise RunRefused(str(e)) from None
     print(f"oombench: machine {info['machine']}: {info['gpu']}; cpu {info['cpu']}", flush=True)
     commit = head_commit()
     warn_if_dirty(commit)
