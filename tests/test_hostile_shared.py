@@ -63,3 +63,10 @@ def test_a_home_that_cannot_be_written_is_one_line_naming_the_fix(monkeypatch, t
     finally:
         tmp_path.chmod(0o700)
     assert "\n" not in str(e.value) and ".asv-machine.json" in str(e.value)
+
+
+def test_a_home_that_is_not_a_folder_is_one_line_naming_the_fix(monkeypatch, tmp_path):
+    (tmp_path / "home").write_text("a file\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(machine.MachineFileError, match=r"cannot write asv's machine file .*set HOME to a folder"):
+        machine.register_with_asv({"machine": "box", "os": "Linux"})
