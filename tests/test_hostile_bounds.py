@@ -186,3 +186,14 @@ def test_a_record_whose_names_are_megabytes_long_is_refused_at_read_naming_the_f
     d = json.loads(json.dumps(sample_record().to_dict()))
     d["case"] = "x" * NAME_MAX
     assert Record.from_dict(d).case == d["case"]  # the bound itself is a name
+
+
+def test_pages_refuses_an_out_under_a_file_in_one_line(tmp_path, capsys):
+    from harness.report.pages import build
+    from conftest import FROZEN
+    (tmp_path / "file").write_text("x\n")
+    said = build.check_args(str(FROZEN), str(tmp_path / "file" / "pages"))
+    assert said is not None and "--out" in said and "is a file" in said
+    assert build.main(results=str(FROZEN), out=str(tmp_path / "file" / "pages")) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert (tmp_path / "file").read_text() == "x\n"
