@@ -128,3 +128,9 @@ def test_a_compares_heading_shows_forged_revs_as_text():
     tokens = PARSER.parse(text)
     assert not [c for t in tokens if t.type == "inline" for c in t.children if c.type == "strong_open"]
     assert "box</script>" in "".join(c.content for t in tokens if t.type == "inline" for c in t.children)
+
+
+def test_a_forged_commit_in_the_profile_times_stays_text(tmp_path):
+    (tmp_path / "times.json").write_text(json.dumps({"commit": "abc\n\n# FORGED\n\n<!--", "runs": [
+        {"profile": "quick", "gpu": "H100</script>", "calls_s": [60]}]}))
+    assert_plain(docs.profile_times_md(tmp_path / "times.json"), "abc\n\n# FORGED\n\n<!--")

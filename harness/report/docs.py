@@ -418,8 +418,8 @@ def profile_times_md(path: Path) -> str:
     body = [[profile, *(cells.get((profile, g), "not measured") for g in gpus)]
             for profile in ("quick", "standard", "full")]
     lines = markdown.table(["profile", *gpus], body)
-    return "\n".join(lines) + f"\n\nMeasured at commit {data['commit']}; runs, logs and how each was timed: " \
-        "`results/profile-times.json`, `results/logs/`.\n"
+    return "\n".join(lines) + f"\n\nMeasured at commit {markdown.inline(data['commit'])}; runs, logs and how each " \
+        "was timed: `results/profile-times.json`, `results/logs/`.\n"
 
 
 def render(repo: Path, results: Path) -> dict[str, str]:
