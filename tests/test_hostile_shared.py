@@ -70,3 +70,13 @@ def test_a_home_that_is_not_a_folder_is_one_line_naming_the_fix(monkeypatch, tmp
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     with pytest.raises(machine.MachineFileError, match=r"cannot write asv's machine file .*set HOME to a folder"):
         machine.register_with_asv({"machine": "box", "os": "Linux"})
+
+
+def test_run_refuses_a_home_that_cannot_take_the_machine_file_before_set_up(monkeypatch, tmp_path, capsys):
+    from harness.drive.commands import bootstrap, cli
+    monkeypatch.setattr(bootstrap, "ensure", lambda command: pytest.fail("set-up began"))
+    (tmp_path / "home").write_text("a file\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cli.main(["run", "--results", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert "HOME" in err and "takes a folder" in err and len(err.strip().splitlines()) == 1, err

@@ -82,6 +82,9 @@ def _run_refusal(args) -> str | None:
     else:
         writable_folder(_results(args), "the results folder")
     writable_folder(bootstrap.REPO / ".asv", "the repository's .asv folder (asv's configuration and site)")
+    # asv reads the box's description from ~/.asv-machine.json, which each run writes first.
+    writable_folder(os.path.expanduser("~"), "HOME (asv's machine file, ~/.asv-machine.json, goes there; "
+                    "e.g. HOME=$(mktemp -d))")
     _environment_refusal()
     return None
 
