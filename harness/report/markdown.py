@@ -26,13 +26,12 @@ import unicodedata
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 # What acts inside a table cell: a backslash, a code span's backtick, emphasis' `*` (and `_`, except
 # between two letters or digits, where it opens and closes nothing: CommonMark 0.31 §6.2), a link's
-# brackets, HTML's `<` (and `>`, so that no raw tag such as `</script>` stays in the file),
-# strikethrough's `~`, GitHub's math `$`, the cell's own `|`, an entity's `&`, and the `:` of
-# `scheme://` and the `.` of `www.`, which GitHub would make a link of.
-_INLINE = re.compile(r"([\\`*\[\]<>~$|]|&(?=#?\w+;)|(?<![^\W_])_|_(?![^\W_])|:(?=//)|(?<=(?i:www))\.)")
+# brackets, HTML's `<`, strikethrough's `~`, GitHub's math `$`, the cell's own `|`, an entity's `&`,
+# and the `:` of `scheme://` and the `.` of `www.`, which GitHub would make a link of.
+_INLINE = re.compile(r"([\\`*\[\]<~$|]|&(?=#?\w+;)|(?<![^\W_])_|_(?![^\W_])|:(?=//)|(?<=(?i:www))\.)")
 # What opens a block at a line's start (CommonMark 0.31 §4-5): a heading's `#`, a quote's `>`, a bullet or
 # rule of `-`, `+`, `*` or `_`, a setext underline's `=`, an ordered item's digits and `.` or `)`.
-_BLOCK_START = re.compile(r"^(([-+=])(?=\s|$|\2)|\d{1,9}(?=[.)](?:\s|$)))")
+_BLOCK_START = re.compile(r"^(>|([-+=])(?=\s|$|\2)|\d{1,9}(?=[.)](?:\s|$)))")
 _ANYWHERE = re.compile(r"(#)")
 # Characters that end a line (str.splitlines' set), control a terminal, or reorder or hide text.
 _INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
@@ -54,8 +53,12 @@ def escape(text) -> str:
 
 
 def cell(text) -> str:
-    """``text`` for a markdown table's cell: ``one_line``, then what acts inside a line escaped."""
-    return _INLINE.sub(r"\\\1", one_line(text))
+    """``text`` for a markdown table's cell: ``one_line``, then what acts inside a line escaped,
+    and each ``>`` after a ``<``, so that no raw tag (``</script>``) stays in the file for whatever
+    reads it as HTML; a lone ``>`` (``-2 > 3``) reads as written."""
+    text = _INLINE.sub(r"\\\1", one_line(text))
+    at = text.find("<")
+    return text if at < 0 else text[:at] + text[at:].replace(">", "\\>")
 
 
 def inline(text) -> str:
