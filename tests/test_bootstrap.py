@@ -249,11 +249,12 @@ os.execve = lambda exe, argv, env: (print("exec", exe, flush=True), os._exit(0))
 sys.argv = ["harness", "gate"]
 bootstrap.ensure("gate")
 """
-# .venv's python: its probes find pip; `-m pip ...` logs itself, starts a child of its own and
-# waits for the test to let it finish (a file named go).
+# .venv's python: its probes find pip; `-m pip ...` logs itself, makes a temporary folder where pip
+# makes them (TMPDIR), starts a child of its own and waits for the test to let it finish (a file named go).
 FAKE_PYTHON = """#!/bin/sh
 [ "$1" = "-c" ] && exit 0
 echo "$$ $*" >> "$STATE/pip.log"
+mkdir -p "${TMPDIR:-/tmp}/pip-unpack-$$"
 sleep 300 &
 echo $! > "$STATE/child.pid"
 echo $$ > "$STATE/pip.pid"
@@ -335,4 +336,5 @@ def test_a_kill_during_set_up_ends_pip_and_what_it_started_and_leaves_no_stamp(c
     assert "set-up stopped by SIGTERM" in stderr_of(proc)
     wait_for(lambda: all(gone(pid) for pid in pids), "pip and its child to end", timeout=10)
     assert not (clone.venv / bootstrap.STAMP).exists()
-    assert list(clone.tmp.iterdir()) == []  # the wheel folder of the install is gone
+    assert list(clone.tmp.iterdir()) == []  # pip's and the install's temporary folders: none in the system's
+    assert [p.name for p in (clone.venv / bootstrap.BUILD).iterdir()][0].startswith("pip-unpack-")  # but in .venv

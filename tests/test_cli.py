@@ -111,7 +111,9 @@ def test_bootstrap_builds_chainers_wheel_aside_and_installs_it_from_there(calls,
     monkeypatch.setattr(bootstrap, "has_nvidia_gpu", lambda: False)
     bootstrap.ensure("test")
     venv, build_env, old_setuptools, wheel, pip = calls.run
-    assert "setuptools<70" in old_setuptools and str(bootstrap.VENV) not in " ".join(old_setuptools)
+    # the old setuptools goes into a throwaway environment in set-up's build folder, never into .venv's own
+    assert "setuptools<70" in old_setuptools and old_setuptools[0] != str(bootstrap.venv_python())
+    assert old_setuptools[0].startswith(f"{bootstrap.build_dir()}/")
     assert "--no-build-isolation" in wheel and bootstrap.CHAINER in wheel
     assert "--find-links" in pip and pip[-1] == f"{bootstrap.REPO}[bench,test,torch,chainer]"
 

@@ -124,7 +124,7 @@ def test_harness_docs_writes_into_a_folder_what_is_committed(tmp_path, written, 
     # `written` is docs.main's folder (exit 0); what it holds under docs/ is committed, byte for byte
     # (test_every_committed_doc_is_what_the_committed_records_give), and the rest is here
     assert sorted(p.relative_to(written).as_posix() for p in written.rglob("*") if p.is_file()) == sorted(
-        [*generated, "docs/headline.svg", "README.md"])
+        [*generated, "docs/headline.svg", "README.md", docs.MARK])
     assert (written / "docs" / "headline.svg").read_text().lstrip().startswith("<?xml")
     assert docs.readme_headline((written / "README.md").read_text()) == generated["docs/headline.md"]
 

@@ -96,13 +96,11 @@ def test_the_gpu_label_is_read_back_from_asv_s_gpu_line(info, label):
     assert machine.gpu_label(info) == label
 
 
-def test_the_description_is_saved_where_asv_run_machine_looks(monkeypatch):
+def test_the_description_is_saved_where_asv_run_machine_looks(monkeypatch, tmp_path):
     import asv.machine
-    saved = []
-    save = staticmethod(lambda name, info: saved.append((name, info)))
-    monkeypatch.setattr(asv.machine.MachineCollection, "save", save)
+    monkeypatch.setenv("HOME", str(tmp_path))
     machine.register_with_asv({"machine": "nvidia-h200-x1", "os": "Linux"})
-    assert saved == [("nvidia-h200-x1", {"machine": "nvidia-h200-x1", "os": "Linux"})]
+    assert asv.machine.MachineCollection.load("nvidia-h200-x1") == {"machine": "nvidia-h200-x1", "os": "Linux"}
 
 
 def test_a_record_s_host_is_its_stored_id_else_a_hash_of_its_gpus_else_unsaid():

@@ -42,7 +42,7 @@ def test_escape_makes_every_ascii_punctuation_literal_on_one_line(text, escaped)
     ("# not a heading in a cell", "# not a heading in a cell"),
     ("a|b", r"a\|b"),
     ("*em* and `code`", r"\*em\* and \`code\`"),
-    ("[link](x) <b> ~s~ $m$ back\\slash", r"\[link\](x) \<b> \~s\~ \$m\$ back\\slash"),
+    ("[link](x) <b> ~s~ $m$ back\\slash", r"\[link\](x) \<b\> \~s\~ \$m\$ back\\slash"),
     ("snake_case_name", "snake_case_name"),  # between letters, _ opens and closes nothing
     ("_lead trail_ _", r"\_lead trail\_ \_"),
     ("&amp; &#60; & alone", r"\&amp; \&#60; & alone"),

@@ -4,8 +4,9 @@ Case names, parameter values, reasons and paths come from records and command li
 anyone may write. In a pull-request comment such a text could otherwise open an HTML comment
 that hides the verdict, start a heading or a line that reads as a verdict, or add a cell that
 shifts a table's columns; in a terminal, a control character could move the cursor. So every
-such text goes through ``one_line`` (terminal), ``escape`` (a markdown line) or ``cell`` (a
-markdown table's cell), and markdown tables are written by tabulate from ``cell``'s cells.
+such text goes through ``one_line`` (terminal), ``escape`` (a markdown line), ``inline`` (a
+value inside prose, where figures must read as written) or ``cell`` (a markdown table's cell),
+and markdown tables are written by tabulate from ``cell``'s cells.
 
 ``escape`` relies on CommonMark's rule that a backslash before any ASCII punctuation character
 makes it a literal character ("Backslash escapes", CommonMark 0.31 §2.4; GitHub's tables honour
@@ -13,6 +14,8 @@ makes it a literal character ("Backslash escapes", CommonMark 0.31 §2.4; GitHub
 carry markup, wherever in a line it lands. A table cell holds inline text only (GitHub Flavored
 Markdown 0.29 §4.10): no block can start there, so ``cell`` escapes only the characters that act
 inside a line, and figures such as ``1.5 x 24GB`` or ``(2, 5, 1024)`` read as they are written.
+``inline`` is ``cell`` that may also land at a line's start: what would open a block there (a
+heading, a quote, a list item, a rule) is escaped too, and ``#`` wherever it is.
 """
 from __future__ import annotations
 
@@ -26,6 +29,10 @@ _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 # brackets, HTML's `<`, strikethrough's `~`, GitHub's math `$`, the cell's own `|`, an entity's `&`,
 # and the `:` of `scheme://` and the `.` of `www.`, which GitHub would make a link of.
 _INLINE = re.compile(r"([\\`*\[\]<~$|]|&(?=#?\w+;)|(?<![^\W_])_|_(?![^\W_])|:(?=//)|(?<=(?i:www))\.)")
+# What opens a block at a line's start (CommonMark 0.31 §4-5): a heading's `#`, a quote's `>`, a bullet or
+# rule of `-`, `+`, `*` or `_`, a setext underline's `=`, an ordered item's digits and `.` or `)`.
+_BLOCK_START = re.compile(r"^(>|([-+=])(?=\s|$|\2)|\d{1,9}(?=[.)](?:\s|$)))")
+_ANYWHERE = re.compile(r"(#)")
 # Characters that end a line (str.splitlines' set), control a terminal, or reorder or hide text.
 _INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
 
@@ -46,8 +53,23 @@ def escape(text) -> str:
 
 
 def cell(text) -> str:
-    """``text`` for a markdown table's cell: ``one_line``, then what acts inside a line escaped."""
-    return _INLINE.sub(r"\\\1", one_line(text))
+    """``text`` for a markdown table's cell: ``one_line``, then what acts inside a line escaped,
+    and each ``>`` after a ``<``, so that no raw tag (``</script>``) stays in the file for whatever
+    reads it as HTML; a lone ``>`` (``-2 > 3``) reads as written."""
+    text = _INLINE.sub(r"\\\1", one_line(text))
+    at = text.find("<")
+    return text if at < 0 else text[:at] + text[at:].replace(">", "\\>")
+
+
+def inline(text) -> str:
+    """``text`` for a value inside a markdown paragraph, anywhere in a line: ``cell``, then what
+    would open a block at a line's start escaped, and ``#``; figures read as written."""
+    text = _ANYWHERE.sub(r"\\\1", cell(text))
+    match = _BLOCK_START.match(text)
+    if match is None:
+        return text
+    at = match.end() if match.group(1)[0].isdigit() else 0  # escape the ordered item's `.`, else the mark
+    return text[:at] + "\\" + text[at:]
 
 
 class Markup(str):
@@ -56,7 +78,11 @@ class Markup(str):
 
 def code(text) -> Markup:
     """``text`` as a code span: one line, fenced by more backticks than any run it holds
-    (CommonMark 0.31 §6.1), its ``|`` escaped as GitHub's tables need even inside a span."""
+    (CommonMark 0.31 §6.1), its ``|`` escaped as GitHub's tables need even inside a span. A text
+    holding ``<`` is ``inline`` text instead: a span shows it literally, but the file would still
+    hold a raw tag (``</script>``) for whatever reads the markdown as HTML."""
+    if "<" in one_line(text):
+        return Markup(inline(text))
     text = one_line(text).replace("|", "\\|")
     fence = "`" * (1 + max((len(run) for run in re.findall("`+", text)), default=0))
     pad = " " if text.startswith("`") or text.endswith("`") else ""

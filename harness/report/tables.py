@@ -385,7 +385,8 @@ def _rows_run(keys: list[tuple], cols: list, at: dict) -> tuple[list[tuple], lis
     says nothing in every column."""
     def ran(k: tuple) -> bool:
         return any(at.get((k, c)) is not None and at[(k, c)].record.outcome != SKIPPED for c in cols)
-    unrun = [f"{', '.join(map(str, k))} (skipped: {_skip_reason(k, cols, at)})" for k in keys if not ran(k)]
+    unrun = [f"{markdown.inline(', '.join(map(str, k)))} (skipped: {markdown.inline(_skip_reason(k, cols, at))})"
+             for k in keys if not ran(k)]
     return [k for k in keys if ran(k)], unrun
 
 

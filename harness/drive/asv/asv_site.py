@@ -20,7 +20,10 @@ from pathlib import Path
 from harness.drive.asv.asv_labels import labelled_copy
 from harness.drive.asv.asvconf import private_config
 from harness.drive.scratch import private_dir
+from harness.measure.guards import lifeline
+from harness.measure.guards.owned import pid_alive
 
+ASV = (sys.executable, "-m", "asv")  # asv's command line, run as this interpreter's module
 VENDOR = Path(__file__).parent / "asv_vendor"
 LEGEND_CSS = Path(__file__).parent / "asv_legend.css"  # keeps the graph's legend beside the plot, off the data
 VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'  # as the comparison pages set it
@@ -74,10 +77,27 @@ def fill_missing_summaries(site: Path) -> None:
             path.write_text("[]")
 
 
+def _old(site: Path, pid: int) -> Path:
+    return site.with_name(f".{site.name}.old-{pid}")
+
+
+def sweep_old(site: Path) -> list[Path]:
+    """Removes the old sites a publish killed mid-swap left beside ``site`` (named for its pid,
+    which is gone); returns them."""
+    gone = []
+    for path in site.parent.glob(f".{site.name}.old-*"):
+        pid = path.name.rpartition("-")[2]
+        if pid.isdigit() and _old(site, int(pid)) == path and not path.is_symlink() and not pid_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
+    return gone
+
+
 def swap_in(built: Path, site: Path) -> None:
     """``built`` becomes ``site`` (asv's own publish removes its folder whole, too): a reader or
     another publish sees the old site or the new one, never one half written."""
-    old = site.with_name(f".{site.name}.old-{os.getpid()}")
+    old = _old(site, os.getpid())
+    sweep_old(site)
     shutil.rmtree(old, ignore_errors=True)
     if site.exists():
         site.rename(old)
@@ -95,8 +115,9 @@ def publish(repo: Path, site: Path, results: Path | None = None) -> int:
         copy = labelled_copy(source, tmp / "results")
         built = building / "html"
         with private_config(repo, copy) as conf:
-            rc = subprocess.call([sys.executable, "-m", "asv", "publish", "--config", str(conf),
-                                  "--html-dir", str(built)], cwd=repo)
+            # asv dies with this process, a kill -9 included (the kernel's parent-death signal).
+            rc = subprocess.call([*ASV, "publish", "--config", str(conf), "--html-dir", str(built)], cwd=repo,
+                                 preexec_fn=lifeline.preexec(os.getpid()))
         if rc != 0:
             return rc
         fill_missing_summaries(built)

@@ -32,7 +32,7 @@ from harness.drive.asv.asvconf import private_config
 from harness.drive.asv.bench import RUN_ENV
 from harness.measure.guards import lifeline, locks
 from harness.measure.instruments.environment import snapshot
-from harness.measure.instruments.machine import host_key, machine_info, register_with_asv
+from harness.measure.instruments.machine import MachineFileError, host_key, machine_info, register_with_asv
 from harness.measure.outcomes import SKIPPED
 from harness.measure.guards.safety import MULTICAST_OFF, OPT_IN_ENV
 from harness.measure.guards.signals import handlers
@@ -50,13 +50,34 @@ def head_commit() -> str:
     return done.stdout.strip()
 
 
+def hidden_edits(repo: Path, *paths: str) -> list[str]:
+    """Tracked files whose edits ``git status`` does not show, because they are marked
+    skip-worktree or assume-unchanged (``git ls-files -v``: ``S`` or a lowercase tag): those whose
+    content differs from the index's, or, marked assume-unchanged, that are gone."""
+    listed = subprocess.run(["git", "ls-files", "-v", "-s", "-z", "--", *paths], cwd=repo, capture_output=True,
+                            text=True)
+    marked = {}
+    for entry in filter(None, listed.stdout.split("\0")):
+        meta, _, path = entry.partition("\t")
+        tag, _mode, blob, _stage = meta.split()
+        if tag == "S" or tag.islower():
+            marked[path] = (tag, blob)
+    here = [p for p in marked if (Path(repo) / p).is_file()]
+    now = dict(zip(here, subprocess.run(["git", "hash-object", "--", *here], cwd=repo, capture_output=True,
+                                        text=True).stdout.split())) if here else {}
+    # A skip-worktree file that is absent is a sparse checkout's, not an edit.
+    return sorted(p for p, (tag, blob) in marked.items()
+                  if (p in now and now[p] != blob) or (p not in now and tag != "S"))
+
+
 def warn_if_dirty(commit: str) -> None:
     """asv files results under the commit; say so when the code that ran is not that commit's."""
     done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "harness", "benchmarks"],
                           cwd=REPO, capture_output=True, text=True)
-    if done.stdout.strip():
+    hidden = "".join(f" M {p} (marked unchanged in git's index)\n" for p in hidden_edits(REPO, "harness", "benchmarks"))
+    if done.stdout.strip() or hidden:
         print(f"oombench: warning: harness/ or benchmarks/ differ from {commit[:8]}, under which asv files "
-              f"these results; commit first so the results say what ran:\n{done.stdout}", file=sys.stderr)
+              f"these results; commit first so the results say what ran:\n{done.stdout}{hidden}", file=sys.stderr)
 
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -253,7 +274,10 @@ def run(bench: str | None = None, quick: bool = False, allow_oversubscription: b
 def _locked_run(store, chosen: Selection, allow_oversubscription, publish, resume, deadline_s, results) -> int:
     env = snapshot()
     info = machine_info(env)
-    register_with_asv(info)
+    try:
+        register_with_asv(info)
+    except MachineFileError as e:
+        raise RunRefused(str(e)) from None
     print(f"oombench: machine {info['machine']}: {info['gpu']}; cpu {info['cpu']}", flush=True)
     commit = head_commit()
     warn_if_dirty(commit)

@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,15 +38,18 @@ REPO = Path(__file__).resolve().parents[3]
 VENV = REPO / ".venv"
 REEXEC_ENV = "OOMBENCH_BOOTSTRAPPED"
 STAMP = "oombench-setup.json"  # in VENV: what the last successful install put there
-# pyproject's own dependencies: enough for the commands that only read or describe.
-BASE = ("numpy", "psutil", "pynvml", "filelock")
+# In VENV: pip's temporary folders (TMPDIR) and the wheels set-up builds, so that a set-up killed
+# mid-install leaves them in the tree it owns, where the next set-up clears them, never in /tmp.
+BUILD = "oombench-build"
+# pyproject's own dependencies: enough for the commands that only read or describe (tabulate: their tables).
+BASE = ("numpy", "psutil", "pynvml", "filelock", "tabulate")
 # Importable modules each command needs, and the extras of pyproject.toml that bring them.
 # Chainer is not among run's modules: a GPU box's own interpreter without it is used as it is,
 # and the Chainer cases skip there with the install command; .venv gets it all the same.
 NEEDS = {
     "run": ((*BASE, "torch", "asv", "asv_runner"), "bench,torch,chainer"),
     "test": ((*BASE, "torch", "pytest", "xdist", "pytest_timeout", "asv", "asv_runner", "jinja2", "matplotlib",
-              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "tabulate", "ruff"),
+              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "ruff"),
              "bench,test,torch,pages,chainer,gate"),
     # scipy (the gate extra): the noise floors the pages read a change of library versions against.
     "pages": ((*BASE, "asv", "asv_runner", "jinja2", "matplotlib", "scipy"), "bench,pages,gate"),
@@ -57,7 +61,7 @@ NEEDS = {
     "summary": (BASE, ""),
     "table": (BASE, ""),
     "todo": (BASE, ""),
-    "gate": ((*BASE, "scipy", "tabulate"), "gate"),
+    "gate": ((*BASE, "scipy"), "gate"),
     # pip download for another box: pip is all it needs.
     "wheelhouse": (("pip",), ""),
     # A stack overlays the interpreter that runs it (the box's GPU stack): pip is all it needs.
@@ -176,12 +180,17 @@ def _again() -> str:
     return " ".join(["python3 -m harness", *sys.argv[1:]])
 
 
+def build_dir() -> Path:
+    return VENV / BUILD
+
+
 def _pip(python: Path, *args: str, quiet: bool = False) -> None:
     # Not captured: pip's progress shows while it works, and its errors above our message. Its
     # stdout goes to our stderr (fd 2), so that the command's own stdout (JSON, tables) stays clean.
     cmd = [str(python), "-m", "pip", *args[:1], *(["--quiet"] if quiet else []),
            "--disable-pip-version-check", *args[1:]]
-    rc = _call(cmd, stdout=2)
+    build_dir().mkdir(parents=True, exist_ok=True)
+    rc = _call(cmd, stdout=2, env={**os.environ, "TMPDIR": str(build_dir())})
     if rc != 0:
         sys.exit(f"oombench: set-up failed: `{' '.join(cmd)}` exited {rc} (pip's output above).\n"
                  f"Fix what pip reports (network, index, disk), then run `{_again()}` again: {VENV} has no stamp, "
@@ -223,13 +232,16 @@ def install(python: Path, extras: list[str], stamp: dict | None = None) -> None:
     pin = [spec] if (spec := torch_spec(extras)) else []
     print(f"oombench: installing {' '.join([*pin, project])} into {VENV} (once)", file=sys.stderr, flush=True)
     (VENV / STAMP).unlink(missing_ok=True)  # half an install is no install: the next call retries
-    with tempfile.TemporaryDirectory(prefix="oombench-wheels-") as wheels:
+    shutil.rmtree(build_dir(), ignore_errors=True)  # what a killed set-up left: this one holds the lock
+    build_dir().mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="oombench-wheels-", dir=build_dir()) as wheels:
         links = []
         if _needs_chainer_build(python, extras, stamp):
             build_chainer_wheel(Path(wheels))
             links = ["--find-links", wheels]
         # -e applies to the project only; the pinned torch goes before it as a plain requirement.
         _pip(python, "install", *links, *pin, "-e", project)
+    shutil.rmtree(build_dir(), ignore_errors=True)
     write_stamp(extras)
 
 

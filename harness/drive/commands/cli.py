@@ -82,6 +82,9 @@ def _run_refusal(args) -> str | None:
     else:
         writable_folder(_results(args), "the results folder")
     writable_folder(bootstrap.REPO / ".asv", "the repository's .asv folder (asv's configuration and site)")
+    # asv reads the box's description from ~/.asv-machine.json, which each run writes first.
+    writable_folder(os.path.expanduser("~"), "HOME (asv's machine file, ~/.asv-machine.json, goes there; "
+                    "e.g. HOME=$(mktemp -d))")
     _environment_refusal()
     return None
 
@@ -228,11 +231,14 @@ def _export_nodes(args) -> str | None:
     case's fresh process; a one-line refusal where they do not add up."""
     import os
 
-    from harness.workloads.parallelism.nodes import Nodes
+    from harness.workloads.parallelism.nodes import Nodes, unresolved
     try:
         nodes = Nodes.of_launcher(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id, args.rdzv_backend)
     except ValueError as e:
         return str(e)
+    problem = unresolved(nodes.endpoint) if nodes is not None else None  # once, bounded: not torch's 100 s of retries
+    if problem:
+        return problem
     if nodes is not None:
         os.environ.update(nodes.to_env())
     return None
@@ -313,10 +319,24 @@ def _gate_refusal(args) -> None:
         output_file(args.report, "--report")
 
 
+def _history_refusal(history: str | None) -> str | None:
+    """A --history that holds no record would leave every floor a default, said only as "too thin":
+    refused by name instead."""
+    if history is None:
+        return None
+    from harness.measure.records.store import load_any
+    if not load_any(Path(history)).records:
+        return (f"--history {history} holds no records (harness's .jsonl files): pass a folder of records to learn "
+                "the noise floors from, e.g. --history results/records, or leave --history out for results/records")
+    return None
+
+
 def _gate(args) -> int:
     if _refused("gate", lambda: _gate_refusal(args)):
         return 2
     bootstrap.ensure("gate")
+    if _refused("gate", lambda: _history_refusal(args.history)):
+        return 2
     from harness.report import gate as gating
     from harness.units import MB
     history = args.base if args.rounds and args.history is None else args.history  # a compare's floors: BASE's rounds
@@ -352,6 +372,8 @@ def _pages(args) -> int:
     from harness.measure.records.store import COMMITTED, LOCAL
     own = Path(results).resolve() in (COMMITTED.resolve(), LOCAL.resolve())
     skip_asv = args.no_asv or not own
+    if not skip_asv and _refused("pages", lambda: _asv_site_refusal()):
+        return 2
     if not own and not args.no_asv:
         print("oombench pages: asv's site is left as it is: it is the repository's and --results names another "
               "folder (pass --no-asv to say so)", file=sys.stderr)
@@ -364,15 +386,32 @@ def _pages(args) -> int:
     return build.main(results=results, out=args.out) or rc
 
 
+def _asv_site_refusal() -> None:
+    """asv's site goes to .asv/html: the folder must take it (a read-only .asv is refused by name)."""
+    from harness.measure.guards.inputs import writable_folder
+    writable_folder(bootstrap.REPO / ".asv", "the repository's .asv folder (asv's site goes to .asv/html; "
+                    "--no-asv leaves it out)")
+
+
 def _docs(args) -> int:
     bootstrap.ensure("pages")
     from harness.report import docs
     return docs.main(repo=bootstrap.REPO, out=args.out)
 
 
+def _package_refusal(packages: list[str]) -> str | None:
+    """pip reads a requirement that starts with '-' as one of its options (--index-url, -r FILE):
+    each --package must be a requirement."""
+    for req in packages:
+        if not req.strip() or req.lstrip().startswith("-"):
+            return (f"--package takes a requirement such as torch==2.11.0, got {req!r}: pip's own options are not "
+                    "passed through")
+    return None
+
+
 def _wheelhouse(args) -> int:
     from harness.measure.guards.inputs import writable_folder
-    if _refused("wheelhouse", lambda: writable_folder(args.dest, "DEST")):
+    if _refused("wheelhouse", lambda: _package_refusal(args.package) or writable_folder(args.dest, "DEST")):
         return 2
     bootstrap.ensure("wheelhouse")
     from harness.drive.commands.wheelhouse import build
@@ -380,6 +419,9 @@ def _wheelhouse(args) -> int:
 
 
 def _stack(args) -> int:
+    from harness.measure.guards.inputs import writable_folder
+    if _refused("stack", lambda: writable_folder(args.dest, "DEST")):
+        return 2
     bootstrap.ensure("stack")
     from harness.drive.commands import stack
     return stack.main(args.dest, args.wheel)

@@ -128,7 +128,7 @@ def refuse_dirty(repo: Path) -> None:
     done = git(repo, "status", "--porcelain", "--untracked-files=no")
     if done.returncode != 0:
         raise CompareRefused(f"{repo} is not a git checkout ({done.stderr.strip()}): run compare in a clone")
-    changed = done.stdout.splitlines()
+    changed = done.stdout.splitlines() + [f" M {p}" for p in suite.hidden_edits(repo)]
     if changed:
         raise CompareRefused(f"the working tree has {len(changed)} uncommitted change(s) (e.g. {changed[0][3:]}): "
                              "compare measures commits: commit or stash them first")
@@ -434,11 +434,14 @@ def measured(state: State) -> str:
 
 def heading(state: State) -> list[str]:
     (base_rev, new_rev), commits, rounds = state.revs, state.commits, state.rounds
-    return [f"## oombench compare: `{commits[BASE][:8]}` ({base_rev}) against `{commits[NEW][:8]}` ({new_rev})",
-            f"Both measured on {state.machine} {measured(state)}: {len(state.benches)} case(s), {rounds} round(s) "
-            f"a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case (A: BASE), each run in "
-            "a fresh process (the GPU-busy share traced in the first round of each side); the gate judges every round "
-            "of each side (the median of its rounds' medians), its floors learned from BASE's rounds."
+    # The revs and machine are as typed or found (a state file anyone may edit): inline text, never markup.
+    return [f"## oombench compare: {markdown.code(commits[BASE][:8])} ({markdown.inline(base_rev)}) against "
+            f"{markdown.code(commits[NEW][:8])} ({markdown.inline(new_rev)})",
+            f"Both measured on {markdown.inline(state.machine)} {measured(state)}: {len(state.benches)} case(s), "
+            f"{rounds} round(s) a side in the order {' '.join(LETTER[s] for _, s in order(rounds))} per case "
+            "(A: BASE), each run in a fresh process (the GPU-busy share traced in the first round of each side); "
+            "the gate judges every round of each side (the median of its rounds' medians), its floors learned from "
+            "BASE's rounds."
             + one_round(state)] + shared(state)
 
 

@@ -18,6 +18,7 @@ import site
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 from harness.measure.guards import owned
@@ -43,7 +44,24 @@ def refusal(dest: Path, wheels: list[Path]) -> str | None:
         if w.suffix != ".whl" or not w.is_file():
             return (f"{w} is not a wheel file: download it first, e.g. `python3 -m pip download --no-deps "
                     f"--only-binary=:all: -d wheels cupy-cuda13x==13.6.0`")
+        if not _whole(w):
+            return (f"{w} is not a whole wheel (no zip, or no .dist-info/WHEEL in it): download it again, e.g. "
+                    "`python3 -m pip download --no-deps --only-binary=:all: -d wheels cupy-cuda13x==13.6.0`")
     return owned.refusal(dest, MARK)
+
+
+def _whole(wheel: Path) -> bool:
+    """Whether ``wheel`` is a zip whose directory names a ``.dist-info/WHEEL`` (read from its end:
+    a GB wheel is not read whole)."""
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            return any(n.count("/") == 1 and n.endswith(".dist-info/WHEEL") for n in z.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+class StackError(RuntimeError):
+    """The stack could not be made; the message names the fix."""
 
 
 def site_packages(dest: Path) -> Path:
@@ -58,8 +76,12 @@ def make(dest: Path, wheels: list[Path]) -> Path:
     venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(dest)
     owned.mark(dest, MARK, "python3 -m harness stack, which clears this folder when asked to make it again")
     target = site_packages(dest)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                    "--disable-pip-version-check", "--target", str(target), *map(str, wheels)], check=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                           "--disable-pip-version-check", "--target", str(target), *map(str, wheels)])
+    if done.returncode != 0:
+        raise StackError(f"pip could not install {', '.join(w.name for w in wheels)} (its message above): download "
+                         f"the wheel again, or pick one built for Python {sys.version_info.major}."
+                         f"{sys.version_info.minor} on this platform")
     lines = "".join(f"import site; site.addsitedir({d!r})\n" for d in base_site_dirs())
     (target / PTH).write_text(lines)
     return dest / "bin" / "python"
@@ -71,7 +93,12 @@ def main(dest: str, wheels: list[str]) -> int:
     if why:
         print(f"oombench stack: {why}", file=sys.stderr)
         return 2
-    python = make(dest_path, wheel_paths)
+    try:
+        python = make(dest_path, wheel_paths)
+    except (StackError, OSError) as e:
+        print(f"oombench stack: {e if isinstance(e, StackError) else f'cannot make {dest}: {e.strerror or e}'}",
+              file=sys.stderr)
+        return 2
     print(f"oombench: {python} sees {', '.join(w.name for w in wheel_paths)} first, then this interpreter's "
           f"packages. Measure both stacks in one run:\n  python3 -m harness run --profile versions "
           f"--python {python} --python {sys.executable}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 # What asv and the harness need, pinned like pyproject's `bench` extra, plus the build backend
 # that asv's virtualenv environments use to build the project from the commit.
-BASE = ["asv==0.6.6", "asv-runner==0.3.2", "virtualenv", "numpy", "psutil", "nvidia-ml-py",
+BASE = ["asv==0.6.6", "asv-runner==0.3.2", "virtualenv", "numpy", "psutil", "nvidia-ml-py", "tabulate",
         "setuptools>=64", "wheel", "pip"]
 
 

@@ -6,9 +6,12 @@ GPU model and count share a name on purpose: their results are comparable.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections import Counter
 from functools import lru_cache
+from pathlib import Path
 
 import psutil
 
@@ -89,10 +92,36 @@ def _asv_memory(n: int) -> str:
     return f"{n // 2**20} MiB"
 
 
+class MachineFileError(OSError):
+    """asv's per-user machine file cannot be written; the message names the fix."""
+
+
 def register_with_asv(info: dict[str, str]) -> None:
-    """Store the description where ``asv run --machine NAME`` looks for it (~/.asv-machine.json)."""
+    """Store the description where ``asv run --machine NAME`` looks for it (~/.asv-machine.json).
+
+    The file is the user's, shared by every run: asv rewrites it in place (truncate, then write), so
+    runs side by side could read it half written or drop each other's entry. Here one process at a
+    time updates it (a lock beside it) and the new file replaces the old whole, so a reader, asv's
+    included, sees one or the other. A file left unreadable (by asv's in-place writes) is rewritten."""
     from asv.machine import MachineCollection
-    MachineCollection.save(info["machine"], info)
+    from filelock import FileLock
+
+    path = Path(MachineCollection.get_machine_file_path())
+    try:
+        with FileLock(f"{path}.lock", timeout=60):
+            try:
+                known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            except (ValueError, UnicodeDecodeError):
+                known = {}
+            known = known if isinstance(known, dict) else {}
+            known.update({info["machine"]: info, "version": MachineCollection.api_version})
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(known, indent=4, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, path)
+    except OSError as e:
+        raise MachineFileError(f"cannot write asv's machine file {path} ({e.strerror or e}): asv reads the box's "
+                               "description from it; set HOME to a folder you can write, e.g. HOME=$(mktemp -d)") \
+            from None
 
 
 def host_key(env: Environment) -> str:

@@ -121,6 +121,7 @@ def _validate(d: dict, environment: bool = True) -> None:
     _known(d, Record, "")
     for name, kind in (("case", str), ("params", dict), ("outcome", str), ("environment", dict)):
         _is(d.get(name), kind, name)
+    _name(d["case"], "case")  # a case's name is a word: one of megabytes would be copied into every page
     if d["outcome"] not in OUTCOMES:
         raise ValueError(f"outcome {_short(d['outcome'])} is not one of {', '.join(OUTCOMES)}")
     for name, kind in (("reason", str), ("run_id", str), ("commit", str)):
@@ -186,6 +187,12 @@ def _known(d: dict, kind, prefix: str) -> None:
 def _name(value, where: str) -> None:
     if not (isinstance(value, str) and 0 < len(value) <= NAME_MAX):
         raise ValueError(f"{where} holds {_short(value)}: a name of 1 to {NAME_MAX} characters is wanted")
+
+
+def _text(value: str, where: str) -> None:
+    """A name the pages and docs show (a GPU's, a CPU's, a version): at most ``NAME_MAX`` characters."""
+    if len(value) > NAME_MAX:
+        raise ValueError(f"{where} holds {len(value)} characters ({_short(value)}): at most {NAME_MAX} are wanted")
 
 
 def _is(value, kind, name: str, none: bool = False) -> None:
@@ -280,6 +287,8 @@ def _validate_environment(env: dict) -> None:
     for name, kind in (("python", str), ("platform", str), ("cpu", str), ("num_cpu", int),
                        ("libraries", dict), ("devices", dict)):
         _is(env.get(name), kind, f"environment.{name}")
+        if kind is str:
+            _text(env[name], f"environment.{name}")
     for name, kind in (("framework_cuda", dict), ("shims", (list, tuple)), ("executable", str), ("host", dict)):
         if name in env:
             _is(env[name], kind, f"environment.{name}")
@@ -292,6 +301,8 @@ def _validate_environment(env: dict) -> None:
     devices = env["devices"]
     for name in ("driver", "cuda_driver", "reason"):
         _is(devices.get(name), str, f"environment.devices.{name}", none=True)
+        if name != "reason" and devices.get(name) is not None:
+            _text(devices[name], f"environment.devices.{name}")
     _is(devices.get("gpus", []), (list, tuple), "environment.devices.gpus")
     _is(devices.get("peer", []), (list, tuple), "environment.devices.peer")
     if not all(isinstance(row, (list, tuple)) for row in devices.get("peer", [])):
@@ -311,3 +322,5 @@ def _validate_gpu(gpu) -> None:
         if type(gpu[name]) is not kind or (kind is int and not 0 <= gpu[name] < 2**63):
             raise ValueError(f"environment.devices.gpus[].{name} must be a {kind.__name__}"
                              f"{' >= 0' if kind is int else ''}, got {_short(gpu[name])}")
+        if kind is str:
+            _text(gpu[name], f"environment.devices.gpus[].{name}")

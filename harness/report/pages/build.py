@@ -17,6 +17,7 @@ from jinja2.bccache import Bucket, BytecodeCache
 from markupsafe import Markup, escape
 
 from harness.measure.guards import owned
+from harness.measure.guards.inputs import Refused, writable_folder
 from harness.measure.instruments.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.records.store import COMMITTED, REPO
@@ -353,6 +354,10 @@ def check_args(results: str | None, out: str | None) -> str | None:
         return f"{results_dir} holds no records/ folder: pass --results with the folder that holds records/"
     if out == "":
         return "--out '' names no folder: name one, e.g. --out pages, or leave --out out for .asv/pages"
+    try:
+        writable_folder(out_dir.parent, f"--out {out_dir}: the folder it goes in")  # not under a file, writable
+    except Refused as e:
+        return str(e)
     return owned.refusal(out_dir.absolute(), MARK, "--out")
 
 
