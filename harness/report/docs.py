@@ -284,8 +284,8 @@ def headline_md(rows: list[Row]) -> str:
             f"(GB = 10^9 bytes) and the loss{steps}, with rate and peak also as a multiple of fp32's on the "
             f"same card. Records: {', '.join(markdown.code(g) for g in globs)} ({'; '.join(envs)}).")
     text += "".join(f" {n}" for n in made.notes)  # in the paragraph: the README has no line to spare
-    # the answer first: the table, then what it is and the command that prints it
-    return f"{GENERATED}\n\n{made.markdown()}\n\n{text}\n\n```sh\n{HEADLINE.command()}\n```\n"
+    # the answer first: the table under the command that prints it (which keeps it checkable), then what it is
+    return f"{GENERATED}\n\n```sh\n{HEADLINE.command()}\n```\n\n{made.markdown()}\n\n{text}\n"
 
 
 def headline_svg(rows: list[Row]) -> str:
