@@ -107,11 +107,18 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
             raise
         return {"losses": [float(v) for v in trainer.losses], **learned, **compared, "lr": rate,
                 "parameters": params, "parameters_on_device": on_device,
-                "accumulation_steps": batch // micro_batch, "reference_budget": budgets.CARD}
+                "accumulation_steps": batch // micro_batch, "reference_budget": budgets.CARD,
+                **compile_time(way, trainer)}
 
     gpus = (0,) if device == "cuda" else ()
     return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
                     warmup=2, repeat=10, close=setting.close, budget=cap.budget)
+
+
+def compile_time(way, trainer) -> dict:
+    """The seconds a way's first step spent compiling (its time beyond the second step's: both are
+    warm-up, neither is timed), for a way whose first step compiles."""
+    return {"compile_s": trainer.compile_s} if way.compiles else {}
 
 
 def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:

@@ -15,6 +15,16 @@ Each knob is its own parameter of ``Way`` and its own small piece of ``harness.w
 - ``references``: the loop every way runs drops the previous step's logits before the next
   forward; drop_references names that loop as a way of its own (seed 002's advice),
   keep_references is the everyday loop that keeps them;
+- ``optimizer``: what keeps the optimizer's state: Adam with two fp32 moments (the default),
+  torchao's 8-bit AdamW (adamw8bit), Adam with bf16 moments (adam_bf16_state), Adafactor's
+  factored second moment (adafactor) or SGD with one momentum buffer (sgd_momentum);
+- ``lora``: the model frozen, low-rank adapters (peft) on its attention and MLP projections trained;
+- ``attention``: the attention kernel: the scores materialised (attn_eager), or SDPA's flash or
+  memory-efficient kernel alone (attn_flash, attn_mem_efficient); by default SDPA picks;
+- ``compile``: the model through torch.compile (compile) or its max-autotune mode without CUDA
+  graphs (compile_max_autotune);
+- ``loss``: the output projection and cross-entropy over chunks of tokens (chunked_loss), so the
+  whole logits never exist;
 - ``allocator``: a setting of torch's caching allocator for the whole process
   (``PYTORCH_CUDA_ALLOC_CONF``), read once when CUDA starts.
 
@@ -54,6 +64,11 @@ class Way:
     embedding: str = ""
     channels_last: bool = False
     references: str = ""
+    optimizer: str = ""
+    lora: bool = False
+    attention: str = ""
+    compile: str = ""
+    loss: str = ""
     allocator: str = "default"
 
     @property
@@ -98,6 +113,22 @@ class Way:
         asks for one. Declared, not enforced: nothing skips on it."""
         return max((v.capability for v in self.values() if v.capability), default=None)
 
+    @property
+    def falls(self) -> float | None:
+        """The share of its first loss a way's loss must fall by within the run, where one of its
+        knobs declares that criterion of its own instead of fp32's curve; None where none does."""
+        return max((v.falls for v in self.values() if v.falls is not None), default=None)
+
+    @property
+    def compiles(self) -> bool:
+        """Whether its first step compiles code (torch.compile): its time is reported apart."""
+        return any(v.compiles for v in self.values())
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The Python modules its knobs need beyond torch."""
+        return tuple(dict.fromkeys(v.needs for v in self.values() if v.needs))
+
     def process_env(self) -> dict:
         """The environment the case's fresh process needs before torch starts."""
         return settings.environ_with(self.allocator, {})
@@ -123,7 +154,10 @@ class Value:
     keeps in host memory grows with the batch and the sequence. ``capability``: the least CUDA
     compute capability it runs as intended on (declared, not enforced: nothing skips on it).
     ``half``: it computes in a 16-bit float, which a CPU without such units runs on slow
-    reference kernels."""
+    reference kernels. ``falls``: held to a criterion of its own instead of fp32's curve (it trains
+    other weights, or by another rule): its last loss at most (1 - falls) of its first; fp32's
+    curve is recorded beside it, not held against it. ``compiles``: its first step compiles code
+    (reported apart from the step). ``needs``: the module it needs beyond torch (a skip without it)."""
     token: str
     knob: str
     tolerance: float
@@ -132,6 +166,9 @@ class Value:
     grows_on_host: bool = False
     capability: tuple[int, int] | None = None
     half: bool = False
+    falls: float | None = None
+    compiles: bool = False
+    needs: str = ""
 
 
 REGISTRY: dict[str, Value] = {}
@@ -189,6 +226,34 @@ register("cpu_offload", "offload", ROUNDING)
 # the very same sums (keeping a reference changes no value): rounding at most.
 register("drop_references", "references", ROUNDING, only=ONLY_LM)
 register("keep_references", "references", ROUNDING, only=ONLY_LM)
+# Optimizer state. 8-bit moments (torchao's blockwise quantisation, 256 values a block) and bf16
+# moments (8 bits of mantissa) change every update by their rounding, compounded over the steps as
+# bf16 parameters' lost updates are: held as bf16_params is, and bf16 moments as bf16 compute. Both
+# run torchao's update, which torch.compile builds on the first step. Adafactor and SGD are other
+# rules altogether, at their own rates: no gap to Adam's curve says anything of them, so they are
+# held to training at all (``TRAINS``).
+TRAINS = 0.1  # the loss falls by a tenth of its first within the run: a model that does not learn stays put
+register("adamw8bit", "optimizer", 5e-2, compiles=True, needs="torchao")
+register("adam_bf16_state", "optimizer", 3e-2, compiles=True, needs="torchao")
+register("adafactor", "optimizer", 0.0, falls=TRAINS)
+register("sgd_momentum", "optimizer", 0.0, falls=TRAINS)
+# LoRA trains adapters of rank ``tricks.LORA_RANK`` on a frozen model: fewer weights, slower to
+# learn than fp32 training them all, so it is held to training at all.
+register("lora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs="peft")
+# The attention kernels compute one softmax(QK^T)V in other orders of sums (the eager one writes
+# the scores out; flash and memory-efficient tile them): rounding in every layer of every step,
+# amplified as the batch is memorised, held as TF32 is. Flash runs half inputs only on CUDA, from
+# Ampere on (a skip otherwise, naming the fix).
+register("attn_eager", "attention", 1e-2, only=ONLY_TOKENS)
+register("attn_flash", "attention", 1e-2, only=ONLY_TOKENS, capability=AMPERE)
+register("attn_mem_efficient", "attention", 1e-2, only=ONLY_TOKENS)
+# torch.compile fuses kernels, each reduction in its own order: rounding in every layer, as
+# channels_last's. Inductor's Triton kernels run from Volta on.
+register("compile", "compile", 1e-2, capability=VOLTA, compiles=True)
+register("compile_max_autotune", "compile", 1e-2, capability=VOLTA, compiles=True)
+# The loss over chunks of tokens computes each token's logits and cross-entropy as the whole does:
+# the same sums, summed in another order over the chunks.
+register("chunked_loss", "loss", ROUNDING, only=ONLY_LM)
 # An allocator setting changes where tensors live, not one sum.
 for _setting in (a for a in ALLOCATORS if a != "default"):  # "default" is the knob's default: no token
     register(_setting, "allocator", ROUNDING)
@@ -212,6 +277,7 @@ TOLERANCE = {token: value.tolerance for token, value in REGISTRY.items()}
 ONE_SIDED = registered(lambda v: v.one_sided)
 GROWS_ON_HOST = registered(lambda v: v.grows_on_host)
 HALF = registered(lambda v: v.half)
+COMPILES = registered(lambda v: v.compiles)
 CAPABILITY = {token: value.capability for token, value in REGISTRY.items() if value.capability}
 LM_ONLY = registered(lambda v: v.only == ONLY_LM)
 IMAGE_ONLY = registered(lambda v: v.only == ONLY_IMAGES)
