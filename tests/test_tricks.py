@@ -93,7 +93,7 @@ def test_checkpointing_recomputes_each_block_and_keeps_the_gradient():
 # What compiles on its first step takes a minute on the CPU (test_ways_newer stands its compiler in),
 # and SDPA's memory-efficient kernel is CUDA's only (a skip there).
 @pytest.mark.parametrize("technique", [t for t in tricks.TECHNIQUES if t not in trick_steps.IMAGE_ONLY
-                                       + ways.COMPILES + ("attn_mem_efficient",)])
+                                       + ways.COMPILES + ways.CUDA_ONLY])
 def test_every_technique_trains_one_tiny_lm_on_the_cpu(technique):
     rec = execute("tricks", dict(TINY, technique=technique))
     assert rec.outcome == "ok", rec.reason

@@ -3,6 +3,8 @@ the eager attention give fp32's loss and gradients, LoRA freezes the model (no g
 optimizer state), the 8-bit and bf16 moments take fewer bytes than Adam's, compile's time is kept
 apart, a missing package or an impossible kernel is a skip naming the fix, and the ways held to a
 falling loss fail where it does not fall."""
+import time
+
 import pytest
 import torch
 
@@ -91,14 +93,15 @@ def test_quantised_moments_hold_fewer_bytes_than_adams_and_still_train(eager_tor
 
 
 def test_compile_keeps_its_time_apart_from_the_step(monkeypatch):
-    calls = []
+    calls, compiled = [], []
 
     def counted(fn, **kwargs):  # torch.compile's build, stood in for: its minutes belong to the GPU run
         calls.append(kwargs["mode"])
 
-        def first_call_compiles(*args, _done=[]):
-            if not _done:
-                _done.append(__import__("time").sleep(0.3))
+        def first_call_compiles(*args):
+            if not compiled:
+                time.sleep(1.0)
+                compiled.append(fn)
             return fn(*args)
         return first_call_compiles
     monkeypatch.setattr(torch, "compile", counted)
@@ -106,7 +109,9 @@ def test_compile_keeps_its_time_apart_from_the_step(monkeypatch):
     for _ in range(3):
         trainer.step()
     assert calls == ["max-autotune-no-cudagraphs"] and len(trainer.first_steps_s) == 2
-    assert 0.3 <= trainer.compile_s < trainer.first_steps_s[0]
+    first, second = trainer.first_steps_s
+    # the first step's compiling, less what a tiny step on a shared CPU may vary by
+    assert trainer.compile_s == first - second and 0.5 < trainer.compile_s < first, trainer.first_steps_s
 
 
 def test_a_missing_package_and_an_impossible_kernel_skip_naming_the_fix(monkeypatch):
@@ -118,7 +123,7 @@ def test_a_missing_package_and_an_impossible_kernel_skip_naming_the_fix(monkeypa
     with pytest.raises(Skip, match="flash attention takes half inputs only on CUDA: add bf16_autocast"):
         trick_steps.runnable(parse("attn_flash"), "cuda")
     trick_steps.runnable(parse("bf16_autocast+attn_flash"), "cuda")  # half inputs: runs
-    with pytest.raises(Skip, match="memory-efficient kernel runs on CUDA only"):
+    with pytest.raises(Skip, match=r"attn_mem_efficient runs on CUDA only \(no CPU kernel\): run it with device cuda$"):
         trick_steps.runnable(parse("attn_mem_efficient"), "cpu")
 
 

@@ -168,8 +168,8 @@ class CpuEmbedding:
 
 def runnable(way, device: str) -> None:
     """Skips a way this machine cannot run as meant, naming the fix: a knob's package missing,
-    flash attention on CUDA without half inputs (its kernels take fp16 and bf16 only), or the
-    memory-efficient kernel off CUDA (the CPU has none)."""
+    flash attention on CUDA without half inputs (its kernels take fp16 and bf16 only), or a knob
+    with no CPU kernel (SDPA's memory-efficient attention) off CUDA."""
     import importlib.util
     for module in way.needs:
         if importlib.util.find_spec(module) is None:
@@ -177,8 +177,9 @@ def runnable(way, device: str) -> None:
             raise Skip(f"{users} needs {module}, which this Python lacks: pip install 'oombench[ways]'")
     if way.attention == "attn_flash" and device == "cuda" and not ways.REGISTRY[way.precision].half:
         raise Skip(f"{way}: flash attention takes half inputs only on CUDA: add bf16_autocast or fp16_autocast")
-    if way.attention == "attn_mem_efficient" and device != "cuda":
-        raise Skip(f"{way}: SDPA's memory-efficient kernel runs on CUDA only: run it with device cuda")
+    cuda_only = [v.token for v in way.values() if v.cuda_only]
+    if cuda_only and device != "cuda":
+        raise Skip(f"{way}: {', '.join(cuda_only)} runs on CUDA only (no CPU kernel): run it with device cuda")
 
 
 def _modelled(torch, model, way, loss_sum):

@@ -157,7 +157,8 @@ class Value:
     reference kernels. ``falls``: held to a criterion of its own instead of fp32's curve (it trains
     other weights, or by another rule): its last loss at most (1 - falls) of its first; fp32's
     curve is recorded beside it, not held against it. ``compiles``: its first step compiles code
-    (reported apart from the step). ``needs``: the module it needs beyond torch (a skip without it)."""
+    (reported apart from the step). ``needs``: the module it needs beyond torch (a skip without it).
+    ``cuda_only``: no CPU kernel runs it (a skip there)."""
     token: str
     knob: str
     tolerance: float
@@ -169,6 +170,7 @@ class Value:
     falls: float | None = None
     compiles: bool = False
     needs: str = ""
+    cuda_only: bool = False
 
 
 REGISTRY: dict[str, Value] = {}
@@ -248,7 +250,7 @@ register("lora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs="peft")
 # Ampere on (a skip otherwise, naming the fix).
 register("attn_eager", "attention", 1e-2, only=ONLY_TOKENS)
 register("attn_flash", "attention", 1e-2, only=ONLY_TOKENS, capability=AMPERE)
-register("attn_mem_efficient", "attention", 1e-2, only=ONLY_TOKENS)
+register("attn_mem_efficient", "attention", 1e-2, only=ONLY_TOKENS, cuda_only=True)
 # torch.compile fuses kernels, each reduction in its own order: rounding in every layer, as
 # channels_last's. Inductor's Triton kernels run from Volta on.
 register("compile", "compile", 1e-2, capability=VOLTA, compiles=True)
@@ -280,6 +282,7 @@ ONE_SIDED = registered(lambda v: v.one_sided)
 GROWS_ON_HOST = registered(lambda v: v.grows_on_host)
 HALF = registered(lambda v: v.half)
 COMPILES = registered(lambda v: v.compiles)
+CUDA_ONLY = registered(lambda v: v.cuda_only)
 CAPABILITY = {token: value.capability for token, value in REGISTRY.items() if value.capability}
 LM_ONLY = registered(lambda v: v.only == ONLY_LM)
 IMAGE_ONLY = registered(lambda v: v.only == ONLY_IMAGES)
