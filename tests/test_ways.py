@@ -151,10 +151,14 @@ def test_the_asv_lists_of_single_ways_read_from_the_registry_keep_their_values()
     assert benches.SequenceCap.params[0] == ["pad_longest", "seq_cap"]
     assert benches.ResnetSeed.params[1] == ORDER[:6] and benches.TricksCpu.params == [ORDER + NEWER]
     assert benches.NEWER == NEWER  # issue 70's knobs, alone and on bf16 autocast with checkpointing
-    assert benches.NewerCombined.params[0] == [f"bf16_autocast+checkpoint+{t}" for t in NEWER]
+    assert benches.NewerCombined.params[0] == ["bf16_autocast+checkpoint",
+                                               *(f"bf16_autocast+checkpoint+{t}" for t in NEWER)]
     assert benches.AttentionLong.params[0] == ["fp32", "bf16_autocast", "attn_eager", "attn_flash",
                                                "attn_mem_efficient", "bf16_autocast+attn_eager",
                                                "bf16_autocast+attn_flash", "bf16_autocast+attn_mem_efficient"]
+    assert benches.WhatFitsNewer.params[0] == ["bf16_autocast+checkpoint+chunked_loss", "bf16_autocast+checkpoint+lora",
+                                               "bf16_autocast+checkpoint+adafactor"]
+    assert not set(ways.COMPILES) & {t for w in benches.WhatFitsNewer.params[0] for t in ways.parse(w).tokens()}
 
 
 @pytest.mark.parametrize("token, knob, facts, match", [
