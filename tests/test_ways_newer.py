@@ -137,3 +137,13 @@ def test_a_way_held_to_a_falling_loss_passes_when_it_falls_and_fails_when_it_doe
         trick_steps.held_to_falling(way, [10.0, 9.97, 9.95], "fp32", ref)
     with pytest.raises(CheckFailed):
         trick_steps.held_to_falling(way, [10.0, float("nan"), float("nan")], "fp32", ref)
+
+
+def test_a_what_fits_search_for_a_way_missing_its_package_skips_before_any_probe(monkeypatch):
+    import importlib.util
+    from harness.cases import fits
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else real(name, *a))
+    with pytest.raises(Skip, match=r"^adamw8bit needs torchao, which this Python lacks"):
+        fits.build("cuda", "lm", "bf16_autocast+checkpoint+adamw8bit", "24GB", "batch", "default",
+                   32000, 1024, 12, 1024)
