@@ -49,7 +49,11 @@ SEED_003 = {"device": "cuda", "batch": 10, **LM_DIMS}  # batch 10 of the model-p
 EMULATED = ["p100-16gb", *(b for b in BUDGETS if b != "card")]  # seed 003's card, and 16 to 80 GB allocator caps
 # fp16 autocast beside bf16: the seed's 16 GB card (a P100) computes in fp16 but has no bf16. TF32
 # keeps fp32's tensors, so a budget holds it as it holds fp32: no way out.
-SEED_003_WAYS_OUT = [t for t in techniques_for("resnet50_1024") if t != "tf32"]
+# Issue 70's knobs (what keeps the optimizer state, LoRA, the attention kernel, compile, the loss)
+# are priced on the LM (``NewerCombined``, ``AttentionLong``), not in seed 003's grid.
+NEWER_KNOBS = ("optimizer", "lora", "attention", "compile", "loss")
+NEWER = [t for knob in NEWER_KNOBS for t in KNOBS[knob]]
+SEED_003_WAYS_OUT = [t for t in techniques_for("resnet50_1024") if t != "tf32" and t not in NEWER]
 
 
 class Seed003Budget(_OnDevice):
@@ -96,6 +100,26 @@ class Seed003Combined(_OnDevice):
     fixed = SEED_003
     param_names = ["workload", "technique", "micro_batch", "budget"]
     params = [[w for w in WORKLOADS if w.startswith("resnet50_")], SEED_003_COMBINED, [10, 5, 2], ["16GB"]]
+
+
+class NewerCombined(_OnDevice):
+    """Issue 70's knobs on ``bf16_autocast+checkpoint``, the LM at batch 16 of 1024 tokens (each
+    alone is ``Techniques``'s): what each saves or costs on top of the leading combination, which
+    runs first beside them."""
+    case = "tricks"
+    fixed = {**GPU_LM, **CARD, "batch": 16, "micro_batch": 16}
+    param_names = ["technique"]
+    params = [["bf16_autocast+checkpoint", *(f"bf16_autocast+checkpoint+{t}" for t in NEWER)]]
+
+
+class AttentionLong(_OnDevice):
+    """The attention kernels at 4096 tokens, where the eager kernel's scores (batch x heads x
+    seq x seq per layer) outgrow everything else: batch 4, as many tokens as ``Techniques``'s 16 of
+    1024, in fp32 (flash skips there, naming the fix) and under bf16 autocast; SDPA's own pick beside them."""
+    case = "tricks"
+    fixed = {**GPU_LM, **CARD, "seq_len": 4096, "batch": 4, "micro_batch": 4}
+    param_names = ["technique"]
+    params = [["fp32", "bf16_autocast", *KNOBS["attention"], *(f"bf16_autocast+{t}" for t in KNOBS["attention"])]]
 
 
 class Accumulation(_OnDevice):
@@ -168,6 +192,14 @@ class WhatFitsCombined(WhatFits):
     autocast with checkpointing and parameters, gradients and optimizer state on the host."""
     params = [["bf16_autocast+checkpoint", "bf16_params+checkpoint", "bf16_autocast+checkpoint+cpu_offload"],
               list(BUDGETS)]
+
+
+class WhatFitsNewer(WhatFits):
+    """The largest batch of 1024-token sequences under 24 GB for three of issue 70's knobs on
+    ``bf16_autocast+checkpoint``: the logits never whole (chunked loss), a frozen model with LoRA's
+    adapters, and Adafactor's factored state; none compiles on its first step, which every probe
+    (a fresh process) would pay again."""
+    params = [[f"bf16_autocast+checkpoint+{t}" for t in ("chunked_loss", "lora", "adafactor")], ["24GB"]]
 
 
 class WhatFitsSequence(_Fits):

@@ -436,6 +436,9 @@ def test_an_answer_the_hosts_memory_set_is_marked_and_explained_and_no_other_is(
     # Six digits at most: a gap within a millionth of its allowance reads as it.
     ({"deviation": 0.1000001, "tolerance": 0.1}, " (loss gap 0.1 from fp32, 0.1 allowed)"),
     ({"deviation": 0.5, "tolerance": True}, ""), ({"deviation": 0.5, "tolerance": 0.1, "ended": "raised2"}, ""),
+    # A way held to a falling loss of its own (LoRA, Adafactor, SGD): how far it fell, not fp32's gap.
+    ({"falls": 0.01, "fell": 0.0046, "deviation": 0.4, "reference": "fp32"},
+     " (loss fell 0.0046 of its first, 0.01 asked)"),
     ({}, ""), (None, "")])
 def test_a_failure_says_why(check, said):
     assert tables._why_failed(check) == said

@@ -67,21 +67,31 @@ def test_contradictions_and_unknown_knobs_are_refused_in_one_line(text, match):
 ORDER = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "pad_longest", "seq_cap",
          "cpu_embedding", "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
          "keep_references"]
+# The ways of issue 70, registered after them: optimizer state, LoRA, attention kernels, compile, the loss.
+NEWER = ["adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum", "lora", "attn_eager", "attn_flash",
+         "attn_mem_efficient", "compile", "compile_max_autotune", "chunked_loss"]
 # Each value's loss tolerance, as the check has held it since before the registry.
 TOLERANCES = {"fp32": 2e-3, "checkpoint": 2e-3, "cpu_embedding": 2e-3, "tf32": 1e-2, "fp16_autocast": 2e-2,
               "bf16_autocast": 3e-2, "bf16_params": 5e-2, "tied_embeddings": 0.25, "pad_longest": 0.1, "seq_cap": 0.1,
               "save_on_cpu": 2e-3, "drop_references": 2e-3, "keep_references": 2e-3, "cpu_offload": 2e-3,
-              "channels_last": 1e-2, "expandable": 2e-3, "async": 2e-3, "gc0.6": 2e-3, "split512": 2e-3}
+              "channels_last": 1e-2, "expandable": 2e-3, "async": 2e-3, "gc0.6": 2e-3, "split512": 2e-3,
+              # the newer ways: those held to a criterion of their own (``falls``) have no gap to keep
+              "adamw8bit": 5e-2, "adam_bf16_state": 3e-2, "adafactor": 0.0, "sgd_momentum": 0.0, "lora": 0.0,
+              "attn_eager": 1e-2, "attn_flash": 1e-2, "attn_mem_efficient": 1e-2, "compile": 1e-2,
+              "compile_max_autotune": 1e-2, "chunked_loss": 2e-3}
 
 
 def test_the_single_ways_keep_their_order_and_every_list_of_them_comes_from_the_registry():
-    assert list(trick_steps.TECHNIQUES) == ORDER and list(trick_steps.PRECISION_TECHNIQUES) == ORDER[:5]
+    assert list(trick_steps.TECHNIQUES) == ORDER + NEWER and list(trick_steps.PRECISION_TECHNIQUES) == ORDER[:5]
     assert isinstance(trick_steps.TECHNIQUES, ways.Names)
-    assert list(ways.REGISTRY) == ORDER + ["expandable", "async", "gc0.6", "split512"]
+    assert list(ways.REGISTRY) == ORDER + NEWER + ["expandable", "async", "gc0.6", "split512"]
     assert ways.KNOBS == {"precision": tuple(ORDER[:5]), "checkpoint": ("checkpoint",),
                           "offload": ("save_on_cpu", "cpu_offload"), "data": ("pad_longest", "seq_cap"),
                           "embedding": ("cpu_embedding", "tied_embeddings"), "channels_last": ("channels_last",),
                           "references": ("drop_references", "keep_references"),
+                          "optimizer": ("adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum"),
+                          "lora": ("lora",), "attention": ("attn_eager", "attn_flash", "attn_mem_efficient"),
+                          "compile": ("compile", "compile_max_autotune"), "loss": ("chunked_loss",),
                           "allocator": ("expandable", "async", "gc0.6", "split512")}
     assert all(ways.REGISTRY[token].knob == knob for knob, tokens in ways.KNOBS.items() for token in tokens)
     assert list(ways.TOKENS) == [t for tokens in ways.KNOBS.values() for t in tokens]  # parse's error lists them so
@@ -93,11 +103,17 @@ def test_each_value_carries_the_facts_the_check_and_the_search_have_always_held_
     assert set(trick_steps.ONE_SIDED) == {"tied_embeddings", "pad_longest", "seq_cap"}
     assert trick_steps.GROWS_ON_HOST == ("save_on_cpu",)
     assert trick_steps.LM_ONLY == ways.LM_ONLY == ("pad_longest", "seq_cap", "cpu_embedding", "drop_references",
-                                                   "keep_references")
-    assert trick_steps.IMAGE_ONLY == ("channels_last",) and ways.TOKEN_ONLY == ("tied_embeddings",)
-    # TF32 and bf16 need Ampere's tensor cores, fp16 Volta's: declared, not enforced
+                                                   "keep_references", "lora", "chunked_loss")
+    assert trick_steps.IMAGE_ONLY == ("channels_last",)
+    assert ways.TOKEN_ONLY == ("tied_embeddings", "attn_eager", "attn_flash", "attn_mem_efficient")
+    # TF32, bf16 and flash attention need Ampere's tensor cores, fp16 and Triton (compile, and
+    # torchao's compiled optimizer updates) Volta's: declared, not enforced
     assert ways.CAPABILITY == {"tf32": (8, 0), "bf16_autocast": (8, 0), "bf16_params": (8, 0),
-                               "fp16_autocast": (7, 0)}
+                               "fp16_autocast": (7, 0), "attn_flash": (8, 0), "compile": (7, 0),
+                               "compile_max_autotune": (7, 0), "adamw8bit": (7, 0), "adam_bf16_state": (7, 0)}
+    # the ways held to training at all, not to Adam's curve; those that compile on their first step
+    assert ways.registered(lambda v: v.falls is not None) == ("adafactor", "sgd_momentum", "lora")
+    assert ways.COMPILES == ("adamw8bit", "adam_bf16_state", "compile", "compile_max_autotune")
     # the 16-bit ones: TF32 keeps fp32 tensors, so it is no half precision
     assert ways.HALF == ("fp16_autocast", "bf16_autocast", "bf16_params")
 
@@ -115,11 +131,12 @@ def test_a_combination_has_its_knobs_facts():
 
 
 def test_which_single_ways_mean_something_for_each_workload():
-    no_image = [t for t in ORDER if t != "channels_last"]
+    no_image = [t for t in ORDER + NEWER if t != "channels_last"]
     assert list(trick_steps.techniques_for("lm")) == no_image
     assert list(trick_steps.techniques_for("encdec")) == [t for t in no_image if t not in trick_steps.LM_ONLY]
-    assert list(trick_steps.techniques_for("resnet50_2048")) == ORDER[:6] + ["channels_last", "save_on_cpu",
-                                                                             "cpu_offload"]
+    assert list(trick_steps.techniques_for("resnet50_2048")) == ORDER[:6] + [
+        "channels_last", "save_on_cpu", "cpu_offload", "adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum",
+        "compile", "compile_max_autotune"]
     with pytest.raises(Skip, match=r"^channels_last applies to the image models \(resnet50, resnet50_1024, "
                                    r"resnet50_2048\) only, not lm$"):
         trick_steps.applies("lm", ways.parse("bf16_autocast+channels_last"))
@@ -132,7 +149,16 @@ def test_the_asv_lists_of_single_ways_read_from_the_registry_keep_their_values()
     assert benches.SEED_003_WAYS_OUT == ["fp32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint",
                                          "channels_last", "save_on_cpu", "cpu_offload"]
     assert benches.SequenceCap.params[0] == ["pad_longest", "seq_cap"]
-    assert benches.ResnetSeed.params[1] == ORDER[:6] and benches.TricksCpu.params == [ORDER]
+    assert benches.ResnetSeed.params[1] == ORDER[:6] and benches.TricksCpu.params == [ORDER + NEWER]
+    assert benches.NEWER == NEWER  # issue 70's knobs, alone and on bf16 autocast with checkpointing
+    assert benches.NewerCombined.params[0] == ["bf16_autocast+checkpoint",
+                                               *(f"bf16_autocast+checkpoint+{t}" for t in NEWER)]
+    assert benches.AttentionLong.params[0] == ["fp32", "bf16_autocast", "attn_eager", "attn_flash",
+                                               "attn_mem_efficient", "bf16_autocast+attn_eager",
+                                               "bf16_autocast+attn_flash", "bf16_autocast+attn_mem_efficient"]
+    assert benches.WhatFitsNewer.params[0] == ["bf16_autocast+checkpoint+chunked_loss", "bf16_autocast+checkpoint+lora",
+                                               "bf16_autocast+checkpoint+adafactor"]
+    assert not set(ways.COMPILES) & {t for w in benches.WhatFitsNewer.params[0] for t in ways.parse(w).tokens()}
 
 
 @pytest.mark.parametrize("token, knob, facts, match", [
@@ -150,7 +176,7 @@ def test_a_value_is_registered_once_for_a_knob_of_way_and_a_known_kind_of_worklo
 def test_an_unknown_value_is_no_way_and_names_the_registered_ones():
     with pytest.raises(ValueError, match="unknown knob 'fp8'; a way joins by '\\+' knobs of: fp32, tf32, ") as e:
         ways.parse("fp8+checkpoint")
-    assert str(e.value).endswith("keep_references, expandable, async, gc0.6, split512")
+    assert str(e.value).endswith("keep_references, " + ", ".join(NEWER) + ", expandable, async, gc0.6, split512")
 
 
 def test_the_tricks_config_files_a_combination_by_its_one_name_and_refuses_a_contradiction():
@@ -332,4 +358,8 @@ def test_a_way_says_itself_in_a_reader_s_words_and_what_of_the_training_it_chang
     assert ways.parse("bf16_params+seq_cap").changes == ("the model", "the data")
     assert ways.parse("cpu_offload+checkpoint").changes == ()  # the same sums, elsewhere
     assert {t for t, v in ways.REGISTRY.items() if v.changes} == {"bf16_params", "pad_longest", "seq_cap",
-                                                                  "tied_embeddings"}
+                                                                  "tied_embeddings", "adafactor", "sgd_momentum",
+                                                                  "lora"}
+    # another rule of training, or fewer weights trained: said, as the loss they are held to differs
+    assert ways.parse("bf16_autocast+checkpoint+lora").changes == ("the weights trained",)
+    assert ways.parse("bf16_autocast+checkpoint+lora").words == "bf16 autocast + checkpointing + LoRA adapters"

@@ -39,7 +39,7 @@ from harness.measure.records.store import RecordStore
 from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
 from harness.workloads.training.tricks import (DEPTHS, DEVICES, SEQ_LENS, TECHNIQUES, VOCABS, WIDTHS, WORKLOADS,
-                                               applies)
+                                               applies, runnable)
 from harness.workloads.training.ways import parse
 from harness.workloads.training import allocator as settings
 
@@ -151,6 +151,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
                    "torch.cuda.set_per_process_memory_fraction; run it with device=cuda on a GPU box")
     way = parse(technique)  # once: what applies and how many probes run side by side are the Way's
     applies(workload, way)
+    runnable(way, device)  # a knob's missing package skips before the search, not in every probe
     if over == "seq_len" and workload == "resnet50":
         raise Skip("over=seq_len applies to the token models (lm, encdec), not resnet50")
     from harness.measure.instruments.devices import discover

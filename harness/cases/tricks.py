@@ -20,7 +20,14 @@ Parameters:
   ``harness.workloads.training.offload``), ``drop_references`` (the loop every technique runs: the
   previous step's logits, outputs and loss dead before the next forward, gradients set to None)
   and ``keep_references`` (the everyday loop that keeps them alive into the next forward, and
-  zeroed gradients allocated: what ``drop_references`` is measured against; both LM only);
+  zeroed gradients allocated: what ``drop_references`` is measured against; both LM only),
+  the optimizer's state (``adamw8bit``: torchao's 8-bit moments; ``adam_bf16_state``: Adam's
+  moments in bf16; ``adafactor``; ``sgd_momentum``: ``harness.workloads.training.optimizers``),
+  ``lora`` (peft's adapters of rank 16 on every block's attention and MLP, the LM frozen; LM only),
+  the attention kernel (``attn_eager``: the scores written out; ``attn_flash``,
+  ``attn_mem_efficient``: SDPA's kernels alone; token models only), ``compile`` and
+  ``compile_max_autotune`` (torch.compile, its mode max-autotune-no-cudagraphs), and
+  ``chunked_loss`` (the output projection and cross-entropy over chunks of 1024 tokens; LM only);
   or a combination of them, one per knob, joined by "+" (``bf16_autocast+checkpoint``; a
   ``harness.workloads.training.ways.Way``: any order is taken and filed in its one canonical order, and
   two values of one knob, two precisions say, are refused), which may add an allocator setting
@@ -47,7 +54,12 @@ loss is held within the technique's tolerance of the reference's after as many a
 the reference trains four more times: the curve is then held to the nearest of its five runs, and
 twice the widest gap among them (the GPU's nondeterministic sums) is allowed on top. Both curves
 (the technique's and that nearest run's), the gap, the tolerance, that spread, the runs it was read
-from and the reference are recorded.
+from and the reference are recorded. A way with a knob that trains other weights or by another rule
+(``lora``, ``adafactor``, ``sgd_momentum``) is held to its own criterion instead, named in its
+check (``criterion``): its last loss below its first by ``ways.TRAINS`` of it; fp32's curve and the
+gap to it are recorded beside, not held against it. A way whose first step compiles
+(``compile``, and torchao's optimizers) records ``compile_s``: what that warm-up step took beyond
+the second (neither is timed).
 """
 from __future__ import annotations
 
@@ -107,11 +119,18 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
             raise
         return {"losses": [float(v) for v in trainer.losses], **learned, **compared, "lr": rate,
                 "parameters": params, "parameters_on_device": on_device,
-                "accumulation_steps": batch // micro_batch, "reference_budget": budgets.CARD}
+                "accumulation_steps": batch // micro_batch, "reference_budget": budgets.CARD,
+                **compile_time(way, trainer)}
 
     gpus = (0,) if device == "cuda" else ()
     return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
                     warmup=2, repeat=10, close=setting.close, budget=cap.budget)
+
+
+def compile_time(way, trainer) -> dict:
+    """The seconds a way's first step spent compiling (its time beyond the second step's: both are
+    warm-up, neither is timed), for a way whose first step compiles."""
+    return {"compile_s": trainer.compile_s} if way.compiles else {}
 
 
 def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:

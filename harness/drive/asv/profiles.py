@@ -35,7 +35,10 @@ from harness.workloads.training.tricks import IMAGE_ONLY, TECHNIQUES
 # on two cores) and says nothing about cards: the standard CPU part leaves those techniques out,
 # and channels_last, which the CPU's LM skips.
 HALF_PRECISIONS = ways.HALF
-CPU_TECHNIQUES = tuple(t for t in TECHNIQUES if t not in HALF_PRECISIONS + IMAGE_ONLY)
+# What torch.compile builds on the first step takes minutes on two cores, and its price is the
+# GPU's question; a knob with no CPU kernel only skips: the CPU part leaves those ways out too.
+CPU_TECHNIQUES = tuple(t for t in TECHNIQUES
+                       if t not in HALF_PRECISIONS + IMAGE_ONLY + ways.COMPILES + ways.CUDA_ONLY)
 CPU = [Select("ceilings", "Host"), Select("chainer_pool", "GcnCpu", "TorchGcnCpu", "MlpCpu", "CnnCpu"),
        Select("parallel", "LmCpuSingle", "LmCpu", "LmCpuPipeline"),
        Select("tricks", "TricksCpu", technique=CPU_TECHNIQUES)]

@@ -66,6 +66,9 @@ def transformer_lm(config: LMConfig, seed: int = 0):
 
             # Set by the checkpointing technique: recompute each block's activations in backward.
             self.checkpoint_blocks = False
+            # Set by the chunked loss: the forward stops before the output projection, which the
+            # loss applies chunk by chunk (``harness.workloads.training.chunked``).
+            self.head_in_loss = False
 
         def forward(self, tokens):
             return self.forward_embedded(self.embed(tokens))
@@ -76,7 +79,8 @@ def transformer_lm(config: LMConfig, seed: int = 0):
             x = x + self.position(positions)
             for block in self.blocks:
                 x = run_block(block, x, checkpointed=self.checkpoint_blocks)
-            return self.head(self.norm(x))
+            x = self.norm(x)
+            return x if self.head_in_loss else self.head(x)
 
     torch.manual_seed(seed)
     return LM()

@@ -105,7 +105,7 @@ class Trainer:
     docstring). ``close()`` runs ``on_close``'s callbacks (a process group to tear down)."""
 
     def __init__(self, model, micro_batches, loss_sum, prec: Precision, device_type: str, lr: float = LR,
-                 forward=None, saving=None, keep_references: bool = False):
+                 forward=None, saving=None, keep_references: bool = False, optimizer=None, clock_first: bool = False):
         import torch
         self.torch, self.model, self.micro_batches, self.loss_sum = torch, model, micro_batches, loss_sum
         self.forward = forward if forward is not None else model
@@ -116,7 +116,12 @@ class Trainer:
         self.on_close = []
         self.prec, self.device_type = prec, device_type
         self.feed(micro_batches)
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        # Only the weights that train: a frozen one (under LoRA) has no gradient and no optimizer state.
+        trained = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = (optimizer or torch.optim.Adam)(trained, lr=lr)
+        # The wall time of the first two steps, where ``clock_first``: the first compiles what the
+        # second reuses, so their difference is the compile time (``compile_s``).
+        self.clock_first, self.first_steps_s = clock_first, []
         self.scaler = torch.amp.GradScaler(device_type, enabled=prec.scaler)
         self.losses = []
         self.skipped = []  # per step: True where the scaler found inf/NaN gradients and left the weights alone
@@ -150,6 +155,22 @@ class Trainer:
         return total
 
     def step(self):
+        if self.clock_first and len(self.first_steps_s) < 2:
+            import time
+            start = time.perf_counter()
+            self._step()
+            self.losses[-1].item()  # waits for the step's kernels
+            self.first_steps_s.append(time.perf_counter() - start)
+        else:
+            self._step()
+
+    @property
+    def compile_s(self) -> float | None:
+        """What the first step took beyond the second: the time it spent compiling; None before two
+        clocked steps."""
+        return self.first_steps_s[0] - self.first_steps_s[1] if len(self.first_steps_s) == 2 else None
+
+    def _step(self):
         self.optimizer.zero_grad(set_to_none=not self.keep_references)
         loss = self.backward()
         self.scaler.step(self.optimizer)  # skips the update if fp16 gradients overflowed

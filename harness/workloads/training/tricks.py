@@ -16,7 +16,7 @@ import itertools
 import math
 import os
 
-from harness.measure.outcomes import CheckFailed, is_out_of_memory, learned
+from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
 from harness.measure.guards.requirements import need_torch
 from harness.workloads.training import allocator as settings
 from harness.workloads.training import ways
@@ -166,18 +166,62 @@ class CpuEmbedding:
         return self.lm.forward_embedded(self.lm.embed(tokens.cpu()).to(self.device))
 
 
+def runnable(way, device: str) -> None:
+    """Skips a way this machine cannot run as meant, naming the fix: a knob's package missing,
+    flash attention on CUDA without half inputs (its kernels take fp16 and bf16 only), or a knob
+    with no CPU kernel (SDPA's memory-efficient attention) off CUDA."""
+    import importlib.util
+    for module in way.needs:
+        if importlib.util.find_spec(module) is None:
+            users = ", ".join(v.token for v in way.values() if v.needs == module)
+            raise Skip(f"{users} needs {module}, which this Python lacks: pip install 'oombench[ways]'")
+    if way.attention == "attn_flash" and device == "cuda" and not ways.REGISTRY[way.precision].half:
+        raise Skip(f"{way}: flash attention takes half inputs only on CUDA: add bf16_autocast or fp16_autocast")
+    cuda_only = [v.token for v in way.values() if v.cuda_only]
+    if cuda_only and device != "cuda":
+        raise Skip(f"{way}: {', '.join(cuda_only)} runs on CUDA only (no CPU kernel): run it with device cuda")
+
+
+def _modelled(torch, model, way, loss_sum):
+    """The model pieces of the newer knobs, in place: the attention kernel (before the adapters,
+    which call each attention's own forward), the LoRA adapters, and the chunked loss (the forward
+    stops before the head, which the loss applies); returns the loss function."""
+    if way.attention:
+        from harness.workloads.training.attention import use_kernel
+        use_kernel(model, way.attention)
+    if way.lora:
+        from harness.workloads.training.adapters import with_adapters
+        with_adapters(model)
+    if way.loss == "chunked_loss":
+        from harness.workloads.training import chunked
+        model.head_in_loss = True
+        return chunked.token_loss_sum(model.head)
+    return loss_sum
+
+
+COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
+
+
+def _compiled(torch, forward, way):
+    """The forward through torch.compile in the way's mode (compiled on its first call)."""
+    return torch.compile(forward, mode=COMPILE_MODES[way.compile]) if way.compile else forward
+
+
 def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len):
     """(trainer, work per step): what ``build`` times and what a "what fits" probe runs, for
     ``way`` (a ``Way``). Close the trainer when done with it (``cpu_offload`` holds a process
     group). The process pieces are the caller's (``process``)."""
     applies(workload, way)
+    runnable(way, device)
     torch = need_torch(device)
+    from harness.workloads.training.optimizers import OPTIMIZERS
     from harness.workloads.training.trainer import Trainer, image_loss_sum, precision, split, token_loss_sum
     prec = precision(way.precision)
     if workload in RESNETS:
         model, x, t = _resnet(torch, batch, RESNETS[workload])
     else:
         model, x, t = (_lm if workload == "lm" else _encdec)(torch, way, batch, vocab, width, depth, seq_len)
+    loss_sum = _modelled(torch, model, way, image_loss_sum if workload in RESNETS else token_loss_sum)
     model.checkpoint_blocks = way.checkpoint
     with contextlib.ExitStack() as held:
         if prec.param_dtype is not None:  # on the host, before any placement: no fp32 copy on the device
@@ -185,11 +229,11 @@ def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth,
         forward, inputs = PLACEMENTS[_placement(way)](torch, model, x if isinstance(x, tuple) else (x,), device, held)
         inputs = _laid_out(torch, model, inputs, way, prec)
         micro = split(inputs + (t.to(device),), micro_batch)
-        loss_sum = image_loss_sum if workload in RESNETS else token_loss_sum
         trainer = Trainer(model, [(m[:-1], m[-1]) for m in micro], loss_sum, prec, torch.device(device).type,
                           lr=adam_rate(workload, width),
-                          forward=forward, saving=_saving(torch, way, device),
-                          keep_references=way.references == "keep_references")
+                          forward=_compiled(torch, forward, way), saving=_saving(torch, way, device),
+                          keep_references=way.references == "keep_references",
+                          optimizer=OPTIMIZERS[way.optimizer], clock_first=way.compiles)
         trainer.on_close.append(held.pop_all().close)  # what the placement holds, until the trainer closes
     work = {"samples": batch} if workload in RESNETS else {"tokens": trainer.count}
     return trainer, work
@@ -407,6 +451,8 @@ def checked_against_reference(way, losses, skipped, fp32_curve=None, **shape) ->
         reference, ref_losses = WHOLE_BATCH[0][0], list(fp32_curve)  # pragma: no mutate: fp32's label is its technique
     else:
         reference, ref_losses = reference_losses(len(losses), way, **shape)
+    if way.falls is not None:
+        return held_to_falling(way, losses, reference, ref_losses, skipped)
     if reference is None:
         return {"reference": None, "reference_reason": ref_losses}
     if ref_losses is None:
@@ -423,3 +469,25 @@ def checked_against_reference(way, losses, skipped, fp32_curve=None, **shape) ->
         spread = max(curve_gap(a, b)[1] for a, b in itertools.combinations(runs, 2))
         nearest = min(runs, key=lambda run: deviation(way, losses, run, skipped)[2])
         return against_reference(way, losses, reference, nearest, skipped, spread, len(runs))
+
+
+def held_to_falling(way, losses, reference, ref_losses, skipped=()) -> dict:
+    """The check of a way held to a criterion of its own (``Way.falls``: it trains other weights or
+    by another rule than fp32's Adam): its last loss at most (1 - falls) of its first, CheckFailed
+    otherwise. fp32's curve, where one ran, is recorded beside it with the gap, not held against it."""
+    first, last = float(losses[0]), float(losses[-1])
+    criterion = (f"{way}: held to its own criterion, not to fp32's curve: the last loss at most "
+                 f"{1 - way.falls:g} of the first (it falls by {way.falls:g} of it within the run)")
+    compared = {"criterion": criterion, "falls": way.falls, "fell": (first - last) / abs(first),
+                "losses": [float(v) for v in losses], "reference": reference}
+    if reference is not None and ref_losses is not None:
+        pairs, _, gap = deviation(way, losses, ref_losses, skipped)
+        compared.update(deviation=gap, reference_losses=[float(r) for r in ref_losses],
+                        reference_loss_last=float(ref_losses[-1]))
+    elif reference is None:
+        compared["reference_reason"] = ref_losses
+    if not last <= (1 - way.falls) * first:  # a NaN fails too
+        raise CheckFailed(f"{way}: loss {last:.5g} after {len(losses)} steps against {first:.5g} at the first, "
+                          f"a fall of {compared['fell']:.3g} of it, under the {way.falls:g} its criterion asks",
+                          compared, priced=True)
+    return compared

@@ -15,6 +15,16 @@ Each knob is its own parameter of ``Way`` and its own small piece of ``harness.w
 - ``references``: the loop every way runs drops the previous step's logits before the next
   forward; drop_references names that loop as a way of its own (seed 002's advice),
   keep_references is the everyday loop that keeps them;
+- ``optimizer``: what keeps the optimizer's state: Adam with two fp32 moments (the default),
+  torchao's 8-bit AdamW (adamw8bit), Adam with bf16 moments (adam_bf16_state), Adafactor's
+  factored second moment (adafactor) or SGD with one momentum buffer (sgd_momentum);
+- ``lora``: the model frozen, low-rank adapters (peft) on its attention and MLP projections trained;
+- ``attention``: the attention kernel: the scores materialised (attn_eager), or SDPA's flash or
+  memory-efficient kernel alone (attn_flash, attn_mem_efficient); by default SDPA picks;
+- ``compile``: the model through torch.compile (compile) or its max-autotune mode without CUDA
+  graphs (compile_max_autotune);
+- ``loss``: the output projection and cross-entropy over chunks of tokens (chunked_loss), so the
+  whole logits never exist;
 - ``allocator``: a setting of torch's caching allocator for the whole process
   (``PYTORCH_CUDA_ALLOC_CONF``), read once when CUDA starts.
 
@@ -54,6 +64,11 @@ class Way:
     embedding: str = ""
     channels_last: bool = False
     references: str = ""
+    optimizer: str = ""
+    lora: bool = False
+    attention: str = ""
+    compile: str = ""
+    loss: str = ""
     allocator: str = "default"
 
     @property
@@ -109,6 +124,22 @@ class Way:
         """What of the training its knobs change (the model, the data), each once; () where none does."""
         return tuple(dict.fromkeys(v.changes for v in self.values() if v.changes))
 
+    @property
+    def falls(self) -> float | None:
+        """The share of its first loss a way's loss must fall by within the run, where one of its
+        knobs declares that criterion of its own instead of fp32's curve; None where none does."""
+        return max((v.falls for v in self.values() if v.falls is not None), default=None)
+
+    @property
+    def compiles(self) -> bool:
+        """Whether its first step compiles code (torch.compile): its time is reported apart."""
+        return any(v.compiles for v in self.values())
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The Python modules its knobs need beyond torch."""
+        return tuple(dict.fromkeys(v.needs for v in self.values() if v.needs))
+
     def process_env(self) -> dict:
         """The environment the case's fresh process needs before torch starts."""
         return settings.environ_with(self.allocator, {})
@@ -134,7 +165,11 @@ class Value:
     keeps in host memory grows with the batch and the sequence. ``capability``: the least CUDA
     compute capability it runs as intended on (declared, not enforced: nothing skips on it).
     ``half``: it computes in a 16-bit float, which a CPU without such units runs on slow
-    reference kernels."""
+    reference kernels. ``falls``: held to a criterion of its own instead of fp32's curve (it trains
+    other weights, or by another rule): its last loss at most (1 - falls) of its first; fp32's
+    curve is recorded beside it, not held against it. ``compiles``: its first step compiles code
+    (reported apart from the step). ``needs``: the module it needs beyond torch (a skip without it).
+    ``cuda_only``: no CPU kernel runs it (a skip there)."""
     token: str
     knob: str
     tolerance: float
@@ -145,6 +180,10 @@ class Value:
     half: bool = False
     words: str = ""  # its name in a reader's words, where the token's own do not say it
     changes: str = ""  # what of the training it changes ("the model", "the data"): "" where it trains the same
+    falls: float | None = None
+    compiles: bool = False
+    needs: str = ""
+    cuda_only: bool = False
 
     @property
     def said(self) -> str:
@@ -210,6 +249,40 @@ register("cpu_offload", "offload", ROUNDING, words="parameters and optimizer on 
 # the very same sums (keeping a reference changes no value): rounding at most.
 register("drop_references", "references", ROUNDING, only=ONLY_LM)
 register("keep_references", "references", ROUNDING, only=ONLY_LM)
+# Optimizer state. 8-bit moments (torchao's blockwise quantisation, 256 values a block) and bf16
+# moments (8 bits of mantissa) change every update by their rounding, compounded over the steps as
+# bf16 parameters' lost updates are: held as bf16_params is, and bf16 moments as bf16 compute. Both
+# run torchao's update, which torch.compile builds on the first step (Triton: Volta on). Adafactor and SGD are other
+# rules altogether, at their own rates: no gap to Adam's curve says anything of them, so they are
+# held to training at all (``TRAINS``).
+# Held to training at all: the loss falls within the run by five times the gap rounding alone may
+# open (``ROUNDING``), a fall no drift of the sums makes; a model that does not learn stays put.
+TRAINS = 5 * ROUNDING
+register("adamw8bit", "optimizer", 5e-2, capability=VOLTA, compiles=True, needs="torchao", words="8-bit AdamW")
+register("adam_bf16_state", "optimizer", 3e-2, capability=VOLTA, compiles=True, needs="torchao",
+         words="Adam with bf16 moments")
+register("adafactor", "optimizer", 0.0, falls=TRAINS, words="Adafactor", changes="the optimizer")
+register("sgd_momentum", "optimizer", 0.0, falls=TRAINS, words="SGD with momentum", changes="the optimizer")
+# LoRA trains adapters of rank ``tricks.LORA_RANK`` on a frozen model: fewer weights, slower to
+# learn than fp32 training them all, so it is held to training at all.
+register("lora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs="peft", words="LoRA adapters",
+         changes="the weights trained")
+# The attention kernels compute one softmax(QK^T)V in other orders of sums (the eager one writes
+# the scores out; flash and memory-efficient tile them): rounding in every layer of every step,
+# amplified as the batch is memorised, held as TF32 is. Flash runs half inputs only on CUDA, from
+# Ampere on (a skip otherwise, naming the fix).
+register("attn_eager", "attention", 1e-2, only=ONLY_TOKENS, words="eager attention")
+register("attn_flash", "attention", 1e-2, only=ONLY_TOKENS, capability=AMPERE, words="flash attention")
+register("attn_mem_efficient", "attention", 1e-2, only=ONLY_TOKENS, cuda_only=True,
+         words="memory-efficient attention")
+# torch.compile fuses kernels, each reduction in its own order: rounding in every layer, as
+# channels_last's. Inductor's Triton kernels run from Volta on.
+register("compile", "compile", 1e-2, capability=VOLTA, compiles=True, words="torch.compile")
+register("compile_max_autotune", "compile", 1e-2, capability=VOLTA, compiles=True,
+         words="torch.compile, max-autotune")
+# The loss over chunks of tokens computes each token's logits and cross-entropy as the whole does:
+# the same sums, summed in another order over the chunks.
+register("chunked_loss", "loss", ROUNDING, only=ONLY_LM, words="loss over chunks of tokens")
 # An allocator setting changes where tensors live, not one sum.
 for _setting in (a for a in ALLOCATORS if a != "default"):  # "default" is the knob's default: no token
     register(_setting, "allocator", ROUNDING)
@@ -233,6 +306,8 @@ TOLERANCE = {token: value.tolerance for token, value in REGISTRY.items()}
 ONE_SIDED = registered(lambda v: v.one_sided)
 GROWS_ON_HOST = registered(lambda v: v.grows_on_host)
 HALF = registered(lambda v: v.half)
+COMPILES = registered(lambda v: v.compiles)
+CUDA_ONLY = registered(lambda v: v.cuda_only)
 CAPABILITY = {token: value.capability for token, value in REGISTRY.items() if value.capability}
 LM_ONLY = registered(lambda v: v.only == ONLY_LM)
 IMAGE_ONLY = registered(lambda v: v.only == ONLY_IMAGES)
