@@ -126,7 +126,14 @@ class Try:
             ctx = self.context(RecordStore.of_results(results))
             print(f"oombench try: run {ctx.run_id}, records in {ctx.path}", flush=True)
             with self.gpu_held():
-                ways = {w: self.case(ctx, self.params(w)) for w in self.ways}
+                ways = {}
+                for way in self.ways:
+                    ways[way] = self.case(ctx, self.params(way))
+                    if way == "fp32" and ways[way].outcome == "failed":
+                        # fp32 itself does not train (a NaN loss, a model that raises): no way out would
+                        print(f"oombench try: {self.args.target}: {ways[way].reason}; fix the model or its loss "
+                              "(records kept)", file=sys.stderr)
+                        return 1
                 answers = {card: self.answer(ctx, card, ways) for card in self.args.card}
         for card in self.args.card:
             print(answers[card])
@@ -139,7 +146,7 @@ class Try:
         n, cards = len(self.ways), len(self.args.card)
         steps = WARMUP + REPEAT
         return (f"oombench try {self.args.target} ({self.seen['parameters'] / 1e6:,.1f} M parameters, "
-                f"{self.seen['blocks']} blocks to recompute) at batch {self.args.batch} on {self.device}: {n} ways "
+                f"{self.seen['blocks']} blocks to recompute, checked {self.seen['checked']}) at batch {self.args.batch} on {self.device}: {n} ways "
                 f"on the whole card, then {cards} cards under emulation: {n + cards} processes of {steps} steps "
                 f"(each way's fp32 curve comes from fp32's own record), more where a card fits no way at "
                 f"batch {self.args.batch} (a what-fits search); {self.priced(n + cards, steps)}")

@@ -85,7 +85,7 @@ def llama(width, depth, heads, mlp, seq_len):
 
 
 def llama_1b(seq_len: int = 2048):
-    """A Llama-style decoder of 1.1 B parameters (TinyLlama's shape)."""
+    """A Llama-style decoder of about 1 B parameters: TinyLlama's width and heads, 16 layers."""
     return llama(2048, 16, 32, 5632, seq_len)
 
 
@@ -327,15 +327,60 @@ def preflight(target: str, batch: int, seq_len: int = 0) -> dict:
     if len(targets) != batch:
         raise TargetError(f"{target}: batch({batch}, device) made {len(targets)} targets, not {batch}: make n samples")
     try:
-        loss, count = loss_sum_of(spec)(spec.model, (_on(inputs, lambda v: v.to("meta") if hasattr(v, "to") else v),),
-                                        targets.to("meta"))
+        loss = _loss_of(spec, inputs, targets, "meta")
+        checked = "on the meta device"
     except Exception as e:
-        raise TargetError(f"{target}: the loss cannot take the model's outputs for inputs "
-                          f"{_shape_of(inputs) if not isinstance(inputs, Mapping) else list(inputs)} and targets "
-                          f"{_shape_of(targets)}: {type(e).__name__}: {_first(e)}: make batch and loss agree") from None
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        if not _needs_values(e):
+            raise _disagree(target, inputs, targets, e) from None
+        # The model reads values in its forward (a mask's .item(), say): shapes alone cannot run it.
+        # A large one's first case checks it on the device.
+        loss, checked = None, "by its first case (its forward reads values, and it is too large for the CPU)"
+    if loss is not None and (not isinstance(loss, torch.Tensor) or loss.numel() != 1):
         raise TargetError(f"{target}: the loss is {_shape_of(loss)}, not one number: return a scalar mean loss")
-    return {"parameters": params, "blocks": len(blocks_of(spec)), "batch": batch}
+    if params <= CPU_CHECK_PARAMETERS:  # small enough to run for real: values checked too, on the CPU
+        checked = _on_cpu(target, seq_len)
+    return {"parameters": params, "blocks": len(blocks_of(spec)), "batch": batch, "checked": checked}
+
+
+# Models up to this many parameters are run for real on the CPU where shapes alone cannot run them.
+CPU_CHECK_PARAMETERS = 200_000_000
+
+
+def _on_cpu(target: str, seq_len: int) -> str:
+    """The loss at batch 1 on the CPU, with values: TargetError where it is not a finite number."""
+    import math
+
+    import torch
+    small = built(target, seq_len)
+    inputs, targets = small.batch(1, "cpu")
+    try:
+        with torch.no_grad():
+            loss, count = loss_sum_of(small)(small.model, (inputs,), targets)
+    except Exception as e:
+        raise _disagree(target, inputs, targets, e) from None
+    value = float(loss) / max(1, int(count))
+    if loss.numel() != 1 or not math.isfinite(value):
+        raise TargetError(f"{target}: the loss of a batch of 1 is {value} before any training: fix the model or its "
+                          "loss (a NaN or an infinity trains nothing)")
+    return "on the CPU at batch 1"
+
+
+def _loss_of(spec: Spec, inputs, targets, device: str):
+    model = spec.model if device == "meta" else spec.model.to(device)
+    return loss_sum_of(spec)(model, (_on(inputs, lambda v: v.to(device) if hasattr(v, "to") else v),),
+                             targets.to(device))[0]
+
+
+def _needs_values(e: Exception) -> bool:
+    """Whether ``e`` is the meta device's: an operation that needs values (``.item()``) or has no
+    meta kernel; not a disagreement of shapes."""
+    return isinstance(e, NotImplementedError) or "meta" in str(e).lower()
+
+
+def _disagree(target, inputs, targets, e) -> TargetError:
+    shown = list(inputs) if isinstance(inputs, Mapping) else _shape_of(inputs)
+    return TargetError(f"{target}: the loss cannot take the model's outputs for inputs {shown} and targets "
+                       f"{_shape_of(targets)} ({type(e).__name__}: {_first(e)}): make batch and loss agree")
 
 
 # ---- the trainer of one way ------------------------------------------------------------------
