@@ -136,3 +136,35 @@ def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:
 
 
 CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch", keeps_files=True)
+
+
+# ---- the models a project tracks: [tool.oombench.models] in its pyproject.toml ----------------
+
+def registered(pyproject) -> dict[str, dict]:
+    """The models ``pyproject`` (a path) names under ``[tool.oombench.models]``, each as the try
+    case's parameters but ``device``: ``NAME = "path/to/file.py:factory"`` (batch 1, the factory's
+    seq_len, fp32), or ``NAME = {target = "...", batch = 8, seq_len = 512, technique = "..."}``.
+    ValueError, naming the entry and the fix, for one the case would refuse; {} where there is none."""
+    from pathlib import Path
+    path = Path(pyproject)
+    if not path.is_file():
+        return {}
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    models = tomllib.loads(path.read_text()).get("tool", {}).get("oombench", {}).get("models", {})
+    out = {}
+    for name, entry in models.items():
+        entry = {"target": entry} if isinstance(entry, str) else dict(entry)
+        unknown = sorted(set(entry) - {"target", "batch", "seq_len", "technique", "budget"})
+        if unknown or "target" not in entry:
+            raise ValueError(f"{path}: [tool.oombench.models] {name}: give target (and optionally batch, seq_len, "
+                             f"technique, budget){f', not {unknown}' if unknown else ''}")
+        params = {"technique": "fp32", "budget": budgets.CARD, "batch": 1, "seq_len": 0, **entry}
+        try:
+            CASE.config({"device": "cpu", **params})
+        except ValueError as e:
+            raise ValueError(f"{path}: [tool.oombench.models] {name}: {e}") from None
+        out[name] = params
+    return out

@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +166,7 @@ def factory_of(target: str) -> Callable:
 def _module(where: str, target: str):
     try:
         if where.endswith(".py"):
-            path = Path(where)
+            path = _located(where)
             if not path.is_file():
                 raise TargetError(f"{target}: no file {where}: give the path of a Python file, from here or absolute")
             name = f"oombench_target_{abs(hash(str(path.resolve())))}"
@@ -180,6 +181,19 @@ def _module(where: str, target: str):
     except Exception as e:
         raise TargetError(f"{target}: importing {where} raised {type(e).__name__}: {_first(e)}: fix the module "
                           f"(or install what it imports)") from None
+
+
+# The folder a project's pyproject.toml names its models from: a relative path there is read from
+# it, wherever the process runs (asv starts benchmarks in a folder of its own).
+PROJECT_ENV = "OOMBENCH_PROJECT"
+
+
+def _located(where: str) -> Path:
+    path = Path(where)
+    project = os.environ.get(PROJECT_ENV)
+    if not path.is_absolute() and not path.is_file() and project:
+        return Path(project) / path
+    return path
 
 
 def _first(e: BaseException) -> str:
