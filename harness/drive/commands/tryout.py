@@ -146,8 +146,9 @@ class Try:
         n, cards = len(self.ways), len(self.args.card)
         steps = WARMUP + REPEAT
         return (f"oombench try {self.args.target} ({self.seen['parameters'] / 1e6:,.1f} M parameters, "
-                f"{self.seen['blocks']} blocks to recompute, checked {self.seen['checked']}) at batch {self.args.batch} on {self.device}: {n} ways "
-                f"on the whole card, then {cards} cards under emulation: {n + cards} processes of {steps} steps "
+                f"{self.seen['blocks']} blocks to recompute, checked {self.seen['checked']}) at batch "
+                f"{self.args.batch} on {self.device}: {n} ways on the whole card, then {cards} cards under emulation: "
+                f"{n + cards} processes of {steps} steps "
                 f"(each way's fp32 curve comes from fp32's own record), more where a card fits no way at "
                 f"batch {self.args.batch} (a what-fits search); {self.priced(n + cards, steps)}")
 
@@ -223,7 +224,8 @@ class Try:
         for r in fitting[:2]:  # a peak under the card may still not fit beside its context: then the next
             under = self.case(ctx, self.params(r.params["technique"], card))
             if under.outcome == "skipped":
-                return f"{card}: not emulated on this {self.device} ({under.reason.split(':')[0]}); fastest here {said(r)}"
+                why = under.reason.split(":")[0]
+                return f"{card}: not emulated on this {self.device} ({why}); fastest here {said(r)}"
             if under.ok:
                 return f"{card}: {said(under, of=total)}{self.plain(under, ways.get('fp32'), total)}"
         return self.searched(ctx, card, ran, total)

@@ -243,7 +243,7 @@ def _spec(target: str, made, torch) -> Spec:
         raise TargetError(f"{target}: the factory's batch is not callable: return a function batch(n, device) -> "
                           "(inputs, targets)")
     if parts.get("loss") is not None and not callable(parts["loss"]):
-        raise TargetError(f"{target}: the factory's loss is not callable: return loss(outputs, targets) or leave it out")
+        raise TargetError(f"{target}: the factory's loss is not callable: return loss(outputs, targets), or none")
     blocks = parts.get("blocks")
     if blocks is not None and not all(isinstance(b, torch.nn.Module) for b in blocks):
         raise TargetError(f"{target}: the factory's blocks are not all modules: return a list of the model's blocks")
