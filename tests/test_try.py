@@ -30,7 +30,16 @@ def tried(tmp_path_factory):
                           cwd=REPO, capture_output=True, text=True, timeout=240,
                           env=dict(os.environ, PYTHONPATH=str(REPO)))
     (path,) = results.glob("records/*/*.jsonl")
-    return done, load_file(path).records
+    return Tried(done, load_file(path).records, results)
+
+
+class Tried(tuple):
+    """(the finished command, its records), and the results folder they were filed into."""
+
+    def __new__(cls, done, records, results):
+        made = super().__new__(cls, (done, records))
+        made.results = results
+        return made
 
 
 def test_try_prices_its_processes_first_then_answers_each_card_and_files_every_case(tried):
@@ -147,3 +156,17 @@ def test_a_model_named_in_pyproject_runs_through_plain_asv_run(clone, tmp_path):
         "device": "cpu", "target": f"{MODELS}:tiny", "technique": "fp32", "budget": "card", "batch": 2, "seq_len": 0}
     result = next(p for p in (clone / ".asv" / "results").glob("*/*.json") if p.name != "machine.json")
     assert "models.ModelsCpu.track_seconds_per_step" in json.loads(result.read_text())["results"]
+
+
+def test_the_models_page_has_a_section_only_once_try_records_exist(tried):
+    from harness.report import docs
+    from harness.report.model import load_rows
+    from harness.report.specs import FAMILIES
+    (family,) = [f for f in FAMILIES if f.name == "models"]
+    done, records = tried
+    page = docs.family_doc(family, load_rows(tried.results))
+    assert "## Each model's ways on the whole card, and the answer under each card" in page
+    fp32 = next(r for r in records if r.params["technique"] == "fp32" and r.params["budget"] == "card")
+    (row,) = [line for line in page.splitlines() if line.startswith(f"| {MODELS}:tiny, 4, 0, fp32 ")]
+    assert f"{fp32.timing.median_s * 1e3:.1f} ms" in row and "skipped" in row  # the card's column: not emulated
+    assert "## Each model's ways" not in docs.family_doc(family, [])  # no records, no section
