@@ -170,3 +170,58 @@ def test_the_models_page_has_a_section_only_once_try_records_exist(tried):
     (row,) = [line for line in page.splitlines() if line.startswith(f"| {MODELS}:tiny, 4, 0, fp32 ")]
     assert f"{fp32.timing.median_s * 1e3:.1f} ms" in row and "skipped" in row  # the card's column: not emulated
     assert "## Each model's ways" not in docs.family_doc(family, [])  # no records, no section
+
+
+class Fake:
+    """A record as `try` reads one: outcome, parameters, allocator peak and median step."""
+
+    def __init__(self, technique, budget, batch, outcome, peak=None, step=None):
+        from types import SimpleNamespace
+        self.params = {"technique": technique, "budget": budget, "batch": batch}
+        self.outcome, self.ok, self.reason = outcome, outcome == "ok", f"{outcome} here"
+        self.memory = {} if peak is None else {"allocator.torch.max_allocated.cuda:0": peak}
+        self.timing = None if step is None else SimpleNamespace(median_s=step)
+        self.check = {}
+
+
+def answered(batch: int, on_card, ways: dict) -> tuple[str, list]:
+    """``Try.answer`` for l4-24gb, each case it runs under the card answered by ``on_card(technique, batch)``."""
+    from types import SimpleNamespace
+
+    from harness.drive.commands.tryout import Try
+    t = object.__new__(Try)
+    t.args, t.device = SimpleNamespace(target="m.py:f", batch=batch, seq_len=0), "cuda"
+    ran = []
+
+    def case(ctx, params):
+        ran.append((params["technique"], params["batch"]))
+        return Fake(params["technique"], params["budget"], params["batch"], *on_card(params["technique"],
+                                                                                     params["batch"]))
+    t.case, t.params = case, lambda w, budget="card", b=None: {"technique": w, "budget": budget,
+                                                                "batch": batch if b is None else b}
+    return t.answer(None, "l4-24gb", ways), ran
+
+
+def test_a_card_gets_the_fastest_way_whose_peak_fits_it_and_what_fp32_would_need():
+    ways = {"fp32": Fake("fp32", "card", 16, "ok", 31e9, 0.100), "bf16_autocast": Fake("bf16_autocast", "card", 16,
+                                                                                        "ok", 25e9, 0.050),
+            "bf16_autocast+checkpoint": Fake("bf16_autocast+checkpoint", "card", 16, "ok", 14e9, 0.070)}
+    answer, ran = answered(16, lambda w, n: ("ok", 14.2e9, 0.212), ways)
+    # bf16_autocast is faster but peaks over the card's 24.2 GB: never run under it
+    assert ran == [("bf16_autocast+checkpoint", 16)]
+    assert answer == ("l4-24gb: bf16_autocast+checkpoint, batch 16, 212 ms a step, 14.2 GB of 24.2 GB; "
+                      "fp32 peaks at 31.0 GB at batch 16, over the card's 24.2 GB")
+
+
+def test_where_no_way_fits_the_batch_the_leanest_way_s_largest_batch_is_searched_and_else_refused():
+    ways = {"fp32": Fake("fp32", "card", 8, "ok", 60e9, 0.1), "checkpoint": Fake("checkpoint", "card", 8, "ok", 30e9,
+                                                                                   0.2)}
+    fits_up_to_3 = lambda w, n: ("ok", n * 7e9, 0.03 * n) if n <= 3 else ("does_not_fit",)
+    answer, ran = answered(8, fits_up_to_3, ways)
+    assert answer == "l4-24gb: no way fits batch 8; checkpoint, batch 3, 90 ms a step, 21.0 GB of 24.2 GB (the " \
+                     "largest batch checkpoint fits)"
+    assert all(w == "checkpoint" for w, _ in ran) and {3, 4} <= {n for _, n in ran}
+    answer, _ = answered(1, lambda w, n: ("does_not_fit",), {"fp32": Fake("fp32", "card", 1, "ok", 40e9, 0.1),
+                                                             "checkpoint": Fake("checkpoint", "card", 1, "ok", 26e9, 1)})
+    assert answer == ("l4-24gb: does not fit at batch 1 under any way on a 24.2 GB card: smallest peak 26.0 GB "
+                      "with checkpoint")
