@@ -221,7 +221,8 @@ def test_where_no_way_fits_the_batch_the_leanest_way_s_largest_batch_is_searched
     assert answer == "l4-24gb: no way fits batch 8; checkpoint, batch 3, 90 ms a step, 21.0 GB of 24.2 GB (the " \
                      "largest batch checkpoint fits)"
     assert all(w == "checkpoint" for w, _ in ran) and {3, 4} <= {n for _, n in ran}
-    over = {"fp32": Fake("fp32", "card", 1, "ok", 40e9, 0.1), "checkpoint": Fake("checkpoint", "card", 1, "ok", 26e9, 1)}
+    over = {"fp32": Fake("fp32", "card", 1, "ok", 40e9, 0.1),
+            "checkpoint": Fake("checkpoint", "card", 1, "ok", 26e9, 1)}
     answer, _ = answered(1, lambda w, n: ("does_not_fit",), over)
     assert answer == ("l4-24gb: does not fit at batch 1 under any way on a 24.2 GB card: smallest peak 26.0 GB "
                       "with checkpoint")
