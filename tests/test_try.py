@@ -13,6 +13,7 @@ import pytest
 
 from harness.drive.commands import cli
 from harness.measure.records.store import load_file
+from harness.units import ms
 from harness.workloads.training import user_model
 
 from tests.test_asv_front import clone, git  # noqa: F401 (the module's clone of this working tree)
@@ -60,12 +61,12 @@ def test_try_prices_its_processes_first_then_answers_each_card_and_files_every_c
     fastest = min((fp32, checkpoint), key=lambda r: r.timing.median_s).params["technique"]
     assert by_way[("fp32", "p100-16gb")].outcome == "skipped" and fastest == "fp32"
     (answer,) = [line for line in lines if line.startswith("p100-16gb: ")]
-    step = f"{fp32.timing.median_s * 1e3:,.0f} ms"
+    step = ms(fp32.timing.median_s)
     assert answer == (f"p100-16gb: not emulated on this cpu (budget p100-16gb emulates a smaller card in torch's "
                       f"CUDA allocator, and nothing caps memory on the CPU); fastest here fp32, batch 4, {step} a step")
     assert lines.index(answer) > max(i for i, line in enumerate(lines) if line.startswith("  "))  # after the cases
     (row,) = [line for line in lines if line.startswith("| checkpoint ")]
-    assert f"{checkpoint.timing.median_s * 1e3:,.0f} ms" in row and f"{checkpoint.check['loss_last']:.4g}" in row
+    assert ms(checkpoint.timing.median_s) in row and f"{checkpoint.check['loss_last']:.4g}" in row
 
 
 def refused(*argv) -> tuple[int, str, str]:
@@ -140,8 +141,9 @@ def test_a_built_in_architecture_is_built_without_weights_and_checked_on_the_met
 
 
 def test_a_model_named_in_pyproject_runs_through_plain_asv_run(clone, tmp_path):  # noqa: F811
-    with open(clone / "pyproject.toml", "a") as f:
-        f.write(f'\n[tool.oombench.models]\ntiny = {{target = "{MODELS}:tiny", batch = 2}}\n')
+    project = clone / "pyproject.toml"
+    head = "[tool.oombench.models]\n"
+    project.write_text(project.read_text().replace(head, f'{head}tiny = {{target = "{MODELS}:tiny", batch = 2}}\n'))
     git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "a model to track")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OOMBENCH_", "ASV")) and k != "PYTHONPATH"}
     env["HOME"] = str(tmp_path)
@@ -168,7 +170,7 @@ def test_the_models_page_has_a_section_only_once_try_records_exist(tried):
     assert "## Each model's ways on the whole card, and the answer under each card" in page
     fp32 = next(r for r in records if r.params["technique"] == "fp32" and r.params["budget"] == "card")
     (row,) = [line for line in page.splitlines() if line.startswith(f"| {MODELS}:tiny, 4, 0, fp32 ")]
-    assert f"{fp32.timing.median_s * 1e3:.1f} ms" in row and "skipped" in row  # the card's column: not emulated
+    assert ms(fp32.timing.median_s) in row and "skipped" in row  # the card's column: not emulated
     assert "## Each model's ways" not in docs.family_doc(family, [])  # no records, no section
 
 
@@ -209,7 +211,7 @@ def test_a_card_gets_the_fastest_way_whose_peak_fits_it_and_what_fp32_would_need
     answer, ran = answered(16, lambda w, n: ("ok", 14.2e9, 0.212), ways)
     # bf16_autocast is faster but peaks over the card's 24.2 GB: never run under it
     assert ran == [("bf16_autocast+checkpoint", 16)]
-    assert answer == ("l4-24gb: bf16_autocast+checkpoint, batch 16, 212 ms a step, 14.2 GB of 24.2 GB; "
+    assert answer == ("l4-24gb: bf16_autocast+checkpoint, batch 16, 212.0 ms a step, 14.2 GB of 24.2 GB; "
                       "fp32 peaks at 31.0 GB at batch 16, over the card's 24.2 GB")
 
 
@@ -218,7 +220,7 @@ def test_where_no_way_fits_the_batch_the_leanest_way_s_largest_batch_is_searched
                                                                                    0.2)}
     fits_up_to_3 = lambda w, n: ("ok", n * 7e9, 0.03 * n) if n <= 3 else ("does_not_fit",)
     answer, ran = answered(8, fits_up_to_3, ways)
-    assert answer == "l4-24gb: no way fits batch 8; checkpoint, batch 3, 90 ms a step, 21.0 GB of 24.2 GB (the " \
+    assert answer == "l4-24gb: no way fits batch 8; checkpoint, batch 3, 90.0 ms a step, 21.0 GB of 24.2 GB (the " \
                      "largest batch checkpoint fits)"
     assert all(w == "checkpoint" for w, _ in ran) and {3, 4} <= {n for _, n in ran}
     over = {"fp32": Fake("fp32", "card", 1, "ok", 40e9, 0.1),

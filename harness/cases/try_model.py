@@ -142,8 +142,9 @@ CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=l
 
 def registered(pyproject) -> dict[str, dict]:
     """The models ``pyproject`` (a path) names under ``[tool.oombench.models]``, each as the try
-    case's parameters but ``device``: ``NAME = "path/to/file.py:factory"`` (batch 1, the factory's
-    seq_len, fp32), or ``NAME = {target = "...", batch = 8, seq_len = 512, technique = "..."}``.
+    case's parameters: ``NAME = "path/to/file.py:factory"`` (batch 1, the factory's seq_len, fp32,
+    on the GPU and on the CPU), or ``NAME = {target = "...", batch = 8, seq_len = 512, technique =
+    "...", device = "cuda"}`` (one device only: a model too large for the CPU names cuda).
     ValueError, naming the entry and the fix, for one the case would refuse; {} where there is none."""
     from pathlib import Path
     path = Path(pyproject)
@@ -157,10 +158,10 @@ def registered(pyproject) -> dict[str, dict]:
     out = {}
     for name, entry in models.items():
         entry = {"target": entry} if isinstance(entry, str) else dict(entry)
-        unknown = sorted(set(entry) - {"target", "batch", "seq_len", "technique", "budget"})
+        unknown = sorted(set(entry) - {"target", "batch", "seq_len", "technique", "budget", "device"})
         if unknown or "target" not in entry:
             raise ValueError(f"{path}: [tool.oombench.models] {name}: give target (and optionally batch, seq_len, "
-                             f"technique, budget){f', not {unknown}' if unknown else ''}")
+                             f"technique, budget, device){f', not {unknown}' if unknown else ''}")
         params = {"technique": "fp32", "budget": budgets.CARD, "batch": 1, "seq_len": 0, **entry}
         try:
             CASE.config({"device": "cpu", **params})
