@@ -228,3 +228,19 @@ def test_where_no_way_fits_the_batch_the_leanest_way_s_largest_batch_is_searched
     answer, _ = answered(1, lambda w, n: ("does_not_fit",), over)
     assert answer == ("l4-24gb: does not fit at batch 1 under any way on a 24.2 GB card: smallest peak 26.0 GB "
                       "with checkpoint")
+
+
+def test_cpu_offload_runs_by_default_only_where_a_card_has_no_way_that_fits_without_it():
+    from types import SimpleNamespace
+
+    from harness.drive.commands.tryout import Try
+    t = object.__new__(Try)
+    t.args = SimpleNamespace(ways=None, card=["p100-16gb", "a100-40gb"])
+    lean = {"fp32": Fake("fp32", "card", 4, "ok", 30e9, 1),
+            "bf16_params": Fake("bf16_params", "card", 4, "ok", 12e9, 1)}
+    offload = "bf16_params+checkpoint+cpu_offload"
+    assert t.needless(offload, lean) and not t.needless("checkpoint", lean)
+    assert not t.needless(offload, {"fp32": lean["fp32"]})  # nothing fits the P100 yet
+    assert not t.needless(offload, {**lean, "bf16_params": Fake("bf16_params", "card", 4, "failed", 12e9, 1)})
+    t.args.ways = offload  # asked for: it runs
+    assert not t.needless(offload, lean)

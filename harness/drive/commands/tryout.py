@@ -131,6 +131,9 @@ class Try:
             with self.gpu_held():
                 ways = {}
                 for way in self.ways:
+                    if self.needless(way, ways):
+                        print(f"  {way}: not run, every card has a faster way whose peak fits it", flush=True)
+                        continue
                     ways[way] = self.case(ctx, self.params(way))
                     if way == "fp32" and ways[way].outcome == "failed":
                         # fp32 itself does not train (a NaN loss, a model that raises): no way out would
@@ -144,6 +147,16 @@ class Try:
         print(self.table(ways))
         return 0 if any(r.ok for r in ways.values()) else 1
 
+    def needless(self, way: str, ran: dict) -> bool:
+        """Whether ``way`` is a last resort (CPU offload, by default: the slowest way there is) that
+        no card needs: each has a way already run whose peak fits it. Asked-for ways always run."""
+        from harness.measure.guards.budget import CARDS
+        from harness.workloads.training.ways import parse
+        if self.args.ways or parse(way).offload != "cpu_offload":
+            return False
+        return all(any(r.ok and peak(r) is not None and peak(r) <= CARDS[c].total_bytes for r in ran.values())
+                   for c in self.args.card)
+
     def cost(self) -> str:
         from harness.cases.try_model import REPEAT, WARMUP
         n, cards = len(self.ways), len(self.args.card)
@@ -152,8 +165,9 @@ class Try:
                 f"{self.seen['blocks']} blocks to recompute, checked {self.seen['checked']}) at batch "
                 f"{self.args.batch} on {self.device}: {n} ways on the whole card, then {cards} cards under emulation: "
                 f"{n + cards} processes of {steps} steps "
-                f"(each way's fp32 curve comes from fp32's own record), more where a card fits no way at "
-                f"batch {self.args.batch} (a what-fits search); {self.priced(n + cards, steps)}")
+                f"(each way's fp32 curve comes from fp32's own record), fewer where no card needs CPU offload, more "
+                f"where a card fits no way at batch {self.args.batch} (a what-fits search); "
+                f"{self.priced(n + cards, steps)}")
 
     def priced(self, processes: int, steps: int) -> str:
         """The device time of ``processes`` cases from this target's earlier records on this machine."""
