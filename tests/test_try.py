@@ -31,22 +31,22 @@ def tried(tmp_path_factory):
                           cwd=REPO, capture_output=True, text=True, timeout=240,
                           env=dict(os.environ, PYTHONPATH=str(REPO)))
     (path,) = results.glob("records/*/*.jsonl")
-    return Tried(done, load_file(path).records, results)
+    return Tried(done, load_file(path).records, results, path)
 
 
 class Tried(tuple):
-    """(the finished command, its records), and the results folder they were filed into."""
+    """(the finished command, its records), and the results folder and file they were filed into."""
 
-    def __new__(cls, done, records, results):
+    def __new__(cls, done, records, results, path):
         made = super().__new__(cls, (done, records))
-        made.results = results
+        made.results, made.path = results, path
         return made
 
 
 def test_try_prices_its_processes_first_then_answers_each_card_and_files_every_case(tried):
     done, records = tried
-    assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stderr
     assert lines[0].startswith(f"oombench try {MODELS}:tiny (") and "2 ways on the whole card, then 1 cards" in lines[0]
     assert "3 processes of 7 steps" in lines[0] and "checked on the CPU at batch 1" in lines[0]
     by_way = {(r.params["technique"], r.params["budget"]): r for r in records}
@@ -65,6 +65,7 @@ def test_try_prices_its_processes_first_then_answers_each_card_and_files_every_c
     assert answer == (f"p100-16gb: not emulated on this cpu (budget p100-16gb emulates a smaller card in torch's "
                       f"CUDA allocator, and nothing caps memory on the CPU); fastest here fp32, batch 4, {step} a step")
     assert lines.index(answer) > max(i for i, line in enumerate(lines) if line.startswith("  "))  # after the cases
+    assert lines[-1].startswith("oombench try: 3 processes in ") and lines[-1].endswith(f"records in {tried.path}")
     (row,) = [line for line in lines if line.startswith("| checkpoint ")]
     assert ms(checkpoint.timing.median_s) in row and f"{checkpoint.check['loss_last']:.4g}" in row
 

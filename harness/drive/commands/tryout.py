@@ -125,6 +125,7 @@ class Try:
         from harness.measure.records.store import RecordStore
         results = results_of(self.args)
         print(self.cost(), flush=True)
+        began = time.monotonic()
         with locks.held(locks.results_lock(results), f"results folder {results}"):
             ctx = self.context(RecordStore.of_results(results))
             print(f"oombench try: run {ctx.run_id}, records in {ctx.path}", flush=True)
@@ -145,6 +146,8 @@ class Try:
             print(answers[card])
         print()
         print(self.table(ways))
+        print(f"\noombench try: {self.processes} processes in {time.monotonic() - began:.0f} s (wall, the set-up of "
+              f"each included); records in {ctx.path}")
         return 0 if any(r.ok for r in ways.values()) else 1
 
     def needless(self, way: str, ran: dict) -> bool:
