@@ -245,3 +245,30 @@ def test_cpu_offload_runs_by_default_only_where_a_card_has_no_way_that_fits_with
     assert not t.needless(offload, {**lean, "bf16_params": Fake("bf16_params", "card", 4, "failed", 12e9, 1)})
     t.args.ways = offload  # asked for: it runs
     assert not t.needless(offload, lean)
+
+
+def test_a_killed_try_keeps_the_records_filed_so_far_and_leaves_no_case_running(tmp_path):
+    import signal
+    import time
+
+    import psutil
+    results = tmp_path / "results"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "try", f"{MODELS}:tiny", "--card", "p100-16gb",
+                             "--ways", "checkpoint", "--results", str(results)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ,
+                                                                                           PYTHONPATH=str(REPO)))
+    try:
+        deadline = time.monotonic() + 120
+        while not [line for p in results.glob("records/*/*.jsonl") for line in p.read_text().splitlines()]:
+            assert proc.poll() is None and time.monotonic() < deadline, "no record was filed"
+            time.sleep(0.2)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    gone, alive = psutil.wait_procs(children, timeout=20)
+    assert not alive, f"cases outlived the killed try: {alive}"
+    (path,) = results.glob("records/*/*.jsonl")
+    kept = load_file(path).records
+    assert kept and kept[0].case == "try" and kept[0].params["technique"] == "fp32" and kept[0].ok
