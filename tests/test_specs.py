@@ -89,6 +89,7 @@ OLD_BENCH = {
                       r"fragmentation\.ResnetBudget", r"fragmentation\.CupyPools",
                       r"fragmentation\.WhatFitsAllocator|tricks\.WhatFits$"],
     "tooling": [r"tooling\."],
+    "models": [r"models\."],
     "seeds": [r"unified\.Seed000", *[r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation|Seed003Combined)"] * 4,
               r"tricks\.Techniques", r"tricks\.WhatFits(Combined)?$", r"tricks\.LongSequence",
               r"tricks\.WhatFitsSequence", r"chainer_pool\.MlpBeyond"],

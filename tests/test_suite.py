@@ -94,6 +94,8 @@ CLASSES = {
                                            "bf16_autocast+save_on_cpu", "bf16_autocast+cpu_offload"],
                                 [10, 5, 2], ["16GB"]], "device"),
     "ceilings.Pageable": (["direction", "size_mib"], [["h2d", "d2h"], [64, 128, 256, 512, 1024, 2048]], "device"),
+    # the models pyproject.toml names ([tool.oombench.models]): the Llama-style 1B decoder, on the GPU only
+    "models.Models": (["model"], [["llama-1b"]], "device"),
 }
 EXPECTED = {}
 for cls, (names, values, where) in CLASSES.items():
@@ -260,6 +262,12 @@ def test_every_benchmark_names_each_parameter_of_its_case_once_with_allowed_valu
     seen = 0
     for name, cls in benchmark_classes():
         case = cases.get(cls.case)
+        if hasattr(cls, "case_params"):  # its parameters name models, each mapped to all of the case's
+            for values in itertools.product(*cls.params):
+                params = cls.case_params(*values)
+                assert dict(case.config(params).params) == params, f"{name}: {params} is not as {case.name} declares it"
+            seen += 1
+            continue
         fixed, swept = set(cls.fixed), set(cls.param_names)
         assert not fixed & swept, f"{name}: {sorted(fixed & swept)} both fixed and swept"
         assert fixed | swept == set(case.params), f"{name}: differs from {case.name}'s {sorted(case.params)}"

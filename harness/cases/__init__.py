@@ -14,7 +14,7 @@ MODULES = {"ceilings": "ceilings", "unified": "unified", "unified_seed": "unifie
            "torch_gcn": "torch_gcn", "parallel_resnet50": "parallel_resnet50", "parallel_lm": "parallel_lm",
            "tricks": "tricks", "fits": "fits", "pageable": "pageable",
            "beyond": "beyond", "seed000": "seed000", "tooling": "tooling",
-           "fragmentation": "fragmentation", "fragmentation_cupy": "fragmentation_cupy"}
+           "fragmentation": "fragmentation", "fragmentation_cupy": "fragmentation_cupy", "try": "try_model"}
 
 
 def names() -> list[str]:

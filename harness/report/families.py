@@ -46,6 +46,10 @@ FAMILIES = {
                      baseline=(("technique", "fp32"), ("budget", "card")), matched=("micro_batch",),
                      note="Compare loss_last in each check with the fp32 row of the same workload (same seed, "
                           "same steps): a technique that hurts training shows there."),
+    "try": Family("A model you bring, under each way out and each card",
+                  baseline=(("technique", "fp32"), ("budget", "card")),
+                  workload=("device", "target", "batch", "seq_len"),
+                  note="A card's answer is the way run under its budget; every way ran on the whole card."),
     "fits": Family("What fits: the largest batch under each memory budget", pareto=False,
                    workload=("device", "workload", "over", "vocab", "width", "depth", "seq_len"),
                    note="The answer (max_batch or max_seq_len) is in each record's check and in the first "

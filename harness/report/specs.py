@@ -369,6 +369,24 @@ FAMILIES = (
         "load at the time is not in the record, so read a figure from a shared box as an upper bound.",
         (Spec("tooling", "probe", show="step", title="Each command on 50,000 records",
               text="Seconds per command, one column per box.", bench=(Select("tooling"),)),), compares=False),
+    Family(
+        "models", "Your model, your card: `harness try` and the models a project tracks", ("try",),
+        "A model brought by its factory (`path/to/file.py:factory`, `package.module:factory`) or a built-in "
+        "architecture of transformers' config classes, randomly initialised (`llama-1b`, `llama-3b`, "
+        "`gpt2-medium`, `bert-large`, `vit-l16`), trained under each way out of the precision, checkpoint "
+        "and offload knobs, its loss held to fp32's curve as `tricks`' are. `python3 -m harness try TARGET "
+        "--batch B [--seq-len S] --card NAME...` trains every way on the whole card (the `card` column), then "
+        "under each named card's emulation the fastest way whose peak fits it: that cell is its answer for "
+        "the card. Models named in a project's pyproject.toml (`[tool.oombench.models]`) run the same case "
+        "through asv (`benchmarks/models.py`).",
+        (Spec("try", "target,batch,seq_len,technique", across="budget", show="step,peak,loss",
+              title="Each model's ways on the whole card, and the answer under each card",
+              text="One row per model, batch, sequence length (0: the factory's own) and way, one column per "
+                   "card: `card` is the whole card every way trained on, a named card holds the way `harness "
+                   "try` answered for it (the fastest whose peak fit), run under that card's emulation. The "
+                   "command that made a row is `python3 -m harness try TARGET --batch B --seq-len S --card` "
+                   "with that row's values and the columns' cards.",
+              bench=(Select("models"),), quiet=True),)),
 )
 # The headline: every technique on the LM, each figure against fp32 on the same card.
 @dataclass(frozen=True)

@@ -59,7 +59,9 @@ def benches(repo: Path = REPO) -> list[Bench]:
         methods = tuple(m for m in dir(cls) if m.startswith("track_"))
         combos = itertools.product(*cls.params) if getattr(cls, "params", []) else [()]
         for combo in combos:
-            chosen = {**cls.fixed, **dict(zip(getattr(cls, "param_names", []), combo))}
+            # A class whose parameters name something else than the case's (a model's name) maps them itself.
+            chosen = (cls.case_params(*combo) if hasattr(cls, "case_params")
+                      else {**cls.fixed, **dict(zip(getattr(cls, "param_names", []), combo))})
             params = dict(cases.get(cls.case).config(chosen).params)
             args = f"({', '.join(map(repr, combo))})" if combo else ""
             out.append(Bench(family, name, methods, args, cls.case, json.dumps(params, sort_keys=True)))

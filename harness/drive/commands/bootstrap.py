@@ -49,13 +49,15 @@ BASE = ("numpy", "psutil", "pynvml", "filelock", "tabulate")
 NEEDS = {
     "run": ((*BASE, "torch", "asv", "asv_runner"), "bench,torch,chainer"),
     "test": ((*BASE, "torch", "pytest", "xdist", "pytest_timeout", "asv", "asv_runner", "jinja2", "matplotlib",
-              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "ruff"),
-             "bench,test,torch,pages,chainer,gate"),
+              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "tabulate", "ruff", "transformers"),
+             "bench,test,torch,pages,chainer,gate,models"),
     # scipy (the gate extra): the noise floors the pages read a change of library versions against.
     "pages": ((*BASE, "asv", "asv_runner", "jinja2", "matplotlib", "scipy"), "bench,pages,gate"),
     # One case in this process: no asv. Chainer in the extras as for run, so that a .venv made
     # here is the same one run makes.
     "case": ((*BASE, "torch"), "bench,torch,chainer"),
+    # A model brought to `try` runs as a case does; the built-in ones are transformers' (models).
+    "try": ((*BASE, "torch", "tabulate"), "bench,torch,chainer,gate,models"),
     "devices": (BASE, ""),
     "machine": (BASE, ""),
     "summary": (BASE, ""),

@@ -15,6 +15,7 @@ docs      regenerate docs/results/<family>.md, docs/headline.* and the README's 
 wheelhouse  download wheels for an offline box (named Python and platform)
 stack     an environment that puts other library versions (wheels) in front of this one's
 mutate    how many one-line mutants of the modules behind published figures their tests catch
+try       what fits each card at what speed, for a model you bring (or a built-in architecture)
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import sys
 from pathlib import Path
 
 from harness.drive.asv import profiles
-from harness.drive.commands import bootstrap
+from harness.drive.commands import bootstrap, tryout
 
 
 def _refused(command: str, check) -> bool:
@@ -444,7 +445,7 @@ def parser() -> argparse.ArgumentParser:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_inspect, _add_table, _add_todo, _add_gate, _add_compare, _add_publish,
-                _add_environments):
+                _add_environments, _add_try):
         add(sub)
     return p
 
@@ -669,6 +670,16 @@ def _add_environments(sub) -> None:
     m = sub.add_parser("mutate", help="mutation score of the modules behind published figures and verdicts")
     m.add_argument("modules", nargs="*", metavar="MODULE", help="e.g. harness/report/gate.py (default: all)")
     m.set_defaults(func=_mutate)
+
+
+def _try(args) -> int:
+    bootstrap.ensure("try")
+    return tryout.main(args)
+
+
+def _add_try(sub) -> None:
+    tryout.add_parser(sub)
+    sub.choices["try"].set_defaults(func=_try)
 
 
 def parse(argv=None) -> argparse.Namespace:
