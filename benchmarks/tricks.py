@@ -49,7 +49,7 @@ SEED_003 = {"device": "cuda", "batch": 10, **LM_DIMS}  # batch 10 of the model-p
 EMULATED = ["p100-16gb", *(b for b in BUDGETS if b != "card")]  # seed 003's card, and 16 to 80 GB allocator caps
 # fp16 autocast beside bf16: the seed's 16 GB card (a P100) computes in fp16 but has no bf16. TF32
 # keeps fp32's tensors, so a budget holds it as it holds fp32: no way out.
-# Issue 70's knobs (what keeps the optimizer state, LoRA, the attention kernel, compile, the loss)
+# The newer knobs (what keeps the optimizer state, LoRA, the attention kernel, compile, the loss)
 # are priced on the LM (``NewerCombined``, ``AttentionLong``), not in seed 003's grid.
 NEWER_KNOBS = ("optimizer", "lora", "attention", "compile", "loss")
 NEWER = [t for knob in NEWER_KNOBS for t in KNOBS[knob]]
@@ -103,7 +103,7 @@ class Seed003Combined(_OnDevice):
 
 
 class NewerCombined(_OnDevice):
-    """Issue 70's knobs on ``bf16_autocast+checkpoint``, the LM at batch 16 of 1024 tokens (each
+    """The newer knobs on ``bf16_autocast+checkpoint``, the LM at batch 16 of 1024 tokens (each
     alone is ``Techniques``'s): what each saves or costs on top of the leading combination, which
     runs first beside them."""
     case = "tricks"
@@ -195,7 +195,7 @@ class WhatFitsCombined(WhatFits):
 
 
 class WhatFitsNewer(WhatFits):
-    """The largest batch of 1024-token sequences under 24 GB for three of issue 70's knobs on
+    """The largest batch of 1024-token sequences under 24 GB for three of the newer knobs on
     ``bf16_autocast+checkpoint``: the logits never whole (chunked loss), a frozen model with LoRA's
     adapters, and Adafactor's factored state; none compiles on its first step, which every probe
     (a fresh process) would pay again."""

@@ -112,7 +112,7 @@ def test_budget_starts_with_seed_003_at_16gb_and_runs_only_one_gpu_rows():
 OLD_CPU = [r"^ceilings\.Host\.", r"^chainer_pool\.\w+Cpu\.", r"^parallel\.LmCpu",
            r"^tricks\.TricksCpu\.\w+\('(fp32|tf32|checkpoint|pad_longest|seq_cap|cpu_embedding|tied_embeddings|"
            r"save_on_cpu|cpu_offload|drop_references|keep_references|"
-           # issue 70's, but for those that compile on the first step
+           # the newer knobs', but for those that compile on the first step
            r"adafactor|sgd_momentum|lora|attn_eager|attn_flash|chunked_loss)'\)"]
 OLD_QUICK = [
     r"^ceilings\.Host\.\w+\('host_copy'\)", r"^ceilings\.Device\.\w+\('device_copy'\)",

@@ -3,10 +3,18 @@ the refusals, the site folders the stack falls back on, the marker and the .pth 
 a failed install that stops it, and what it says it made. pip's call is stood in for here."""
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
 from harness.drive.commands import stack
+
+
+def wheel(path):
+    """The least file a wheel check takes for a whole wheel: a zip naming its .dist-info/WHEEL."""
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{path.name.split('-')[0]}-1.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    return path
 
 
 def test_a_request_without_wheels_or_with_something_else_is_refused_naming_the_fix(tmp_path):
@@ -18,8 +26,9 @@ def test_a_request_without_wheels_or_with_something_else_is_refused_naming_the_f
         assert stack.refusal(tmp_path / "s", [w]) == (
             f"{w} is not a wheel file: download it first, e.g. `python3 -m pip download --no-deps "
             "--only-binary=:all: -d wheels cupy-cuda13x==13.6.0`")
-    (tmp_path / "ok.whl").write_text("")
-    assert stack.refusal(tmp_path / "s", [tmp_path / "ok.whl"]) is None
+    (tmp_path / "torn.whl").write_text("")  # a download cut short: no zip
+    assert "is not a whole wheel" in stack.refusal(tmp_path / "s", [tmp_path / "torn.whl"])
+    assert stack.refusal(tmp_path / "s", [wheel(tmp_path / "ok.whl")]) is None
 
 
 def test_the_site_folders_are_this_interpreters_then_the_users_where_enabled_each_once(tmp_path, monkeypatch):
@@ -40,14 +49,15 @@ def test_the_site_folders_are_this_interpreters_then_the_users_where_enabled_eac
 
 def test_the_stack_is_a_marked_venv_whose_pth_adds_each_base_folder_after_its_wheels(tmp_path, monkeypatch):
     installed = []
-    monkeypatch.setattr(stack.subprocess, "run", lambda cmd, check: installed.append((cmd, check)))
+    monkeypatch.setattr(stack.subprocess, "run",
+                        lambda cmd: installed.append(cmd) or subprocess.CompletedProcess(cmd, 0))
     monkeypatch.setattr(stack, "base_site_dirs", lambda: ["/base/a", "/base/b"])
     dest, wheel = tmp_path / "s", tmp_path / "x-1-py3-none-any.whl"
     python = stack.make(dest, [wheel])
     assert python == dest / "bin" / "python" and python.is_symlink()
     target = stack.site_packages(dest)
-    assert installed == [([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                           "--disable-pip-version-check", "--target", str(target), str(wheel)], True)]
+    assert installed == [[sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                          "--disable-pip-version-check", "--target", str(target), str(wheel)]]
     assert (target / stack.PTH).read_text() == ("import site; site.addsitedir('/base/a')\n"
                                                 "import site; site.addsitedir('/base/b')\n")
     marker = (dest / stack.MARK).read_text()
@@ -56,11 +66,8 @@ def test_the_stack_is_a_marked_venv_whose_pth_adds_each_base_folder_after_its_wh
 
 
 def test_a_failed_install_stops_the_stack(tmp_path, monkeypatch):
-    def fails(cmd, check):
-        assert check is True
-        raise subprocess.CalledProcessError(1, cmd)
-    monkeypatch.setattr(stack.subprocess, "run", fails)
-    with pytest.raises(subprocess.CalledProcessError):
+    monkeypatch.setattr(stack.subprocess, "run", lambda cmd: subprocess.CompletedProcess(cmd, 1))
+    with pytest.raises(stack.StackError, match="pip could not install x.whl"):
         stack.make(tmp_path / "s", [tmp_path / "x.whl"])
 
 
@@ -70,7 +77,7 @@ def test_main_refuses_in_one_line_or_says_how_to_measure_both_stacks(tmp_path, m
                                        "interpreter's packages\n")
     wheels = [tmp_path / "a-1-py3-none-any.whl", tmp_path / "b-2-py3-none-any.whl"]
     for w in wheels:
-        w.write_text("")
+        wheel(w)
     monkeypatch.setattr(stack, "make", lambda dest, ws: dest / "bin" / "python")
     assert stack.main(str(tmp_path / "s"), [str(w) for w in wheels]) == 0
     python = (tmp_path / "s").absolute() / "bin" / "python"

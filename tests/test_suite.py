@@ -28,7 +28,8 @@ GPU_POOLS = ["device_pool", "managed_pool"]
 WAYS = ["device_pool", "managed_pool", "out_of_core", "zero_copy"]
 TECHNIQUES = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "pad_longest", "seq_cap",
               "cpu_embedding", "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
-              "keep_references"]
+              "keep_references", "adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum", "lora", "attn_eager",
+              "attn_flash", "attn_mem_efficient", "compile", "compile_max_autotune", "chunked_loss"]
 SEED_003 = ["resnet50_1024", "resnet50_2048"]
 EMULATED = ["p100-16gb", "16GB", "24GB", "40GB", "80GB"]
 # benchmark class -> (parameter names, parameter values, what it tracks beside seconds)
@@ -93,6 +94,13 @@ CLASSES = {
                                            "bf16_autocast+checkpoint", "fp16_autocast+checkpoint",
                                            "bf16_autocast+save_on_cpu", "bf16_autocast+cpu_offload"],
                                 [10, 5, 2], ["16GB"]], "device"),
+    # the newer knobs on the leading combination, and the attention kernels at 4096 tokens
+    "tricks.NewerCombined": (["technique"], [["bf16_autocast+checkpoint", *(f"bf16_autocast+checkpoint+{t}" for t in (
+        "adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum", "lora", "attn_eager", "attn_flash",
+        "attn_mem_efficient", "compile", "compile_max_autotune", "chunked_loss"))]], "device"),
+    "tricks.AttentionLong": (["technique"], [["fp32", "bf16_autocast", "attn_eager", "attn_flash", "attn_mem_efficient",
+                                              "bf16_autocast+attn_eager", "bf16_autocast+attn_flash",
+                                              "bf16_autocast+attn_mem_efficient"]], "device"),
     "ceilings.Pageable": (["direction", "size_mib"], [["h2d", "d2h"], [64, 128, 256, 512, 1024, 2048]], "device"),
     # the models pyproject.toml names ([tool.oombench.models]): the Llama-style 1B decoder, on the GPU only
     "models.Models": (["model"], [["llama-1b"]], "device"),
@@ -109,6 +117,9 @@ EXPECTED["tricks.WhatFitsSequence.track_budget_bytes_per_token"] = ("bytes", *FI
 EXPECTED["tricks.WhatFitsCombined.track_budget_bytes_per_sample"] = (
     "bytes", FITS[0], [["bf16_autocast+checkpoint", "bf16_params+checkpoint", "bf16_autocast+checkpoint+cpu_offload"],
                        FITS[1][1]])
+EXPECTED["tricks.WhatFitsNewer.track_budget_bytes_per_sample"] = (
+    "bytes", FITS[0], [["bf16_autocast+checkpoint+chunked_loss", "bf16_autocast+checkpoint+lora",
+                        "bf16_autocast+checkpoint+adafactor"], ["24GB"]])
 # The allocator settings: the step and the bytes the allocator held (its reserve), the figure
 # fragmentation moves; the CuPy pools likewise; what fits under 24 GB per setting.
 SETTINGS = ["default", "expandable", "async", "gc0.6", "split512"]

@@ -231,8 +231,9 @@ def test_every_table_the_docs_quote_is_what_the_command_prints_from_results(caps
     quoted = docs_tables()
     assert len(quoted) >= 12
     # compares.md and predict.md are pages their own readers make, quoting no `harness table`
-    assert {doc for doc, *_ in quoted} >= {p.name for p in DOCS} - {"parallel.md", "compares.md", "predict.md"} | {
-        "README.md"}
+    empty = {p.name for p in DOCS if "## Tables\n\nNo committed records yet" in p.read_text()}  # a family not yet run
+    unquoting = {"parallel.md", "compares.md", "predict.md"} | empty
+    assert {doc for doc, *_ in quoted} >= {p.name for p in DOCS} - unquoting | {"README.md"}
     outs = {}  # a command quoted in several docs prints one table: run it once
     for doc, args, printed, text in quoted:
         if args not in outs:

@@ -50,20 +50,23 @@ def test_try_prices_its_processes_first_then_answers_each_card_and_files_every_c
     assert lines[0].startswith(f"oombench try {MODELS}:tiny (") and "2 ways on the whole card, then 1 cards" in lines[0]
     assert "3 processes of 7 steps" in lines[0] and "checked on the CPU at batch 1" in lines[0]
     by_way = {(r.params["technique"], r.params["budget"]): r for r in records}
-    assert set(by_way) == {("fp32", "card"), ("checkpoint", "card"), ("fp32", "p100-16gb")}
-    assert all(r.case == "try" and r.params["batch"] == 4 and r.params["device"] == "cpu" for r in records)
     fp32, checkpoint = by_way["fp32", "card"], by_way["checkpoint", "card"]
+    # the faster of the two on this box (a loaded CPU may time either first) is tried under the card
+    fastest = min((fp32, checkpoint), key=lambda r: r.timing.median_s)
+    way = fastest.params["technique"]
+    assert set(by_way) == {("fp32", "card"), ("checkpoint", "card"), (way, "p100-16gb")}
+    assert all(r.case == "try" and r.params["batch"] == 4 and r.params["device"] == "cpu" for r in records)
     assert fp32.ok and checkpoint.ok and fp32.check["reference"] == "itself"
     # checkpointing recomputes the same sums: held to fp32's own record's curve, and on it
     assert checkpoint.check["reference_first_run"] == "this run's fp32 record"
     assert checkpoint.check["reference_losses"] == fp32.check["losses"] and checkpoint.check["deviation"] < 1e-5
-    # the faster of the two is tried under the card, which the CPU cannot emulate: skipped, with the reason
-    fastest = min((fp32, checkpoint), key=lambda r: r.timing.median_s).params["technique"]
-    assert by_way[("fp32", "p100-16gb")].outcome == "skipped" and fastest == "fp32"
+    # which the CPU cannot emulate: skipped, with the reason
+    assert by_way[(way, "p100-16gb")].outcome == "skipped"
     (answer,) = [line for line in lines if line.startswith("p100-16gb: ")]
-    step = ms(fp32.timing.median_s)
+    step = ms(fastest.timing.median_s)
     assert answer == (f"p100-16gb: not emulated on this cpu (budget p100-16gb emulates a smaller card in torch's "
-                      f"CUDA allocator, and nothing caps memory on the CPU); fastest here fp32, batch 4, {step} a step")
+                      f"CUDA allocator, and nothing caps memory on the CPU); fastest here {way}, batch 4, "
+                      f"{step} a step")
     assert lines.index(answer) > max(i for i, line in enumerate(lines) if line.startswith("  "))  # after the cases
     assert lines[-1].startswith("oombench try: 3 processes in ") and lines[-1].endswith(f"records in {tried.path}")
     (row,) = [line for line in lines if line.startswith("| checkpoint ")]
@@ -169,9 +172,10 @@ def test_the_models_page_has_a_section_only_once_try_records_exist(tried):
     done, records = tried
     page = docs.family_doc(family, load_rows(tried.results))
     assert "## Each model's ways on the whole card, and the answer under each card" in page
-    fp32 = next(r for r in records if r.params["technique"] == "fp32" and r.params["budget"] == "card")
-    (row,) = [line for line in page.splitlines() if line.startswith(f"| {MODELS}:tiny, 4, 0, fp32 ")]
-    assert ms(fp32.timing.median_s) in row and "skipped" in row  # the card's column: not emulated
+    card = {r.params["technique"]: r for r in records if r.params["budget"] == "card"}
+    way = min(card.values(), key=lambda r: r.timing.median_s).params["technique"]  # the one tried under the card
+    (row,) = [line for line in page.splitlines() if line.startswith(f"| {MODELS}:tiny, 4, 0, {way} ")]
+    assert ms(card[way].timing.median_s) in row and "skipped" in row  # the named card's column: not emulated
     assert "## Each model's ways" not in docs.family_doc(family, [])  # no records, no section
 
 

@@ -67,7 +67,7 @@ def test_contradictions_and_unknown_knobs_are_refused_in_one_line(text, match):
 ORDER = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "pad_longest", "seq_cap",
          "cpu_embedding", "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
          "keep_references"]
-# The ways of issue 70, registered after them: optimizer state, LoRA, attention kernels, compile, the loss.
+# The newer ways, registered after them: optimizer state, LoRA, attention kernels, compile, the loss.
 NEWER = ["adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum", "lora", "attn_eager", "attn_flash",
          "attn_mem_efficient", "compile", "compile_max_autotune", "chunked_loss"]
 # Each value's loss tolerance, as the check has held it since before the registry.
@@ -150,7 +150,7 @@ def test_the_asv_lists_of_single_ways_read_from_the_registry_keep_their_values()
                                          "channels_last", "save_on_cpu", "cpu_offload"]
     assert benches.SequenceCap.params[0] == ["pad_longest", "seq_cap"]
     assert benches.ResnetSeed.params[1] == ORDER[:6] and benches.TricksCpu.params == [ORDER + NEWER]
-    assert benches.NEWER == NEWER  # issue 70's knobs, alone and on bf16 autocast with checkpointing
+    assert benches.NEWER == NEWER  # the newer knobs, alone and on bf16 autocast with checkpointing
     assert benches.NewerCombined.params[0] == ["bf16_autocast+checkpoint",
                                                *(f"bf16_autocast+checkpoint+{t}" for t in NEWER)]
     assert benches.AttentionLong.params[0] == ["fp32", "bf16_autocast", "attn_eager", "attn_flash",

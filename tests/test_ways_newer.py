@@ -1,4 +1,4 @@
-"""Issue 70's knobs on a tiny CPU LM, each against the mechanism it claims: the chunked loss and
+"""The newer knobs on a tiny CPU LM, each against the mechanism it claims: the chunked loss and
 the eager attention give fp32's loss and gradients, LoRA freezes the model (no gradient, no
 optimizer state), the 8-bit and bf16 moments take fewer bytes than Adam's, compile's time is kept
 apart, a missing package or an impossible kernel is a skip naming the fix, and the ways held to a

@@ -198,7 +198,9 @@ def family_doc(fam: Family, rows: list[Row]) -> str:
     parts = [f"# {fam.title}", GENERATED]
     words = answer_words(next((s for s, text in sections if text), None), rows) if fam.compares else ""
     parts += [words] if words else []
-    parts += ["## Tables"] + [text.rstrip("\n") for _, text in sections if text]
+    tables_made = [text.rstrip("\n") for _, text in sections if text]
+    parts += ["## Tables"] + (tables_made or [f"No committed records yet: `python3 -m harness run --bench "
+                                              f"'{Select(fam.name).expression()}' --file` files the first."])
     parts += ["## How these were measured", fam.intro,
               f"Measured by `python3 -m harness run --bench '{Select(fam.name).expression()}'` (asv's classes in "
               f"`benchmarks/{fam.name}.py`; `--file` files the results into results/ for committing); cases "
@@ -484,7 +486,7 @@ def render(repo: Path, results: Path) -> dict[str, str]:
 def paths() -> list[str]:
     """Every file the docs are, relative to the folder they go in (``render``'s keys)."""
     return sorted([*(f"docs/results/{f.name}.md" for f in FAMILIES), "docs/results/seeds.md", "docs/headline.md",
-                   "docs/headline.svg", COMPARES_DOC, "README.md"])
+                   "docs/headline.svg", COMPARES_DOC, PREDICT_DOC, "README.md"])
 
 
 def _ours(out: Path) -> set[str]:
