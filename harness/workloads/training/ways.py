@@ -98,10 +98,6 @@ class Way:
         asks for one. Declared, not enforced: nothing skips on it."""
         return max((v.capability for v in self.values() if v.capability), default=None)
 
-    def process_env(self) -> dict:
-        """The environment the case's fresh process needs before torch starts."""
-        return settings.environ_with(self.allocator, {})
-
     def __str__(self) -> str:
         return self.name
 
