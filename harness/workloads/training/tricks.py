@@ -7,8 +7,10 @@ order a step is built: the model and its data (``data``, ``embedding``), the mod
 (``checkpoint``), where its parameters live (``offload``'s cpu_offload, ``embedding``'s
 cpu_embedding, else the device, in ``precision``'s parameter dtype), the inputs' layout
 (``channels_last``, the parameter dtype), the step (``precision``'s autocast and scaler,
-``offload``'s save_on_cpu, ``references``) and the process (``process``: TF32 and the allocator
-setting). A new knob adds one piece; a way of several knobs runs each piece at once."""
+``offload``'s save_on_cpu, ``references``) and the process (``process``: TF32; the allocator
+setting is put in force before torch starts by whoever starts the step:
+``harness.workloads.training.allocator.use_torch``). A new knob adds one piece; a way of several
+knobs runs each piece at once."""
 from __future__ import annotations
 
 import contextlib
@@ -156,7 +158,7 @@ class CpuEmbedding:
 def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len):
     """(trainer, work per step): what ``build`` times and what a "what fits" probe runs, for
     ``way`` (a ``Way``). Close the trainer when done with it (``cpu_offload`` holds a process
-    group). The process pieces are the caller's (``process``)."""
+    group). The process pieces are the caller's (``allocator.use_torch``, ``process``)."""
     applies(workload, way)
     torch = need_torch(device)
     from harness.workloads.training.trainer import Trainer, image_loss_sum, precision, split, token_loss_sum
