@@ -24,11 +24,12 @@ from harness.workloads.parallelism.launch import AGENT_SIGNALS, LaunchError, lau
     (launch_workers.exits_on_rank_1, "rank 1 exited with code 3"),
 ])
 def test_a_failing_rank_fails_the_launch_and_names_the_rank(tmp_path, worker, message):
+    before = _children()
     t0 = time.monotonic()
     with pytest.raises(LaunchError, match=message):
         launch(worker, 2, (str(tmp_path),), timeout_s=120)
     assert time.monotonic() - t0 < 100  # not the peer's 60 s sleep on top of the launch
-    assert _workers_left() == []
+    assert _workers_left(before) == []
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +78,20 @@ def test_the_launcher_holds_the_gpus_lock(settings_launch):
     assert f"GPU GPU-test-0 is in use by pid {settings_launch.holder}" in settings_launch.said
 
 
-def _workers_left() -> list:
+def _children() -> set:
+    """This process's descendants now: what was running before a launch (a browser another module of
+    this worker started, say) is not the launch's."""
+    return {c.pid for c in psutil.Process().children(recursive=True)}
+
+
+def _workers_left(before: set) -> list:
+    """Descendants still running that neither were running at ``before`` nor descend from one that
+    was (a browser starts processes of its own): the launch's, left behind."""
     # multiprocessing's resource tracker is one per parent, shared by every launch, and holds no GPU.
     def left(c) -> bool:
         try:
-            return "resource_tracker" not in " ".join(c.cmdline()) and c.status() != psutil.STATUS_ZOMBIE
+            return (not {c.pid, *(p.pid for p in c.parents())} & before
+                    and "resource_tracker" not in " ".join(c.cmdline()) and c.status() != psutil.STATUS_ZOMBIE)
         except psutil.NoSuchProcess:  # it exited while looked at: not left
             return False
     return [c for c in psutil.Process().children(recursive=True) if left(c)]
@@ -102,10 +112,11 @@ def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_
 
 def test_a_worker_out_of_memory_is_does_not_fit_and_a_worker_skip_is_a_skip():
     from harness.measure.outcomes import DoesNotFit, Skip, requested_bytes
+    before = _children()
     with pytest.raises(DoesNotFit, match="local rank 1") as e:
         launch(launch_workers.runs_out_of_memory_on_rank_1, 2, timeout_s=120)
     assert e.value.requested_bytes == 20 * 2**30 == requested_bytes(str(e.value))
     with pytest.raises(Skip, match="needs something this box lacks"):
         launch(launch_workers.skips_on_rank_0, 2, timeout_s=120)
-    assert _workers_left() == []
+    assert _workers_left(before) == []
 
