@@ -2,16 +2,29 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
 from hypothesis import settings
 
+from harness.drive import bytecode
 from harness.drive.asv.bench import RUN_ENV
 from harness.measure.instruments.devices import GPU, Devices
 from harness.measure.records.store import RecordStore, RunContext
 from harness.report import tables as _tables
+
+# Where the environment turns bytecode writing off (as many images do), each xdist worker would
+# compile and rewrite the asserts of every test module afresh, and each process a test starts (a
+# rank, a probe, `harness run`) would compile the harness again: as `python3 -m harness test` does,
+# plain pytest keeps that bytecode in the harness's own cache, never beside the sources. Set before
+# the workers start (this conftest loads first) and the test modules are imported.
+_kept = bytecode.for_children(os.environ)
+if _kept != dict(os.environ):
+    os.environ.pop(bytecode.OFF, None)
+    os.environ.update(_kept)
+    sys.dont_write_bytecode, sys.pycache_prefix = False, _kept[bytecode.PREFIX]
 
 # Under xdist, one worker per core: torch's OpenMP threads, one per core in each worker and in each
 # process a test starts, would leave the cores' count squared threads spinning on each other.

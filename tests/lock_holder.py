@@ -1,5 +1,5 @@
 """Another process holding a lock, for the tests of who waits on whom (tests/test_locks.py, and
-the launch that tests/test_parallel.py shares between its tests)."""
+the launch that tests/test_launch.py shares between its tests)."""
 import subprocess
 import sys
 from pathlib import Path

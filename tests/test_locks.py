@@ -1,6 +1,6 @@
 """Locks: a second run on the same results folder or GPU waits, naming the holder, or is refused
 with that name under --no-wait; --resume of a run whose process is alive is refused; the
-what-fits search holds the GPU's lock (the launcher's: tests/test_parallel.py, whose launches
+what-fits search holds the GPU's lock (the launcher's: tests/test_launch.py, whose launches
 it shares)."""
 import sys
 import time

@@ -300,12 +300,12 @@ def test_a_knob_that_means_nothing_for_the_workload_skips_the_combination_naming
 
 def test_the_allocator_knob_is_set_before_torch_starts_and_refused_after(monkeypatch):
     environ = {}
-    trick_steps.use_allocator(Way(), environ)
+    allocator.use_torch(Way().allocator, environ)
     assert environ == {}  # torch's default: nothing set
     with pytest.raises(RuntimeError, match="before torch is imported"):  # torch is imported here
-        trick_steps.use_allocator(ways.parse("expandable"), environ)
+        allocator.use_torch(ways.parse("expandable").allocator, environ)
     environ.update(allocator.environ_with("expandable", {}))  # as the fresh process that set it holds it
-    trick_steps.use_allocator(ways.parse("bf16_autocast+expandable"), environ)
+    allocator.use_torch(ways.parse("bf16_autocast+expandable").allocator, environ)
     assert environ == allocator.environ_with("expandable", {})
 
 
@@ -314,8 +314,8 @@ def test_a_fresh_process_takes_the_allocator_setting_before_torch_is_imported():
     import sys
     from pathlib import Path
     # the case's module and its pieces import without starting torch: the setting still counts then
-    code = ("import os, sys; import harness.cases.tricks; from harness.workloads.training import tricks, ways; "
-            "assert 'torch' not in sys.modules; tricks.use_allocator(ways.parse('async')); "
+    code = ("import os, sys; import harness.cases.tricks; from harness.workloads.training import allocator, ways; "
+            "assert 'torch' not in sys.modules; allocator.use_torch(ways.parse('async').allocator); "
             "print(os.environ['PYTORCH_CUDA_ALLOC_CONF'])")
     env = {k: v for k, v in os.environ.items() if k not in allocator.ENV_VARS}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,

@@ -74,7 +74,8 @@ from harness.measure.instruments.timing import torch_sync
 from harness.measure.workload import Workload
 from harness.workloads.training.tricks import (BATCHES, DEPTHS, DEVICES, SEQ_LENS, TECHNIQUES, VOCABS, WIDTHS,
                                                WORKLOADS, checked_against_reference, losses_checked, make_trainer,
-                                               other_rate, process, use_allocator)
+                                               other_rate, process)
+from harness.workloads.training import allocator
 from harness.workloads.training.ways import parse
 
 CASE_NAME = "tricks"
@@ -86,7 +87,7 @@ PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "bu
 def build(device, workload, technique, budget, batch, micro_batch, vocab, width, depth, seq_len,
           run_file=None) -> Workload:
     way = parse(technique)  # once: every piece below is handed the Way; the record keeps the name
-    use_allocator(way)  # before torch starts: its allocator reads the setting once
+    allocator.use_torch(way.allocator)  # before torch starts: its allocator reads the setting once
     torch = need_torch(device)
     from harness.workloads.training.models import parameter_count
     with contextlib.ExitStack() as stack:

@@ -33,11 +33,12 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
     """``params``: the ``tricks`` parameters of a validated config (the step the search starts
     from); the probe trains it grown to ``n`` along ``over``. Its ``budget`` is the whole card:
     the probe's cap is ``cap_bytes``."""
-    from harness.workloads.training.tricks import make_trainer, process, use_allocator
+    from harness.workloads.training.allocator import use_torch
+    from harness.workloads.training.tricks import make_trainer, process
     from harness.workloads.training.ways import parse
     from harness.measure.guards.requirements import need_torch
     way = parse(params["technique"])  # once: the pieces below are handed the Way
-    use_allocator(way)  # before torch starts, as the tricks case does
+    use_torch(way.allocator)  # before torch starts, as the tricks case does
     torch = need_torch(params["device"])
     cuda = params["device"] == "cuda"
     if cuda:

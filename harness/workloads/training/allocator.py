@@ -88,6 +88,17 @@ def apply_torch(name: str, environ=None, modules=None) -> dict:
     return wanted
 
 
+def use_torch(name: str, environ=None) -> None:
+    """Puts torch setting ``name`` in force for this process unless it is already: ``default``
+    leaves whatever the user set, and a setting the process's starter put in its environment
+    stands. Otherwise ``apply_torch``: refused once torch is imported (a case runs in a fresh
+    process)."""
+    environ = os.environ if environ is None else environ
+    if all(environ.get(key) == value for key, value in environ_with(name, {}).items()):
+        return
+    apply_torch(name, environ)
+
+
 def in_force(torch) -> dict:
     """What torch's CUDA allocator runs with: its backend, and the configuration it parsed where
     this torch can say (``torch._C._accelerator_getAllocatorSettings``, torch 2.9 and later)."""

@@ -7,18 +7,18 @@ order a step is built: the model and its data (``data``, ``embedding``), the mod
 (``checkpoint``), where its parameters live (``offload``'s cpu_offload, ``embedding``'s
 cpu_embedding, else the device, in ``precision``'s parameter dtype), the inputs' layout
 (``channels_last``, the parameter dtype), the step (``precision``'s autocast and scaler,
-``offload``'s save_on_cpu, ``references``) and the process (``process``: TF32 and the allocator
-setting). A new knob adds one piece; a way of several knobs runs each piece at once."""
+``offload``'s save_on_cpu, ``references``) and the process (``process``: TF32; the allocator
+setting is put in force before torch starts by whoever starts the step:
+``harness.workloads.training.allocator.use_torch``). A new knob adds one piece; a way of several
+knobs runs each piece at once."""
 from __future__ import annotations
 
 import contextlib
 import itertools
 import math
-import os
 
 from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory, learned
 from harness.measure.guards.requirements import need_torch
-from harness.workloads.training import allocator as settings
 from harness.workloads.training import ways
 from harness.workloads.training.trainer import LR, learning_rate
 
@@ -70,23 +70,12 @@ def techniques_for(workload: str) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def process(way):
-    """The process pieces, for the case's life: the allocator setting (``use_allocator``) and
-    TF32 for fp32 matrix products under tf32 (off otherwise, as the fp32 reference needs)."""
+    """The process piece, for the case's life: TF32 for fp32 matrix products under tf32 (off
+    otherwise, as the fp32 reference needs). The allocator setting is set once, before torch
+    starts, by whoever starts the step (``allocator.use_torch(way.allocator)``)."""
     from harness.workloads.training.trainer import float32_matmul
-    use_allocator(way)
     with float32_matmul(way.precision == "tf32"):
         yield
-
-
-def use_allocator(way, environ=None) -> None:
-    """Sets the way's allocator setting for this process. torch's caching allocator reads
-    ``PYTORCH_CUDA_ALLOC_CONF`` once, its backend as torch is imported: a setting other than the
-    one already in force is refused once torch is imported (a case runs in a fresh process)."""
-    environ = os.environ if environ is None else environ
-    wanted = way.process_env()
-    if all(environ.get(key) == value for key, value in wanted.items()):
-        return  # in force already (the default leaves what the user set), or set by the process's starter
-    settings.apply_torch(way.allocator, environ)
 
 
 # The model-and-data pieces: the LM's data by the ``data`` knob (ragged batches get one model
@@ -210,7 +199,7 @@ def _compiled(torch, forward, way):
 def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len):
     """(trainer, work per step): what ``build`` times and what a "what fits" probe runs, for
     ``way`` (a ``Way``). Close the trainer when done with it (``cpu_offload`` holds a process
-    group). The process pieces are the caller's (``process``)."""
+    group). The process pieces are the caller's (``allocator.use_torch``, ``process``)."""
     applies(workload, way)
     runnable(way, device)
     torch = need_torch(device)

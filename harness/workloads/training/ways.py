@@ -140,10 +140,6 @@ class Way:
         """The Python modules its knobs need beyond torch."""
         return tuple(dict.fromkeys(v.needs for v in self.values() if v.needs))
 
-    def process_env(self) -> dict:
-        """The environment the case's fresh process needs before torch starts."""
-        return settings.environ_with(self.allocator, {})
-
     def __str__(self) -> str:
         return self.name
 

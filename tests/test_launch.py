@@ -1,0 +1,122 @@
+"""The launcher of a parallel case's ranks on the CPU (two spawned processes, workers that import
+nothing heavy): a rank's failure, out of memory or skip comes back as the case's outcome naming
+the rank; the case's own signal handlers and environment are back after a launch; the ranks run
+with NVLink multicast off and the transport asked; a launch waits for its GPUs' locks. (The
+strategies' training: tests/test_parallel.py; kills of every kind: tests/test_kills_ranks.py.)"""
+import contextlib
+import io
+import os
+import signal
+import time
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+import launch_workers  # beside this file: what spawned workers import must not pull in torch
+from lock_holder import hold
+
+from harness.workloads.parallelism.launch import AGENT_SIGNALS, LaunchError, launch
+
+
+@pytest.mark.parametrize("worker, message", [
+    (launch_workers.raises_on_rank_1, "local rank 1 failed with RuntimeError: boom from the test"),
+    (launch_workers.exits_on_rank_1, "rank 1 exited with code 3"),
+])
+def test_a_failing_rank_fails_the_launch_and_names_the_rank(tmp_path, worker, message):
+    before = _children()
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match=message):
+        launch(worker, 2, (str(tmp_path),), timeout_s=120)
+    assert time.monotonic() - t0 < 100  # not the peer's 60 s sleep on top of the launch
+    assert _workers_left(before) == []
+
+
+@pytest.fixture(scope="module")
+def settings_launch(tmp_path_factory):
+    """One launch of ``nccl_settings`` from a case that has handlers of its own for the signals
+    elastic's agent takes over, after a careless shell exported NCCL_NVLS_ENABLE=1, while another
+    process held the lock of the one GPU the launch uses: what each rank saw, the case's handlers,
+    its handlers and environment once the launch is over, how long the launch took, what it said
+    on stderr, and the holder's pid. One launch for every test that reads it: each costs seconds."""
+    from harness.measure.guards import locks
+    mine = {sig: (lambda signum, frame: None) for sig in AGENT_SIGNALS}
+    pytests = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}
+    other = None
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NCCL_NVLS_ENABLE", "1")
+            mp.setenv(locks.LOCK_DIR_ENV, str(tmp_path_factory.mktemp("locks")))
+            mp.setattr(locks, "visible_gpu_uuids", lambda ordinals: ["GPU-test-0"])
+            other = hold(locks.gpu_lock("GPU-test-0"), seconds=1.5)
+            said = io.StringIO()
+            t0 = time.monotonic()
+            with contextlib.redirect_stderr(said):
+                seen = launch(launch_workers.nccl_settings, 2, timeout_s=120)
+            return SimpleNamespace(seen=seen, mine=mine, after={sig: signal.getsignal(sig) for sig in AGENT_SIGNALS},
+                                   env=dict(os.environ), took_s=time.monotonic() - t0, said=said.getvalue(),
+                                   holder=other.pid)
+    finally:
+        for sig, handler in pytests.items():
+            signal.signal(sig, handler)
+        if other is not None:
+            other.kill()
+            other.wait()
+
+
+def test_the_case_ends_on_sigterm_after_a_launch_as_before_it(settings_launch):
+    """Elastic's agent installs its own SIGTERM handler (an exception in whatever runs); after the
+    launch the case's own handlers are back, so a SIGTERM ends the case instead of raising inside it."""
+    assert settings_launch.seen
+    assert settings_launch.after == settings_launch.mine
+
+
+def test_the_launcher_holds_the_gpus_lock(settings_launch):
+    """Another process held the GPU's lock for 1.5 s: the launch waited for it, naming the holder."""
+    assert settings_launch.seen
+    assert settings_launch.took_s > 0.5
+    assert f"GPU GPU-test-0 is in use by pid {settings_launch.holder}" in settings_launch.said
+
+
+def _children() -> set:
+    """This process's descendants now: what was running before a launch (a browser another module of
+    this worker started, say) is not the launch's."""
+    return {c.pid for c in psutil.Process().children(recursive=True)}
+
+
+def _workers_left(before: set) -> list:
+    """Descendants still running that neither were running at ``before`` nor descend from one that
+    was (a browser starts processes of its own): the launch's, left behind."""
+    # multiprocessing's resource tracker is one per parent, shared by every launch, and holds no GPU.
+    def left(c) -> bool:
+        try:
+            return (not {c.pid, *(p.pid for p in c.parents())} & before
+                    and "resource_tracker" not in " ".join(c.cmdline()) and c.status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:  # it exited while looked at: not left
+            return False
+    return [c for c in psutil.Process().children(recursive=True) if left(c)]
+
+
+def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_launch, monkeypatch):
+    from harness.measure.guards.safety import MULTICAST_OFF
+    from harness.workloads.parallelism.launch import SOCKETS
+    from harness.workloads.parallelism.nodes import Nodes
+    seen, env = settings_launch.seen, settings_launch.env  # NCCL_NVLS_ENABLE=1 exported
+    assert seen == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
+    assert env["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in env  # the case's own: as before
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
+    sockets = launch(launch_workers.nccl_settings, 2, timeout_s=120, nodes=Nodes(count=2, transport="sockets"))
+    assert list(sockets.values()) == [{**MULTICAST_OFF, **SOCKETS}]  # this node's one rank
+    assert os.environ["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in os.environ  # the case's own: as before
+
+
+def test_a_worker_out_of_memory_is_does_not_fit_and_a_worker_skip_is_a_skip():
+    from harness.measure.outcomes import DoesNotFit, Skip, requested_bytes
+    before = _children()
+    with pytest.raises(DoesNotFit, match="local rank 1") as e:
+        launch(launch_workers.runs_out_of_memory_on_rank_1, 2, timeout_s=120)
+    assert e.value.requested_bytes == 20 * 2**30 == requested_bytes(str(e.value))
+    with pytest.raises(Skip, match="needs something this box lacks"):
+        launch(launch_workers.skips_on_rank_0, 2, timeout_s=120)
+    assert _workers_left(before) == []
+
