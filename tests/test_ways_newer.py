@@ -147,3 +147,17 @@ def test_a_what_fits_search_for_a_way_missing_its_package_skips_before_any_probe
     with pytest.raises(Skip, match=r"^adamw8bit needs torchao, which this Python lacks"):
         fits.build("cuda", "lm", "bf16_autocast+checkpoint+adamw8bit", "24GB", "batch", "default",
                    32000, 1024, 12, 1024)
+
+
+def test_a_case_under_torchaos_optimizer_files_a_record_json_can_write(eager_torchao):
+    """torchao keeps the rate as a tensor (a new rate then recompiles nothing): the record's check
+    carries it as a number, or the record could not be written at all."""
+    import json
+
+    from harness.drive.runner import execute
+
+    from test_tricks import TINY
+    rec = execute("tricks", dict(TINY, width=256, technique="adamw8bit"))
+    assert rec.outcome == "ok", rec.reason
+    assert type(rec.check["lr"]) is float and rec.check["compile_s"] is not None
+    assert json.loads(json.dumps(rec.to_dict()))["check"]["lr"] == rec.check["lr"]

@@ -103,7 +103,8 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
     shape = dict(device=device, workload=workload, batch=batch, micro_batch=micro_batch, vocab=vocab, width=width,
                  depth=depth, seq_len=seq_len)
 
-    rate = trainer.optimizer.param_groups[0]["lr"]
+    # float(): torchao's optimizers keep the rate as a tensor (so a new rate recompiles nothing)
+    rate = float(trainer.optimizer.param_groups[0]["lr"])
 
     def check():
         try:
