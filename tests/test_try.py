@@ -191,8 +191,8 @@ class Fake:
         self.check = {}
 
 
-def answered(batch: int, on_card, ways: dict) -> tuple[str, list]:
-    """``Try.answer`` for l4-24gb, each case it runs under the card answered by ``on_card(technique, batch)``."""
+def answered(batch: int, on_card, ways: dict, card: str = "l4-24gb") -> tuple[str, list]:
+    """``Try.answer`` for ``card``, each case it runs under the card answered by ``on_card(technique, batch)``."""
     from types import SimpleNamespace
 
     from harness.drive.commands.tryout import Try
@@ -206,7 +206,7 @@ def answered(batch: int, on_card, ways: dict) -> tuple[str, list]:
                                                                                      params["batch"]))
     t.case, t.params = case, lambda w, budget="card", b=None: {"technique": w, "budget": budget,
                                                                 "batch": batch if b is None else b}
-    return t.answer(None, "l4-24gb", ways), ran
+    return t.answer(None, card, ways), ran
 
 
 def test_a_card_gets_the_fastest_way_whose_peak_fits_it_and_what_fp32_would_need():
@@ -240,7 +240,7 @@ def test_cpu_offload_runs_by_default_only_where_a_card_has_no_way_that_fits_with
 
     from harness.drive.commands.tryout import Try
     t = object.__new__(Try)
-    t.args = SimpleNamespace(ways=None, card=["p100-16gb", "a100-40gb"])
+    t.args = SimpleNamespace(ways=None, card=["l4-24gb", "a100-40gb"])
     lean = {"fp32": Fake("fp32", "card", 4, "ok", 30e9, 1),
             "bf16_params": Fake("bf16_params", "card", 4, "ok", 12e9, 1)}
     offload = "bf16_params+checkpoint+cpu_offload"
@@ -249,6 +249,26 @@ def test_cpu_offload_runs_by_default_only_where_a_card_has_no_way_that_fits_with
     assert not t.needless(offload, {**lean, "bf16_params": Fake("bf16_params", "card", 4, "failed", 12e9, 1)})
     t.args.ways = offload  # asked for: it runs
     assert not t.needless(offload, lean)
+    # a P100 fits nothing it can run, but cannot run bf16 parameters offloaded either: not run for it
+    t.args.ways, t.args.card = None, ["p100-16gb"]
+    assert t.needless(offload, {"fp32": lean["fp32"]}) and not t.needless("checkpoint+cpu_offload", lean)
+
+
+def test_a_card_is_never_answered_with_a_way_its_compute_capability_cannot_run():
+    ways = {"fp32": Fake("fp32", "card", 4, "ok", 37e9, 1.0), "bf16_params": Fake("bf16_params", "card", 4, "ok",
+                                                                                   21e9, 0.15),
+            "checkpoint": Fake("checkpoint", "card", 4, "ok", 19e9, 1.3),
+            "bf16_params+checkpoint": Fake("bf16_params+checkpoint", "card", 4, "ok", 9.6e9, 0.19)}
+    fits_up_to_2 = lambda w, n: ("ok", n * 5e9, 0.3 * n) if n <= 2 else ("does_not_fit",)
+    answer, ran = answered(4, fits_up_to_2, ways, card="p100-16gb")
+    # the leanest way a P100 runs (checkpointing in fp32) is searched; no bf16 way is ever run under the card
+    assert all(w == "checkpoint" for w, _ in ran), ran
+    assert answer.startswith("p100-16gb: no way fits batch 4; checkpoint, batch 2, ")
+    assert answer.endswith(" (not offered on a Tesla P100-PCIE-16GB, of compute capability 6.0: bf16_params, "
+                           "bf16_params+checkpoint need 8.0)")
+    # an A100 runs them all: its answer is the fastest way that fits, with nothing said of the rest
+    answer, ran = answered(4, lambda w, n: ("ok", 21e9, 0.15), ways, card="a100-40gb")
+    assert ran == [("bf16_params", 4)] and "not offered" not in answer
 
 
 def test_a_killed_try_keeps_the_records_filed_so_far_and_leaves_no_case_running(tmp_path):

@@ -152,12 +152,15 @@ class Try:
 
     def needless(self, way: str, ran: dict) -> bool:
         """Whether ``way`` is a last resort (CPU offload, by default: the slowest way there is) that
-        no card needs: each has a way already run whose peak fits it. Asked-for ways always run."""
+        no card needs: each has a way already run (that it can run) whose peak fits it, or cannot run
+        ``way`` either. Asked-for ways always run."""
         from harness.measure.guards.budget import CARDS
         from harness.workloads.training.ways import parse
         if self.args.ways or parse(way).offload != "cpu_offload":
             return False
-        return all(any(r.ok and peak(r) is not None and peak(r) <= CARDS[c].total_bytes for r in ran.values())
+        # a card that cannot run the last resort itself (a P100 and bf16 parameters) does not ask for it
+        return all(CARDS[c].lacks(parse(way).capability)
+                   or any(r.ok and peak(r) is not None and peak(r) <= CARDS[c].total_bytes for r in runnable(ran, c))
                    for c in self.args.card)
 
     def cost(self) -> str:
@@ -241,9 +244,9 @@ class Try:
     def answer(self, ctx, card: str, ways: dict) -> str:
         from harness.measure.guards.budget import CARDS
         total = CARDS[card].total_bytes
-        ran = [r for r in ways.values() if r.ok]
+        ran = [r for r in runnable(ways, card) if r.ok]
         if not ran:
-            return f"{card}: no way trained {self.args.target} at batch {self.args.batch}; see the table"
+            return f"{card}: no way it can run trained {self.args.target} at batch {self.args.batch}; see the table"
         fastest = sorted(ran, key=lambda r: r.timing.median_s)
         fitting = [r for r in fastest if peak(r) is None or peak(r) <= total]
         for r in fitting[:2]:  # a peak under the card may still not fit beside its context: then the next
@@ -252,8 +255,8 @@ class Try:
                 why = under.reason.split(":")[0]
                 return f"{card}: not emulated on this {self.device} ({why}); fastest here {said(r)}"
             if under.ok:
-                return f"{card}: {said(under, of=total)}{self.plain(under, ways.get('fp32'), total)}"
-        return self.searched(ctx, card, ran, total)
+                return f"{card}: {said(under, of=total)}{self.plain(under, ways.get('fp32'), total)}{unfit(ways, card)}"
+        return self.searched(ctx, card, ran, total) + unfit(ways, card)
 
     def plain(self, answer, fp32, total: int) -> str:
         """What fp32 (no way out) does on the card at the batch, beside the answer."""
@@ -286,13 +289,38 @@ class Try:
     def table(self, ways: dict) -> str:
         from tabulate import tabulate
         from harness.measure.guards.budget import CARDS
+        from harness.workloads.training.ways import parse
         rows = []
         for way, r in ways.items():
-            fits = [("-" if peak(r) is None else "yes" if peak(r) <= CARDS[c].total_bytes else "no")
-                    for c in self.args.card]
+            fits = [("cannot run" if CARDS[c].lacks(parse(way).capability) else "-" if peak(r) is None
+                     else "yes" if peak(r) <= CARDS[c].total_bytes else "no") for c in self.args.card]
             rows.append([way, r.outcome, ms(r), gb(peak(r)) if peak(r) is not None else "-", loss(r), *fits])
         head = ["way", "outcome", "step", "peak", "loss (gap to fp32)", *(f"peak under {c}" for c in self.args.card)]
         return tabulate(rows, headers=head, tablefmt="github")
+
+
+# ---- what a card can run -----------------------------------------------------------------------
+
+def runnable(ways: dict, card: str) -> list:
+    """The records of ``ways`` (way -> record) whose way card ``card`` can run: a P100 runs no bf16."""
+    from harness.measure.guards.budget import CARDS
+    from harness.workloads.training.ways import parse
+    return [r for way, r in ways.items() if not CARDS[card].lacks(parse(way).capability)]
+
+
+def unfit(ways: dict, card: str) -> str:
+    """The ways tried that ``card`` cannot run, said after its answer ("" where it runs them all)."""
+    from harness.measure.guards.budget import CARDS, dotted
+    from harness.workloads.training.ways import parse
+    c = CARDS[card]
+    left = [w for w in ways if c.lacks(parse(w).capability)]
+    if not left:
+        return ""
+    by_need: dict = {}
+    for w in left:
+        by_need.setdefault(parse(w).capability, []).append(w)
+    needs = "; ".join(f"{', '.join(ws)} need {dotted(n)}" for n, ws in sorted(by_need.items()))
+    return f" (not offered on a {c.model}, of compute capability {dotted(c.capability)}: {needs})"
 
 
 # ---- how a record is said ----------------------------------------------------------------------
