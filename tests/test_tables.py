@@ -4,6 +4,7 @@ import functools
 import json
 import pickle
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -237,7 +238,7 @@ def test_every_table_the_docs_quote_is_what_the_command_prints_from_results(caps
     outs = {}  # a command quoted in several docs prints one table: run it once
     for doc, args, printed, text in quoted:
         if args not in outs:
-            assert cli.main(["table", *args.split(), "--results", str(committed_results)]) == 0
+            assert cli.main(["table", *shlex.split(args), "--results", str(committed_results)]) == 0
             outs[args] = capsys.readouterr().out
         out = outs[args]
         # A doc short of lines (the README's headline) may carry the footnotes in its prose instead.
@@ -252,7 +253,7 @@ def test_every_table_the_docs_quote_is_what_the_command_prints_from_results(caps
 def test_a_command_the_docs_quote_without_a_table_has_no_records_to_print(committed_results, capsys):
     for path in DOCS:
         for args in re.findall(QUOTED + "No committed record matches yet", path.read_text()):
-            assert cli.main(["table", *args.split(), "--results", str(committed_results)]) == 2
+            assert cli.main(["table", *shlex.split(args), "--results", str(committed_results)]) == 2
             assert "no records of" in capsys.readouterr().err
 
 
@@ -520,3 +521,17 @@ def test_what_did_not_fit_says_which_memory_and_the_request_only_where_known():
     assert tables.does_not_fit(short("host", 2 * 10**9)) == "does not fit in host memory (2.00 GB asked)"
     ok = Record(case="tricks", params={}, outcome="ok", environment=env, memory={"device.used.gpu0": 5})
     assert tables.allocated_peak(ok) is None
+
+
+def test_where_takes_alternatives_any_one_of_which_matches_and_checks_each():
+    from harness import cases
+    case = cases.get("tricks")
+    where = tables.where_of(case, ["technique=fp32|checkpoint", "batch=16"])
+    assert where == {"technique": ("fp32", "checkpoint"), "batch": 16}
+    assert tables.holds("checkpoint", where["technique"]) and not tables.holds("tf32", where["technique"])
+    assert tables.holds(16, where["batch"]) and not tables.holds(8, where["batch"])
+    with pytest.raises(ValueError, match="no_such_way"):
+        tables.where_of(case, ["technique=fp32|no_such_way"])
+    # --versus names one base: a "|" there is no alternative
+    with pytest.raises(ValueError):
+        tables.where_of(case, ["technique=fp32|checkpoint"], "--versus")

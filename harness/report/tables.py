@@ -81,15 +81,26 @@ def _axis_names(case: cases.Case, names: list[str]) -> list[str]:
 
 def where_of(case: cases.Case, pairs: list[str], option: str = "--where") -> dict:
     """{name: value}: a parameter's value as the case declares it (16 for "16", or the error
-    naming the allowed values, as a config converts it); the machine's as written."""
+    naming the allowed values, as a config converts it); the machine's as written. ``--where``
+    takes alternatives as ``name=a|b``: a tuple of the values, any of which matches."""
     out = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
             raise ValueError(f"{option} takes name=value, got {pair!r}")
         _axis_names(case, [name])
-        out[name] = value if name == MACHINE else case.value(name, value)
+        if name == MACHINE:
+            out[name] = value
+        elif "|" in value and option == "--where":
+            out[name] = tuple(case.value(name, v) for v in value.split("|"))
+        else:
+            out[name] = case.value(name, value)
     return out
+
+
+def holds(have, wanted) -> bool:
+    """Whether a record's value ``have`` is the value ``wanted`` (a tuple: one of its alternatives)."""
+    return any(str(have) == str(w) for w in wanted) if isinstance(wanted, tuple) else str(have) == str(wanted)
 
 
 def _value(row: Row, name: str):
@@ -340,7 +351,7 @@ def cells_at(rows: list[Row], case_name: str, down: list[str], across: str, wher
 
 def _matching(rows: list[Row], case_name: str, where: dict) -> list[Row]:
     return [r for r in latest(rows)
-            if r.case == case_name and all(str(_value(r, k)) == str(v) for k, v in where.items())]
+            if r.case == case_name and all(holds(_value(r, k), v) for k, v in where.items())]
 
 
 def _versus_cells(rows: list[Row], case_name: str, down: list[str], across: str, where: dict, versus, at: dict) -> dict:
@@ -483,9 +494,15 @@ def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: 
     ``card``: a named card; the ways its compute capability cannot run are left out, in a footnote."""
     left = []
     if card is not None:
-        rows, left = capable.runnable(rows, card)
+        rows, left = runnable(rows, case_name, where or {}, card)
     text, notes = render(rows, case_name, down, across, shows, where, versus, rank)
     return text + "".join(f"\n\n{n}" for n in [*notes, capable.note(card, left)] if n)
+
+
+def runnable(rows: list[Row], case_name: str, where: dict, card: str) -> tuple[list[Row], list]:
+    """``rows`` less the ways ``card`` cannot run, and those of them the table would have shown."""
+    _, left = capable.runnable(_matching(rows, case_name, where), card)
+    return capable.runnable(rows, card)[0], left
 
 
 def main(results: str | Path, case: str, down: str, across: str, show: str, where: list[str],
