@@ -76,7 +76,7 @@ def subcommands() -> list[str]:
 def test_every_documented_command_has_needs():
     for name in subcommands():
         modules, extras = bootstrap.NEEDS[name]
-        assert set(bootstrap.split(extras)) <= {"bench", "test", "torch", "pages", "chainer", "gate", "models"}, name
+        assert set(bootstrap.split(extras)) <= {"bench", "test", "torch", "pages", "chainer", "gate", "models", "ways"}, name
     for name in ("devices", "machine", "summary", "table", "gate"):
         assert set(MODULES) <= set(bootstrap.NEEDS[name][0]), name
 

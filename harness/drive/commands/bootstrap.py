@@ -49,8 +49,9 @@ BASE = ("numpy", "psutil", "pynvml", "filelock", "tabulate")
 NEEDS = {
     "run": ((*BASE, "torch", "asv", "asv_runner"), "bench,torch,chainer"),
     "test": ((*BASE, "torch", "pytest", "xdist", "pytest_timeout", "asv", "asv_runner", "jinja2", "matplotlib",
-              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "tabulate", "ruff", "transformers"),
-             "bench,test,torch,pages,chainer,gate,models"),
+              "playwright", "chainer", "scipy", "hypothesis", "markdown_it", "tabulate", "ruff", "transformers",
+              "torchao", "peft"),
+             "bench,test,torch,pages,chainer,gate,models,ways"),
     # scipy (the gate extra): the noise floors the pages read a change of library versions against.
     "pages": ((*BASE, "asv", "asv_runner", "jinja2", "matplotlib", "scipy"), "bench,pages,gate"),
     # One case in this process: no asv. Chainer in the extras as for run, so that a .venv made
