@@ -76,7 +76,8 @@ def subcommands() -> list[str]:
 def test_every_documented_command_has_needs():
     for name in subcommands():
         modules, extras = bootstrap.NEEDS[name]
-        assert set(bootstrap.split(extras)) <= {"bench", "test", "torch", "pages", "chainer", "gate", "models", "ways"}, name
+        known = {"bench", "test", "torch", "pages", "chainer", "gate", "models", "ways"}
+        assert set(bootstrap.split(extras)) <= known, name
     for name in ("devices", "machine", "summary", "table", "gate"):
         assert set(MODULES) <= set(bootstrap.NEEDS[name][0]), name
 

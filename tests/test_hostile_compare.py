@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,22 +31,12 @@ from harness.measure.records.store import RecordStore, RunContext, StoreError, a
 from harness.report import compares, gate
 from test_compare import HOST, ENV, FakeRunner, git, rendered, worktrees
 from test_compare_resume import a_state, repo  # noqa: F401 (a fixture)
+from test_inputs_hostile import alarm
 
 HOST_COPY = r"^ceilings\.Host\.\w+\('host_copy'\)"
 
 
-@contextmanager
-def within(seconds: int):
-    """Fails, instead of hanging, where what is inside blocks (a FIFO opened for reading waits for a writer)."""
-    def late(signum, frame):
-        raise TimeoutError(f"blocked for {seconds} s")
-    old = signal.signal(signal.SIGALRM, late)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+within = alarm  # a block that would hang fails instead (test_inputs_hostile's)
 
 
 class InTree(FakeRunner):

@@ -27,7 +27,7 @@ from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory
 from harness.measure.records.store import this_interpreters
 from harness.measure.workload import Workload
 from harness.workloads.training import user_model
-from harness.workloads.training.tricks import DEVICES, TECHNIQUES, against_reference, losses_checked, process
+from harness.workloads.training.tricks import DEVICES, TECHNIQUES, against_reference, losses_checked, losses_of, process
 from harness.workloads.training.ways import parse
 
 CASE_NAME = "try"
@@ -116,13 +116,7 @@ def reference_check(way, trainer, run_file, shape: dict) -> dict:
 def trained_fp32(steps: int, device, target, batch, seq_len) -> list[float]:
     fp32 = parse("fp32")
     with process(fp32):
-        trainer, _ = user_model.make_trainer(target, fp32, batch, seq_len, device)
-        try:
-            for _ in range(steps):
-                trainer.step()
-            return [float(v) for v in trainer.losses]
-        finally:
-            trainer.close()
+        return losses_of(user_model.make_trainer(target, fp32, batch, seq_len, device)[0], steps)
 
 
 def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:

@@ -357,7 +357,11 @@ def reference_losses(steps: int, way, **shape) -> tuple[str, list[float]] | tupl
 
 def trained(steps: int, **shape) -> list[float]:
     """The losses of ``steps`` steps of make_trainer(**shape); the trainer closed, done or not."""
-    trainer, _ = make_trainer(**shape)
+    return losses_of(make_trainer(**shape)[0], steps)
+
+
+def losses_of(trainer, steps: int) -> list[float]:
+    """The losses of ``steps`` steps of ``trainer``, closed afterwards, done or not."""
     try:
         for _ in range(steps):
             trainer.step()
