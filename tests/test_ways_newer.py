@@ -161,3 +161,14 @@ def test_a_case_under_torchaos_optimizer_files_a_record_json_can_write(eager_tor
     assert rec.outcome == "ok", rec.reason
     assert type(rec.check["lr"]) is float and rec.check["compile_s"] is not None
     assert json.loads(json.dumps(rec.to_dict()))["check"]["lr"] == rec.check["lr"]
+
+
+def test_an_optimizers_own_rate_or_adams_kept_in_float32_is_no_other_adam_rate():
+    from harness.workloads.training.tricks import adam_rate, other_rate
+    lm, rate = {"workload": "lm", "width": 1024}, adam_rate("lm", 1024)
+    assert float(torch.tensor(rate)) != rate  # torchao's float32 tensor rounds it
+    assert not other_rate({**lm, "technique": "adamw8bit"}, {"lr": float(torch.tensor(rate))})
+    assert other_rate({**lm, "technique": "adamw8bit"}, {"lr": rate * 2})
+    assert not other_rate({**lm, "technique": "sgd_momentum"}, {"lr": 0.1})  # its own rule, its own rate
+    assert not other_rate({**lm, "technique": "bf16_autocast+checkpoint+adafactor"}, {"lr": 0.01})
+    assert other_rate({**lm, "technique": "fp32"}, {"lr": 0.01})  # Adam at a rate today's code no longer gives

@@ -247,7 +247,21 @@ def other_rate(params, check: dict) -> bool:
     width = params.get("width")
     if not trained or type(width) is not int or width < 1 or "workload" not in params:
         return False  # a record no trainer of today's could have written: nothing to compare
-    return trained_at(check) != adam_rate(params["workload"], width)
+    if _own_rule(params.get("technique")):
+        return False  # SGD's and Adafactor's rates are their knob's own, never Adam's
+    # torchao keeps the rate as a float32 tensor: the same rate, rounded to its 24 bits
+    return not math.isclose(trained_at(check), adam_rate(params["workload"], width), rel_tol=1e-6)
+
+
+def _own_rule(technique) -> bool:
+    """Whether ``technique`` trains with an optimizer of another rule than Adam's (its own rate)."""
+    try:
+        return ways.parse(technique).optimizer in OWN_RATE
+    except (TypeError, ValueError):
+        return False
+
+
+OWN_RATE = ("adafactor", "sgd_momentum")  # optimizers whose rate is not Adam's
 
 
 # The placement pieces: where the parameters live, by the knob that decides it (at most one
