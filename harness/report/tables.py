@@ -24,7 +24,8 @@ from harness.report.markdown import one_line
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs, ms, scaled
 from harness.workloads.training.trainer import LR_WIDTH
-from harness.workloads.training.tricks import held_to_whole_batch, other_rate
+from harness.workloads.training.reference import held_to_whole_batch
+from harness.workloads.training.tricks import other_rate
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
