@@ -169,7 +169,8 @@ def test_reference_runs_of_the_same_sums_give_a_spread_and_a_run_of_other_sums_e
     out = reference.checked_against_reference(parse("checkpoint"), far, [False] * 11 + [True], **SHAPE)
     assert (out["reference_runs"], out["reference_spread"], out["skipped_steps"]) == (5, pytest.approx(0.012), 1)
     assert out["deviation"] == pytest.approx(0.001)  # from the nearest run, ref + 0.006
-    assert calls == [((12, parse("checkpoint"), no_training, 4, 4), {})] * 5  # each run as long as the curve, of its shape
+    # each run as long as the curve, at the case's batch and micro-batch
+    assert calls == [((12, parse("checkpoint"), no_training, 4, 4), {})] * 5
     runs("fp32", "fp32 in micro-batches of 2", "fp32")
     with pytest.raises(CheckFailed, match="the widest gap among 1 fp32 runs"):
         reference.checked_against_reference(parse("checkpoint"), far, [False] * 12, **SHAPE)
@@ -198,30 +199,34 @@ def test_the_nearest_reference_run_is_the_nearest_after_the_skipped_steps_are_al
     assert out["reference_runs"] == 5 and out["deviation"] == pytest.approx(0.003)
 
 
+def out_of_memory():
+    return torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def training(runs_out, trained: list, error=None):
+    """A ``train`` that records what it was asked for and runs out of memory for each (way, micro-batch)
+    in ``runs_out`` (every one where ``runs_out`` is None), or raises ``error``."""
+    def train(steps, way, micro_batch):
+        trained.append((str(way), micro_batch))
+        if error is not None:
+            raise error
+        if runs_out is None or (str(way), micro_batch) in runs_out:
+            raise out_of_memory()
+        return [float(steps)] * steps
+    return train
+
+
 def test_the_first_reference_that_fits_trains_and_one_that_runs_out_passes_to_the_next():
     trained = []
-
-    def train(steps, way, micro_batch):  # fp32 on the whole batch runs out; the rest train
-        trained.append((str(way), micro_batch))
-        if way == reference.FP32 and micro_batch == 4:
-            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return [float(steps)] * steps
-    assert reference.reference_losses(3, parse("bf16_autocast"), train, 4, 4) == ("fp32 with checkpointing", [3.0] * 3)
-    assert trained == [("fp32", 4), ("checkpoint", 4)]
+    train = training({("fp32", 4)}, trained)
+    got = reference.reference_losses(3, parse("bf16_autocast"), train, 4, 4)
+    assert got == ("fp32 with checkpointing", [3.0] * 3) and trained == [("fp32", 4), ("checkpoint", 4)]
     trained.clear()
     assert reference.reference_losses(3, parse("fp32"), train, 4, 4) == ("itself", None) and not trained
-    # in micro-batches the case's own split is tried last; none fits: the reason names each
-    label, why = reference.reference_losses(2, parse("fp32"), lambda *a: train(*a) + oom(), 4, 2)
+    # in micro-batches the case's own split is tried last; where none fits, the reason names each
+    label, why = reference.reference_losses(2, parse("fp32"), training(None, trained), 4, 2)
     assert label is None and why == ("no fp32 reference fits on the card beside the case (fp32; fp32 with "
                                      "checkpointing; fp32 in micro-batches of 2 ran out of memory)")
     assert trained == [("fp32", 4), ("checkpoint", 4), ("fp32", 2)]
-    with pytest.raises(ValueError):  # any other error is no does-not-fit: it is raised
-        reference.reference_losses(2, parse("checkpoint"), lambda *a: [] + bad(), 4, 4)
-
-
-def oom():
-    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-
-
-def bad():
-    raise ValueError("a broken step")
+    with pytest.raises(ValueError, match="a broken step"):  # any other error is no does-not-fit: raised
+        reference.reference_losses(2, parse("checkpoint"), training((), [], ValueError("a broken step")), 4, 4)
