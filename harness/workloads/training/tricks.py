@@ -99,11 +99,10 @@ def _encdec(torch, way, batch, vocab, width, depth, seq_len):
 
 
 def _resnet(torch, batch, size):
-    from harness.workloads.training.models import images, resnet50
+    from harness.workloads.training.models import blocks, images, resnet50
     model = resnet50(CLASSES, seed=SEED)
     if hasattr(model, "layer1"):
         # Checkpointing per block, as for the LM: the bottlenecks of the four stages.
-        from harness.workloads.training.models import blocks
         _checkpointable(model, blocks(model))
     x, t = images(batch, size, CLASSES, seed=SEED)
     return model, x, t
@@ -154,7 +153,7 @@ def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth,
     else:
         model, x, t = (_lm if workload == "lm" else _encdec)(torch, way, batch, vocab, width, depth, seq_len)
     rate = adam_rate(workload, width)
-    # This module's last piece: what follows is built below it, the trainer last.
+    # The last of this module's pieces: what follows is built by the modules below it, the trainer last.
     loss_sum = _modelled(torch, model, way, image_loss_sum if workload in RESNETS else token_loss_sum)
     model.checkpoint_blocks = way.checkpoint
     with contextlib.ExitStack() as held:

@@ -1,7 +1,8 @@
 """A way out: the knobs one training step of ``tricks`` runs with, and its one name.
 
-Each knob is its own parameter of ``Way`` and its own small piece of ``harness.workloads.training.tricks``
-(applied to the model, the step or the process), so a combination is the pieces together:
+Each knob is its own parameter of ``Way`` and its own small piece of the step that
+``harness.workloads.training.tricks.make_trainer`` builds (applied to the model, the step or the
+process), so a combination is the pieces together:
 
 - ``precision``: fp32 (the reference), tf32, fp16_autocast, bf16_autocast, bf16_params;
 - ``checkpoint``: every block recomputed in backward;
@@ -34,7 +35,8 @@ Each value a knob takes is registered once (``register``) with all that is known
 it sets, the workloads it means something for, its loss tolerance and sidedness, whether it grows
 in host memory and the GPU capability it needs. A way's facts are its values' (``Way.tolerance``
 and the like), and every list of ways (``TECHNIQUES``, ``TOLERANCE``, ``LM_ONLY``, ...) is read
-from the registry: a new value is one more registration, beside its piece in ``tricks``.
+from the registry: a new value is one more registration, beside its piece. ``applies`` and
+``runnable`` skip a way that means nothing for a workload or that this machine cannot run.
 
 A way's name is its knobs' values joined by "+" in the order of ``Way``'s fields, each knob at
 its default left out: "bf16_autocast+checkpoint". The way with every knob at its default is
