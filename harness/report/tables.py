@@ -277,7 +277,7 @@ def _why_failed(check: dict) -> str:
     if check.get("ended") == "raised":
         return f" ({one_line(check.get('error'))})"
     if isinstance(check.get("falls"), (int, float)) and isinstance(check.get("fell"), (int, float)):
-        # held to a falling loss of its own (``tricks.held_to_falling``), not to fp32's curve
+        # held to a falling loss of its own (``reference.held_to_falling``), not to fp32's curve
         return f" (loss fell {check['fell']:.2g} of its first, {check['falls']:g} asked)"
     verdict = _loss_gap(check)
     if verdict is None:
