@@ -207,3 +207,11 @@ def render(*args, **kwargs) -> tuple[str, list[str]]:
 
 def table(*args, **kwargs) -> str:
     return plain(_tables.table(*args, **kwargs))
+
+
+def make_trainer(**shape):
+    """``tricks.make_trainer`` at ``shape`` (its ``way`` a ``Way``) in the way's ``Precision``, as
+    the case's process piece yields it (TF32 is fp32 on the CPU: nothing else to put in force)."""
+    from harness.workloads.training import tricks
+    from harness.workloads.training.precision import precision
+    return tricks.make_trainer(prec=precision(shape["way"].precision), **shape)

@@ -144,17 +144,17 @@ def test_execute_takes_a_config_as_it_is_and_makes_a_dict_into_one_once(config_c
 def test_the_builders_take_the_configs_word_and_skip_only_combinations():
     from harness.measure.outcomes import Skip
     from harness.workloads.chainer import chainer_backend
-    from harness.workloads.training import tricks as trick_steps
+    from harness.workloads.training import tricks as trick_steps, ways
     from harness.workloads.training.ways import parse
     # No second check of the declared values: the config is the one place that refuses them, so
     # a builder handed a value outside them (which no config lets through) does not check again.
-    assert trick_steps.applies("gpt", parse("bf16_autocast")) is None
-    assert trick_steps.applies("lm", parse("seq_cap")) is None
+    assert ways.applies(parse("bf16_autocast"), "gpt", trick_steps.IMAGE_MODELS, trick_steps.TOKEN_MODELS) is None
+    assert ways.applies(parse("seq_cap"), "lm", trick_steps.IMAGE_MODELS, trick_steps.TOKEN_MODELS) is None
     assert chainer_backend.check_pairing("tpu", "device_pool") is None
     assert chainer_backend.check_pairing("cpu", "numpy") is None
     assert resolve("16GB", 24 * 2**30, None).limit_bytes == 16 * GB
     with pytest.raises(Skip, match="seq_cap applies to workload lm only"):
-        trick_steps.applies("encdec", parse("seq_cap"))
+        ways.applies(parse("seq_cap"), "encdec", trick_steps.IMAGE_MODELS, trick_steps.TOKEN_MODELS)
     with pytest.raises(Skip, match="pool=numpy is the CPU's"):
         chainer_backend.check_pairing("cuda", "numpy")
     rec = execute("tricks", tricks(workload="encdec", technique="seq_cap"))

@@ -235,7 +235,7 @@ def test_the_bucketed_lm_case_trains_only_at_the_bucket_lengths_on_the_cpu():
 
 def test_the_everyday_loop_keeps_the_last_steps_logits_and_zeroed_gradients_into_the_next():
     from harness.workloads.training.fragmenting import lm_trainer
-    from harness.workloads.training.trainer import precision
+    from harness.workloads.training.precision import precision
     for keep in (False, True):
         step, trainer, _ = lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"),
                                       keep_references=keep)
@@ -268,7 +268,7 @@ def test_records_filed_before_the_loop_and_the_draws_were_parameters_ran_the_sui
 
 def test_the_draws_reorder_the_lengths_and_leave_the_model_and_its_data_alone():
     from harness.workloads.training.fragmenting import lm_trainer
-    from harness.workloads.training.trainer import precision
+    from harness.workloads.training.precision import precision
     made = {d: lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"), draws=d)
             for d in (0, 1)}
     (step0, trainer0, _), (step1, trainer1, _) = made[0], made[1]
@@ -289,7 +289,7 @@ def test_pairings_that_mean_nothing_skip_with_the_reason(change, reason):
 
 def test_the_varying_step_feeds_the_trainer_each_size():
     from harness.workloads.training.fragmenting import lm_trainer
-    from harness.workloads.training.trainer import precision
+    from harness.workloads.training.precision import precision
     step, trainer, tokens = lm_trainer("cpu", shapes_of("uniform16-64"), 1, 128, 32, 2, precision("fp32"))
     for i in range(3):
         step()

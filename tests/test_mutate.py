@@ -45,17 +45,17 @@ def test_the_score_counts_caught_mutants_over_all_but_skipped_ones():
 
 def test_where_part_of_a_module_is_mutated_only_its_mutants_count():
     listing = """\
-    harness.workloads.training.tricks.x_curve_gap__mutmut_1: killed
-    harness.workloads.training.tricks.x_curve_gap__mutmut_2: survived
-    harness.workloads.training.tricks.x_deviation__mutmut_1: killed
-    harness.workloads.training.tricks.x_deviations__mutmut_1: not checked
-    harness.workloads.training.tricks.x_train__mutmut_1: not checked
+    harness.workloads.training.reference.x_curve_gap__mutmut_1: killed
+    harness.workloads.training.reference.x_curve_gap__mutmut_2: survived
+    harness.workloads.training.reference.x_deviation__mutmut_1: killed
+    harness.workloads.training.reference.x_deviations__mutmut_1: not checked
+    harness.workloads.training.reference.x_train__mutmut_1: not checked
 """
-    assert "curve_gap" in mutate.PART["harness/workloads/training/tricks.py"]
-    s = mutate.score("harness/workloads/training/tricks.py", listing)
-    assert (s.killed, s.total, s.survivors) == (2, 3, ("harness.workloads.training.tricks.x_curve_gap__mutmut_2",))
-    for name in mutate.PART["harness/workloads/training/tricks.py"]:
-        assert re.search(rf"^def {name}\(", (bootstrap.REPO / "harness/workloads/training/tricks.py").read_text(),
+    assert "curve_gap" in mutate.PART["harness/workloads/training/reference.py"]
+    s = mutate.score("harness/workloads/training/reference.py", listing)
+    assert (s.killed, s.total, s.survivors) == (2, 3, ("harness.workloads.training.reference.x_curve_gap__mutmut_2",))
+    for name in mutate.PART["harness/workloads/training/reference.py"]:
+        assert re.search(rf"^def {name}\(", (bootstrap.REPO / "harness/workloads/training/reference.py").read_text(),
                          re.M), name
 
 

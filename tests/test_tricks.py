@@ -7,13 +7,16 @@ import pytest
 import torch
 
 from harness.cases import tricks
+from harness.workloads.training import reference
 from harness.workloads.training import tricks as trick_steps
 from harness.workloads.training import ways
 from harness.workloads.training.ways import Way, parse
 from harness.workloads.training.models import EncDecConfig, LMConfig, encoder_decoder, parameter_count, transformer_lm
 from harness.drive.runner import execute
 from harness.workloads.training.seqdata import IGNORE, OUTLIER_FACTOR, capped, outlier_sequences, pad_to_longest
-from harness.workloads.training.trainer import Trainer, precision, split, token_loss_sum
+from harness.workloads.training.precision import precision
+from harness.workloads.training.trainer import Trainer, split, token_loss_sum
+from conftest import make_trainer
 
 TINY = dict(device="cpu", workload="lm", budget="card",
             batch=4, micro_batch=4, vocab=128, width=32, depth=2, seq_len=16)
@@ -180,12 +183,12 @@ def test_resnet50_without_torchvision_skips_with_the_fix():
 
 
 def test_bf16_params_train_in_bf16():
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("bf16_params")))
+    trainer, _ = make_trainer(**dict(STEP, way=parse("bf16_params")))
     assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
 
 
 def test_cpu_embedding_keeps_the_embedding_on_the_cpu_and_learns():
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("cpu_embedding")))
+    trainer, _ = make_trainer(**dict(STEP, way=parse("cpu_embedding")))
     assert trainer.model.embed.weight.device.type == "cpu"
     # The LM holds no parameter of its own outside its children, so moving the children moves the rest.
     assert not list(trainer.model.parameters(recurse=False))
@@ -236,7 +239,7 @@ def test_the_trainer_marks_the_steps_its_scaler_skipped(monkeypatch):
     # A scale so large that the first scaled gradients overflow fp16: the scaler must skip and halve.
     monkeypatch.setattr(torch.amp, "GradScaler",
                         lambda *a, **k: torch.amp.grad_scaler.GradScaler(*a, **{**k, "init_scale": 2.0**40}))
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("fp16_autocast")))
+    trainer, _ = make_trainer(**dict(STEP, way=parse("fp16_autocast")))
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.step()
     assert trainer.skipped == [True]
@@ -259,13 +262,13 @@ def test_a_wider_lm_trains_at_an_adam_rate_scaled_down_with_its_width_and_a_resn
     from harness.workloads.training.trainer import LR
     rates = {}
     for width in (64, 1024, 2048):
-        trainer, _ = trick_steps.make_trainer(device="cpu", workload="lm", way=Way(), batch=1, micro_batch=1, vocab=64,
+        trainer, _ = make_trainer(device="cpu", workload="lm", way=Way(), batch=1, micro_batch=1, vocab=64,
                                   width=width, depth=1, seq_len=8)
         rates[width] = trainer.optimizer.param_groups[0]["lr"]
         trainer.close()
     assert rates == {64: LR, 1024: LR, 2048: LR / 2}
     tiny_torchvision(monkeypatch)
-    trainer, _ = trick_steps.make_trainer(device="cpu", workload="resnet50", way=Way(), batch=2, micro_batch=2,
+    trainer, _ = make_trainer(device="cpu", workload="resnet50", way=Way(), batch=2, micro_batch=2,
                                           vocab=64, width=2048, depth=1, seq_len=8)
     assert trainer.optimizer.param_groups[0]["lr"] == LR  # width is the LM's: an image model ignores it
 
@@ -288,7 +291,7 @@ def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_re
     run = set_run(monkeypatch, tmp_path / "records", run_id="run1")
     trained = []
     real = trick_steps.trained
-    monkeypatch.setattr(trick_steps, "trained", lambda steps, **shape: trained.append(shape) or real(steps, **shape))
+    monkeypatch.setattr(tricks, "trained", lambda *a, **shape: trained.append(shape) or real(*a, **shape))
     fp32 = execute("tricks", dict(TINY, technique="fp32"), run=run)
     assert fp32.ok and len(fp32.check["losses"]) == 12 and not trained  # fp32 is its own reference
     RecordStore.append(run.path, fp32)
@@ -302,8 +305,8 @@ def test_a_check_holds_a_technique_to_this_runs_fp32_record_before_training_a_re
     # a curve over its tolerance: two more runs train, the record's curve counts as the third
     monkeypatch.setattr(tricks, "make_trainer", dropping_every_other_update(trick_steps.make_trainer))
     failed = execute("tricks", dict(TINY, technique="checkpoint"), run=run)
-    assert failed.outcome == "failed" and len(trained) == 1 + trick_steps.REFERENCE_RUNS - 1
-    assert failed.check["reference_runs"] == trick_steps.REFERENCE_RUNS
+    assert failed.outcome == "failed" and len(trained) == 1 + reference.REFERENCE_RUNS - 1
+    assert failed.check["reference_runs"] == reference.REFERENCE_RUNS
     # its steps ran and were timed before the check: the failed record keeps what they cost, and files
     assert failed.timing is not None and failed.timing.steps == 10 and failed.work == fp32.work
     RecordStore.append(run.path, failed)

@@ -14,11 +14,13 @@ from harness import cases
 from harness.drive.runner import execute
 from harness.measure.outcomes import Skip
 from harness.report import markdown
+from harness.workloads.training import reference
 from harness.workloads.training import tricks as trick_steps
 from harness.workloads.training import allocator, ways
 from harness.workloads.training.ways import Way
 
 from test_tricks import STEP, TINY
+from conftest import make_trainer
 
 SINGLE = list(trick_steps.TECHNIQUES)
 
@@ -139,9 +141,10 @@ def test_which_single_ways_mean_something_for_each_workload():
         "compile", "compile_max_autotune"]
     with pytest.raises(Skip, match=r"^channels_last applies to the image models \(resnet50, resnet50_1024, "
                                    r"resnet50_2048\) only, not lm$"):
-        trick_steps.applies("lm", ways.parse("bf16_autocast+channels_last"))
+        ways.applies(ways.parse("bf16_autocast+channels_last"), "lm", trick_steps.IMAGE_MODELS,
+                     trick_steps.TOKEN_MODELS)
     with pytest.raises(Skip, match=r"^tied_embeddings needs a token model \(lm, encdec\), not resnet50$"):
-        trick_steps.applies("resnet50", ways.parse("tied_embeddings"))
+        ways.applies(ways.parse("tied_embeddings"), "resnet50", trick_steps.IMAGE_MODELS, trick_steps.TOKEN_MODELS)
 
 
 def test_the_asv_lists_of_single_ways_read_from_the_registry_keep_their_values():
@@ -228,7 +231,7 @@ def shape(trainer):
 
 
 def built(technique, **kw):
-    trainer, work = trick_steps.make_trainer(**dict(STEP, way=ways.parse(technique), **kw))
+    trainer, work = make_trainer(**dict(STEP, way=ways.parse(technique), **kw))
     try:
         return shape(trainer), work
     finally:
@@ -266,20 +269,19 @@ def test_combined_knobs_each_do_their_part():
 
 def losses(technique, steps=4, **kw):
     way = ways.parse(technique)
-    with trick_steps.process(way):
-        return trick_steps.trained(steps, **dict(STEP, way=way, **kw))
+    return trick_steps.trained(steps, **dict(STEP, way=way, **kw))
 
 
 def test_checkpointing_under_bf16_draws_bf16s_curve():
     bf16, both = losses("bf16_autocast"), losses("bf16_autocast+checkpoint")
-    assert trick_steps.curve_gap(both, bf16)[1] <= trick_steps.TOLERANCE["checkpoint"]
+    assert reference.curve_gap(both, bf16)[1] <= trick_steps.TOLERANCE["checkpoint"]
     assert both != losses("fp32")  # bf16 itself did change the sums
 
 
 def test_accumulated_micro_batches_draw_the_whole_batchs_curve_under_a_combination():
     # TF32 is fp32 on the CPU: accumulation may change the sums only by their order
     whole, accumulated = losses("tf32+checkpoint"), losses("tf32+checkpoint", micro_batch=1)
-    assert trick_steps.curve_gap(accumulated, whole)[1] <= trick_steps.TOLERANCE["fp32"]
+    assert reference.curve_gap(accumulated, whole)[1] <= trick_steps.TOLERANCE["fp32"]
 
 
 def test_a_combination_is_checked_against_fp32_within_the_largest_of_its_knobs_tolerances():

@@ -9,17 +9,19 @@ import pytest
 import torch
 
 from harness.measure.outcomes import CheckFailed, Skip
-from harness.workloads.training import tricks as trick_steps
+from harness.workloads.training import reference
+from harness.workloads.training import ways
 from harness.workloads.training.chunked import chunked_cross_entropy
 from harness.workloads.training.optimizers import state_bytes
 from harness.workloads.training.ways import parse
 
 from test_tricks import STEP
+from conftest import make_trainer
 
 
 def one_step_grads(technique):
     """The loss and every trained weight's gradient after one forward and backward of ``technique``."""
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse(technique)))
+    trainer, _ = make_trainer(**dict(STEP, way=parse(technique)))
     loss = trainer.backward()
     return float(loss), {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
 
@@ -51,7 +53,7 @@ def test_the_chunked_loss_never_makes_more_than_a_chunk_of_logits():
 
 
 def test_lora_freezes_the_model_and_only_its_adapters_take_gradients_and_state():
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("lora")))
+    trainer, _ = make_trainer(**dict(STEP, way=parse("lora")))
     trainer.step()
     named = dict(trainer.model.named_parameters())
     adapters = {n for n in named if "lora_" in n}
@@ -66,7 +68,7 @@ def test_lora_freezes_the_model_and_only_its_adapters_take_gradients_and_state()
 
 
 def test_lora_composes_with_bf16_autocast_and_checkpointing():
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("lora+checkpoint+bf16_autocast")))
+    trainer, _ = make_trainer(**dict(STEP, way=parse("lora+checkpoint+bf16_autocast")))
     trainer.step()
     assert trainer.model.checkpoint_blocks and trainer.prec.name == "bf16_autocast"
     assert all(p.grad is not None for n, p in trainer.model.named_parameters() if "lora_" in n)
@@ -83,8 +85,8 @@ def eager_torchao(monkeypatch):
 @pytest.mark.parametrize("technique,share", [("adamw8bit", 0.3), ("adam_bf16_state", 0.55)])
 def test_quantised_moments_hold_fewer_bytes_than_adams_and_still_train(eager_torchao, technique, share):
     shape = dict(STEP, width=64)  # matrices of 4096 values and more: torchao keeps smaller ones as they are
-    adam, _ = trick_steps.make_trainer(**dict(shape, way=parse("fp32")))
-    small, _ = trick_steps.make_trainer(**dict(shape, way=parse(technique)))
+    adam, _ = make_trainer(**dict(shape, way=parse("fp32")))
+    small, _ = make_trainer(**dict(shape, way=parse(technique)))
     for trainer in (adam, small):
         for _ in range(3):
             trainer.step()
@@ -105,7 +107,7 @@ def test_compile_keeps_its_time_apart_from_the_step(monkeypatch):
             return fn(*args)
         return first_call_compiles
     monkeypatch.setattr(torch, "compile", counted)
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("compile_max_autotune")))
+    trainer, _ = make_trainer(**dict(STEP, way=parse("compile_max_autotune")))
     for _ in range(3):
         trainer.step()
     assert calls == ["max-autotune-no-cudagraphs"] and len(trainer.first_steps_s) == 2
@@ -119,24 +121,24 @@ def test_a_missing_package_and_an_impossible_kernel_skip_naming_the_fix(monkeypa
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real(name, *a))
     with pytest.raises(Skip, match=r"^lora needs peft, which this Python lacks: pip install 'oombench\[ways\]'$"):
-        trick_steps.runnable(parse("bf16_autocast+lora"), "cuda")
+        ways.runnable(parse("bf16_autocast+lora"), "cuda")
     with pytest.raises(Skip, match="flash attention takes half inputs only on CUDA: add bf16_autocast"):
-        trick_steps.runnable(parse("attn_flash"), "cuda")
-    trick_steps.runnable(parse("bf16_autocast+attn_flash"), "cuda")  # half inputs: runs
+        ways.runnable(parse("attn_flash"), "cuda")
+    ways.runnable(parse("bf16_autocast+attn_flash"), "cuda")  # half inputs: runs
     with pytest.raises(Skip, match=r"attn_mem_efficient runs on CUDA only \(no CPU kernel\): run it with device cuda$"):
-        trick_steps.runnable(parse("attn_mem_efficient"), "cpu")
+        ways.runnable(parse("attn_mem_efficient"), "cpu")
 
 
 def test_a_way_held_to_a_falling_loss_passes_when_it_falls_and_fails_when_it_does_not():
     way = parse("bf16_autocast+checkpoint+lora")
     ref = [10.0, 8.0, 6.0]
-    ok = trick_steps.held_to_falling(way, [10.0, 9.95, 9.89], "fp32", ref)
+    ok = reference.held_to_falling(way, [10.0, 9.95, 9.89], "fp32", ref)
     assert ok["fell"] == pytest.approx(0.011) and ok["deviation"] == pytest.approx(0.389)
     assert "held to its own criterion, not to fp32's curve" in ok["criterion"]
     with pytest.raises(CheckFailed, match="a fall of 0.005 of it, under the 0.01 its criterion asks"):
-        trick_steps.held_to_falling(way, [10.0, 9.97, 9.95], "fp32", ref)
+        reference.held_to_falling(way, [10.0, 9.97, 9.95], "fp32", ref)
     with pytest.raises(CheckFailed):
-        trick_steps.held_to_falling(way, [10.0, float("nan"), float("nan")], "fp32", ref)
+        reference.held_to_falling(way, [10.0, float("nan"), float("nan")], "fp32", ref)
 
 
 def test_a_what_fits_search_for_a_way_missing_its_package_skips_before_any_probe(monkeypatch):

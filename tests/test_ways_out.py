@@ -13,9 +13,11 @@ from harness import cases
 from harness.drive.runner import execute
 from harness.measure.guards import budget as budgets
 from harness.workloads.training import tricks as trick_steps
+from harness.workloads.training.models import blocks
 from harness.workloads.training.ways import parse
 
 from test_tricks import STEP, TINY, tiny_torchvision
+from conftest import make_trainer
 
 RESNET = dict(TINY, workload="resnet50", micro_batch=2)
 
@@ -88,7 +90,7 @@ def test_channels_last_puts_the_weights_and_images_in_nhwc_and_nothing_else_does
     tiny_torchvision(monkeypatch)
     nhwc = torch.channels_last
     for technique, expected in (("channels_last", True), ("fp32", False)):
-        trainer, _ = trick_steps.make_trainer(**dict(STEP, workload="resnet50", way=parse(technique)))
+        trainer, _ = make_trainer(**dict(STEP, workload="resnet50", way=parse(technique)))
         images = trainer.micro_batches[0][0][0]
         weights = [p for p in trainer.model.parameters() if p.dim() == 4]
         assert images.is_contiguous(memory_format=nhwc) == expected != images.is_contiguous()
@@ -109,18 +111,18 @@ def test_save_on_cpu_keeps_every_saved_activation_on_the_cpu_unpinned_here(monke
             pack = self.pack_hook
             self.pack_hook = lambda t: (lambda out: packed.append((out[1].device.type, pin_memory)) or out)(pack(t))
     monkeypatch.setattr(torch.autograd.graph, "save_on_cpu", Watched)
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("save_on_cpu")))
+    trainer, _ = make_trainer(**dict(STEP, way=parse("save_on_cpu")))
     trainer.step()
     assert packed and set(packed) == {("cpu", False)}  # pinned only on CUDA
     packed.clear()
-    plain, _ = trick_steps.make_trainer(**dict(STEP, way=parse("fp32")))
+    plain, _ = make_trainer(**dict(STEP, way=parse("fp32")))
     plain.step()
     assert not packed
 
 
 def alive_at_each_forward(technique):
     """Per forward after the first: whether the previous step's logits, and gradients, were alive."""
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse(technique)))
+    trainer, _ = make_trainer(**dict(STEP, way=parse(technique)))
     inner, last, alive = trainer.forward, [], []
 
     def forward(*args):
@@ -150,15 +152,15 @@ def test_the_everyday_loop_keeps_logits_and_zeroed_gradients_alive_into_the_next
 def test_cpu_offload_shards_every_block_with_the_policy_in_a_group_it_tears_down():
     import torch.distributed as dist
     from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule
-    trainer, _ = trick_steps.make_trainer(**dict(STEP, way=parse("cpu_offload")))
+    trainer, _ = make_trainer(**dict(STEP, way=parse("cpu_offload")))
     try:
         assert dist.is_initialized() and dist.get_world_size() == 1
-        units = [trainer.model, *trick_steps.blocks(trainer.model)]
+        units = [trainer.model, *blocks(trainer.model)]
         assert all(isinstance(u, FSDPModule) for u in units)
         policies = [u._get_fsdp_state()._fsdp_param_group.offload_policy for u in units]
         assert all(isinstance(p, CPUOffloadPolicy) and not p.pin_memory for p in policies)  # pinned only on CUDA
         with pytest.raises(RuntimeError, match="already initialised"):
-            trick_steps.make_trainer(**dict(STEP, way=parse("cpu_offload")))
+            make_trainer(**dict(STEP, way=parse("cpu_offload")))
         trainer.step()
     finally:
         trainer.close()

@@ -38,9 +38,9 @@ from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, 
 from harness.measure.records.store import RecordStore
 from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
-from harness.workloads.training.tricks import (DEPTHS, DEVICES, SEQ_LENS, TECHNIQUES, VOCABS, WIDTHS, WORKLOADS,
-                                               applies, runnable)
-from harness.workloads.training.ways import parse
+from harness.workloads.training.tricks import (DEPTHS, DEVICES, IMAGE_MODELS, SEQ_LENS, TECHNIQUES, TOKEN_MODELS,
+                                               VOCABS, WIDTHS, WORKLOADS)
+from harness.workloads.training.ways import applies, parse, runnable
 from harness.workloads.training import allocator as settings
 
 NAME = "fits"
@@ -150,7 +150,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
         raise Skip("what fits needs a CUDA device: the budget is enforced by "
                    "torch.cuda.set_per_process_memory_fraction; run it with device=cuda on a GPU box")
     way = parse(technique)  # once: what applies and how many probes run side by side are the Way's
-    applies(workload, way)
+    applies(way, workload, IMAGE_MODELS, TOKEN_MODELS)
     runnable(way, device)  # a knob's missing package skips before the search, not in every probe
     if over == "seq_len" and workload == "resnet50":
         raise Skip("over=seq_len applies to the token models (lm, encdec), not resnet50")

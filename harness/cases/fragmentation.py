@@ -78,7 +78,7 @@ def build(device, workload, shapes, allocator, precision, budget, batch, referen
         settings.apply_torch(allocator)  # first of all: torch reads it when it is imported
     torch = need_torch(device)
     from harness.workloads.training.fragmenting import lm_trainer, resnet_trainer
-    from harness.workloads.training.trainer import float32_matmul, precision as precision_of
+    from harness.workloads.training.precision import float32_matmul, precision as precision_of
     dist = shapes_of(shapes)
     with contextlib.ExitStack() as stack:
         cap = torch_capped(stack, device, budget)  # before anything is allocated

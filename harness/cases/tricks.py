@@ -46,11 +46,11 @@ The harness times one optimizer step (all micro-batches). ``work`` is the target
 counts (padding excluded, so capped and padded batches compare on useful tokens) or samples.
 The check trains from seed 0 for the fixed number of timed and warm-up steps; it fails when a
 loss is not finite or the last is not below the first. Then the same model, data and seed train
-again in fp32 on the whole batch (``harness.workloads.training.tricks.references``; where this run already
+again in fp32 on the whole batch (``harness.workloads.training.reference.references``; where this run already
 filed fp32's record at the same shape, its curve stands for that run), and every step's
 loss is held within the technique's tolerance of the reference's after as many applied updates
 (a step the fp16 GradScaler skipped applied none), the gap taken as a share of the first loss
-(``harness.workloads.training.tricks.TOLERANCE``; a combination's is the largest of its knobs'). Over it,
+(``harness.workloads.training.ways.TOLERANCE``; a combination's is the largest of its knobs'). Over it,
 the reference trains four more times: the curve is then held to the nearest of its five runs, and
 twice the widest gap among them (the GPU's nondeterministic sums) is allowed on top. Both curves
 (the technique's and that nearest run's), the gap, the tolerance, that spread, the runs it was read
@@ -64,6 +64,7 @@ the second (neither is timed).
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from harness.cases.base import Case
 from harness.measure.guards import budget as budgets
@@ -72,11 +73,12 @@ from harness.measure.guards.requirements import need_torch
 from harness.measure.records.store import this_interpreters
 from harness.measure.instruments.timing import torch_sync
 from harness.measure.workload import Workload
-from harness.workloads.training.tricks import (BATCHES, DEPTHS, DEVICES, SEQ_LENS, TECHNIQUES, VOCABS, WIDTHS,
-                                               WORKLOADS, checked_against_reference, losses_checked, make_trainer,
-                                               other_rate, process)
-from harness.workloads.training import allocator
-from harness.workloads.training.ways import parse
+from harness.workloads.training.tricks import (BATCHES, DEPTHS, DEVICES, IMAGE_MODELS, SEQ_LENS, TECHNIQUES,
+                                               TOKEN_MODELS, VOCABS, WIDTHS, WORKLOADS, losses_checked, make_trainer,
+                                               other_rate, trained)
+from harness.workloads.training import allocator, ways
+from harness.workloads.training.precision import process
+from harness.workloads.training.reference import checked_against_reference
 
 CASE_NAME = "tricks"
 PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "budget": budgets.CARD_BUDGETS,
@@ -86,14 +88,16 @@ PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "bu
 
 def build(device, workload, technique, budget, batch, micro_batch, vocab, width, depth, seq_len,
           run_file=None) -> Workload:
-    way = parse(technique)  # once: every piece below is handed the Way; the record keeps the name
+    way = ways.parse(technique)  # once: every piece below is handed the Way; the record keeps the name
+    ways.applies(way, workload, IMAGE_MODELS, TOKEN_MODELS)  # skips before anything runs, naming why
+    ways.runnable(way, device)
     allocator.use_torch(way.allocator)  # before torch starts: its allocator reads the setting once
     torch = need_torch(device)
     from harness.workloads.training.models import parameter_count
     with contextlib.ExitStack() as stack:
         cap = budgets.torch_capped(stack, device, budget)  # before anything is allocated
-        stack.enter_context(process(way))
-        trainer, work = make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len)
+        prec = stack.enter_context(process(way))
+        trainer, work = make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len, prec)
         stack.callback(trainer.close)
         # Held for the case's life once built: close() puts the previous settings back.
         setting = stack.pop_all()
@@ -102,6 +106,9 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
 
     shape = dict(device=device, workload=workload, batch=batch, micro_batch=micro_batch, vocab=vocab, width=width,
                  depth=depth, seq_len=seq_len)
+
+    # fp32's references train at the case's shape in micro-batches of their own
+    train = functools.partial(trained, **{k: v for k, v in shape.items() if k != "micro_batch"})
 
     # float(): torchao's optimizers keep the rate as a tensor (so a new rate recompiles nothing)
     rate = float(trainer.optimizer.param_groups[0]["lr"])
@@ -113,7 +120,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
             # the whole card, so that a budget too small for fp32 on the whole batch still has one.
             cap.lift()
             fp32 = fp32_curve(run_file, shape, len(trainer.losses))
-            compared = checked_against_reference(way, trainer.losses, trainer.skipped, fp32, **shape)
+            compared = checked_against_reference(way, trainer.losses, trainer.skipped, train, batch, micro_batch, fp32)
             if fp32 is not None and compared.get("reference_losses") is not None:
                 compared["reference_first_run"] = "this run's fp32 record"
         except CheckFailed as e:
@@ -122,17 +129,12 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
         return {"losses": [float(v) for v in trainer.losses], **learned, **compared, "lr": rate,
                 "parameters": params, "parameters_on_device": on_device,
                 "accumulation_steps": batch // micro_batch, "reference_budget": budgets.CARD,
-                **compile_time(way, trainer)}
+                # a way whose first step compiles: what that step took beyond the second (both warm-up)
+                **({"compile_s": trainer.compile_s} if way.compiles else {})}
 
     gpus = (0,) if device == "cuda" else ()
     return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
                     warmup=2, repeat=10, close=setting.close, budget=cap.budget)
-
-
-def compile_time(way, trainer) -> dict:
-    """The seconds a way's first step spent compiling (its time beyond the second step's: both are
-    warm-up, neither is timed), for a way whose first step compiles."""
-    return {"compile_s": trainer.compile_s} if way.compiles else {}
 
 
 def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:

@@ -27,7 +27,10 @@ from harness.measure.outcomes import CheckFailed, Skip, is_out_of_memory
 from harness.measure.records.store import this_interpreters
 from harness.measure.workload import Workload
 from harness.workloads.training import user_model
-from harness.workloads.training.tricks import DEVICES, TECHNIQUES, against_reference, losses_checked, losses_of, process
+from harness.workloads.training.precision import process
+from harness.workloads.training.reference import against_reference
+from harness.workloads.training.trainer import losses_of
+from harness.workloads.training.tricks import DEVICES, TECHNIQUES, losses_checked
 from harness.workloads.training.ways import parse
 
 CASE_NAME = "try"

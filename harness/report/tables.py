@@ -24,7 +24,8 @@ from harness.report.markdown import one_line
 from harness.report.scaling import scaling_efficiency
 from harness.units import gb, gbs, ms, scaled
 from harness.workloads.training.trainer import LR_WIDTH
-from harness.workloads.training.tricks import held_to_whole_batch, other_rate
+from harness.workloads.training.reference import held_to_whole_batch
+from harness.workloads.training.tricks import other_rate
 
 SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
@@ -276,7 +277,7 @@ def _why_failed(check: dict) -> str:
     if check.get("ended") == "raised":
         return f" ({one_line(check.get('error'))})"
     if isinstance(check.get("falls"), (int, float)) and isinstance(check.get("fell"), (int, float)):
-        # held to a falling loss of its own (``tricks.held_to_falling``), not to fp32's curve
+        # held to a falling loss of its own (``reference.held_to_falling``), not to fp32's curve
         return f" (loss fell {check['fell']:.2g} of its first, {check['falls']:g} asked)"
     verdict = _loss_gap(check)
     if verdict is None:

@@ -52,6 +52,7 @@ TESTS = {
     # test_fits.py starts processes
     "harness/workloads/search/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),
     "harness/workloads/training/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
+    "harness/workloads/training/reference.py": ("tests/test_loss_check.py",),
     "harness/units.py": ("tests/test_units.py",),
     "harness/measure/records/store.py": ("tests/test_store.py", "tests/test_record.py", "tests/test_inputs_hostile.py",
                                          "tests/test_begun.py",
@@ -114,8 +115,9 @@ TESTS = {
 }
 # Where only part of a module writes a verdict, the functions mutated: the rest trains models
 # (tricks) or starts the probes' processes (fits), and is tested by doing so, seconds a mutant.
-PART = {"harness/workloads/training/tricks.py": ("losses_checked", "aligned", "curve_gap", "deviation",
-                                                "against_reference", "checked_against_reference"),
+PART = {"harness/workloads/training/tricks.py": ("losses_checked",),
+        "harness/workloads/training/reference.py": ("aligned", "curve_gap", "deviation", "against_reference",
+                                                   "checked_against_reference"),
         "harness/workloads/search/fits.py": ("largest_fitting", "_in_units", "_top", "_under", "_search", "_recorded",
                                       "_first_fit", "_narrow", "_try", "_cold_start", "_bracket", "_gallop", "_up",
                                       "_down", "linear_estimate", "_on_line", "side_by_side"),

@@ -34,7 +34,8 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
     from); the probe trains it grown to ``n`` along ``over``. Its ``budget`` is the whole card:
     the probe's cap is ``cap_bytes``."""
     from harness.workloads.training.allocator import use_torch
-    from harness.workloads.training.tricks import make_trainer, process
+    from harness.workloads.training.precision import process
+    from harness.workloads.training.tricks import make_trainer
     from harness.workloads.training.ways import parse
     from harness.measure.guards.requirements import need_torch
     way = parse(params["technique"])  # once: the pieces below are handed the Way
@@ -45,9 +46,9 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
         cap_torch(cap_bytes, 0)
     result = {"pid": os.getpid(), "n": n}
     try:
-        with process(way):  # as the tricks case runs it
+        with process(way) as prec:  # as the tricks case runs it
             shape = {k: v for k, v in dict(params, **sizes(over, n)).items() if k not in ("budget", "technique")}
-            trainer, _ = make_trainer(way=way, **shape)
+            trainer, _ = make_trainer(way=way, prec=prec, **shape)
             try:
                 for _ in range(STEPS):
                     trainer.step()

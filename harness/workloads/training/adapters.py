@@ -10,7 +10,7 @@ def targets(model) -> list[str]:
     """The names of the modules the adapters go on: every block's attention (peft adapts
     ``nn.MultiheadAttention``'s input and output projections) and its MLP's linear layers."""
     import torch
-    from harness.workloads.training.tricks import blocks
+    from harness.workloads.training.models import blocks
     inside = {id(m) for b in blocks(model) for m in b.modules()}
     kinds = (torch.nn.MultiheadAttention, torch.nn.Linear)
     attention_parts = {id(m) for a in model.modules() if isinstance(a, torch.nn.MultiheadAttention)

@@ -201,6 +201,16 @@ def parameter_count(model) -> int:
 
 # ---- the same models as a sequence of layers, for model parallelism --------------------------
 
+def blocks(model) -> list:
+    """The blocks a model is built of, each checkpointed or offloaded as one unit: the LM's
+    transformer blocks, the encoder-decoder's layers, the bottlenecks of ResNet's four stages."""
+    if hasattr(model, "blocks"):
+        return list(model.blocks)
+    if hasattr(model, "encoder"):
+        return [*model.encoder, *model.decoder]
+    return [b for name in ("layer1", "layer2", "layer3", "layer4") for b in getattr(model, name, ())]
+
+
 def lm_layers(model) -> list:
     """The LM as consecutive layers (embedding, each block, norm and head) that share the
     model's parameters: run in sequence they compute ``model(tokens)`` exactly."""

@@ -90,3 +90,15 @@ def offloaded(model, blocks, device: str):
         if any(True for _ in block.parameters()):
             fully_shard(block, mesh=mesh, offload_policy=policy)
     return fully_shard(model, mesh=mesh, offload_policy=policy)
+
+
+def saving(torch, way, device):
+    """Where autograd keeps what the forward saves for backward: on the CPU for ``save_on_cpu``
+    (pinned on CUDA, so that the copies out and back run at the pinned rate and asynchronously;
+    on the CPU there is nothing to copy), held to the host's share of its memory; else where it
+    was made (None)."""
+    if way.offload != "save_on_cpu":
+        return None
+    from harness.measure.guards.workingset import HOST_CAP_FRACTION, host_available
+    available = host_available()
+    return activations_on_host(torch, device == "cuda", int(available * HOST_CAP_FRACTION), available)

@@ -4,15 +4,7 @@ Gradient accumulation: each micro-batch's summed loss is divided by the target c
 WHOLE batch before backward, so the gradients that add up in ``.grad`` are exactly the
 full batch's mean-loss gradient (for a model without batch statistics), whatever the split.
 
-Precisions:
-- ``fp32``: full fp32, TF32 off for matrix products and convolutions (the reference);
-- ``tf32``: fp32 parameters and activations, matrix products on TF32 tensor cores (CUDA only;
-  on the CPU it is fp32);
-- ``fp16_autocast``: fp32 master parameters, fp16 compute under autocast, losses scaled by a
-  ``GradScaler`` so that small fp16 gradients do not flush to zero;
-- ``bf16_autocast``: as above in bf16, whose fp32-sized exponent needs no scaler;
-- ``bf16_params``: parameters, gradients and optimizer state in bf16 (no fp32 master copy):
-  the smallest footprint, and the one most likely to hurt the loss.
+The precision it computes in is a ``harness.workloads.training.precision.Precision``.
 
 The loop itself drops what it no longer needs: each micro-batch's logits and loss die when its
 backward is done, and ``zero_grad(set_to_none=True)`` frees the gradients before the next
@@ -24,9 +16,9 @@ allocated through it, so the next forward runs beside them.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 
-PRECISIONS = ("fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params")
+from harness.workloads.training.precision import Precision
+
 LR, LR_WIDTH = 1e-3, 1024  # Adam's rate, as chosen for transformers up to LR_WIDTH wide (and for ResNet50)
 
 
@@ -40,47 +32,22 @@ def learning_rate(width: int) -> float:
     return LR * min(1.0, LR_WIDTH / width)
 
 
+def losses_of(trainer, steps: int) -> list[float]:
+    """The losses of ``steps`` steps of ``trainer``, closed afterwards, done or not."""
+    try:
+        for _ in range(steps):
+            trainer.step()
+        return [float(v) for v in trainer.losses]
+    finally:
+        trainer.close()
+
+
 def split(tensors, micro_batch: int) -> list[tuple]:
     """The batch (a tuple of tensors sharing dim 0) cut into micro-batches of ``micro_batch``."""
     batch = tensors[0].shape[0]
     if micro_batch < 1 or batch % micro_batch:
         raise ValueError(f"micro-batch {micro_batch} must divide the batch {batch}: pick a divisor of it")
     return list(zip(*(t.split(micro_batch) for t in tensors)))
-
-
-@dataclass(frozen=True)
-class Precision:
-    name: str
-    autocast: object = None  # torch dtype under autocast, or None
-    param_dtype: object = None  # torch dtype of the parameters, None for fp32
-    scaler: bool = False
-    tf32: bool = False
-
-
-def precision(name: str) -> Precision:
-    import torch
-    table = {"fp32": Precision("fp32"), "tf32": Precision("tf32", tf32=True),
-             "fp16_autocast": Precision("fp16_autocast", autocast=torch.float16, scaler=True),
-             "bf16_autocast": Precision("bf16_autocast", autocast=torch.bfloat16),
-             "bf16_params": Precision("bf16_params", param_dtype=torch.bfloat16)}
-    if name not in table:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
-    return table[name]
-
-
-@contextlib.contextmanager
-def float32_matmul(tf32: bool):
-    """TF32 on or off for fp32 matrix products and cuDNN convolutions, put back on exit.
-    cuDNN allows TF32 by default, so the fp32 reference must turn it off explicitly."""
-    import torch
-    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    torch.backends.cudnn.allow_tf32 = tf32
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(before[0])
-        torch.backends.cudnn.allow_tf32 = before[1]
 
 
 class KeptOutput:

@@ -417,8 +417,9 @@ def refused_knobs(way) -> str | None:
 
 def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
     """(trainer, work per step) of ``target`` at ``batch`` under ``way``; close the trainer when done."""
-    from harness.workloads.training.trainer import Trainer, precision
-    from harness.workloads.training.tricks import _saving
+    from harness.workloads.training.offload import saving
+    from harness.workloads.training.precision import precision
+    from harness.workloads.training.trainer import Trainer
     torch = need_torch(device)
     prec = precision(way.precision)
     offload = way.offload == "cpu_offload"
@@ -447,7 +448,7 @@ def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
     if prec.param_dtype is not None:
         inputs = _on(inputs, lambda v: v.to(prec.param_dtype) if getattr(v, "is_floating_point", bool)() else v)
     trainer = Trainer(model, [((inputs,), targets)], loss_sum_of(spec), prec, torch.device(device).type, lr=spec.lr,
-                      saving=_saving(torch, way, device))
+                      saving=saving(torch, way, device))
     trainer.on_close.append(held.close)
     return trainer, {"samples": batch}
 

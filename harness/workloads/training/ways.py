@@ -1,7 +1,8 @@
 """A way out: the knobs one training step of ``tricks`` runs with, and its one name.
 
-Each knob is its own parameter of ``Way`` and its own small piece of ``harness.workloads.training.tricks``
-(applied to the model, the step or the process), so a combination is the pieces together:
+Each knob is its own parameter of ``Way`` and its own small piece of the step that
+``harness.workloads.training.tricks.make_trainer`` builds (applied to the model, the step or the
+process), so a combination is the pieces together:
 
 - ``precision``: fp32 (the reference), tf32, fp16_autocast, bf16_autocast, bf16_params;
 - ``checkpoint``: every block recomputed in backward;
@@ -34,7 +35,8 @@ Each value a knob takes is registered once (``register``) with all that is known
 it sets, the workloads it means something for, its loss tolerance and sidedness, whether it grows
 in host memory and the GPU capability it needs. A way's facts are its values' (``Way.tolerance``
 and the like), and every list of ways (``TECHNIQUES``, ``TOLERANCE``, ``LM_ONLY``, ...) is read
-from the registry: a new value is one more registration, beside its piece in ``tricks``.
+from the registry: a new value is one more registration, beside its piece. ``applies`` and
+``runnable`` skip a way that means nothing for a workload or that this machine cannot run.
 
 A way's name is its knobs' values joined by "+" in the order of ``Way``'s fields, each knob at
 its default left out: "bf16_autocast+checkpoint". The way with every knob at its default is
@@ -233,7 +235,7 @@ register("tied_embeddings", "embedding", 0.25, only=ONLY_TOKENS, one_sided=True,
 register("channels_last", "channels_last", 1e-2, only=ONLY_IMAGES)
 # Activations kept on the CPU compute the very same sums (the saved tensors come back bit for
 # bit): rounding at most. What they keep in host memory grows with the batch and the sequence:
-# each process may take the host's share its guard allows (``tricks._saving``), so no two of them
+# each process may take the host's share its guard allows (``offload.saving``), so no two of them
 # should run on one host at once.
 register("save_on_cpu", "offload", ROUNDING, grows_on_host=True, words="activations saved on the CPU")
 # CPU offload computes the forward and backward as fp32 does and the Adam update on the CPU
@@ -361,6 +363,22 @@ def applies(way: Way, workload: str, image_models, token_models) -> None:
         reason = why_not(value, workload, image_models, token_models)
         if reason:
             raise Skip(reason)
+
+
+def runnable(way: Way, device: str) -> None:
+    """Skips a way this machine cannot run as meant, naming the fix: a knob's package missing,
+    flash attention on CUDA without half inputs (its kernels take fp16 and bf16 only), or a knob
+    with no CPU kernel (SDPA's memory-efficient attention) off CUDA."""
+    import importlib.util
+    for module in way.needs:
+        if importlib.util.find_spec(module) is None:
+            users = ", ".join(v.token for v in way.values() if v.needs == module)
+            raise Skip(f"{users} needs {module}, which this Python lacks: pip install 'oombench[ways]'")
+    if way.attention == "attn_flash" and device == "cuda" and not REGISTRY[way.precision].half:
+        raise Skip(f"{way}: flash attention takes half inputs only on CUDA: add bf16_autocast or fp16_autocast")
+    cuda_only = [v.token for v in way.values() if v.cuda_only]
+    if cuda_only and device != "cuda":
+        raise Skip(f"{way}: {', '.join(cuda_only)} runs on CUDA only (no CPU kernel): run it with device cuda")
 
 
 class Names(tuple):
