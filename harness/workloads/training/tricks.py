@@ -19,6 +19,7 @@ by ``harness.workloads.training.reference``, which trains its fp32 references th
 from __future__ import annotations
 
 import contextlib
+import math
 
 from harness.measure.outcomes import learned
 from harness.measure.guards.requirements import need_torch
