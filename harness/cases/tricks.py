@@ -88,6 +88,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
           run_file=None) -> Workload:
     way = parse(technique)  # once: every piece below is handed the Way; the record keeps the name
     allocator.use_torch(way.allocator)  # before torch starts: its allocator reads the setting once
+    budgets.uncapped_on_cpu(device, budget)
     torch = need_torch(device)
     from harness.workloads.training.models import parameter_count
     with contextlib.ExitStack() as stack:
