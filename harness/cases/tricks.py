@@ -92,6 +92,7 @@ def build(device, workload, technique, budget, batch, micro_batch, vocab, width,
     ways.applies(way, workload, IMAGE_MODELS, TOKEN_MODELS)  # skips before anything runs, naming why
     ways.runnable(way, device)
     allocator.use_torch(way.allocator)  # before torch starts: its allocator reads the setting once
+    budgets.uncapped_on_cpu(device, budget)
     torch = need_torch(device)
     from harness.workloads.training.models import parameter_count
     with contextlib.ExitStack() as stack:

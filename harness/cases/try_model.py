@@ -70,6 +70,7 @@ def build(device, target, technique, budget, batch, seq_len, run_file=None) -> W
     refused = user_model.refused_knobs(way)
     if refused:
         raise Skip(refused)
+    budgets.uncapped_on_cpu(device, budget)
     need_torch(device)
     with contextlib.ExitStack() as stack:
         cap = budgets.torch_capped(stack, device, budget)  # before anything is allocated

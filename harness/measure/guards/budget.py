@@ -285,14 +285,20 @@ class TorchCap:
             enforce_torch(replace(self.budget, limit_bytes=self.budget.card_bytes))
 
 
+def uncapped_on_cpu(device: str, name: str) -> None:
+    """Skip, naming the fix, for an emulated card on the CPU, where nothing caps: a question of the
+    parameters alone, which a case asks before it imports torch (seconds of a process that runs nothing)."""
+    if device != "cuda" and not is_whole_card(name):
+        raise Skip(f"budget {name} emulates a smaller card in torch's CUDA allocator, and nothing caps "
+                   f"memory on the CPU: run it with device=cuda on a GPU box, or with budget=card here")
+
+
 def torch_capped(stack, device: str, name: str) -> TorchCap:
     """Caps torch's CUDA allocator at budget ``name`` for a case's life: the whole card again when
     ``stack`` closes, and the budget handed back on whatever the build raises meanwhile
-    (``handed_back``). Skip, naming the fix, for an emulated card on the CPU, where nothing caps."""
+    (``handed_back``). Skip, naming the fix, for an emulated card on the CPU (``uncapped_on_cpu``)."""
     if device != "cuda":
-        if not is_whole_card(name):
-            raise Skip(f"budget {name} emulates a smaller card in torch's CUDA allocator, and nothing caps "
-                       f"memory on the CPU: run it with device=cuda on a GPU box, or with budget=card here")
+        uncapped_on_cpu(device, name)
         return TorchCap(None)
     if is_whole_card(name):
         return TorchCap(None)  # the whole card: nothing to cap, as before budgets existed
