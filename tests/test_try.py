@@ -117,6 +117,7 @@ def test_default_ways_are_fp32_first_each_saving_precision_with_checkpointing_an
     gpu, cpu = user_model.default_ways("cuda"), user_model.default_ways("cpu")
     assert gpu[0] == cpu[0] == "fp32"
     assert {"bf16_autocast+checkpoint", "bf16_params+checkpoint", "bf16_params+checkpoint+cpu_offload"} <= set(gpu)
+    assert gpu[-1] == "checkpoint+cpu_offload"  # the last resort of a card that runs no bf16
     assert not {"tf32", "fp16_autocast", "save_on_cpu"} & set(gpu)  # they save nothing another way does not
     assert not any(ways.parse(w).precision in ways.HALF for w in cpu) and "checkpoint" in cpu
     every = user_model.every_way("cuda")

@@ -471,13 +471,16 @@ NO_SAVING = ("tf32", "fp16_autocast", "save_on_cpu")
 def default_ways(device: str) -> list[str]:
     """What ``try`` runs unless told: the singles that save memory, each saving precision with
     checkpointing (as ``tricks`` combines them on seed 003), and the leanest of those with CPU
-    offload on top, for a model no other way fits."""
+    offload on top, for a model no other way fits; then checkpointing and CPU offload in fp32,
+    the last resort of a card that runs no 16-bit way (a P100). ``try`` runs an offload only for a
+    card that can run it and that nothing else fits (``Try.needless``)."""
     from harness.workloads.training import ways
     singles = [t for t in applicable(device) if t not in NO_SAVING]
     precisions = [t for t in singles if ways.REGISTRY[t].knob == "precision" and t != "fp32"]
     combined = [f"{p}+checkpoint" for p in precisions if "checkpoint" in singles]
     leanest = (combined or ["checkpoint"])[-1]
-    offload = [f"{leanest}+cpu_offload"] if "cpu_offload" in singles and "checkpoint" in singles else []
+    offload = [f"{leanest}+cpu_offload", "checkpoint+cpu_offload"] \
+        if "cpu_offload" in singles and "checkpoint" in singles else []
     return list(dict.fromkeys(ways.canonical(w) for w in [*singles, *combined, *offload] if w != "cpu_offload"))
 
 
