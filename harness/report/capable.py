@@ -49,9 +49,15 @@ def note(name: str, left: list[tuple[str, tuple[int, int]]]) -> str | None:
     if not left:
         return None
     c = CARDS[name]
-    by_need = {}
-    for way, needed in left:
-        by_need.setdefault(needed, []).append(way)
-    needs = "; ".join(f"compute capability {dotted(n)}: {', '.join(ws)}" for n, ws in sorted(by_need.items()))
+    needs = "; ".join(f"compute capability {dotted(n)}: {', '.join(ws)}" for n, ws in by_need(left))
     return (f"Not offered (--card {name}): the ways a {c.model} cannot run, its compute capability being "
             f"{dotted(c.capability)}. They need {needs}.")
+
+
+def by_need(left: list[tuple[str, tuple[int, int]]]) -> list[tuple[tuple[int, int], list[str]]]:
+    """(compute capability, the ways that need it) for each capability ``left`` names, least first,
+    each way in its order in ``left``."""
+    grouped: dict = {}
+    for way, needed in left:
+        grouped.setdefault(needed, []).append(way)
+    return sorted(grouped.items())

@@ -311,15 +311,13 @@ def runnable(ways: dict, card: str) -> list:
 def unfit(ways: dict, card: str) -> str:
     """The ways tried that ``card`` cannot run, said after its answer ("" where it runs them all)."""
     from harness.measure.guards.budget import CARDS, dotted
+    from harness.report.capable import by_need
     from harness.workloads.training.ways import parse
     c = CARDS[card]
-    left = [w for w in ways if c.lacks(parse(w).capability)]
+    left = [(w, parse(w).capability) for w in ways if c.lacks(parse(w).capability)]
     if not left:
         return ""
-    by_need: dict = {}
-    for w in left:
-        by_need.setdefault(parse(w).capability, []).append(w)
-    needs = "; ".join(f"{', '.join(ws)} need {dotted(n)}" for n, ws in sorted(by_need.items()))
+    needs = "; ".join(f"{', '.join(ws)} need {dotted(n)}" for n, ws in by_need(left))
     return f" (not offered on a {c.model}, of compute capability {dotted(c.capability)}: {needs})"
 
 

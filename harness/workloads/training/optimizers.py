@@ -12,6 +12,7 @@ from __future__ import annotations
 # gradient times the rate, and the LM's mean-loss gradients are small: the rate SGD with
 # momentum 0.9 is usually run at on such models.
 SGD_LR, SGD_MOMENTUM = 0.1, 0.9
+OWN_RATE = ("adafactor", "sgd_momentum")  # the optimizers whose rate is their own, not Adam's
 
 
 def _adamw8bit(params, lr):

@@ -24,6 +24,7 @@ import math
 from harness.measure.outcomes import learned
 from harness.measure.guards.requirements import need_torch
 from harness.workloads.training import ways
+from harness.workloads.training.optimizers import OWN_RATE
 from harness.workloads.training.precision import process
 from harness.workloads.training.trainer import LR, learning_rate, losses_of
 
@@ -202,9 +203,6 @@ def _own_rule(technique) -> bool:
         return ways.parse(technique).optimizer in OWN_RATE
     except (TypeError, ValueError):
         return False
-
-
-OWN_RATE = ("adafactor", "sgd_momentum")  # optimizers whose rate is not Adam's
 
 
 def losses_checked(losses) -> dict:
