@@ -297,3 +297,14 @@ def test_a_killed_try_keeps_the_records_filed_so_far_and_leaves_no_case_running(
     (path,) = results.glob("records/*/*.jsonl")
     kept = load_file(path).records
     assert kept and kept[0].case == "try" and kept[0].params["technique"] == "fp32" and kept[0].ok
+
+
+def test_every_way_starts_from_the_weights_the_host_draws_whatever_device_is_the_default():
+    """The CPU's generator and CUDA's draw other numbers from one seed: a model built on its device
+    would start the ways built on the host (cpu_offload, bf16_params) from other weights than fp32's."""
+    torch = pytest.importorskip("torch")
+    with torch.device("meta"):  # stands for a device whose generator is not the host's
+        first = user_model.built_on_host(f"{MODELS}:tiny", 0).model
+    again = user_model.built_on_host(f"{MODELS}:tiny", 0).model
+    assert {p.device.type for p in first.parameters()} == {"cpu"}
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))

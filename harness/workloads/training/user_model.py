@@ -415,6 +415,16 @@ def refused_knobs(way) -> str | None:
             f"brought to `try` takes the {', '.join(KNOBS)} knobs") if other else None
 
 
+def built_on_host(target: str, seq_len: int) -> Spec:
+    """The factory's model built on the host, whatever device it trains on: the CPU's generator
+    draws other numbers than CUDA's from the same seed, so a model initialised on the device would
+    start every way that builds it on the host (cpu_offload, bf16_params) from other weights than
+    fp32's, and the loss check would compare two different models."""
+    torch = need_torch("cpu")
+    with torch.device("cpu"):
+        return built(target, seq_len)
+
+
 def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
     """(trainer, work per step) of ``target`` at ``batch`` under ``way``; close the trainer when done."""
     from harness.workloads.training.offload import saving
@@ -423,11 +433,7 @@ def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
     torch = need_torch(device)
     prec = precision(way.precision)
     offload = way.offload == "cpu_offload"
-    # Built straight on the device (no host copy of a large model to move), but on the host where its
-    # parameters live there (cpu_offload) or change dtype first (bf16_params: no fp32 copy on the device).
-    where = "cpu" if offload or prec.param_dtype is not None else device
-    with torch.device(where):
-        spec = built(target, seq_len)
+    spec = built_on_host(target, seq_len)
     model, blocks = spec.model, blocks_of(spec)
     if way.checkpoint:
         if not blocks:
