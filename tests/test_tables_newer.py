@@ -132,3 +132,14 @@ def test_no_table_or_answer_names_a_way_as_the_answer_of_a_card_that_cannot_run_
            "under p100-16gb" in text
     answer = docs.answer_words(spec, rows)
     assert "p100-16gb" not in answer and "budget card" in answer
+
+
+def test_the_models_page_keeps_such_a_record_out_of_its_answers_and_folds_it_with_why(p100_answers):
+    from harness.report.pages import build
+    _, rows = p100_answers
+    view = build.family_view("try", rows, rows)
+    shown = [(ln["row"].record.params["budget"], ln["row"].record.params["technique"])
+             for s in view["sections"] for ln in s["lines"] + s["budget_lines"]]
+    assert ("p100-16gb", "fp32") in shown and ("l4-24gb", "bf16_autocast") in shown
+    assert not [way for budget, way in shown if budget == "p100-16gb" and way.startswith("bf16")]
+    assert "skipped here (no answer for the card it was emulated for: 2)" in view["folded_line"]
