@@ -2,6 +2,7 @@
 under a named card that puts the ways whose device peak is past it after the rest; and a record run
 under the emulation of a card that cannot run its way (bf16 on a P100), read as skipped with why, so
 no table, answer or page shows it as that card's. On records planted here, never the committed results."""
+import dataclasses
 import json
 
 import pytest
@@ -143,3 +144,21 @@ def test_the_models_page_keeps_such_a_record_out_of_its_answers_and_folds_it_wit
     assert ("p100-16gb", "fp32") in shown and ("l4-24gb", "bf16_autocast") in shown
     assert not [way for budget, way in shown if budget == "p100-16gb" and way.startswith("bf16")]
     assert "skipped here (no answer for the card it was emulated for: 2)" in view["folded_line"]
+
+
+def test_a_spec_made_for_each_machine_ranks_every_gpu_by_its_own_steps(tmp_path):
+    h200 = snapshot(fake_devices(name="NVIDIA H200"))
+    recs = [lm("fp32", 0.45, 24 * G), lm("bf16_autocast", 0.08, 19 * G), lm("checkpoint", 0.55, 12 * G)]
+    recs += [dataclasses.replace(r, environment=h200, timing=Timing(s, s, s, s, s, 3, 0))
+             for r, s in zip(recs, (0.44, 0.60, 0.07))]  # the H200's own order is another
+    recs.append(lm("lora", 0.39, 22 * G))  # the H100 alone ran it
+    rows = load_rows(plant(tmp_path, recs))
+    spec = specs.Spec("tricks", "technique", show="step", where=("workload=lm",), rank=True, card="l4-24gb",
+                      each_machine=True, title="Ranked")
+    made = spec.for_rows(rows)
+    assert [s.title for s in made] == ["Ranked: H100 80GB HBM3", "Ranked: H200"]
+    assert made[1].command().endswith("--where workload=lm --where machine=H200 --rank --card l4-24gb")
+    assert list(lines(made[0].render(rows))) == ["bf16_autocast", "lora", "fp32", "checkpoint"]
+    assert list(lines(made[1].render(rows))) == ["checkpoint", "fp32", "bf16_autocast"]
+    assert specs.Spec("tricks", "technique", where=("workload=encdec",), each_machine=True).for_rows(rows) == [
+        specs.Spec("tricks", "technique", where=("workload=encdec",), each_machine=True)]  # none ran: "no record yet"

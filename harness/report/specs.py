@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from harness import cases
+from harness.measure.outcomes import SKIPPED
 from harness.report import capable, tables
 from harness.report.selection import Select
 from harness.workloads.training.trainer import LR, LR_WIDTH
@@ -35,6 +36,7 @@ class Spec:
     quiet: bool = False  # no section at all, rather than "no record yet", while no record matches
     rank: bool = False  # rows by their step in the first column (`harness table --rank`)
     card: str | None = None  # a named card: no way it cannot run; ranked, those past its total go after the rest
+    each_machine: bool = False  # one table per machine that ran it (``for_rows``): each GPU ranked by its own steps
 
     def args(self) -> list[str]:
         out = [self.case, "--down", self.down]
@@ -60,6 +62,15 @@ class Spec:
             if not tables.holds(have, tuple(value.split("|")) if "|" in value else value):
                 return False
         return True
+
+    def for_rows(self, rows: list[Row]) -> list[Spec]:
+        """The tables this spec makes of ``rows``: itself; or, ``each_machine``, one per machine that ran
+        a row it matches (``--where machine=LABEL``, the label in its title), itself where none did."""
+        if not self.each_machine:
+            return [self]
+        ran = sorted({tables.machine_label(r) for r in rows if self.matches(r) and r.record.outcome != SKIPPED})
+        return [replace(self, where=(*self.where, f"{tables.MACHINE}={label}"), title=f"{self.title}: {label}",
+                        each_machine=False) for label in ran] or [self]
 
     def grid(self, rows: list[Row]) -> tables.Grid | None:
         """The cells of the table the command prints from these rows; None where no record matches."""
@@ -284,19 +295,18 @@ FAMILIES = (
               title="The techniques on the LM", text="The LM at batch 16 of 1024 tokens, every technique.",
               bench=(Select("tricks", "Techniques"),)),
          Spec("tricks", "technique", show="step,peak,loss,compile", where=LM + ("batch=16", "seq_len=1024"),
-              versus="technique=fp32", rank=True, card=RANKED_CARD,
+              versus="technique=fp32", rank=True, card=RANKED_CARD, each_machine=True,
               title="Every way on the LM, ranked under a 24 GB card",
-              text="The table above, ranked for an L4 (24 GB): the ways whose device peak (the second figure of "
-                   "the peak) is within the card's total by their step in the first column, fastest first "
+              text="The table above, ranked for an L4 (24 GB), one table per GPU: the ways whose device peak (the "
+                   "second figure of the peak) is within the card's total by their step on that GPU, fastest first "
                    "(`--rank`), then those past it, then the ways that did not fit or failed and those not run. "
-                   "The other columns keep that order, so a GPU after the first is read down its own column. "
                    "Step and peak also as a multiple of fp32's on the same GPU; the loss is held to fp32's curve "
                    "within each knob's tolerance, or, for a knob that trains other weights or by another rule "
                    "(LoRA, Adafactor, SGD), to a loss that falls; a way that compiles on its first step (`compile`, "
                    "torchao's optimizers) has that compile time apart, never in its step.",
               bench=(Select("tricks", "Techniques", "NewerCombined"),)),
          Spec("tricks", "technique", show="step,peak,loss", where=LM + ("batch=4", "seq_len=4096"),
-              versus="technique=fp32", rank=True, card=RANKED_CARD,
+              versus="technique=fp32", rank=True, card=RANKED_CARD, each_machine=True,
               title="The attention kernels at 4096 tokens, ranked under a 24 GB card",
               text="The LM at batch 4 of 4096 tokens, as many as above, where the eager kernel's scores (batch x "
                    "heads x seq x seq a layer) outgrow everything else: each kernel in fp32 and under bf16 autocast "
