@@ -359,6 +359,37 @@ def test_no_16gb_pascal_or_volta_section_offers_a_bf16_or_tf32_way_and_each_says
     assert "bf16 autocast + checkpointing" in [label for _, label, _ in sections["a100-40gb--lm"]["answer"]]
 
 
+def test_the_newer_knobs_are_offered_where_their_records_fit_and_never_on_a_card_whose_capability_they_lack():
+    # each newer knob's own capability, not its precision's: fp32 with compile or 8-bit AdamW needs Volta (Triton),
+    # fp16 with the flash kernel needs Ampere though fp16 alone runs on Volta; SGD and LoRA need nothing
+    recs = LM_RECORDS + [lm("checkpoint+compile", 10.0, 0.40), lm("checkpoint+adamw8bit", 9.0, 0.50),
+                         lm("fp16_autocast+attn_flash", 15.0, 0.07), lm("fp16_autocast", 15.2, 0.08),
+                         lm("checkpoint+sgd_momentum", 10.5, 0.52), lm("lora", 16.0, 0.39),
+                         lm("bf16_autocast+checkpoint+chunked_loss", 6.6, 0.106),
+                         lm("attn_eager", 38.3, 0.53)]
+    sections = {s["id"]: s for s in chooser.view(rows(*recs))["sections"]}
+
+    def offered(card):
+        return {label for _, label, _ in sections[f"{card}--lm"]["answer"]}
+
+    p100, v100, l4 = offered("p100-16gb"), offered("v100-16gb"), offered("l4-24gb")
+    assert {"checkpointing + SGD with momentum", "LoRA adapters"} <= p100
+    assert not {"checkpointing + torch.compile", "checkpointing + 8-bit AdamW", "fp16 autocast + flash attention",
+                "bf16 autocast + checkpointing + loss over chunks of tokens"} & p100
+    assert {"checkpointing + torch.compile", "checkpointing + 8-bit AdamW", "fp16 autocast"} <= v100
+    assert "fp16 autocast + flash attention" not in v100
+    assert {"fp16 autocast + flash attention", "bf16 autocast + checkpointing + loss over chunks of tokens",
+            "checkpointing + torch.compile"} <= l4
+    why = dict(sections["v100-16gb--lm"]["left"])
+    assert why["fp16 autocast + flash attention"] == "needs compute capability 8.0; Tesla V100-SXM2-16GB has 7.0"
+    assert dict(sections["p100-16gb--lm"]["left"])["checkpointing + torch.compile"] == \
+        "needs compute capability 7.0; Tesla P100-PCIE-16GB has 6.0"
+    # where the records say it does not fit, it is not offered, whatever the card runs
+    assert "eager attention" not in l4
+    assert "past this card's" in dict(sections["l4-24gb--lm"]["left"])["eager attention"]
+    assert "eager attention" in offered("a100-40gb")
+
+
 def test_a_way_that_changes_the_model_or_the_data_is_marked_and_its_loss_kept():
     recs = [dataclasses.replace(r, check={"loss_last": 2.1}) if r.params.get("technique") == "seq_cap" else r
             for r in LM_RECORDS]

@@ -68,22 +68,24 @@ def test_a_specs_grid_is_the_tables_grid_of_its_own_options(monkeypatch):
     rows = [row(batch=8), row(batch=16)]
     assert spec.grid(rows) == "the grid"
     assert asked["where"] == ("tricks", ["batch=16"]) and asked["versus"] == ("tricks", "technique=fp32")
-    assert asked["grid"] == (rows, "tricks", ["technique", "micro_batch"], "workload", ["rate", "peak"], "W", "V", True)
+    assert asked["grid"] == (rows, "tricks", ["technique", "micro_batch"], "workload", ["rate", "peak"], "W", "V", True,
+                             None)
 
 
 # Each table's benchmarks as they were matched by hand, kept literally (asv's unanchored search over
 # ``family.Class.method(params)``), per family in the order of its tables, then the seeds' tables.
 # Two selected nothing, a `$` after the class name that no benchmark name ends at; their declarations
 # select what they meant (FIXED).
+NEWER_FITS = r"^tricks\.WhatFits(Combined|Newer)?\."  # what-fits tables read the newer knobs' searches too
 OLD_BENCH = {
     "ceilings": [r"ceilings\.", r"ceilings\.Context", r"ceilings\.Context", r"ceilings\."],
     "unified": [r"unified\.(Allocators|Placements)"] * 4 + [r"unified\.OutOfCore", r"unified\.Seed\.",
                                                             r"unified\.Beyond", r"unified\.Seed000"],
     "chainer_pool": [r"chainer_pool\.Gcn", r"chainer_pool\.TorchGcn", r"chainer_pool\.Mlp", r"chainer_pool\.Cnn"],
     "parallel": [r"parallel\.Lm", r"parallel\.Resnet", r"parallel\.ResnetScaling"],
-    "tricks": [r"tricks\.Techniques", r"tricks\.Techniques", r"tricks\.Techniques", r"tricks\.Accumulation",
-               r"tricks\.Vocabulary", r"tricks\.LongSequence", r"tricks\.WhatFits(Combined)?$",
-               r"tricks\.WhatFitsSequence"],
+    "tricks": [r"tricks\.Techniques", r"tricks\.(Techniques|NewerCombined)", r"tricks\.AttentionLong",
+               r"tricks\.Techniques", r"tricks\.Techniques", r"tricks\.Accumulation",
+               r"tricks\.Vocabulary", r"tricks\.LongSequence", NEWER_FITS, NEWER_FITS, r"tricks\.WhatFitsSequence"],
     "fragmentation": [r"fragmentation\.(Lm|Resnet)Shapes", r"fragmentation\.LmEverydayLoop",
                       r"fragmentation\.LmEverydayLoop|fragmentation\.LmDrawOrder", r"fragmentation\.LmBudget",
                       r"fragmentation\.ResnetBudget", r"fragmentation\.CupyPools",
@@ -91,7 +93,7 @@ OLD_BENCH = {
     "tooling": [r"tooling\."],
     "models": [r"models\."],
     "seeds": [r"unified\.Seed000", *[r"tricks\.(ResnetSeed|Seed003Budget|Seed003Accumulation|Seed003Combined)"] * 4,
-              r"tricks\.Techniques", r"tricks\.WhatFits(Combined)?$", r"tricks\.LongSequence",
+              r"tricks\.Techniques", NEWER_FITS, r"tricks\.LongSequence",
               r"tricks\.WhatFitsSequence", r"chainer_pool\.MlpBeyond"],
     "headline": [r"tricks\.Techniques"],
 }
@@ -115,4 +117,4 @@ def test_each_tables_benchmarks_are_those_its_hand_written_expression_matched_bu
     # what the fixes mend: the bare `$` selected nothing
     assert not matched(r"tricks\.WhatFits(Combined)?$") and not matched(r"tricks\.WhatFits$")
     fits = matched(expression(specs.FITS_BATCH.bench))
-    assert {n.split(".")[1] for n in fits} == {"WhatFits", "WhatFitsCombined"}
+    assert {n.split(".")[1] for n in fits} == {"WhatFits", "WhatFitsCombined", "WhatFitsNewer"}

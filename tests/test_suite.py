@@ -118,8 +118,8 @@ EXPECTED["tricks.WhatFitsCombined.track_budget_bytes_per_sample"] = (
     "bytes", FITS[0], [["bf16_autocast+checkpoint", "bf16_params+checkpoint", "bf16_autocast+checkpoint+cpu_offload"],
                        FITS[1][1]])
 EXPECTED["tricks.WhatFitsNewer.track_budget_bytes_per_sample"] = (
-    "bytes", FITS[0], [["bf16_autocast+checkpoint+chunked_loss", "bf16_autocast+checkpoint+lora",
-                        "bf16_autocast+checkpoint+adafactor"], ["24GB"]])
+    "bytes", FITS[0], [["bf16_autocast+checkpoint+sgd_momentum", "bf16_autocast+checkpoint+attn_flash",
+                        "bf16_autocast+checkpoint+chunked_loss"], ["24GB"]])
 # The allocator settings: the step and the bytes the allocator held (its reserve), the figure
 # fragmentation moves; the CuPy pools likewise; what fits under 24 GB per setting.
 SETTINGS = ["default", "expandable", "async", "gc0.6", "split512"]

@@ -160,7 +160,7 @@ def test_scaling_reads_each_strategy_against_single_on_the_same_box(tmp_path):
     (["table", "trick", "--down", "technique"], "unknown case 'trick'; known cases: beyond, ceilings"),
     (["table", "fits", "--down", "techniq"], "fits has no parameter 'techniq': choose from device, workload"),
     (["table", "fits", "--down", "technique", "--show", "speed"],
-     "unknown figure 'speed': choose from step, rate, eff, peak, scaling, loss or check:KEY"),
+     "unknown figure 'speed': choose from step, rate, eff, peak, scaling, loss, compile or check:KEY"),
     (["table", "fits", "--down", "technique,budget", "--show", "check:max_batchx"],
      "no record of fits here holds check key 'max_batchx': its records hold budget_bytes, budget_bytes_per_sample, "
      "card_bytes, known_fit,"),

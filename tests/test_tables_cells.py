@@ -123,7 +123,8 @@ def test_a_cell_asked_for_a_figure_it_does_not_know_names_those_it_does(tmp_path
     (row,) = rows_of(tmp_path, record())
     with pytest.raises(ValueError) as refused:
         tables.cell(row, ["speed"])
-    assert str(refused.value) == "unknown figure 'speed': choose from step, rate, eff, peak, scaling, loss or check:KEY"
+    assert str(refused.value) == ("unknown figure 'speed': choose from step, rate, eff, peak, scaling, loss, compile "
+                                  "or check:KEY")
 
 
 def test_a_multiple_is_only_of_a_step_a_rate_or_a_peak(tmp_path):

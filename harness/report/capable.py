@@ -1,9 +1,13 @@
 """What a named card can run: the ways out its compute capability rules out, read from the ways
 registry (``Way.capability``) against the card's (``Card.capability``), and why, in one line each.
-``harness table --card``, the seeds' tables and the chooser leave such ways out and say so."""
+``harness table --card``, the seeds' tables and the chooser leave such ways out and say so; a record
+run under the emulation of a card that cannot run its way is read as skipped (``as_read``)."""
 from __future__ import annotations
 
+import dataclasses
+
 from harness.measure.guards.budget import CARDS, Card, dotted
+from harness.measure.outcomes import SKIPPED
 from harness.workloads.training import ways
 
 
@@ -61,3 +65,26 @@ def by_need(left: list[tuple[str, tuple[int, int]]]) -> list[tuple[tuple[int, in
     for way, needed in left:
         grouped.setdefault(needed, []).append(way)
     return sorted(grouped.items())
+
+
+def not_for_its_card(params) -> str | None:
+    """Why a record with these parameters is no answer for the named card it ran under the emulation
+    of (its ``budget``): the card's compute capability cannot run its way (``technique``); None where
+    it can, where either is unknown, or where it ran under no named card."""
+    name = params.get("budget")
+    way = registered(params.get("technique"))
+    if name not in CARDS or way is None:
+        return None
+    c = CARDS[name]
+    why = lacking(c.model, c.capability, way.capability)
+    return f"{way.name} under {name} (it {why})" if why else None
+
+
+def as_read(record):
+    """``record`` as the report reads it: one that ran under the emulation of a named card that cannot
+    run its way (its memory was emulated on a GPU that can, as ``try`` did before it checked) is read
+    as skipped, with why, so that no table, page or answer shows it as that card's. The file keeps it."""
+    why = not_for_its_card(record.params)
+    if why is None or record.outcome == SKIPPED:
+        return record
+    return dataclasses.replace(record, outcome=SKIPPED, reason=f"no answer for the card it was emulated for: {why}")

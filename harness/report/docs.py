@@ -194,7 +194,7 @@ def family_doc(fam: Family, rows: list[Row]) -> str:
     """The answer first (a sentence from the first table, then the tables), then how the figures
     were measured, where they come from and what records there are."""
     mine = latest([r for r in rows if r.case in fam.cases])  # latest keys on the case: the same rows, sorted per family
-    sections = [(s, table_section(s, rows)) for s in fam.specs]
+    sections = [(s, table_section(s, rows)) for spec in fam.specs for s in spec.for_rows(rows)]
     parts = [f"# {fam.title}", GENERATED]
     words = answer_words(next((s for s, text in sections if text), None), rows) if fam.compares else ""
     parts += [words] if words else []

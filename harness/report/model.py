@@ -20,6 +20,7 @@ from harness.measure.records.record import Record
 from harness.measure.records.store import RecordStore
 from harness.measure.records.store import latest as store_latest
 from harness.units import RATE_UNITS
+from harness.report import capable
 from harness.report.efficiency import rate as safe_rate
 from harness.report.families import family
 
@@ -140,15 +141,16 @@ def record_id(source: str, line: int) -> str:
 
 
 def load_rows(results: Path) -> list[Row]:
-    """Every valid record under results/records, with the file and line it came from."""
+    """Every valid record under results/records, with the file and line it came from, as the report
+    reads it (``capable.as_read``: no answer for a card that cannot run its way)."""
     root = Path(results)
     loaded = RecordStore.of_results(root).load().warn()
     sources = {}  # each file's path, relative to the results folder's parent, made once
     for e in loaded.entries:
         if e.path not in sources:
             sources[e.path] = str(e.path.relative_to(root.parent))
-    return [Row(record_id(sources[e.path], e.line), cases.upgraded(e.record), sources[e.path], e.line)
-            for e in loaded.entries]
+    return [Row(record_id(sources[e.path], e.line), capable.as_read(cases.upgraded(e.record)), sources[e.path],
+                e.line) for e in loaded.entries]
 
 
 def latest(rows: list[Row]) -> list[Row]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from harness import cases
+from harness.measure.outcomes import SKIPPED
 from harness.report import capable, tables
 from harness.report.selection import Select
 from harness.workloads.training.trainer import LR, LR_WIDTH
@@ -34,7 +35,8 @@ class Spec:
     bench: tuple[Select, ...] = ()  # the asv benchmarks that measure it (`harness run --bench`)
     quiet: bool = False  # no section at all, rather than "no record yet", while no record matches
     rank: bool = False  # rows by their step in the first column (`harness table --rank`)
-    card: str | None = None  # the named card its seed's reader held: the page offers no way it cannot run
+    card: str | None = None  # a named card: no way it cannot run; ranked, those past its total go after the rest
+    each_machine: bool = False  # one table per machine that ran it (``for_rows``): each GPU ranked by its own steps
 
     def args(self) -> list[str]:
         out = [self.case, "--down", self.down]
@@ -61,6 +63,15 @@ class Spec:
                 return False
         return True
 
+    def for_rows(self, rows: list[Row]) -> list[Spec]:
+        """The tables this spec makes of ``rows``: itself; or, ``each_machine``, one per machine that ran
+        a row it matches (``--where machine=LABEL``, the label in its title), itself where none did."""
+        if not self.each_machine:
+            return [self]
+        ran = sorted({tables.machine_label(r) for r in rows if self.matches(r) and r.record.outcome != SKIPPED})
+        return [replace(self, where=(*self.where, f"{tables.MACHINE}={label}"), title=f"{self.title}: {label}",
+                        each_machine=False) for label in ran] or [self]
+
     def grid(self, rows: list[Row]) -> tables.Grid | None:
         """The cells of the table the command prints from these rows; None where no record matches."""
         if not any(self.matches(r) for r in rows):
@@ -72,7 +83,7 @@ class Spec:
         if self.card:
             rows, left = tables.runnable(rows, self.case, where, self.card)
         made = tables.grid(rows, self.case, self.down.split(","), self.across, self.show.split(","), where, versus,
-                           self.rank)
+                           self.rank, self.card)
         said = capable.note(self.card, left) if self.card else None
         return replace(made, notes=[*made.notes, said]) if said else made
 
@@ -93,6 +104,7 @@ class Family:
 
 
 LM = ("workload=lm",)
+RANKED_CARD = "l4-24gb"  # the 24 GB card the LM's ways are ranked under
 ONE_GPU = "strategy=single,gpus=1,micro_batches=1,nodes=1,transport=fast"
 PARALLEL_SHOW = "step,peak,scaling,loss"
 PARALLEL_LM = Select("parallel", "LmSingle", "LmDataParallel", "LmModelParallel", "LmPipeline", "LmTwoNodes",
@@ -113,7 +125,8 @@ PAGEABLE_SPECS = (
 LONG_SEQUENCE = Spec("tricks", "width,seq_len,machine", across="technique", show="step,rate,peak,loss",
                      where=("device=cuda", "batch=1"), bench=(Select("tricks", "LongSequence"),))
 FITS_BATCH = Spec("fits", "technique,machine", across="budget", show="check:max_batch",
-                  where=("over=batch", "allocator=default"), bench=(Select("tricks", "WhatFits", "WhatFitsCombined"),))
+                  where=("over=batch", "allocator=default"),
+                  bench=(Select("tricks", "WhatFits", "WhatFitsCombined", "WhatFitsNewer"),))
 FITS_SEQUENCE = Spec("fits", "technique,machine", across="budget", show="check:max_seq_len",
                      where=("over=seq_len", "allocator=default"), bench=(Select("tricks", "WhatFitsSequence"),))
 FRAGMENTATION_SHOW = "step,rate,peak,check:fragmentation"
@@ -281,6 +294,24 @@ FAMILIES = (
         (Spec("tricks", "technique", show="step,rate,peak,loss", where=LM + ("batch=16", "seq_len=1024"),
               title="The techniques on the LM", text="The LM at batch 16 of 1024 tokens, every technique.",
               bench=(Select("tricks", "Techniques"),)),
+         Spec("tricks", "technique", show="step,peak,loss,compile", where=LM + ("batch=16", "seq_len=1024"),
+              versus="technique=fp32", rank=True, card=RANKED_CARD, each_machine=True,
+              title="Every way on the LM, ranked under a 24 GB card",
+              text="The table above, ranked for an L4 (24 GB), one table per GPU: the ways whose device peak (the "
+                   "second figure of the peak) is within the card's total by their step on that GPU, fastest first "
+                   "(`--rank`), then those past it, then the ways that did not fit or failed and those not run. "
+                   "Step and peak also as a multiple of fp32's on the same GPU; the loss is held to fp32's curve "
+                   "within each knob's tolerance, or, for a knob that trains other weights or by another rule "
+                   "(LoRA, Adafactor, SGD), to a loss that falls; a way that compiles on its first step (`compile`, "
+                   "torchao's optimizers) has that compile time apart, never in its step.",
+              bench=(Select("tricks", "Techniques", "NewerCombined"),)),
+         Spec("tricks", "technique", show="step,peak,loss", where=LM + ("batch=4", "seq_len=4096"),
+              versus="technique=fp32", rank=True, card=RANKED_CARD, each_machine=True,
+              title="The attention kernels at 4096 tokens, ranked under a 24 GB card",
+              text="The LM at batch 4 of 4096 tokens, as many as above, where the eager kernel's scores (batch x "
+                   "heads x seq x seq a layer) outgrow everything else: each kernel in fp32 and under bf16 autocast "
+                   "(flash takes half inputs only), ranked as the table above.",
+              bench=(Select("tricks", "AttentionLong"),)),
          Spec("tricks", "technique", show="step,rate,peak,loss", where=("workload=encdec",),
               title="The techniques on the encoder-decoder", text="A copy task at batch 16 of 1024 tokens; "
               "`tied_embeddings` is one matrix for the encoder, the decoder and the output.",
@@ -300,6 +331,16 @@ FAMILIES = (
                  text="One sequence per step, ever longer, at two widths."),
          replace(FITS_BATCH, title="What fits: the largest batch", text="The largest batch of 1024-token "
                  "sequences of the LM that trains under each budget."),
+         Spec("fits", "technique", show="check:max_batch", where=("over=batch", "allocator=default", "budget=24GB"),
+              title="What fits a 24 GB card: the largest batch, by every way searched",
+              text="The column of 24GB above, every way beside the three cheapest with a newer knob (by the ranked "
+                   "table's step, of the ways a search can probe: one that compiles on its first step would "
+                   "compile again in every probe). The rule every search uses: the largest batch of 1024-token "
+                   "sequences that trains two steps with torch's allocator capped at 24 x 10^9 bytes, each probe a "
+                   "fresh process, the two batches after it seen not to fit. The cap charges no CUDA context: an "
+                   "L4's 24.2 GB total less its context leaves the allocator less than that, so on an L4 read each "
+                   "answer as at most this.",
+              bench=(Select("tricks", "WhatFits", "WhatFitsCombined", "WhatFitsNewer"),)),
          replace(FITS_SEQUENCE, title="What fits: the longest sequence", text="The longest single sequence of "
                  "the LM that trains under each budget."))),
     Family(

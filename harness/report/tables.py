@@ -22,15 +22,15 @@ from harness.report.model import Row, latest, load_rows, newest_stack
 from harness.report import capable, markdown
 from harness.report.markdown import one_line
 from harness.report.scaling import scaling_efficiency
-from harness.units import gb, gbs, ms, scaled
+from harness.units import figure, gb, gbs, ms, scaled
 from harness.workloads.training.trainer import LR_WIDTH
 from harness.workloads.training.reference import held_to_whole_batch
 from harness.workloads.training.tricks import other_rate
 
-SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss")  # and check:KEY, any value of the record's check
+SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss", "compile")  # and check:KEY, any value of the record's check
 MACHINE = "machine"
 OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE = "§", "‡", "°", "◊"
-HOST_SET, OLD_CAP, NOT_MONOTONE = "⌂", "∘", "≁"
+HOST_SET, OLD_CAP, NOT_MONOTONE, PAST_CARD, NOT_THIS_CARD = "⌂", "∘", "≁", "↑", "⊘"
 NOTES = {
     HOST_BOUND: HOST_BOUND_NOTE,
     OTHER_HOST: f"{OTHER_HOST} read against the latest ceiling of another host of the same kind: this host "
@@ -62,6 +62,7 @@ class View:
     ceilings: Ceilings = field(default_factory=lambda: Ceilings([]))
     mixed_schemas: bool = False
     used: set = field(default_factory=set)
+    not_for_card: set = field(default_factory=set)  # why each cell marked NOT_THIS_CARD is no answer
 
     def mark(self, mark: str) -> str:
         self.used.add(mark)
@@ -202,12 +203,24 @@ def _figure(row: Row, what: str, base: Row | None, view: View) -> str:
     if what == "scaling":
         eff = None if base is None or base is row else scaling_efficiency(base.record, rec)
         return "-" if eff is None else f"{eff:.2f} of linear"
+    if what == "compile":
+        return _compile(rec)
     if what == "loss":
         value = loss(rec.check)
         unchecked = rec.case == "tricks" and "reference" in rec.check and not held_to_whole_batch(rec.check)
         return "-" if value is None else f"{value:.3f}" + (view.mark(PART_CHECKED) if unchecked else "") + \
             _other_rate(rec, view)
     raise ValueError(f"unknown figure {what!r}: choose from {', '.join(SHOWS)} or check:KEY")
+
+
+def _compile(rec) -> str:
+    """What the first step spent compiling (``compile_s``, apart from the timed steps); "" for a way
+    that compiles nothing, so that its cell shows no figure it has no use for."""
+    seconds = (rec.check or {}).get("compile_s")
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return f"{figure(seconds)} s to compile"
+    way = capable.registered(rec.params.get("technique"))
+    return "compile time not kept" if way is not None and way.compiles else ""
 
 
 def _answer(rec, key: str, view: View) -> str:
@@ -229,13 +242,23 @@ def cell(row: Row | None, shows: list[str], base: Row | None = None, view: View 
     if rec.outcome == DOES_NOT_FIT:
         return does_not_fit(rec)
     if rec.outcome == SKIPPED:
-        return "skipped"
+        return "skipped" + _not_for_card(rec, view)
     if rec.outcome != OK:
         return (one_line(rec.outcome) + _why_failed(rec.check) + _other_rate(rec, view)
                 + _cost_of_failed(row, shows, base, view))
-    text = ", ".join(_show(row, s, base, view, shows) for s in shows)
+    text = ", ".join(t for t in (_show(row, s, base, view, shows) for s in shows) if t)
     busy = host_bound(rec)
     return text + (f" {view.mark(HOST_BOUND)}{busy:.0%}" if busy is not None and shows else "")
+
+
+def _not_for_card(rec, view: View) -> str:
+    """The mark of a record run under the emulation of a named card that cannot run its way (read as
+    skipped: ``capable.as_read``), its reason kept for the footnote; "" for any other."""
+    why = capable.not_for_its_card(rec.params)
+    if why is None:
+        return ""
+    view.not_for_card.add(why)
+    return view.mark(NOT_THIS_CARD)
 
 
 def _cost_of_failed(row: Row, shows: list[str], base: Row | None, view: View) -> str:
@@ -367,12 +390,20 @@ def _versus_cells(rows: list[Row], case_name: str, down: list[str], across: str,
     return cells_at(rows, case_name, down, across, there) if _matching(rows, case_name, there) else {}
 
 
-# A row's place under --rank, first to last: by its step where it ran one; ran without one; not run.
-STEP, NO_STEP, NOT_RUN = 0, 1, 2
+# A row's place under --rank, first to last: by its step where it ran one (with a card: those whose
+# device peak is past the card's total after those within it); ran without one; not run.
+STEP, PAST, NO_STEP, NOT_RUN = 0, 1, 2, 3
 
 
-def ranked(keys: list[tuple], at: dict, col) -> list[tuple]:
-    """``keys`` (in their usual order) by the step of their cell in column ``col``, fastest first; then
+def past(rec, card) -> bool:
+    """Whether ``rec``'s device peak is past named card ``card``'s total (None: no card), by the
+    chooser's rule: a way fits a card when its device peak, context included, is within the total."""
+    return card is not None and (rec.device_bytes() or 0) > card.total_bytes
+
+
+def ranked(keys: list[tuple], at: dict, col, card=None) -> list[tuple]:
+    """``keys`` (in their usual order) by the step of their cell in column ``col``, fastest first, those
+    whose device peak is past ``card``'s total (a named ``Card``; None: none) after those within it; then
     the rows that ran there without a step to rank (did not fit, failed), then those that did not run
     there (not run, skipped), each in their usual order, as ties are (``sorted`` is stable)."""
     def place(key: tuple) -> tuple:
@@ -382,7 +413,7 @@ def ranked(keys: list[tuple], at: dict, col) -> list[tuple]:
             return (NOT_RUN,)
         if rec.outcome != OK or rec.timing is None:
             return (NO_STEP,)
-        return STEP, rec.timing.median_s
+        return PAST if past(rec, card) else STEP, rec.timing.median_s
     return sorted(keys, key=place)
 
 
@@ -452,12 +483,13 @@ class Grid:
 
 
 def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-         where: dict | None, versus: tuple, rank: bool) -> Grid:
+         where: dict | None, versus: tuple, rank: bool, card: str | None = None) -> Grid:
     """The table's cells. ``versus=((parameter, value), ...)``: step, rate and peak also as a
     multiple of the record that differs only in holding those values (``(("technique", "fp32"),)``:
     each trick against fp32; add ``("budget", "card")`` to read each way out under a budget against
     fp32 on the whole card; a value --where fixes may be one). ``rank``: rows by their step in the first
-    column (``ranked``). Rates are read against ceilings from all of ``rows``."""
+    column (``ranked``); with ``card`` (a named card), those whose device peak is past its total after
+    the others, each such cell marked. Rates are read against ceilings from all of ``rows``."""
     case = cases.get(case_name)
     _check_request(case, down, across, shows, versus, where or {}, rank)
     at = cells_at(rows, case_name, down, across, where or {})
@@ -468,13 +500,19 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
     orders = [case.ordered(d, {k[i] for k, _ in at}) for i, d in enumerate(down)]
     keys = sorted({k for k, _ in at}, key=lambda k: tuple(o.index(v) for o, v in zip(orders, k)))
     cols = case.ordered(across, {c for _, c in at})
-    keys = ranked(keys, at, cols[0]) if rank else keys
+    fit = capable.card(card) if card is not None and rank else None
+    keys = ranked(keys, at, cols[0], fit) if rank else keys
     keys, unrun = _rows_run(keys, cols, at)
     lines = [(one_line(", ".join(map(str, k))),
-              [(cell(at.get((k, c)), shows, _base(bases, down, across, versus, k, c), view), at.get((k, c)))
+              [(_placed(at.get((k, c)), shows, _base(bases, down, across, versus, k, c), view, fit), at.get((k, c)))
                for c in cols])
              for k in keys]
     notes = [text for mark, text in NOTES.items() if mark in view.used]
+    if NOT_THIS_CARD in view.used:
+        notes.append(f"{NOT_THIS_CARD} no answer for the card it was emulated for, read as skipped (the record is "
+                     f"kept): {'; '.join(sorted(view.not_for_card))}.")
+    if PAST_CARD in view.used:
+        notes.append(past_note(fit))
     if "peak" in shows and schemas == {1}:
         notes.append(ALL_WHOLE_CASE)
     if unrun:
@@ -482,10 +520,26 @@ def grid(rows: list[Row], case_name: str, down: list[str], across: str, shows: l
     return Grid([", ".join(down)] + [one_line(f"{across} {c}") for c in cols], lines, notes)
 
 
+def _placed(row: Row | None, shows: list[str], base: Row | None, view: View, card) -> str:
+    """A cell, marked where its way ran with a device peak past ``card``'s total (None: no card)."""
+    text = cell(row, shows, base, view)
+    ran = row is not None and row.record.outcome == OK and row.record.timing is not None
+    return text + (view.mark(PAST_CARD) if ran and past(row.record, card) else "")
+
+
+def past_note(card) -> str:
+    """The footnote of the cells whose device peak is past ``card``'s total."""
+    return (f"{PAST_CARD} not shown to fit the {card.model} ({card.name}): its device peak, the second figure of "
+            "its peak (the allocator's pool with the CUDA context and library workspaces), is past the card's "
+            f"{gb(card.total_bytes)} total, so it ranks after the ways whose device peak is within it (the chooser's "
+            "rule).")
+
+
 def render(rows: list[Row], case_name: str, down: list[str], across: str, shows: list[str],
-           where: dict | None = None, versus: tuple = (), rank: bool = False) -> tuple[str, list[str]]:
+           where: dict | None = None, versus: tuple = (), rank: bool = False,
+           card: str | None = None) -> tuple[str, list[str]]:
     """(the markdown table, its footnotes): ``grid``'s cells, as markdown."""
-    made = grid(rows, case_name, down, across, shows, where, versus, rank)
+    made = grid(rows, case_name, down, across, shows, where, versus, rank, card)
     return made.markdown(), made.notes
 
 
@@ -496,7 +550,7 @@ def table(rows: list[Row], case_name: str, down: list[str], across: str, shows: 
     left = []
     if card is not None:
         rows, left = runnable(rows, case_name, where or {}, card)
-    text, notes = render(rows, case_name, down, across, shows, where, versus, rank)
+    text, notes = render(rows, case_name, down, across, shows, where, versus, rank, card)
     return text + "".join(f"\n\n{n}" for n in [*notes, capable.note(card, left)] if n)
 
 

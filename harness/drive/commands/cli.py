@@ -511,7 +511,8 @@ def _add_table(sub) -> None:
     tb.add_argument("--across", default="machine", help="the parameter across the top (default: machine)")
     tb.add_argument("--show", default="step,rate,peak",
                     help="figures per cell, comma-separated: step, rate, eff, peak, scaling (with --versus: the "
-                         "one-GPU run), loss, check:KEY")
+                         "one-GPU run), loss, compile (what the first step spent compiling, apart from the step), "
+                         "check:KEY")
     tb.add_argument("--where", action="append", default=[], metavar="NAME=VALUE", help="only these records")
     tb.add_argument("--versus", metavar="NAME=VALUE",
                     help="step, rate and peak also as a multiple of the record holding these values, "
@@ -522,7 +523,8 @@ def _add_table(sub) -> None:
                          "--show); then the rows that did not fit or failed there, then those not run or "
                          "skipped there, each in the usual order")
     tb.add_argument("--card", metavar="NAME", help="a named card (p100-16gb, ...): leave out the ways its compute "
-                    "capability cannot run, named in a footnote")
+                    "capability cannot run, named in a footnote; with --rank, the ways whose device peak is past "
+                    "its total rank after the others, marked")
     tb.add_argument("--results", default=None,
                     help="results folder (default: the local runs in .asv/results where there are any, else results/)")
     tb.set_defaults(func=_table)
