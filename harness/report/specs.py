@@ -430,7 +430,7 @@ FAMILIES = (
                    "try` answered for it (the fastest whose peak fit), run under that card's emulation. The "
                    "command that made a row is `python3 -m harness try TARGET --batch B --seq-len S --card` "
                    "with that row's values and the columns' cards.",
-              bench=(Select("models"),), quiet=True),)),
+              bench=(Select("models"),), quiet=True, each_machine=True),)),
 )
 # The headline: every technique on the LM, each figure against fp32 on the same card.
 @dataclass(frozen=True)
