@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from harness import cases
 from harness.measure.outcomes import SKIPPED
-from harness.report import capable, tables
+from harness.report import capable, markdown, tables
 from harness.report.selection import Select
 from harness.workloads.training.trainer import LR, LR_WIDTH
 
@@ -69,8 +69,10 @@ class Spec:
         if not self.each_machine:
             return [self]
         ran = sorted({tables.machine_label(r) for r in rows if self.matches(r) and r.record.outcome != SKIPPED})
-        return [replace(self, where=(*self.where, f"{tables.MACHINE}={label}"), title=f"{self.title}: {label}",
-                        each_machine=False) for label in ran] or [self]
+        # The label is the GPU's own name: text in a heading, never markdown of its own.
+        return [replace(self, where=(*self.where, f"{tables.MACHINE}={label}"),
+                        title=f"{self.title}: {markdown.inline(label)}", each_machine=False)
+                for label in ran] or [self]
 
     def grid(self, rows: list[Row]) -> tables.Grid | None:
         """The cells of the table the command prints from these rows; None where no record matches."""
