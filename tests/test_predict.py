@@ -171,3 +171,52 @@ def test_a_probe_reads_its_context_off_nvmls_figure_for_its_own_process_alone(mo
     torch = SimpleNamespace(cuda=SimpleNamespace(memory_reserved=lambda device: 300 * 2**20))
     # the device's used memory would count the probes beside it: without its own figure, no context
     assert fits_probe.context_bytes(torch) == expected
+
+
+class LawProber:
+    """A fake probe of a step whose reserved peak is ``law(n)`` under ``cap``: it answers as
+    ``fits_probe.probe`` does (peaks where it fit) and keeps each round of sizes asked at once."""
+
+    def __init__(self, law, cap):
+        self.law, self.cap, self.results, self.rounds = law, cap, [], []
+
+    def one(self, n):
+        return self.many([n])[0]
+
+    def many(self, sizes):
+        self.rounds.append(list(sizes))
+        got = [{"n": n, "fits": self.law(n) <= self.cap, "peak_reserved": self.law(n),
+                "peak_allocated": self.law(n)} for n in sizes]
+        self.results += got
+        return [r["fits"] for r in got]
+
+    def search(self, unit=1, start=1, over="batch"):
+        def estimate():
+            law = fits.predicted(self.results, self.cap, over)
+            return None if law is None else law.largest(self.cap, unit, fits.LIMITS[over])
+        return fits.largest_fitting(self.one, start=start, limit=fits.LIMITS[over], estimate=estimate, unit=unit,
+                                    probe_many=self.many, confirm=True)
+
+
+def test_a_search_from_a_right_prediction_costs_the_cold_start_and_one_round_the_rule_needs():
+    cap = 40 * 10**9
+    prober = LawProber(lambda n: 4 * GiB + GiB * n, cap)
+    found = prober.search()
+    answer = max(n for n in range(1, 100) if 4 * GiB + GiB * n <= cap)
+    assert found.largest == answer
+    # the prediction from the cold start's three sizes is the answer: it and the two after it, at once
+    assert prober.rounds == [[1, 2, 4], [answer, answer + 1, answer + 2]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(fixed=st.integers(GiB, 8 * GiB), per=st.integers(2**26, 2 * GiB), bend=st.integers(0, 2**22),
+       spike=st.integers(2, 400), cap=st.integers(16 * 10**9, 80 * 10**9))
+def test_a_prediction_that_misses_costs_rounds_never_the_rules_answer(fixed, per, bend, spike, cap):
+    # the allocator's share grows faster than the batch (``bend``) and one size spikes past the cap: the line
+    # from the first probes misses, and the answer is still the largest size with the two after it failing
+    def law(n):
+        return fixed + per * n + bend * n * n + (cap if n == spike else 0)
+    prober = LawProber(law, cap)
+    fit = [n for n in range(1, 2**12) if law(n) <= cap]
+    top = next((n for n in fit if n + 1 not in fit and n + 2 not in fit), 0) if fit and 1 in fit else 0
+    assert prober.search().largest == top
