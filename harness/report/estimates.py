@@ -226,6 +226,13 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
               "Megatron formula counts every layer's activations kept for backward, attention's s x s scores "
               "among them, as a step without recomputation and without a fused attention kernel holds them. "
               "- where an estimator has no figure: no estimators.json entry for the shape, or no probe at the answer. "
+              "Where the suite's predictor misses: the caching allocator's reserve (reserved less allocated bytes) "
+              "moves with the size in jumps, as which freed block a request splits changes, and a search step is a "
+              "small share of a budget (one sample of a batch, 128 tokens of a long sequence): a law read at "
+              "smaller sizes cannot place the answer within one step where the reserve jumps between them; under "
+              "a cap the allocator frees its cached blocks and tries again before it fails, so a size whose "
+              "reserve passes the cap unpressed may still fit; and from the cold start alone (the smallest budget) "
+              "the law is read far from the answer. "
               "¹ the suite's predictor refused:", ""]
     lines += [f"- {markdown.code(reason)}" for reason in refused]
     return "\n".join(lines) + "\n"

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.measure.guards import locks
-from harness.workloads.search import predict
 from harness.measure.guards.lifeline import PARENT_ENV
 
 # What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
