@@ -9,8 +9,9 @@ GPU locked while cases run on it):
 2. per card (``--card``), the fastest way whose peak at that batch stays under the card's total
    runs again under the card's emulation (``budget``: torch's allocator capped at what the card
    leaves once this process's CUDA context is charged); where it does not fit, the next;
-3. where no way fits the batch on a card, the largest batch the leanest way fits there, by the
-   what-fits search (``harness.workloads.search.fits.largest_fitting``), each probe a case.
+3. where no way fits the batch on a card, the largest batch the leanest way fits there: first the
+   predictor's (``harness.workloads.search.predict``, from batches 1 and 2), said at once, then the
+   what-fits search (``harness.workloads.search.fits.largest_fitting``) from it, each probe a case.
 
 Then one answer per card, answer first, and a table of the ways. Before any of it the target is
 built and its loss run on torch's meta device: a target that cannot train is refused in one line.
