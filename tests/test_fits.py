@@ -263,6 +263,7 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
     assert rec.check["probes"] == 6 == rec.check["probe_pids"]  # 1, 2, 4 at once, then the prediction, 150,
     # with 151 and 152 after it at once: the rule's proof
     assert rec.check["prediction"]["largest"] == 150 and rec.check["prediction"]["from_sizes"] == [1, 2, 4]
+    assert rec.check["prediction"]["reachable_bytes"] == 16 * 10**9  # the probes name no device: the cap binds
     (log,) = (records_dir / "test-machine").glob("*.fits-probes.ndjson")
     ran = {e["n"]: (e["began"], e["ended"]) for e in map(json.loads, log.read_text().splitlines())}
     for batch in ((1, 2, 4), (150, 151, 152)):

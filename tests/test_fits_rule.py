@@ -43,7 +43,9 @@ def paths(top: int, fit: set):
         "estimate": st.none() | sizes.map(lambda g: (lambda: g)),
         "hint": st.tuples(st.none() | sizes, st.none() | sizes),
         "known": st.lists(sizes, max_size=6).map(lambda ns: {n: n in fit for n in ns}),
-        "many": st.booleans()})
+        "many": st.booleans(),
+        # the fits case's own path: a guess (or a hint's fit) confirmed with the sizes after it at once
+        "confirm": st.booleans()})
 
 
 @settings(max_examples=150, deadline=None)
@@ -54,7 +56,8 @@ def test_whatever_its_path_the_search_answers_the_largest_size_that_fits(data):
     start = path["start"]
     search = fits.largest_fitting(lambda n: n in fit, start=start, limit=LIMIT, estimate=path["estimate"],
                                   hint=path["hint"], known=path["known"],
-                                  probe_many=(lambda sizes: [n in fit for n in sizes]) if path["many"] else None)
+                                  probe_many=(lambda sizes: [n in fit for n in sizes]) if path["many"] else None,
+                                  confirm=path["confirm"])
     assert search.largest == top
     probed = [n for n, _ in search.probed]
     assert len(set(probed)) == len(probed) and not set(probed) & set(path["known"])  # none twice, none known

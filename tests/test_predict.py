@@ -66,8 +66,10 @@ def test_the_search_guess_is_read_from_the_probes_nearest_the_cap():
     # small sizes carry the allocator's fixed share: the line through the three nearest the cap is the one read
     bent = {1: 5 * GiB, 2: 6 * GiB, 4: 7 * GiB, 40: 44 * GiB, 41: 45 * GiB, 42: 46 * GiB}
     results = [{"n": n, "fits": True, "peak_reserved": p, "peak_allocated": p} for n, p in bent.items()]
-    assert fits.predicted(results, 50 * GiB, "batch").largest(50 * GiB) == 46
-    assert fits.predicted(results[:1], 50 * GiB, "batch") is None  # one size: no guess yet
+    assert predict.near(results, 50 * GiB, "batch").largest(50 * GiB) == 46
+    assert predict.guess(results, 50 * GiB, "batch") == 46
+    assert predict.near(results[:1], 50 * GiB, "batch") is None  # one size: no guess yet
+    assert predict.guess(results[:1], 50 * GiB, "batch") is None
 
 
 KEY = {"workload": "lm", "over": "batch", "seq_len": 1024}
@@ -108,13 +110,60 @@ def test_a_size_that_fit_under_a_larger_cap_without_reaching_this_one_fits_here(
         oracle(34)  # it reserved past this cap under the larger one: what this cap does there, no log says
 
 
-def test_a_cells_prediction_is_fitted_on_its_own_first_probes_never_on_its_answer():
+def test_a_cells_prediction_sees_the_cold_start_and_the_smaller_budgets_never_its_own_or_a_larger():
     from harness.report import estimates
-    other = 80 * 10**9
-    log = [{"key": KEY, "cap": other, "n": 50, "fits": True, "peak_reserved": 54 * GiB}] + hand_made_log()
-    chosen = estimates.first_probes(log, KEY, CAP, answer=2)
-    assert [e["n"] for e in chosen] == [1, 4, 8]  # its own cap's first, in the order they ran, 2 left out
-    assert [e["n"] for e in estimates.first_probes(log[:3], KEY, CAP, answer=2)] == [1, 50]  # short: the run's others
+    small, large = 16 * 10**9, 80 * 10**9
+    log = hand_made_log() + [{"key": KEY, "cap": small, "n": 10, "fits": True, "peak_reserved": 14 * GiB},
+                             {"key": KEY, "cap": small, "n": 11, "fits": False},
+                             {"key": KEY, "cap": large, "n": 50, "fits": True, "peak_reserved": 54 * GiB}]
+    fed, mine = estimates.seen_before(log, [], KEY, CAP)
+    # the cold start's 1, 2 and 4 under this cap, and the 16 GB search's; nothing else probed under 40 GB or 80 GB
+    assert sorted((e["n"], e["cap"]) for e in fed) == [(1, CAP), (2, CAP), (4, CAP), (10, small), (11, small)]
+    assert mine == fed
+    # a setting never searched before: the default's cold start and smaller budgets aim it
+    tuned = dict(KEY, allocator="expandable")
+    assert sorted(e["n"] for e in estimates.seen_before(log, [], tuned, CAP)[0]) == [1, 2, 4, 10, 11]
+    # no cold start on this machine: another machine's, which says nothing of this device
+    fed, mine = estimates.seen_before([e for e in log if e["n"] > 4], log, KEY, CAP)
+    assert sorted(e["n"] for e in fed) == [1, 2, 4, 10, 11] and sorted(e["n"] for e in mine) == [10, 11]
+
+
+def test_a_plateau_at_the_smallest_sizes_leaves_the_fit_and_the_backwards_law_is_recovered():
+    # the optimizer's states peak at 5 GiB whatever the batch; the backward's at 2 GiB + 2 GiB a sample
+    plateau = lambda n: max(5 * GiB, 2 * GiB + 2 * GiB * n)  # noqa: E731
+    law = predict.fit(probes(plateau, [1, 2, 4]), "batch")
+    assert law.sizes == (2, 4) and law.largest(40 * GiB) == 19  # (40 - 2) / 2: the plateau's batch 1 left out
+    # a third probe within the reserve's jitter of the line stays in it
+    jitter = lambda n: 2 * GiB + 2 * GiB * n + (GiB // 200 if n == 1 else 0)  # noqa: E731
+    assert predict.fit(probes(jitter, [1, 2, 4]), "batch").sizes == (1, 2, 4)
+    # a square law needs no negative coefficient: it stays, fitted through all three
+    assert predict.fit(probes(lambda n: GiB + 2**18 * n + 2**10 * n * n, [1024, 2048, 4096]), "seq_len").degree == 2
+
+
+def test_on_the_whole_card_the_device_binds_before_the_cap_and_the_host_bounds_every_cap():
+    law = lambda n: GiB + GiB * n  # noqa: E731
+    seen = probes(law, [1, 2])
+    card = 85 * GiB
+    assert predict.guess(seen, card, "batch") == 84  # nothing says what the device holds: the cap
+    device = [dict(seen[0], device_total=80 * GiB, context_bytes=GiB)]
+    assert predict.reachable(card, device) == 79 * GiB and predict.reachable(40 * GiB, device) == 40 * GiB
+    assert predict.guess(seen, card, "batch", here=device) == 78  # 79 GiB reachable, less the fixed GiB
+    host = seen + [{"n": 30, "fits": False, "short_of": "host"}, {"n": 20, "fits": False}]
+    assert predict.host_short(host) == 30 and predict.guess(host, card, "batch") == 29  # no device cap moves it
+    assert predict.guess(host, 16 * GiB, "batch") == 15  # under it the device's law still decides
+
+
+def test_torchs_out_of_memory_message_says_the_devices_total_and_the_context_beside_the_pool():
+    capped = ("CUDA out of memory. Tried to allocate 2.44 GiB. GPU 0 has a total capacity of 79.18 GiB of which "
+              "53.61 GiB is free. Including non-PyTorch memory, this process has 22.57 GiB memory in use. Process "
+              "3441 has 1.56 GiB memory in use. 22.22 GiB allowed; Of the allocated memory 21.84 GiB is allocated by "
+              "PyTorch, and 71.15 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
+              "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+    got = predict.told(capped)
+    assert got["device_total"] == round(79.18 * GiB)
+    assert got["context_bytes"] == round(22.57 * GiB - 21.84 * GiB - 71.15 * 2**20)  # the process less its pool
+    assert predict.told("Allocation on device 0 would exceed allowed memory. (out of memory)") == {}
+    assert predict.told(None) == {}
 
 
 def test_a_cell_is_scored_in_search_steps_and_by_its_peak_at_the_measured_answer():
@@ -122,7 +171,8 @@ def test_a_cell_is_scored_in_search_steps_and_by_its_peak_at_the_measured_answer
     suite = predict.fit(probes(lambda n: 4 * GiB + GiB * n, [1, 2]), "batch")
     cell = estimates.Cell(gpu="H100", technique="fp32", over="batch", budget="40GB", allocator="default",
                           measured=30, unit=1, peak=34 * GiB, suite=suite, refused=None, cap=CAP,
-                          others={"accelerate": 17 * GiB, "megatron": {"batch": [4 * GiB, 2 * GiB]}})
+                          others={"accelerate": 17 * GiB, "megatron": {"batch": [4 * GiB, 2 * GiB]}},
+                          predicted=suite.largest(CAP))
     got = estimates.scores(cell)
     assert got["suite"][0] == 33 and got["suite"][1] == pytest.approx(0, abs=1e-9)  # 3 steps over; its peak at 30 is
     # the measured one
@@ -171,3 +221,51 @@ def test_a_probe_reads_its_context_off_nvmls_figure_for_its_own_process_alone(mo
     torch = SimpleNamespace(cuda=SimpleNamespace(memory_reserved=lambda device: 300 * 2**20))
     # the device's used memory would count the probes beside it: without its own figure, no context
     assert fits_probe.context_bytes(torch) == expected
+
+
+class LawProber:
+    """A fake probe of a step whose reserved peak is ``law(n)`` under ``cap``: it answers as
+    ``fits_probe.probe`` does (peaks where it fit) and keeps each round of sizes asked at once."""
+
+    def __init__(self, law, cap):
+        self.law, self.cap, self.results, self.rounds = law, cap, [], []
+
+    def one(self, n):
+        return self.many([n])[0]
+
+    def many(self, sizes):
+        self.rounds.append(list(sizes))
+        got = [{"n": n, "fits": self.law(n) <= self.cap, "peak_reserved": self.law(n),
+                "peak_allocated": self.law(n)} for n in sizes]
+        self.results += got
+        return [r["fits"] for r in got]
+
+    def search(self, unit=1, start=1, over="batch"):
+        def estimate():
+            return predict.guess(self.results, self.cap, over, unit, fits.LIMITS[over])
+        return fits.largest_fitting(self.one, start=start, limit=fits.LIMITS[over], estimate=estimate, unit=unit,
+                                    probe_many=self.many, confirm=True)
+
+
+def test_a_search_from_a_right_prediction_costs_the_cold_start_and_one_round_the_rule_needs():
+    cap = 40 * 10**9
+    prober = LawProber(lambda n: 4 * GiB + GiB * n, cap)
+    found = prober.search()
+    answer = max(n for n in range(1, 100) if 4 * GiB + GiB * n <= cap)
+    assert found.largest == answer
+    # the prediction from the cold start's three sizes is the answer: it and the two after it, at once
+    assert prober.rounds == [[1, 2, 4], [answer, answer + 1, answer + 2]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(fixed=st.integers(GiB, 8 * GiB), per=st.integers(2**26, 2 * GiB), bend=st.integers(0, 2**22),
+       spike=st.integers(2, 400), cap=st.integers(16 * 10**9, 80 * 10**9))
+def test_a_prediction_that_misses_costs_rounds_never_the_rules_answer(fixed, per, bend, spike, cap):
+    # the allocator's share grows faster than the batch (``bend``) and one size spikes past the cap: the line
+    # from the first probes misses, and the answer is still the largest size with the two after it failing
+    def law(n):
+        return fixed + per * n + bend * n * n + (cap if n == spike else 0)
+    prober = LawProber(law, cap)
+    fit = [n for n in range(1, 2**12) if law(n) <= cap]
+    top = next((n for n in fit if n + 1 not in fit and n + 2 not in fit), 0) if fit and 1 in fit else 0
+    assert prober.search().largest == top

@@ -183,13 +183,13 @@ def test_the_models_page_has_a_section_only_once_try_records_exist(tried):
 class Fake:
     """A record as `try` reads one: outcome, parameters, allocator peak and median step."""
 
-    def __init__(self, technique, budget, batch, outcome, peak=None, step=None):
+    def __init__(self, technique, budget, batch, outcome, peak=None, step=None, levels=None, limit=None):
         from types import SimpleNamespace
         self.params = {"technique": technique, "budget": budget, "batch": batch}
         self.outcome, self.ok, self.reason = outcome, outcome == "ok", f"{outcome} here"
-        self.memory = {} if peak is None else {"allocator.torch.max_allocated.cuda:0": peak}
+        self.memory = {} if peak is None else {"allocator.torch.max_allocated.cuda:0": peak, **(levels or {})}
         self.timing = None if step is None else SimpleNamespace(median_s=step)
-        self.check = {}
+        self.check, self.budget = {}, dict(limit or {})
 
 
 def answered(batch: int, on_card, ways: dict, card: str = "l4-24gb") -> tuple[str, list]:
@@ -227,13 +227,38 @@ def test_where_no_way_fits_the_batch_the_leanest_way_s_largest_batch_is_searched
     fits_up_to_3 = lambda w, n: ("ok", n * 7e9, 0.03 * n) if n <= 3 else ("does_not_fit",)
     answer, ran = answered(8, fits_up_to_3, ways)
     assert answer == "l4-24gb: no way fits batch 8; checkpoint, batch 3, 90.0 ms a step, 21.0 GB of 24.2 GB (the " \
-                     "largest batch checkpoint fits)"
-    assert all(w == "checkpoint" for w, _ in ran) and {3, 4} <= {n for _, n in ran}
+                     "largest batch checkpoint fits; predicted 3 from batches 1 and 2)"
+    # batches 1 and 2 first, then the prediction and the two after it: the rule's proof, no probe more
+    assert ran == [("checkpoint", 1), ("checkpoint", 2), ("checkpoint", 3), ("checkpoint", 4), ("checkpoint", 5)]
     over = {"fp32": Fake("fp32", "card", 1, "ok", 40e9, 0.1),
             "checkpoint": Fake("checkpoint", "card", 1, "ok", 26e9, 1)}
     answer, _ = answered(1, lambda w, n: ("does_not_fit",), over)
     assert answer == ("l4-24gb: does not fit at batch 1 under any way on a 24.2 GB card: smallest peak 26.0 GB "
                       "with checkpoint")
+
+
+def test_where_no_way_fits_the_first_answer_is_the_predictors_said_before_the_confirming_probes(capsys):
+    ways = {"fp32": Fake("fp32", "card", 64, "ok", 90e9, 0.1), "checkpoint": Fake("checkpoint", "card", 64, "ok",
+                                                                                    60e9, 0.2)}
+    cap, said = 20e9, []
+
+    def under_card(w, n):  # the allocator's cap binds its reserve: 2 GB and 1.5 GB a sample, 1 GB over what it holds
+        said.append((n, capsys.readouterr().out))  # what was printed before this probe ran
+        reserved = 2e9 + 1.5e9 * n
+        return ("ok", reserved - 1e9, 0.01 * n, reserved) if reserved <= cap else ("does_not_fit",)
+
+    def with_reserve(w, n):
+        outcome, *rest = under_card(w, n)
+        if outcome != "ok":
+            return (outcome,)
+        allocated, step, reserved = rest
+        return outcome, allocated, step, {"allocator.torch.max_reserved.cuda:0": reserved}, {"limit_bytes": cap}
+
+    answer, ran = answered(64, with_reserve, ways)
+    assert [n for _, n in ran] == [1, 2, 12, 13, 14]  # (20 - 2) / 1.5 = 12 under the cap, not the card's 24.2 GB
+    assert said[2][1] == "  l4-24gb: predicted, checkpoint fits batch 12 (the law through batches 1 and 2); " \
+                         "confirming\n"  # the first answer, out before the probes that confirm it
+    assert answer.endswith("(the largest batch checkpoint fits; predicted 12 from batches 1 and 2)")
 
 
 def test_cpu_offload_runs_by_default_only_where_a_card_has_no_way_that_fits_without_it():

@@ -179,16 +179,22 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     width = 1 if way.grows_on_host else fits.side_by_side(cap, free)
 
     def estimate():
-        """The predicted largest size from the probes so far (this run's and earlier runs'); the
-        first one made is kept for the record, beside the answer it aimed at."""
-        law = fits.predicted(log.entries(key) + earlier.entries(key), cap, over)
-        if law is None:
+        """The predicted largest size from the probes so far (this run's and earlier runs'; the
+        device and host this run's alone); the first one made is kept for the record, beside the
+        answer it aimed at."""
+        here = log.entries(key)
+        results = here + earlier.entries(key)
+        guess = predict.guess(results, cap, over, fits.UNITS[over], limit, here=here)
+        if guess is None:
             return None
         if "prediction" not in found:
-            contexts = [e["context_bytes"] for e in log.entries(key) if e.get("context_bytes")]
-            found["prediction"] = dict(law.to_dict(cap, fits.UNITS[over], limit), budgets=predict.budgets(
-                law, total, max(contexts, default=None), fits.UNITS[over], limit))
-        return law.largest(cap, fits.UNITS[over], limit)
+            reach = predict.reachable(cap, here)
+            law = predict.near(results, reach, over)
+            contexts = [e["context_bytes"] for e in here if e.get("context_bytes")]
+            found["prediction"] = dict(law.to_dict(reach, fits.UNITS[over], limit), largest=guess,
+                                       reachable_bytes=reach, budgets=predict.budgets(
+                                           law, total, max(contexts, default=None), fits.UNITS[over], limit))
+        return guess
 
     def step():
         found["known"] = log.bounds(key, cap)

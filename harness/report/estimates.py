@@ -1,9 +1,12 @@
 """How far each estimator of what fits lands from the measured answer, cell by cell: every
 (way, axis, budget, GPU) the committed what-fits searches answered, its latest record.
 
-The suite's predictor (``harness.workloads.search.predict``) is fitted on that search's own first
-probes that fit, in the order they ran, the answer's size left out (short of two sizes, the run's
-earlier probes of the same case join them): never on the answer. The other estimators are read
+The suite's predictor (``harness.workloads.search.predict.guess``) is fed what a search under that
+budget had seen before it answered, and nothing near its answer that it had not (``seen_before``):
+the three sizes of a cold start (one round side by side), and the probes of the searches of the
+same case under smaller budgets, which a run makes first (its budgets run from the smallest up),
+in runs filed no later than the cell's; never a probe under the cell's own budget or a larger one
+past the cold start. The other estimators are read
 from ``results/estimators.json`` (``harness.workloads.search.estimators``, run on the CPU). Each is
 scored where it applies: the largest size against the measured one, in search steps; the peak
 at the measured answer against the reserved peak its probe measured.
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from harness.measure.records.store import RecordStore, read_lines
+from harness.measure.records.store import PROBES_SUFFIX, RecordStore, read_lines
 from harness.report import markdown
 from harness.report.model import Row
 from harness.report.tables import machine_label
@@ -23,7 +26,7 @@ from harness.workloads.search import fits, predict
 from harness.workloads.search.estimators import FILE, SHAPE
 
 STEP_BAR, PEAK_BAR = 1, 0.03  # the issue's bar: within one search step, and the peak within 3%
-FIRST = 3  # the probes a prediction is fitted on: two give its line, a third may bend it
+COLD = 3  # a cold search's first sizes: its start, the double and the quadruple, one round side by side
 NONE = "-"
 
 
@@ -41,6 +44,7 @@ class Cell:
     refused: str | None  # why the suite's predictor made no prediction
     cap: int
     others: dict  # estimators.json's figures for this shape, {} where it has none
+    predicted: int | None = None  # the suite's largest size (``predict.guess``)
 
 
 def _key(record) -> dict:
@@ -52,19 +56,49 @@ def _key(record) -> dict:
 
 @cache
 def _log(path: Path) -> tuple:
-    return tuple(obj for _, obj in read_lines(path)[0]) if path.exists() else ()
+    """A probe log's entries, each with what torch's out-of-memory message says of the device
+    where the entry does not say it itself (logs from before probes reported it)."""
+    return tuple({**predict.told(obj.get("reason")), **obj} for _, obj in read_lines(path)[0]) if path.exists() else ()
 
 
-def first_probes(entries, key: dict, cap: int, answer: int) -> list[dict]:
-    """The probes a cell's prediction is fitted on: its search's own (under ``cap``) that fit, in
-    the order they ran, then the run's others of ``key``; at most ``FIRST`` sizes, never ``answer``."""
-    mine = [e for e in entries if e["key"] == key and e["fits"] and e["n"] != answer and e.get("peak_reserved")]
-    chosen, sizes = [], set()
-    for e in [e for e in mine if e["cap"] == cap] + [e for e in mine if e["cap"] != cap]:
-        if e["n"] not in sizes and len(sizes) < FIRST:
-            chosen.append(e)
-            sizes.add(e["n"])
-    return chosen
+def cold_sizes(key: dict) -> list[int]:
+    """The sizes a cold search probes first: its start (one sample, or the case's sequence) doubled."""
+    start = 1 if key["over"] == "batch" else key["seq_len"]
+    return [start * 2**i for i in range(COLD)]
+
+
+def _default(key: dict) -> dict:
+    return {k: v for k, v in key.items() if k != "allocator"}
+
+
+def seen_before(here, elsewhere, key: dict, cap: int) -> tuple[list[dict], list[dict]]:
+    """(every probe the predictor is fed, the ones of this machine) for the search of ``key`` under
+    ``cap``: the cold start's sizes, from this machine's logs, else (a setting never searched
+    before is aimed from the default's probes, as the fits case aims it) the default allocator's,
+    else another machine's (a budget caps the same bytes on every card); and this machine's probes
+    under smaller caps, of ``key`` or, where it has none, of the default's. ``here``, ``elsewhere``:
+    the logs' entries."""
+    cold = cold_sizes(key)
+    sources = [(here, key), (here, _default(key)), (elsewhere, key), (elsewhere, _default(key))]
+    start = next(([e for e in entries if e["key"] == k and e["n"] in cold] for entries, k in sources
+                  if {e["n"] for e in entries if e["key"] == k and e["fits"]} >= set(cold)), [])
+    below = [e for e in here if e["key"] == key and e["cap"] < cap] or \
+        [e for e in here if e["key"] == _default(key) and e["cap"] < cap]
+    return start + below, [e for e in start if e in here] + below
+
+
+def _logs(results: Path, row: Row) -> tuple[list, list]:
+    """(this machine's probes, other machines'), from the runs filed no later than ``row``'s."""
+    run = RecordStore.probe_log(Path(results).parent / row.source)
+    stamp = _stamp(run)
+    earlier = [p for p in sorted(run.parent.parent.glob("*/*" + PROBES_SUFFIX)) if _stamp(p) <= stamp]
+    return ([e for p in earlier if p.parent == run.parent for e in _log(p)],
+            [e for p in earlier if p.parent != run.parent for e in _log(p)])
+
+
+def _stamp(log: Path) -> str:
+    """When a run began, from its file's name (COMMIT-YYYYmmddTHHMMSS-id): runs sort by it."""
+    return log.name.split("-")[1]
 
 
 def cells(rows: list[Row], results: Path) -> list[Cell]:
@@ -91,18 +125,21 @@ def _estimators(results: Path) -> dict:
 def _cell(row: Row, results: Path, figures: dict) -> Cell:
     rec, key = row.record, _key(row.record)
     over, check = key["over"], rec.check
-    answer, cap = check[f"max_{over}"], check["budget_bytes"]
-    entries = _log(RecordStore.probe_log(Path(results).parent / row.source))
-    at = [e for e in entries if e["key"] == key and e["n"] == answer and e["fits"] and e.get("peak_reserved")]
+    answer, cap, unit = check[f"max_{over}"], check["budget_bytes"], check.get("search_unit", 1)
+    here, elsewhere = _logs(results, row)
+    at = [e for e in here if e["key"] == key and e["n"] == answer and e["fits"] and e.get("peak_reserved")]
+    fed, mine = seen_before(here, elsewhere, key, cap)
+    reach = predict.reachable(cap, mine)
     try:
-        suite, refused = predict.fit(first_probes(entries, key, cap, answer), over), None
+        suite, refused = predict.near(fed, reach, over, strict=True), None
     except predict.Refused as e:
         suite, refused = None, str(e)
     shape = json.dumps({k: rec.params[k] for k in SHAPE}, sort_keys=True)
     return Cell(gpu=machine_label(row), technique=key["technique"], over=over, budget=rec.params["budget"],
-                allocator=key.get("allocator", "default"), measured=answer, unit=check.get("search_unit", 1),
+                allocator=key.get("allocator", "default"), measured=answer, unit=unit,
                 peak=at[-1]["peak_reserved"] if at else None, suite=suite, refused=refused, cap=cap,
-                others=figures.get(shape, {}))
+                others=figures.get(shape, {}),
+                predicted=predict.guess(fed, cap, over, unit, fits.LIMITS[over], here=mine))
 
 
 def _steps(cell: Cell, predicted: int | None) -> str:
@@ -127,7 +164,7 @@ def scores(cell: Cell) -> dict:
     limit = fits.LIMITS[cell.over]
     out = {}
     if cell.suite is not None:
-        out["suite"] = (cell.suite.largest(cell.cap, cell.unit, limit), _error(cell, cell.suite.peak(cell.measured)))
+        out["suite"] = (cell.predicted, _error(cell, cell.suite.peak(cell.measured)))
     else:
         out["suite"] = (None, None)
     for name in ("accelerate", "deepspeed"):
@@ -189,6 +226,13 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
               "Megatron formula counts every layer's activations kept for backward, attention's s x s scores "
               "among them, as a step without recomputation and without a fused attention kernel holds them. "
               "- where an estimator has no figure: no estimators.json entry for the shape, or no probe at the answer. "
+              "Where the suite's predictor misses: the caching allocator's reserve (reserved less allocated bytes) "
+              "moves with the size in jumps, as which freed block a request splits changes, and a search step is a "
+              "small share of a budget (one sample of a batch, 128 tokens of a long sequence): a law read at "
+              "smaller sizes cannot place the answer within one step where the reserve jumps between them; under "
+              "a cap the allocator frees its cached blocks and tries again before it fails, so a size whose "
+              "reserve passes the cap unpressed may still fit; and from the cold start alone (the smallest budget) "
+              "the law is read far from the answer. "
               "¹ the suite's predictor refused:", ""]
     lines += [f"- {markdown.code(reason)}" for reason in refused]
     return "\n".join(lines) + "\n"

@@ -9,8 +9,9 @@ GPU locked while cases run on it):
 2. per card (``--card``), the fastest way whose peak at that batch stays under the card's total
    runs again under the card's emulation (``budget``: torch's allocator capped at what the card
    leaves once this process's CUDA context is charged); where it does not fit, the next;
-3. where no way fits the batch on a card, the largest batch the leanest way fits there, by the
-   what-fits search (``harness.workloads.search.fits.largest_fitting``), each probe a case.
+3. where no way fits the batch on a card, the largest batch the leanest way fits there: first the
+   predictor's (``harness.workloads.search.predict``, from batches 1 and 2), said at once, then the
+   what-fits search (``harness.workloads.search.fits.largest_fitting``) from it, each probe a case.
 
 Then one answer per card, answer first, and a table of the ways. Before any of it the target is
 built and its loss run on torch's meta device: a target that cannot train is refused in one line.
@@ -28,6 +29,9 @@ from harness.measure.guards.inputs import Refused
 
 CASE = "try"
 PEAK = "allocator.torch.max_allocated.cuda:0"
+RESERVED = "allocator.torch.max_reserved.cuda:0"  # what the allocator's cap binds: the predictor reads it
+# The batches probed first where no way fits the batch: two sizes give the predictor its line.
+FIRST_PROBES = (1, 2)
 # One case: a model built, seven steps and fp32's reference where its record has none; asv gives a
 # benchmark as long (benchmarks.common's timeout).
 CASE_TIMEOUT_S = 600
@@ -268,7 +272,10 @@ class Try:
             if peak(fp32) > total else ""
 
     def searched(self, ctx, card: str, ran: list, total: int) -> str:
-        """No way fits the batch: the largest batch the leanest way fits on ``card``, searched."""
+        """No way fits the batch: the largest batch the leanest way fits on ``card``. Its first answer
+        is the predictor's (``harness.workloads.search.predict``: the law through the peaks at batches
+        1 and 2, two probes of seconds), said as soon as it is known; the search then starts from it
+        and confirms it (the rule's answer, whatever the prediction said)."""
         from harness.workloads.search.fits import largest_fitting
         leanest = min(ran, key=lambda r: peak(r) or 0)
         way = leanest.params["technique"]
@@ -279,12 +286,34 @@ class Try:
             return found[n].outcome in ("ok", "failed")
 
         batch = self.args.batch
-        search = largest_fitting(probe, start=1, limit=batch - 1) if batch > 1 else None
+        known = {n: probe(n) for n in FIRST_PROBES if n < batch}
+        guess = self.predicted(card, way, found, total, batch - 1) if known.get(1) else None
+        search = largest_fitting(probe, start=1, limit=batch - 1, known=known, confirm=True,
+                                 estimate=None if guess is None else lambda: guess) if batch > 1 else None
         if search is None or search.largest == 0:
             return (f"{card}: does not fit at batch 1 under any way on a {gb(total)} card: smallest peak "
                     f"{gb(peak(leanest))} with {way}" + (f" at batch {batch}" if batch > 1 else ""))
         best = found[search.largest]
-        return f"{card}: no way fits batch {batch}; {said(best, of=total)} (the largest batch {way} fits)"
+        told = "" if guess is None else f"; predicted {guess} from batches {' and '.join(map(str, FIRST_PROBES))}"
+        return f"{card}: no way fits batch {batch}; {said(best, of=total)} (the largest batch {way} fits{told})"
+
+    def predicted(self, card: str, way: str, found: dict, total: int, limit: int) -> int | None:
+        """The largest batch the predictor gives ``way`` under ``card`` from the probes ``found``
+        (batch -> record), said at once; None, said, where the probes carry no prediction."""
+        from harness.workloads.search import predict
+        results = [{"n": n, "fits": r.outcome in ("ok", "failed"), "peak_allocated": peak(r),
+                    "peak_reserved": r.memory.get(RESERVED) or peak(r)} for n, r in found.items()]
+        try:
+            law = predict.fit(results, "batch")
+        except predict.Refused as e:
+            print(f"  {card}: no prediction for {way} ({e}); searching", flush=True)
+            return None
+        # what the probes' allocator was capped at under the card (its total less the context), else its total
+        cap = next((r.budget["limit_bytes"] for r in found.values() if (r.budget or {}).get("limit_bytes")), total)
+        guess = law.largest(cap, 1, limit)
+        print(f"  {card}: predicted, {way} fits batch {guess} (the law through batches "
+              f"{' and '.join(map(str, sorted(found)))}); confirming", flush=True)
+        return guess
 
     def table(self, ways: dict) -> str:
         from tabulate import tabulate

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.measure.guards import locks
-from harness.workloads.search import predict
 from harness.measure.guards.lifeline import PARENT_ENV
 
 # What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
@@ -399,23 +398,6 @@ def linear_estimate(points, cap: float):
     if highest[n1] <= highest[n0]:  # no growth: no line to read
         return None
     return _on_line(cap, (n1, highest[n1]), (n0, highest[n0]))
-
-
-# How many probed sizes a prediction is fitted on: a line's two and the third that may ask for a square.
-NEAREST = 3
-
-
-def predicted(results, cap: int, over: str, unit: int = 1, limit: int | None = None):
-    """The prediction (``predict.Fit``) from the probe ``results`` (``fits_probe.probe``'s dicts) whose
-    reserved peaks lie nearest ``cap``: the law is read where the answer is, not where the model's
-    states alone fill the card. None where the probes cannot carry one yet (``predict.Refused``);
-    its ``largest(cap, unit, limit)`` is the guess a search confirms."""
-    seen = predict.points(results)
-    nearest = sorted(seen, key=lambda n: abs(seen[n][predict.BINDS] - cap))[:NEAREST]
-    try:
-        return predict.fit([dict(peaks, n=n, fits=True) for n, peaks in seen.items() if n in nearest], over)
-    except predict.Refused:
-        return None
 
 
 def _on_line(cap, a: tuple, b: tuple) -> int:

@@ -5,6 +5,7 @@ Caps the CUDA allocator at CAP_BYTES before anything is allocated, builds the
 ``tricks`` training step of the config at batch N (no accumulation), or one sequence of N
 tokens, runs ``STEPS`` optimizer steps and answers ``{"fits": true|false, "pid": ...,
 "peak_allocated": bytes, "peak_reserved": bytes, "context_bytes": bytes, "peak_device": bytes,
+"device_total": bytes,
 "reason": ..., "short_of": "device"|"host"}`` (the context and the device's peak where NVML lists the
 probe's process). Out of memory is an
 answer; any other error is a broken probe (a traceback, exit 1). On the CPU there is no
@@ -66,6 +67,9 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
         result["peak_allocated"] = int(torch.cuda.max_memory_allocated(0))
         result["peak_reserved"] = int(torch.cuda.max_memory_reserved(0))
         result["allocator_backend"] = torch.cuda.get_allocator_backend()  # the setting its environment held
+        # the device's total as torch sees it (less than NVML's): on the whole card it, less the
+        # context, binds before the cap (``predict.reachable``)
+        result["device_total"] = int(torch.cuda.get_device_properties(0).total_memory)
         context = context_bytes(torch)
         if context is not None:
             # torch keeps what it reserved (nothing here empties its cache): the device held the

@@ -7,11 +7,20 @@ gradients, the logits), while the model's states do not, so a peak is linear in 
 one sequence, attention that materialises its scores grows with the square of the length and the
 rest linearly: the probes decide. Two sizes give a line; a third that falls off it by more than
 ``LINEAR_MISS`` (reserved bytes move in allocator segments, a few MB to tens of MB) asks for the
-square. The cap binds what the allocator reserves (``BINDS``), so the largest size is read there.
+square. The cap binds what the allocator reserves (``BINDS``), so the largest size is read there,
+against what the allocator can reach (``reachable``): the cap, or on the whole card the device's
+total as torch sees it less the context the process holds beside the pool; and never past a size
+the host's memory could not hold (``host_short``), which no device cap moves.
+
+What it cannot see: the caching allocator's fragmentation (reserved less allocated) moves with
+the size in jumps, as which freed block a request splits changes (from a few tenths of a percent
+to tens of percent of the peak in one case), so a law read far from the cap lands some sizes off;
+read from probes near it (``near``), the line is local and the jump already in it.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -101,9 +110,32 @@ def fit(results: Sequence[Mapping], over: str) -> Fit:
     kinds = [k for k in KINDS if all(k in seen[n] for n in sizes) and _drop([seen[n][k] for n in sizes]) is None]
     if ys[-1] <= ys[0]:
         raise Refused(f"{BINDS} is flat from {sizes[0]:,} to {sizes[-1]:,}: probe sizes further apart")
-    degree = _degree(sizes, [seen[n][BINDS] for n in sizes], over)
+    # Attention's square shows in the tensors themselves: the shape of the law (its degree, and
+    # which sizes lie on it) is read off the allocated bytes where every size has them, since the
+    # reserve moves in the allocator's jumps, no law.
+    shape = "peak_allocated" if "peak_allocated" in kinds else BINDS
+    sizes, degree = _on_law(sizes, [seen[n][shape] for n in sizes], over)
     laws = {k: tuple(polynomial.polyfit(sizes, [seen[n][k] for n in sizes], degree)) for k in kinds}
     return Fit(over=over, degree=degree, sizes=tuple(sizes), laws=laws)
+
+
+def _on_law(sizes: list, peaks: list, over: str) -> tuple[list, int]:
+    """(the sizes the law runs through, its degree). A step's peak is the highest of its phases':
+    the optimizer's (the model's states, whatever the size) and the backward's (the activations,
+    growing with it); at the smallest sizes the first can set it, a plateau under which the
+    backward's law runs. Every coefficient of a memory law is at least zero (no size frees what a
+    smaller one holds): a smallest probe that asks for a negative one, or lies over the line the two
+    above it draw by more than ``LINEAR_MISS`` (less is the reserve's jitter), lies on the plateau,
+    and leaves the fit."""
+    while len(sizes) >= 3:
+        degree = _degree(sizes, peaks, over)
+        if degree == 2 and min(polynomial.polyfit(sizes, peaks, 2)) >= 0:
+            return sizes, 2
+        above = polynomial.polyfit(sizes[1:], peaks[1:], 1)
+        if peaks[0] <= polynomial.polyval(sizes[0], above) * (1 + LINEAR_MISS):  # on the line over it, or under
+            return sizes, 1
+        sizes, peaks = sizes[1:], peaks[1:]
+    return sizes, 1
 
 
 def _drop(ys: list):
@@ -121,6 +153,83 @@ def _degree(sizes: list, peaks: list, over: str) -> int:
     miss = max(abs(polynomial.polyval(n, line) - p) / p for n, p in zip(sizes, peaks))
     square = polynomial.polyfit(sizes, peaks, 2)
     return 2 if miss > LINEAR_MISS and square[2] > 0 else 1
+
+
+# How many probed sizes a prediction is fitted on: a line's two and the third that may ask for a square.
+NEAREST = 3
+
+
+def near(results: Sequence[Mapping], cap: int, over: str, strict: bool = False) -> Fit | None:
+    """The law from the probe ``results`` whose reserved peaks lie nearest ``cap`` (``NEAREST``):
+    read where the answer is, not where the model's states alone fill the card. None where the
+    probes cannot carry one yet (``strict``: ``Refused``, saying why)."""
+    seen = points(results)
+    nearest = sorted(seen, key=lambda n: abs(seen[n][BINDS] - cap))[:NEAREST]
+    try:
+        return fit([dict(peaks, n=n, fits=True) for n, peaks in seen.items() if n in nearest], over)
+    except Refused:
+        if strict:
+            raise
+        return None
+
+
+def reachable(cap: int, results: Sequence[Mapping]) -> int:
+    """The bytes the allocator can reserve under ``cap``: the cap, and where the probes say the
+    device's total as torch sees it (``device_total``) and what the process holds outside the pool
+    (``context_bytes``), at most the one less the other. The whole card's budget is NVML's total,
+    but the driver keeps part of it from CUDA and the context sits in the rest, so there the device
+    binds before the cap does."""
+    totals = [int(r["device_total"]) for r in results if r.get("device_total")]
+    contexts = [int(r["context_bytes"]) for r in results if r.get("context_bytes")]
+    return min(cap, min(totals) - max(contexts)) if totals and contexts else cap
+
+
+def host_short(results: Sequence[Mapping]) -> int | None:
+    """The smallest size the host's memory could not hold (killed, or stopped by a way out's guard
+    of host memory), which fits under no device cap; None where none was seen."""
+    short = [int(r["n"]) for r in results if r.get("fits") is False
+             and (r.get("killed") or r.get("short_of") == "host")]
+    return min(short, default=None)
+
+
+def guess(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, limit: int | None = None,
+          here: Sequence[Mapping] | None = None) -> int | None:
+    """The largest size predicted to fit under ``cap`` from the probe ``results``: on the law
+    ``near`` what the allocator can reach (``reachable``), below any size the host could not hold;
+    None until the probes carry a law. The device and the host are read off ``here`` (this
+    machine's probes; by default ``results``): another card's total or host says nothing of them."""
+    here = results if here is None else here
+    reach = reachable(cap, here)
+    law = near(results, reach, over)
+    if law is None:
+        return None
+    host = host_short(here)
+    if host is not None:
+        limit = host - 1 if limit is None else min(limit, host - 1)
+    return law.largest(reach, unit, limit)
+
+
+# torch's out-of-memory message names the device's total and what the process holds (context and
+# pool together) beside what its pool holds: the two figures ``reachable`` needs, in probes logged
+# before they reported them.
+_TOTAL = re.compile(r"total capacity of ([0-9.]+) (GiB|MiB)")
+_HELD = re.compile(r"this process has ([0-9.]+) (GiB|MiB) memory in use\..*?Of the allocated memory ([0-9.]+) "
+                   r"(GiB|MiB) is allocated by PyTorch, and ([0-9.]+) (GiB|MiB) is reserved")
+_UNITS = {"GiB": 2**30, "MiB": 2**20}
+
+
+def told(reason: str | None) -> dict:
+    """``device_total`` and ``context_bytes`` as torch's out-of-memory ``reason`` states them (to
+    its two decimals); {} where it states neither."""
+    got = {}
+    total = _TOTAL.search(reason or "")
+    if total:
+        got["device_total"] = round(float(total.group(1)) * _UNITS[total.group(2)])
+    held = _HELD.search(reason or "")
+    if held:
+        mine, pool, spare = (float(held.group(i)) * _UNITS[held.group(i + 1)] for i in (1, 3, 5))
+        got["context_bytes"] = round(mine - pool - spare)
+    return got
 
 
 def cards(law: Fit, limits: Mapping[str, int], unit: int = 1, limit: int | None = None) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.measure.outcomes import OK
 from harness.measure.records.store import PROBES_SUFFIX, load_paths, read_lines
-from harness.workloads.search import fits
+from harness.workloads.search import fits, predict
 from harness.workloads.search.probe_log import ProbeLog
 
 
@@ -73,7 +73,7 @@ def replay(entries: list[dict], key: dict, cap: int, over: str, side_by_side: in
            hint: tuple = (None, None)) -> Replayed:
     """The search of ``key`` under ``cap`` with nothing known but ``hint`` (an earlier run's
     bracket, as a record's ``earlier_bracket`` keeps it; none: a cold start), answered from
-    ``entries``: ``new``, guesses from ``fits.predicted`` confirmed with the sizes after them;
+    ``entries``: ``new``, guesses from ``predict.guess`` confirmed with the sizes after them;
     else the search before it (``fits.linear_estimate``'s guesses between their neighbours)."""
     oracle = Oracle(entries, key, cap)
     unit, limit = fits.UNITS[over], fits.LIMITS[over]
@@ -83,8 +83,7 @@ def replay(entries: list[dict], key: dict, cap: int, over: str, side_by_side: in
         if not new:
             return fits.linear_estimate([(r["n"], r["peak_reserved"]) for r in oracle.results
                                          if r["fits"] and r.get("peak_reserved")], cap)
-        law = fits.predicted(oracle.results, cap, over)
-        return None if law is None else law.largest(cap, unit, limit)
+        return predict.guess(oracle.results, cap, over, unit, limit)
 
     try:
         found = fits.largest_fitting(oracle, start=start, limit=limit, estimate=estimate, unit=unit,
