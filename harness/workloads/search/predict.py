@@ -32,6 +32,9 @@ BINDS = "peak_reserved"  # what the allocator's cap holds: a request past it rai
 # How far (relative) the third probe may fall from the line through the others before the square
 # law replaces the line along a sequence.
 LINEAR_MISS = 0.01
+# The largest segment the caching allocator reserves for a mid-sized request (its "large" pool's
+# unit): a reserve that moves by this much or less has not shown how the step grows.
+SEGMENT = 20 * 2**20
 # Along which axis a square term may enter: a batch's samples are independent of one another.
 DEGREES = {"batch": (1,), "seq_len": (1, 2)}
 
@@ -108,8 +111,12 @@ def fit(results: Sequence[Mapping], over: str) -> Fit:
                       f"{ys[drop]:,} at {sizes[drop]:,}; probe sizes further apart")
     # The other peaks get a law where they grow too; the size is read off the cap's alone.
     kinds = [k for k in KINDS if all(k in seen[n] for n in sizes) and _drop([seen[n][k] for n in sizes]) is None]
-    if ys[-1] <= ys[0]:
-        raise Refused(f"{BINDS} is flat from {sizes[0]:,} to {sizes[-1]:,}: probe sizes further apart")
+    # A rise of one allocator segment or less is the reserve's jitter, no slope: where the
+    # optimizer's plateau hides the activations, such a line would put the answer thousands of
+    # sizes past any that was probed.
+    if ys[-1] - ys[0] <= SEGMENT:
+        raise Refused(f"{BINDS} is flat from {sizes[0]:,} to {sizes[-1]:,} (within one {SEGMENT >> 20} MiB "
+                      "segment of the allocator): probe sizes further apart")
     # Attention's square shows in the tensors themselves: the shape of the law (its degree, and
     # which sizes lie on it) is read off the allocated bytes where every size has them, since the
     # reserve moves in the allocator's jumps, no law.
