@@ -130,6 +130,10 @@ class Case:
     # does (``tricks``: losses from another Adam rate, or a failed check without its steps' time):
     # ``harness todo`` lists its parameters again.
     outdated: Callable[..., bool] = lambda record: False
+    # Parameters whose records on one machine form one answer made by one run (``try``: a model's
+    # ways and its cards, each way's loss held to that run's fp32): a table reads only the newest
+    # run of each, never one run's cells beside another's.
+    one_run_per: tuple = ()
 
     def upgrade(self, params: Mapping) -> dict:
         """``params`` of a record, with the parameters added since it was filed at ``earlier``'s

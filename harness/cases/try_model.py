@@ -133,7 +133,8 @@ def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:
     return None
 
 
-CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch", keeps_files=True)
+CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch", keeps_files=True,
+            one_run_per=("target", "seq_len"))
 
 
 # ---- the models a project tracks: [tool.oombench.models] in its pyproject.toml ----------------

@@ -429,7 +429,8 @@ FAMILIES = (
               title="Each model's ways on the whole card, and the answer under each card",
               text="One row per model, batch, sequence length (0: the factory's own) and way, one column per "
                    "card: `card` is the whole card every way trained on, a named card holds the way `harness "
-                   "try` answered for it (the fastest whose peak fit), run under that card's emulation. The "
+                   "try` answered for it (the fastest whose peak fit), run under that card's emulation; each model's "
+                   "cells are its newest `try` on that GPU, never an older one's beside them. The "
                    "command that made a row is `python3 -m harness try TARGET --batch B --seq-len S --card` "
                    "with that row's values and the columns' cards.",
               bench=(Select("models"),), quiet=True, each_machine=True),)),

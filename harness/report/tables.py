@@ -374,8 +374,24 @@ def cells_at(rows: list[Row], case_name: str, down: list[str], across: str, wher
 
 
 def _matching(rows: list[Row], case_name: str, where: dict) -> list[Row]:
-    return [r for r in latest(rows)
+    return [r for r in newest_runs(latest(rows), case_name)
             if r.case == case_name and all(holds(_value(r, k), v) for k, v in where.items())]
+
+
+def newest_runs(rows: list[Row], case_name: str) -> list[Row]:
+    """``rows``, less those of ``case_name`` that a newer run of the same ``one_run_per`` values on
+    the same machine has superseded (all of them, where the case names none)."""
+    keys = cases.get(case_name).one_run_per if case_name in cases.MODULES else ()
+    if not keys:
+        return rows
+
+    def model(r: Row) -> tuple:
+        return (r.machine, *(r.record.params.get(k) for k in keys))
+    newest: dict = {}
+    for r in rows:
+        if r.case == case_name:
+            newest[model(r)] = max(newest.get(model(r), ""), r.record.run_id or "")
+    return [r for r in rows if r.case != case_name or (r.record.run_id or "") == newest[model(r)]]
 
 
 def _versus_cells(rows: list[Row], case_name: str, down: list[str], across: str, where: dict, versus, at: dict) -> dict:
