@@ -43,6 +43,22 @@ settings.load_profile(os.environ.get("OOMBENCH_HYPOTHESIS", "ci"))
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
+# xdist hands each worker whole files (`--dist loadfile`) in the order they are collected
+# (`--no-loadscope-reorder`: by default it hands them out by their count of tests, most first, which
+# leaves for last the few-test files that start processes, and one worker idle while the other
+# runs them). The files that take longest are collected first, the rest after them in pytest's
+# order: a scheduling hint only, which changes what runs in no test.
+LONGEST_FIRST = ("test_kills_ranks.py", "test_try.py", "test_pages_browser.py", "test_fits.py", "test_launch.py",
+                 "test_parallel.py", "test_pages.py", "test_kills.py", "test_chainer.py", "test_tricks.py",
+                 "test_asv_front.py", "test_ways_newer.py", "test_docs.py", "test_compare.py",
+                 "test_pages_screens.py", "test_pages_hostile.py", "test_ways_out.py", "test_compare_resume.py")
+
+
+def pytest_collection_modifyitems(items):
+    first = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: each file's own order kept
+
+
 # Records and asv results cut once from results/ and frozen here: tests read these, never the
 # repository's results/, so that filing a new machine's, run's or version's results moves no test.
 FROZEN = Path(__file__).resolve().parent / "data" / "results"
