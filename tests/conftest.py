@@ -9,6 +9,14 @@ import pytest
 from filelock import FileLock
 from hypothesis import settings
 
+# Under xdist, one worker per core: the BLAS and OpenMP threads of NumPy and torch, one per core in
+# each worker and in each process a test starts, would leave the cores' count squared threads
+# spinning on each other. Set before the harness's imports below (NumPy's OpenBLAS reads it when
+# it loads, and the tables load NumPy), so that the processes the tests start inherit it too.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
+
 from harness.drive import bytecode
 from harness.drive.asv.bench import RUN_ENV
 from harness.measure.instruments.devices import GPU, Devices
@@ -25,14 +33,6 @@ if _kept != dict(os.environ):
     os.environ.pop(bytecode.OFF, None)
     os.environ.update(_kept)
     sys.dont_write_bytecode, sys.pycache_prefix = False, _kept[bytecode.PREFIX]
-
-# Under xdist, one worker per core: torch's OpenMP threads, one per core in each worker and in each
-# process a test starts, would leave the cores' count squared threads spinning on each other.
-# Set before torch is first imported (nothing above imports it), so that the processes the tests
-# start inherit it too.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_name, "1")
 
 # Property-based tests: a few hundred examples each by default, so the suite stays fast;
 # OOMBENCH_HYPOTHESIS=thorough runs ten thousand.
