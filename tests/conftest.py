@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import re
 import shutil
@@ -52,6 +53,24 @@ LONGEST_FIRST = ("test_kills_ranks.py", "test_try.py", "test_pages_browser.py", 
                  "test_parallel.py", "test_pages.py", "test_kills.py", "test_chainer.py", "test_tricks.py",
                  "test_asv_front.py", "test_ways_newer.py", "test_docs.py", "test_compare.py",
                  "test_pages_screens.py", "test_pages_hostile.py", "test_ways_out.py", "test_compare_resume.py")
+
+
+def pytest_configure(config):
+    """Before xdist starts its workers: where torch has no bytecode in the cache yet (a fresh
+    clone under ``PYTHONDONTWRITEBYTECODE``, whose cache is the clone's own), import here once what
+    every worker imports as it collects, which compiles it into the cache, rather than have each
+    worker compile the same modules at the same time."""
+    workers_to_start = getattr(config.option, "dist", "no") != "no" and not config.option.collectonly
+    if os.environ.get("PYTEST_XDIST_WORKER") or not workers_to_start:
+        return
+    prefix = os.environ.get(bytecode.PREFIX)
+    if os.environ.get(bytecode.OFF) and not prefix:
+        return  # the workers keep no bytecode either: nothing compiled here would serve them
+    sys.pycache_prefix, sys.dont_write_bytecode = prefix, False  # where and as the workers will
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin and not Path(importlib.util.cache_from_source(spec.origin)).exists():
+        import scipy.stats  # noqa: F401
+        import torch  # noqa: F401
 
 
 def pytest_collection_modifyitems(items):
