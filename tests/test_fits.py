@@ -243,19 +243,24 @@ def test_a_case_searched_in_an_earlier_run_is_searched_again_from_its_answer_and
         assert second.check["probes"] == 3 < first.check["probes"]  # the answer and the two after it
 
 
-# A probe whose memory is a line, 1 GB + n x 0.1 GB, against the cap it was given; it takes half a
-# second, and says when it ran.
+# A probe whose memory is a line, 1 GB + n x 0.1 GB, against the cap it was given; it takes the
+# seconds it is given (half a second by default), and says when it ran.
 LINE_PROBE = ("import json, os, sys, time; began = time.time(); n = int(sys.argv[1]); "
-              "cap = float(sys.argv[2]); peak = 1e9 + n * 1e8; time.sleep(0.5); "
+              "cap = float(sys.argv[2]); peak = 1e9 + n * 1e8; time.sleep(float(sys.argv[3])); "
               "print(json.dumps({'fits': peak <= cap, 'pid': os.getpid(), 'peak_allocated': peak, "
               "'peak_reserved': peak, 'began': began, 'ended': time.time()}))")
+
+
+def line_probes(seconds: float = 0.5):
+    """``fits.probe_argv`` standing for the real one: each probe a ``LINE_PROBE`` of ``seconds``."""
+    return lambda config, cap, over: lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap),
+                                                str(seconds)]
 
 
 def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(monkeypatch, records_dir):
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
-    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
-        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap)]))
+    monkeypatch.setattr(fits, "probe_argv", line_probes())
     run = set_run(monkeypatch, records_dir, run_id="run1")  # so that the probe log is a file, with each probe's times
     rec = execute("fits", CASE_PARAMS, run=run)
     assert rec.outcome == "ok", rec.reason
@@ -274,11 +279,12 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
 @pytest.mark.parametrize("technique", ["save_on_cpu", "bf16_autocast+checkpoint+save_on_cpu"])
 def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monkeypatch, records_dir, technique):
     # the same roomy card as above: only the technique differs. save_on_cpu's probes would each
-    # take the host's share its guard allows, so side by side they would run the host out
+    # take the host's share its guard allows, so side by side they would run the host out. Shorter
+    # probes than above: one after another they never overlap however short; started together, as
+    # the roomy card's are, they still would.
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
-    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
-        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap)]))
+    monkeypatch.setattr(fits, "probe_argv", line_probes(0.2))
     run = set_run(monkeypatch, records_dir, run_id="run1")
     rec = execute("fits", dict(CASE_PARAMS, technique=technique), run=run)
     assert rec.outcome == "ok", rec.reason
