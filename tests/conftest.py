@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import re
 import shutil
@@ -8,6 +9,14 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 from hypothesis import settings
+
+# Under xdist, one worker per core: the BLAS and OpenMP threads of NumPy and torch, one per core in
+# each worker and in each process a test starts, would leave the cores' count squared threads
+# spinning on each other. Set before the harness's imports below (NumPy's OpenBLAS reads it when
+# it loads, and the tables load NumPy), so that the processes the tests start inherit it too.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
 
 from harness.drive import bytecode
 from harness.drive.asv.bench import RUN_ENV
@@ -26,14 +35,6 @@ if _kept != dict(os.environ):
     os.environ.update(_kept)
     sys.dont_write_bytecode, sys.pycache_prefix = False, _kept[bytecode.PREFIX]
 
-# Under xdist, one worker per core: torch's OpenMP threads, one per core in each worker and in each
-# process a test starts, would leave the cores' count squared threads spinning on each other.
-# Set before torch is first imported (nothing above imports it), so that the processes the tests
-# start inherit it too.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_name, "1")
-
 # Property-based tests: a few hundred examples each by default, so the suite stays fast;
 # OOMBENCH_HYPOTHESIS=thorough runs ten thousand.
 settings.register_profile("ci", max_examples=200, deadline=None)
@@ -42,6 +43,40 @@ settings.load_profile(os.environ.get("OOMBENCH_HYPOTHESIS", "ci"))
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+# xdist hands each worker whole files (`--dist loadfile`) in the order they are collected
+# (`--no-loadscope-reorder`: by default it hands them out by their count of tests, most first, which
+# leaves for last the few-test files that start processes, and one worker idle while the other
+# runs them). The files that take longest are collected first, the rest after them in pytest's
+# order: a scheduling hint only, which changes what runs in no test.
+LONGEST_FIRST = ("test_kills_ranks.py", "test_try.py", "test_pages_browser.py", "test_fits.py", "test_launch.py",
+                 "test_parallel.py", "test_pages.py", "test_kills.py", "test_chainer.py", "test_tricks.py",
+                 "test_asv_front.py", "test_ways_newer.py", "test_docs.py", "test_compare.py",
+                 "test_pages_screens.py", "test_pages_hostile.py", "test_ways_out.py", "test_compare_resume.py")
+
+
+def pytest_configure(config):
+    """Before xdist starts its workers: where torch has no bytecode in the cache yet (a fresh
+    clone under ``PYTHONDONTWRITEBYTECODE``, whose cache is the clone's own), import here once what
+    every worker imports as it collects, which compiles it into the cache, rather than have each
+    worker compile the same modules at the same time."""
+    workers_to_start = getattr(config.option, "dist", "no") != "no" and not config.option.collectonly
+    if os.environ.get("PYTEST_XDIST_WORKER") or not workers_to_start:
+        return
+    prefix = os.environ.get(bytecode.PREFIX)
+    if os.environ.get(bytecode.OFF) and not prefix:
+        return  # the workers keep no bytecode either: nothing compiled here would serve them
+    sys.pycache_prefix, sys.dont_write_bytecode = prefix, False  # where and as the workers will
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin and not Path(importlib.util.cache_from_source(spec.origin)).exists():
+        import scipy.stats  # noqa: F401
+        import torch  # noqa: F401
+
+
+def pytest_collection_modifyitems(items):
+    first = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: each file's own order kept
+
 
 # Records and asv results cut once from results/ and frozen here: tests read these, never the
 # repository's results/, so that filing a new machine's, run's or version's results moves no test.

@@ -168,11 +168,13 @@ def test_mlp_and_cnn_learn_on_the_cpu():
 
 def test_the_benchmarked_mlp_learns_past_its_smallest_batch():
     # At the GPU sweep's second batch and full width: the learning rate that worked at 256
-    # (memorised) made the loss climb sevenfold here, on the H200 and on the CPU alike. A step at
-    # this width and batch is the CPU's longest: nine are enough for the loss to halve at the rate
-    # the case uses, and far from enough at a rate three times as large (its loss first climbs).
-    check = train(mlp_workload("cpu", "numpy", batch=4096, repeat=10), steps=9)
-    assert check["loss_last"] < 0.5 * check["loss_first"]
+    # (memorised) made the loss climb here, on the H200 and on the CPU alike. Adam's first updates
+    # move every weight by about the rate, so a rate too large for the width shows at once: from
+    # half again the case's rate up, the loss climbs on the first update and is not yet back under
+    # nine tenths of the first by the fourth step, which the case's rate reaches. A step at this
+    # width and batch is the CPU's longest, so the test takes no more of them than that.
+    check = train(mlp_workload("cpu", "numpy", batch=4096, repeat=10), steps=4)
+    assert check["loss_last"] < 0.9 * check["loss_first"]
 
 
 # ---- pools -----------------------------------------------------------------------------------

@@ -243,19 +243,24 @@ def test_a_case_searched_in_an_earlier_run_is_searched_again_from_its_answer_and
         assert second.check["probes"] == 3 < first.check["probes"]  # the answer and the two after it
 
 
-# A probe whose memory is a line, 1 GB + n x 0.1 GB, against the cap it was given; it takes half a
-# second, and says when it ran.
+# A probe whose memory is a line, 1 GB + n x 0.1 GB, against the cap it was given; it takes the
+# seconds it is given (half a second by default), and says when it ran.
 LINE_PROBE = ("import json, os, sys, time; began = time.time(); n = int(sys.argv[1]); "
-              "cap = float(sys.argv[2]); peak = 1e9 + n * 1e8; time.sleep(0.5); "
+              "cap = float(sys.argv[2]); peak = 1e9 + n * 1e8; time.sleep(float(sys.argv[3])); "
               "print(json.dumps({'fits': peak <= cap, 'pid': os.getpid(), 'peak_allocated': peak, "
               "'peak_reserved': peak, 'began': began, 'ended': time.time()}))")
+
+
+def line_probes(seconds: float = 0.5):
+    """``fits.probe_argv`` standing for the real one: each probe a ``LINE_PROBE`` of ``seconds``."""
+    return lambda config, cap, over: lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap),
+                                                str(seconds)]
 
 
 def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(monkeypatch, records_dir):
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
-    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
-        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap)]))
+    monkeypatch.setattr(fits, "probe_argv", line_probes())
     run = set_run(monkeypatch, records_dir, run_id="run1")  # so that the probe log is a file, with each probe's times
     rec = execute("fits", CASE_PARAMS, run=run)
     assert rec.outcome == "ok", rec.reason
@@ -274,11 +279,12 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
 @pytest.mark.parametrize("technique", ["save_on_cpu", "bf16_autocast+checkpoint+save_on_cpu"])
 def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monkeypatch, records_dir, technique):
     # the same roomy card as above: only the technique differs. save_on_cpu's probes would each
-    # take the host's share its guard allows, so side by side they would run the host out
+    # take the host's share its guard allows, so side by side they would run the host out. Shorter
+    # probes than above: one after another they never overlap however short; started together, as
+    # the roomy card's are, they still would.
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (200 * 10**9, 200 * 10**9))
-    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
-        lambda n: [sys.executable, "-S", "-c", LINE_PROBE, str(n), str(cap)]))
+    monkeypatch.setattr(fits, "probe_argv", line_probes(0.2))
     run = set_run(monkeypatch, records_dir, run_id="run1")
     rec = execute("fits", dict(CASE_PARAMS, technique=technique), run=run)
     assert rec.outcome == "ok", rec.reason
@@ -337,7 +343,7 @@ def test_the_prober_kills_a_probe_past_its_time_and_logs_it_as_neither_fitting_n
     log = probe_log.ProbeLog(tmp_path / "probes.ndjson")
     key = {"case": "x"}
     prober = fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), "100", "8"],
-                                   timeout_s=2, on_result=lambda result: log.add(key, 10, result))
+                                   timeout_s=1, on_result=lambda result: log.add(key, 10, result))
     search = fits.largest_fitting(prober, limit=4096)
     assert (search.largest, search.too_slow) == (4, 8)
     assert [(e["n"], e["fits"], e.get("too_slow")) for e in log.entries(key)] == \
@@ -348,7 +354,7 @@ def test_the_prober_kills_a_probe_past_its_time_and_logs_it_as_neither_fitting_n
 
 def test_probes_side_by_side_keep_the_answers_beside_one_too_slow():
     def prober(top):
-        return fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), top, "8"], timeout_s=2)
+        return fits.SubprocessProber(lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), top, "8"], timeout_s=1)
     with pytest.raises(fits.TooSlow) as slow:
         prober("3").many([1, 4, 16, 8])
     assert (slow.value.n, slow.value.answered) == (8, {1: True, 4: False})  # the smaller of the two too slow
@@ -378,19 +384,19 @@ def test_only_an_answer_at_a_search_limit_lower_than_todays_is_outdated():
 def test_a_what_fits_answer_stopped_by_a_slow_probe_is_a_lower_bound_and_the_next_budget_skips_it(
         fake_card, records_dir, monkeypatch):
     from harness.cases import fits as fits_case
-    monkeypatch.setattr(fits, "PROBE_TIMEOUT_S", 2)
+    monkeypatch.setattr(fits, "PROBE_TIMEOUT_S", 1)
     monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
         lambda n: [sys.executable, "-S", "-c", SLOW_PROBE, str(n), "100", "8"]))
     run = set_run(monkeypatch, records_dir, run_id="run1")
     first = execute("fits", CASE_PARAMS, run=run)
     assert first.outcome == "ok", first.reason
-    assert (first.check["max_batch"], first.check["too_slow_at"], first.check["probe_timeout_s"]) == (4, 8, 2)
+    assert (first.check["max_batch"], first.check["too_slow_at"], first.check["probe_timeout_s"]) == (4, 8, 1)
     assert fits_case.lower_bound("fits", first.check, "max_batch")
     second = execute("fits", dict(CASE_PARAMS, budget="24GB"), run=run)
     # The known slow size bounds the next search: it probes up to 7, never 8 again.
     assert second.check["max_batch"] == 7 and second.check["too_slow_at"] == 8
     assert fits_case.lower_bound("fits", second.check, "max_batch")
-    assert max(second.check["probe_seconds"]) < 2
+    assert max(second.check["probe_seconds"]) < 1
 
 
 # A probe that fits while n is at most the first argument, and past the second is killed by

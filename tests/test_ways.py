@@ -239,7 +239,13 @@ def built(technique, **kw):
         trainer.close()
 
 
-PLAIN = built("fp32")[0]
+@pytest.fixture(scope="module")
+def fp32_shape():
+    """What fp32's trainer decided: built when a test first asks, not when pytest collects (every
+    xdist worker collects this module, only one runs it)."""
+    return built("fp32")[0]
+
+
 # What each old name built before it was a knob, as the differences from fp32's trainer.
 OLD = {"tf32": {"precision": "tf32"}, "fp16_autocast": {"precision": "fp16_autocast"},
        "bf16_autocast": {"precision": "bf16_autocast"},
@@ -250,8 +256,8 @@ OLD = {"tf32": {"precision": "tf32"}, "fp16_autocast": {"precision": "fp16_autoc
 
 
 @pytest.mark.parametrize("technique", sorted(OLD))
-def test_an_old_name_builds_the_trainer_it_always_built(technique):
-    assert built(technique)[0] == dict(PLAIN, **OLD[technique])
+def test_an_old_name_builds_the_trainer_it_always_built(technique, fp32_shape):
+    assert built(technique)[0] == dict(fp32_shape, **OLD[technique])
 
 
 def test_the_data_knobs_build_one_model_for_the_outlier_and_count_only_real_tokens():
@@ -260,12 +266,12 @@ def test_the_data_knobs_build_one_model_for_the_outlier_and_count_only_real_toke
     assert capped[1]["tokens"] < padded[1]["tokens"]
 
 
-def test_combined_knobs_each_do_their_part():
+def test_combined_knobs_each_do_their_part(fp32_shape):
     got, _ = built("bf16_params+checkpoint+save_on_cpu+keep_references")
-    assert got == dict(PLAIN, precision="bf16_params", dtypes={torch.bfloat16}, checkpoint=True, saving=True,
+    assert got == dict(fp32_shape, precision="bf16_params", dtypes={torch.bfloat16}, checkpoint=True, saving=True,
                        keep=True, forward="KeptOutput")
     got, _ = built("cpu_embedding+checkpoint+bf16_autocast")
-    assert got == dict(PLAIN, precision="bf16_autocast", checkpoint=True, forward="CpuEmbedding")
+    assert got == dict(fp32_shape, precision="bf16_autocast", checkpoint=True, forward="CpuEmbedding")
 
 
 def losses(technique, steps=4, **kw):
