@@ -1,6 +1,5 @@
 """Workers for the launcher's clean-up tests. A module of their own, importing nothing heavy:
-a spawned worker imports the module its function lives in, and torch would take longer to
-import than the tests' deadlines."""
+each launch's fork server imports the module its worker lives in, before any rank starts."""
 import os
 import subprocess
 import time
