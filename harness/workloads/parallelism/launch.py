@@ -25,7 +25,8 @@ What elastic does not do, and this module adds:
   launch's end, or when the case dies however it dies. (A child that makes a session of its own
   has left on purpose: daemons are out of reach.)
 - several nodes on one box (``Nodes.local``): node 0's agent runs here; each other node's agent
-  is a spawned child with its own ``CUDA_VISIBLE_DEVICES``, rendezvoused with c10d on localhost.
+  is forked from node 0's fork server and runs with its own ``CUDA_VISIBLE_DEVICES`` (and fork
+  server), rendezvoused with c10d on localhost.
 - the root cause: when one rank fails, its peers fail too (a collective lost its peer). Every
   rank records its exception in elastic's error file; the earliest that is not a lost peer is
   the launch's outcome (``Skip``, ``DoesNotFit`` with the bytes asked, or ``LaunchError``).
@@ -81,10 +82,12 @@ def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0, gpus=
     with locks.gpus_held(locks.visible_gpu_uuids(range(on_box) if gpus is None else gpus)), \
             _keeper() as group, tempfile.TemporaryDirectory(prefix="oombench-ranks-") as logs:
         plan = _Plan(worker, args, per_node, nodes, group, logs, timeout_s, _rendezvous(nodes))
+        # Each node's slice of the box is read now, before node 0's agent narrows this process's view.
+        slices = [_on_slice(plan, n) for n in range(nodes.count if nodes.local else 1)]
         with _deadline(timeout_s) as over:
-            others = [_start_node(plan, n) for n in range(1, nodes.count)] if nodes.local else []
+            others = []
             try:
-                return _agent(_on_slice(plan, 0), node=0)
+                return _agent(slices[0], node=0, others=slices[1:], started=others)
             except _Failed as e:
                 raise _root_cause(logs, e.failures) from None
             finally:
@@ -174,14 +177,17 @@ def _config(plan: _Plan, node: int):
     return LaunchConfig(**{k: v for k, v in wanted.items() if k in known})
 
 
-def _agent(plan: _Plan, node: int) -> dict:
-    """One node's agent, in this process: its ranks' return values by global rank."""
+def _agent(plan: _Plan, node: int, others: list | tuple = (), started: list | None = None) -> dict:
+    """One node's agent, in this process: its ranks' return values by global rank. ``others``: the
+    plans of this box's other nodes, whose agents it starts (into ``started``) from its fork server."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
     try:
         # The workers inherit this process's environment, through the fork server started in it.
         with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}), kept(AGENT_SIGNALS):
             with _rank_server(plan.worker) as server:
+                for n, other in enumerate(others, start=node + 1):
+                    started.append(_start_node(other, n, server))
                 return elastic_launch(_config(plan, node), _rank)(plan.worker, plan.args, server, plan.group)
     except ChildFailedError as e:
         raise _Failed({rank: f.exitcode for rank, f in e.failures.items()}) from None
@@ -264,10 +270,11 @@ def _on_slice(plan: _Plan, node: int) -> _Plan:
     return replace(plan, env={"CUDA_VISIBLE_DEVICES": ",".join(visible), FIRST_GPU: str(first)}) if visible else plan
 
 
-def _start_node(plan: _Plan, node: int):
-    """Node ``node``'s agent, a spawned child of this process."""
+def _start_node(plan: _Plan, node: int, server: int):
+    """Node ``node``'s agent (``plan``: its slice), forked from this process's fork server, torch
+    already imported; it starts a fork server of its own, in its own slice's environment."""
     import multiprocessing as mp
-    p = mp.get_context("spawn").Process(target=_node_agent, args=(_on_slice(plan, node), node, os.getpid()))
+    p = mp.get_context("forkserver").Process(target=_node_agent, args=(plan, node, server, os.getpid()))
     p.start()
     return p
 
@@ -280,8 +287,8 @@ def _visible() -> list[str]:
     return [str(g.index) for g in discover().gpus]
 
 
-def _node_agent(plan: _Plan, node: int, case: int):
-    _join(case, plan.group)
+def _node_agent(plan: _Plan, node: int, server: int, case: int):
+    _join(server, plan.group)
     try:
         _agent(plan, node)
     except BaseException:
@@ -294,8 +301,8 @@ def _node_agent(plan: _Plan, node: int, case: int):
 # ---- in each rank -------------------------------------------------------------------------------
 
 def _join(parent: int, group: int) -> None:
-    """First thing in a rank (or a node's agent): die with its parent (the fork server, or the
-    case), check it is still there, and join the keeper's group, so that whatever this process
+    """First thing in a rank or a node's agent: die with its parent (a fork server), check it is
+    still there, and join the keeper's group, so that whatever this process
     starts is killed with it."""
     die_with_parent()
     if os.getppid() != parent:
