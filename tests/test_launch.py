@@ -35,7 +35,7 @@ def test_a_failing_rank_fails_the_launch_and_names_the_rank(tmp_path, worker, me
 
 @pytest.fixture(scope="module")
 def settings_launch(tmp_path_factory):
-    """One launch of ``nccl_settings`` from a case that has handlers of its own for the signals
+    """One launch of ``first_sight`` from a case that has handlers of its own for the signals
     elastic's agent takes over, after a careless shell exported NCCL_NVLS_ENABLE=1, while another
     process held the lock of the one GPU the launch uses: what each rank saw, the case's handlers,
     its handlers and environment once the launch is over, how long the launch took, what it said
@@ -53,7 +53,7 @@ def settings_launch(tmp_path_factory):
             said = io.StringIO()
             t0 = time.monotonic()
             with contextlib.redirect_stderr(said):
-                seen = launch(launch_workers.nccl_settings, 2, timeout_s=120)
+                seen = launch(launch_workers.first_sight, 2, timeout_s=120)
             return SimpleNamespace(seen=seen, mine=mine, after={sig: signal.getsignal(sig) for sig in AGENT_SIGNALS},
                                    env=dict(os.environ), took_s=time.monotonic() - t0, said=said.getvalue(),
                                    holder=other.pid)
@@ -103,12 +103,19 @@ def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_
     from harness.workloads.parallelism.launch import SOCKETS
     from harness.workloads.parallelism.nodes import Nodes
     seen, env = settings_launch.seen, settings_launch.env  # NCCL_NVLS_ENABLE=1 exported
-    assert seen == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
+    assert {rank: saw["nccl"] for rank, saw in seen.items()} == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
     assert env["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in env  # the case's own: as before
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
     sockets = launch(launch_workers.nccl_settings, 2, timeout_s=120, nodes=Nodes(count=2, transport="sockets"))
     assert list(sockets.values()) == [{**MULTICAST_OFF, **SOCKETS}]  # this node's one rank
     assert os.environ["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in os.environ  # the case's own: as before
+
+
+def test_the_ranks_fork_server_imported_nothing_that_initialises_cuda(settings_launch):
+    """The ranks fork from the server: CUDA must not have been initialised there, nor a module
+    imported whose import may initialise it on a GPU box (the launcher's preload, the worker's module)."""
+    assert [saw["imported"] for saw in settings_launch.seen.values()] == [[], []]
+    assert [saw["cuda_initialized"] for saw in settings_launch.seen.values()] == [False, False]
 
 
 @pytest.mark.parametrize("started_by_its_parent", [True, False])
