@@ -1,5 +1,5 @@
 """Workers for the launcher's clean-up tests. A module of their own, importing nothing heavy:
-each launch's fork server imports the module its worker lives in, before any rank starts."""
+each rank imports the module its worker lives in as it starts."""
 import os
 import subprocess
 import time

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-import launch_workers  # beside this file: what the ranks' fork server imports, light
+import launch_workers  # beside this file: what each rank imports as it starts, light
 from lock_holder import hold
 
 from harness.workloads.parallelism.launch import AGENT_SIGNALS, LaunchError, launch
@@ -113,7 +113,8 @@ def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_
 
 def test_the_ranks_fork_server_imported_nothing_that_initialises_cuda(settings_launch):
     """The ranks fork from the server: CUDA must not have been initialised there, nor a module
-    imported whose import may initialise it on a GPU box (the launcher's preload, the worker's module)."""
+    imported whose import may initialise it on a GPU box (by the server's preload, or the worker's
+    module, which each rank imports)."""
     assert [saw["imported"] for saw in settings_launch.seen.values()] == [[], []]
     assert [saw["cuda_initialized"] for saw in settings_launch.seen.values()] == [False, False]
 

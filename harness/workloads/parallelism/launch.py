@@ -12,10 +12,10 @@ What elastic does not do, and this module adds:
   ``LaunchError`` out of the agent, whose own clean-up then stops every worker.
 - one import of torch per launch, not one per rank: the ranks fork from multiprocessing's fork
   server, started afresh for each launch in the agent's environment of the moment (what spawned
-  ranks would inherit) with torch, elastic's worker entry and the worker's module imported once,
-  and stopped at the launch's end. The server never touches CUDA (importing torch does not
-  initialise it), so the ranks it forks may: forkserver, like spawn, is a start method torch
-  supports for CUDA and NCCL (``torchrun --start-method forkserver``).
+  ranks would inherit) with torch and elastic's worker entry imported once, and stopped at the
+  launch's end. The server never touches CUDA (importing torch does not initialise it), so the
+  ranks it forks may: forkserver, like spawn, is a start method torch supports for CUDA and NCCL
+  (``torchrun --start-method forkserver``).
 - SIGKILL of the case: nothing in it runs. The fork server asks the kernel for SIGKILL when its
   agent dies, and each rank for SIGKILL when the server dies (``lifeline.die_with_parent``); each
   then checks that its parent is still the one that started it (it may have died first).
@@ -185,7 +185,7 @@ def _agent(plan: _Plan, node: int, others: list | tuple = (), started: list | No
     try:
         # The workers inherit this process's environment, through the fork server started in it.
         with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}), kept(AGENT_SIGNALS):
-            with _rank_server(plan.worker) as server:
+            with _rank_server() as server:
                 for n, other in enumerate(others, start=node + 1):
                     started.append(_start_node(other, n, server))
                 return elastic_launch(_config(plan, node), _rank)(plan.worker, plan.args, server, plan.group)
@@ -216,20 +216,21 @@ def _environment(values: dict):
 # ---- the fork server the ranks start from -------------------------------------------------------
 
 SERVER_OF = "OOMBENCH_RANK_SERVER_OF"  # the agent's pid, in the fork server's environment alone
-# What every rank imports before its worker runs (elastic's entry pulls in torch), imported once in
-# the server; this module first, to bind the server at once; "__main__" as multiprocessing preloads
-# it by default.
-PRELOAD = (__name__, "__main__", "torch.distributed.elastic.multiprocessing.api")
+# What every rank imports before its worker runs, imported once in the server: this module first,
+# to bind the server at once, then elastic's entry (torch with it). Code known to initialise no CUDA
+# alone: the worker's module and the caller's __main__, which might, each rank imports after the
+# fork, as a spawned rank would.
+PRELOAD = (__name__, "torch.distributed.elastic.multiprocessing.api")
 
 
 @contextmanager
-def _rank_server(worker):
+def _rank_server():
     """multiprocessing's fork server for one launch, started in this thread (the one its
     parent-death signal names) and this environment, preloading what each rank imports; yields its
     pid, the ranks' parent. Killed at the end, so that a later launch's ranks get that launch's
     environment; one started before, with another preload or environment, is stopped first."""
     _stop_rank_server()
-    forkserver.set_forkserver_preload([*PRELOAD, worker.__module__])
+    forkserver.set_forkserver_preload(list(PRELOAD))
     with _environment({SERVER_OF: str(os.getpid())}):
         forkserver.ensure_running()
     try:
