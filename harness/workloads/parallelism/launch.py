@@ -217,9 +217,9 @@ def _environment(values: dict):
 
 SERVER_OF = "OOMBENCH_RANK_SERVER_OF"  # the agent's pid, in the fork server's environment alone
 # What every rank imports before its worker runs, imported once in the server: this module first,
-# to bind the server at once, then elastic's entry (torch with it). Code known to initialise no CUDA
-# alone: the worker's module and the caller's __main__, which might, each rank imports after the
-# fork, as a spawned rank would.
+# to bind the server at once, then elastic's entry (torch with it). Only code known to initialise no
+# CUDA: the worker's module and the caller's __main__, which might, each rank imports after the fork,
+# as a spawned rank would.
 PRELOAD = (__name__, "torch.distributed.elastic.multiprocessing.api")
 
 
@@ -303,8 +303,7 @@ def _node_agent(plan: _Plan, node: int, server: int, case: int):
 
 def _join(parent: int, group: int) -> None:
     """First thing in a rank or a node's agent: die with its parent (a fork server), check it is
-    still there, and join the keeper's group, so that whatever this process
-    starts is killed with it."""
+    still there, and join the keeper's group, so that whatever this process starts is killed with it."""
     die_with_parent()
     if os.getppid() != parent:
         os._exit(ORPHANED)
