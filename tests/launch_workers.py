@@ -1,6 +1,5 @@
 """Workers for the launcher's clean-up tests. A module of their own, importing nothing heavy:
-a spawned worker imports the module its function lives in, and torch would take longer to
-import than the tests' deadlines."""
+each rank imports the module its worker lives in as it starts."""
 import os
 import subprocess
 import time
@@ -40,6 +39,20 @@ def nccl_settings(rank, world):
     names = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "NCCL_P2P_DISABLE",
              "NCCL_SHM_DISABLE")
     return {n: os.environ[n] for n in names if n in os.environ}
+
+
+# Modules whose import can initialise CUDA (torch._dynamo asks triton's GPU check where triton is
+# installed): none may be in the fork server the ranks fork from.
+CUDA_ON_IMPORT = ("torch._dynamo", "torch._inductor", "triton")
+
+
+def first_sight(rank, world):
+    """What a rank finds as it starts: its NCCL settings, and what its fork server imported or
+    initialised that would break CUDA in a forked rank."""
+    import sys
+    import torch
+    return {"nccl": nccl_settings(rank, world), "imported": [m for m in CUDA_ON_IMPORT if m in sys.modules],
+            "cuda_initialized": torch.cuda.is_initialized()}
 
 
 def runs_out_of_memory_on_rank_1(rank, world):

@@ -16,7 +16,7 @@ from harness.measure.instruments.devices import Devices
 from harness.measure.instruments.environment import snapshot
 from harness.measure.outcomes import OK
 from harness.measure.records.record import Record
-from harness.measure.records.store import RecordStore
+from harness.measure.records.store import RecordStore, load_file
 from harness.measure.instruments.timing import Timing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -231,9 +231,25 @@ def test_a_case_runs_in_a_fresh_process_with_the_worktrees_code(tmp_path, bench_
                                                                              "run-r1")
 
 
-def test_a_a_compare_of_host_copy_reports_no_regression(clone, tmp_path):
+# What the compare does with host_copy (worktrees, a fresh process a run, the gate on both sides'
+# records) does not depend on how much it moves: the case's processes, which run any sitecustomize
+# of the user's path after the compare's own, build it at 64 MiB rather than 512 MiB.
+SMALLER_COPY = """
+import sys
+if sys.argv[1:2] == ["ceilings"]:
+    from functools import partial
+    from harness.cases import ceilings
+    ceilings.BUILDERS.update(host_copy=partial(ceilings.host_copy, 64 << 20))
+"""
+
+
+def test_a_a_compare_of_host_copy_reports_no_regression(clone, tmp_path, monkeypatch):
     """The real thing, on the CPU: HEAD against HEAD, each run a fresh process in a worktree. The
     test box is shared with other work: as CI's gate, it fails only for twice as slow."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SMALLER_COPY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH"))
+                                                     if p))
     rc = compare.main("HEAD", "HEAD", bench=HOST_COPY, rounds=1, results=tmp_path / "out", repo=clone,
                       threshold=1.0, warmup=False)
     text = rendered(tmp_path / "out/report.md")
@@ -242,6 +258,8 @@ def test_a_a_compare_of_host_copy_reports_no_regression(clone, tmp_path):
     for side in ("base", "new"):
         files = sorted((tmp_path / "out" / side / "records").rglob("*.jsonl"))
         assert len(files) == 1 and files[0].name.startswith(head)
+        # the user's own sitecustomize ran too, after the compare's (the copy it built is the smaller one)
+        assert [r.work for r in load_file(files[0]).records] == [{"bytes": 2 * (64 << 20)}]
     assert worktrees(clone) == [f"worktree {clone}"]
 
 

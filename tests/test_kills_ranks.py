@@ -176,7 +176,8 @@ def ask(middle, *request, timeout_s) -> str:
 def test_no_rank_nor_what_it_started_outlives_the_case(tmp_path, middle, scenario, repeat):
     """SIGTERM or SIGKILL of the case's process, a rank that hangs past the launch's deadline, a rank
     that starts a child and fails: after each, no rank, no rank's child and no helper of the launch
-    is left (a kill of the case, under a child subreaper, left them running once)."""
+    (its keeper, the fork server the ranks forked from) is left (a kill of the case, under a child
+    subreaper, left them running once)."""
     worker, timeout_s, says = SCENARIOS[scenario]
     (tmp_path / "pids").mkdir()
     answer = ask(middle, str(tmp_path / "pids"), scenario, worker, timeout_s, GONE_WITHIN_S, timeout_s=timeout_s + 300)

@@ -1,7 +1,8 @@
-"""The launcher of a parallel case's ranks on the CPU (two spawned processes, workers that import
-nothing heavy): a rank's failure, out of memory or skip comes back as the case's outcome naming
-the rank; the case's own signal handlers and environment are back after a launch; the ranks run
-with NVLink multicast off and the transport asked; a launch waits for its GPUs' locks. (The
+"""The launcher of a parallel case's ranks on the CPU (two processes forked from the launch's fork
+server, workers that import nothing heavy): a rank's failure, out of memory or skip comes back as
+the case's outcome naming the rank; the case's own signal handlers and environment are back after
+a launch; the ranks run with NVLink multicast off and the transport asked; the fork server dies
+with its agent; a launch waits for its GPUs' locks. (The
 strategies' training: tests/test_parallel.py; kills of every kind: tests/test_kills_ranks.py.)"""
 import contextlib
 import io
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-import launch_workers  # beside this file: what spawned workers import must not pull in torch
+import launch_workers  # beside this file: what each rank imports as it starts, light
 from lock_holder import hold
 
 from harness.workloads.parallelism.launch import AGENT_SIGNALS, LaunchError, launch
@@ -34,7 +35,7 @@ def test_a_failing_rank_fails_the_launch_and_names_the_rank(tmp_path, worker, me
 
 @pytest.fixture(scope="module")
 def settings_launch(tmp_path_factory):
-    """One launch of ``nccl_settings`` from a case that has handlers of its own for the signals
+    """One launch of ``first_sight`` from a case that has handlers of its own for the signals
     elastic's agent takes over, after a careless shell exported NCCL_NVLS_ENABLE=1, while another
     process held the lock of the one GPU the launch uses: what each rank saw, the case's handlers,
     its handlers and environment once the launch is over, how long the launch took, what it said
@@ -52,7 +53,7 @@ def settings_launch(tmp_path_factory):
             said = io.StringIO()
             t0 = time.monotonic()
             with contextlib.redirect_stderr(said):
-                seen = launch(launch_workers.nccl_settings, 2, timeout_s=120)
+                seen = launch(launch_workers.first_sight, 2, timeout_s=120)
             return SimpleNamespace(seen=seen, mine=mine, after={sig: signal.getsignal(sig) for sig in AGENT_SIGNALS},
                                    env=dict(os.environ), took_s=time.monotonic() - t0, said=said.getvalue(),
                                    holder=other.pid)
@@ -102,12 +103,44 @@ def test_workers_run_with_nvlink_multicast_off_and_the_transport_asked(settings_
     from harness.workloads.parallelism.launch import SOCKETS
     from harness.workloads.parallelism.nodes import Nodes
     seen, env = settings_launch.seen, settings_launch.env  # NCCL_NVLS_ENABLE=1 exported
-    assert seen == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
+    assert {rank: saw["nccl"] for rank, saw in seen.items()} == {0: MULTICAST_OFF, 1: MULTICAST_OFF}
     assert env["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in env  # the case's own: as before
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # what a careless shell might export
     sockets = launch(launch_workers.nccl_settings, 2, timeout_s=120, nodes=Nodes(count=2, transport="sockets"))
     assert list(sockets.values()) == [{**MULTICAST_OFF, **SOCKETS}]  # this node's one rank
     assert os.environ["NCCL_NVLS_ENABLE"] == "1" and "NCCL_P2P_DISABLE" not in os.environ  # the case's own: as before
+
+
+def test_the_ranks_fork_server_imported_nothing_that_initialises_cuda(settings_launch):
+    """The ranks fork from the server: CUDA must not have been initialised there, nor a module
+    imported whose import may initialise it on a GPU box (by the server's preload, or the worker's
+    module, which each rank imports)."""
+    assert [saw["imported"] for saw in settings_launch.seen.values()] == [[], []]
+    assert [saw["cuda_initialized"] for saw in settings_launch.seen.values()] == [False, False]
+
+
+@pytest.mark.parametrize("started_by_its_parent", [True, False])
+def test_the_ranks_fork_server_dies_with_the_agent_that_started_it(started_by_its_parent):
+    """The fork server, importing the launcher, asks for SIGKILL on its parent's death, and leaves
+    at once when its parent is no longer the agent named (the agent died before it asked); the
+    name is not left in the environment the ranks inherit. A forked child stands for the server."""
+    import ctypes
+    from harness.measure.guards.lifeline import ORPHANED
+    from harness.workloads.parallelism import launch as launcher
+    pid = os.fork()
+    if pid == 0:  # the child: whatever happens, it leaves through os._exit
+        code = 1
+        try:
+            agent = os.getppid() if started_by_its_parent else os.getppid() + 100_000
+            os.environ[launcher.SERVER_OF] = str(agent)
+            launcher._bind_server()
+            asked = ctypes.c_int(0)
+            ctypes.CDLL("libc.so.6").prctl(2, ctypes.byref(asked), 0, 0, 0)  # PR_GET_PDEATHSIG
+            code = 0 if asked.value == signal.SIGKILL and launcher.SERVER_OF not in os.environ else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == (0 if started_by_its_parent else ORPHANED)
 
 
 def test_a_worker_out_of_memory_is_does_not_fit_and_a_worker_skip_is_a_skip():

@@ -10,16 +10,23 @@ back as elastic's dict by rank, with no channel of our own.
 What elastic does not do, and this module adds:
 - a deadline: elastic waits on a hung rank for ever. A real-time timer in the main thread raises
   ``LaunchError`` out of the agent, whose own clean-up then stops every worker.
-- SIGKILL of the case: nothing in it runs. Each rank asks the kernel for SIGKILL when its agent
-  dies (``lifeline.die_with_parent``), then checks that the agent is still its parent (it may have
-  died first).
+- one import of torch per launch, not one per rank: the ranks fork from multiprocessing's fork
+  server, started afresh for each launch in the agent's environment of the moment (what spawned
+  ranks would inherit) with torch and elastic's worker entry imported once, and stopped at the
+  launch's end. The server never touches CUDA (importing torch does not initialise it), so the
+  ranks it forks may: forkserver, like spawn, is a start method torch supports for CUDA and NCCL
+  (``torchrun --start-method forkserver``).
+- SIGKILL of the case: nothing in it runs. The fork server asks the kernel for SIGKILL when its
+  agent dies, and each rank for SIGKILL when the server dies (``lifeline.die_with_parent``); each
+  then checks that its parent is still the one that started it (it may have died first).
 - what a rank starts: elastic signals each worker's pid alone, and a rank's child would live on.
   A keeper process leads a process group that every rank joins first thing (a child inherits the
   group); it kills the whole group once its stdin, a pipe only the case holds, closes: at the
   launch's end, or when the case dies however it dies. (A child that makes a session of its own
   has left on purpose: daemons are out of reach.)
 - several nodes on one box (``Nodes.local``): node 0's agent runs here; each other node's agent
-  is a spawned child with its own ``CUDA_VISIBLE_DEVICES``, rendezvoused with c10d on localhost.
+  is forked from node 0's fork server and runs with its own ``CUDA_VISIBLE_DEVICES`` (and fork
+  server), rendezvoused with c10d on localhost.
 - the root cause: when one rank fails, its peers fail too (a collective lost its peer). Every
   rank records its exception in elastic's error file; the earliest that is not a lost peer is
   the launch's outcome (``Skip``, ``DoesNotFit`` with the bytes asked, or ``LaunchError``).
@@ -37,6 +44,7 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
+from multiprocessing import forkserver
 
 from harness.measure.guards import locks
 from harness.measure.guards.lifeline import ORPHANED, die_with_parent
@@ -74,10 +82,12 @@ def launch(worker, world: int, args: tuple = (), timeout_s: float = 540.0, gpus=
     with locks.gpus_held(locks.visible_gpu_uuids(range(on_box) if gpus is None else gpus)), \
             _keeper() as group, tempfile.TemporaryDirectory(prefix="oombench-ranks-") as logs:
         plan = _Plan(worker, args, per_node, nodes, group, logs, timeout_s, _rendezvous(nodes))
+        # Each node's slice of the box is read now, before node 0's agent narrows this process's view.
+        slices = [_on_slice(plan, n) for n in range(nodes.count if nodes.local else 1)]
         with _deadline(timeout_s) as over:
-            others = [_start_node(plan, n) for n in range(1, nodes.count)] if nodes.local else []
+            others = []
             try:
-                return _agent(_on_slice(plan, 0), node=0)
+                return _agent(slices[0], node=0, others=slices[1:], started=others)
             except _Failed as e:
                 raise _root_cause(logs, e.failures) from None
             finally:
@@ -161,20 +171,24 @@ def _config(plan: _Plan, node: int):
     static = {"rank": nodes.node_rank} if plan.rendezvous["rdzv_backend"] == "static" else {}
     wanted = dict(min_nodes=nodes.count, max_nodes=nodes.count, nproc_per_node=plan.per_node, **plan.rendezvous,
                   rdzv_configs={"join_timeout": max(60, int(plan.timeout_s)), **static}, max_restarts=0,
-                  monitor_interval=0.1, start_method="spawn", shutdown_timeout=SHUTDOWN_S,
+                  monitor_interval=0.1, start_method="forkserver", shutdown_timeout=SHUTDOWN_S,
                   logs_specs=DefaultLogsSpecs(log_dir=os.path.join(plan.logs, f"node{node}")))
     known = {f.name for f in fields(LaunchConfig)}
     return LaunchConfig(**{k: v for k, v in wanted.items() if k in known})
 
 
-def _agent(plan: _Plan, node: int) -> dict:
-    """One node's agent, in this process: its ranks' return values by global rank."""
+def _agent(plan: _Plan, node: int, others: list | tuple = (), started: list | None = None) -> dict:
+    """One node's agent, in this process: its ranks' return values by global rank. ``others``: the
+    plans of this box's other nodes, whose agents it starts (into ``started``) from its fork server."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
     try:
-        # The workers inherit this process's environment when elastic starts them.
+        # The workers inherit this process's environment, through the fork server started in it.
         with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}), kept(AGENT_SIGNALS):
-            return elastic_launch(_config(plan, node), _rank)(plan.worker, plan.args, os.getpid(), plan.group)
+            with _rank_server() as server:
+                for n, other in enumerate(others, start=node + 1):
+                    started.append(_start_node(other, n, server))
+                return elastic_launch(_config(plan, node), _rank)(plan.worker, plan.args, server, plan.group)
     except ChildFailedError as e:
         raise _Failed({rank: f.exitcode for rank, f in e.failures.items()}) from None
 
@@ -199,6 +213,52 @@ def _environment(values: dict):
                 os.environ[k] = v
 
 
+# ---- the fork server the ranks start from -------------------------------------------------------
+
+SERVER_OF = "OOMBENCH_RANK_SERVER_OF"  # the agent's pid, in the fork server's environment alone
+# What every rank imports before its worker runs, imported once in the server: this module first,
+# to bind the server at once, then elastic's entry (torch with it). Only code known to initialise no
+# CUDA: the worker's module and the caller's __main__, which might, each rank imports after the fork,
+# as a spawned rank would.
+PRELOAD = (__name__, "torch.distributed.elastic.multiprocessing.api")
+
+
+@contextmanager
+def _rank_server():
+    """multiprocessing's fork server for one launch, started in this thread (the one its
+    parent-death signal names) and this environment, preloading what each rank imports; yields its
+    pid, the ranks' parent. Killed at the end, so that a later launch's ranks get that launch's
+    environment; one started before, with another preload or environment, is stopped first."""
+    _stop_rank_server()
+    forkserver.set_forkserver_preload(list(PRELOAD))
+    with _environment({SERVER_OF: str(os.getpid())}):
+        forkserver.ensure_running()
+    try:
+        yield forkserver._forkserver._forkserver_pid  # no public name: the stdlib keeps one server per process
+    finally:
+        _stop_rank_server()
+
+
+def _stop_rank_server() -> None:
+    server = forkserver._forkserver
+    if server._forkserver_pid is not None:
+        try:
+            os.kill(server._forkserver_pid, signal.SIGKILL)  # else it would wait for every rank's end
+        except ProcessLookupError:
+            pass
+        server._stop()  # closes its pipe, reaps it, forgets it: the next ensure_running starts one afresh
+
+
+def _bind_server() -> None:
+    """In the fork server, as it imports this module (its preload): die with the agent that
+    started it, which the ranks' parent-death signal (naming the server) does not reach."""
+    agent = os.environ.pop(SERVER_OF, "")
+    if agent.isdigit():
+        die_with_parent()
+        if os.getppid() != int(agent):
+            os._exit(ORPHANED)
+
+
 # ---- the other nodes of a box -------------------------------------------------------------------
 
 def _on_slice(plan: _Plan, node: int) -> _Plan:
@@ -211,10 +271,11 @@ def _on_slice(plan: _Plan, node: int) -> _Plan:
     return replace(plan, env={"CUDA_VISIBLE_DEVICES": ",".join(visible), FIRST_GPU: str(first)}) if visible else plan
 
 
-def _start_node(plan: _Plan, node: int):
-    """Node ``node``'s agent, a spawned child of this process."""
+def _start_node(plan: _Plan, node: int, server: int):
+    """Node ``node``'s agent (``plan``: its slice), forked from this process's fork server, torch
+    already imported; it starts a fork server of its own, in its own slice's environment."""
     import multiprocessing as mp
-    p = mp.get_context("spawn").Process(target=_node_agent, args=(_on_slice(plan, node), node, os.getpid()))
+    p = mp.get_context("forkserver").Process(target=_node_agent, args=(plan, node, server, os.getpid()))
     p.start()
     return p
 
@@ -227,8 +288,8 @@ def _visible() -> list[str]:
     return [str(g.index) for g in discover().gpus]
 
 
-def _node_agent(plan: _Plan, node: int, case: int):
-    _join(case, plan.group)
+def _node_agent(plan: _Plan, node: int, server: int, case: int):
+    _join(server, plan.group)
     try:
         _agent(plan, node)
     except BaseException:
@@ -240,11 +301,11 @@ def _node_agent(plan: _Plan, node: int, case: int):
 
 # ---- in each rank -------------------------------------------------------------------------------
 
-def _join(agent: int, group: int) -> None:
-    """First thing in a rank (or a node's agent): die with the agent, check it is still there,
-    and join the keeper's group, so that whatever this process starts is killed with it."""
+def _join(parent: int, group: int) -> None:
+    """First thing in a rank or a node's agent: die with its parent (a fork server), check it is
+    still there, and join the keeper's group, so that whatever this process starts is killed with it."""
     die_with_parent()
-    if os.getppid() != agent:
+    if os.getppid() != parent:
         os._exit(ORPHANED)
     try:
         os.setpgid(0, group)
@@ -252,8 +313,8 @@ def _join(agent: int, group: int) -> None:
         os._exit(ORPHANED)
 
 
-def _rank(worker, args, agent: int, group: int):
-    _join(agent, group)
+def _rank(worker, args, server: int, group: int):
+    _join(server, group)
     try:
         return worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), *args)
     except BaseException as e:
@@ -309,3 +370,6 @@ def _outcome(where: str, message: str, trace: str) -> Exception:
     if kind in ("OutOfMemoryError", "MemoryError", "DoesNotFit") or is_out_of_memory(RuntimeError(message)):
         return DoesNotFit(f"{where}: {text}", requested_bytes(text))
     return LaunchError(f"{where} failed with {message}; all ranks were killed.\nIts traceback:\n{trace}")
+
+
+_bind_server()  # does nothing but in a launch's fork server, which imports this module first

@@ -36,7 +36,7 @@ LAUNCH_TIMEOUT_S = 500  # under asv's 600 s per benchmark, so the launcher's cle
 
 
 def build(job: Job) -> Workload:
-    # nn.DataParallel broadcasts through NCCL in this process, and spawned workers inherit this
+    # nn.DataParallel broadcasts through NCCL in this process, and the ranks inherit this
     # environment: NVLink multicast stays off whatever the calling shell says (see harness.measure.guards.safety).
     os.environ.update(MULTICAST_OFF)
     _check_fits_strategy(job)

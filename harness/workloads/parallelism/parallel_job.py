@@ -1,5 +1,5 @@
 """What the parallelism cases train: the model, its data and its loss, from one picklable
-description (``Job``) that a spawned worker can rebuild exactly.
+description (``Job``) that each rank's process can rebuild exactly.
 
 Every strategy starts from the same seed, the same weights and the same global batch, and uses
 plain SGD, so after the same number of steps they must reach the same loss: the check that
