@@ -27,6 +27,8 @@ from typing import Mapping, Sequence
 import numpy as np
 from numpy.polynomial import polynomial
 
+from harness.units import gb
+
 KINDS = ("peak_allocated", "peak_reserved", "peak_device")
 BINDS = "peak_reserved"  # what the allocator's cap holds: a request past it raises out of memory
 # How far (relative) the third probe may fall from the line through the others before the square
@@ -115,8 +117,8 @@ def fit(results: Sequence[Mapping], over: str) -> Fit:
     # optimizer's plateau hides the activations, such a line would put the answer thousands of
     # sizes past any that was probed.
     if ys[-1] - ys[0] <= SEGMENT:
-        raise Refused(f"{BINDS} is flat from {sizes[0]:,} to {sizes[-1]:,} (within one {SEGMENT >> 20} MiB "
-                      "segment of the allocator): probe sizes further apart")
+        raise Refused(f"{BINDS} is flat from {sizes[0]:,} to {sizes[-1]:,} (within one allocator segment, "
+                      f"{gb(SEGMENT)}): probe sizes further apart")
     # Attention's square shows in the tensors themselves: the shape of the law (its degree, and
     # which sizes lie on it) is read off the allocated bytes where every size has them, since the
     # reserve moves in the allocator's jumps, no law.
