@@ -206,29 +206,6 @@ def watched(page) -> list[str]:
     return errors
 
 
-TABS = 8  # pages loading at once
-
-
-def test_browser_every_page_loads_without_console_errors(browser_page, site):
-    page, base, _ = browser_page
-    urls = [f"pages/{p.name}" for p in sorted((site / "pages").glob("*.html"))] + ["html/index.html"]
-    # A few tabs, each loading a page of its own at once: the half second of network quiet that
-    # ends each load is waited out side by side, not one page after another.
-    context = page.context.browser.new_context()
-    tabs = [context.new_page() for _ in range(TABS)]
-    errors = [watched(tab) for tab in tabs]
-    for first in range(0, len(urls), TABS):
-        batch = list(zip(urls[first:first + TABS], tabs, errors))
-        for url, tab, _ in batch:
-            tab.goto(f"{base}/{url}", wait_until="commit")
-        for url, tab, seen in batch:
-            tab.wait_for_load_state("networkidle")
-            assert seen == [], f"{url}: {seen}"
-    asv = batch[-1][1]  # html/index.html
-    assert "asv" in asv.title().lower() or asv.locator("body").inner_text()
-    context.close()
-
-
 def test_browser_tables_show_the_figures_the_result_files_hold(browser_page):
     page, base, errors = browser_page
     raw = raw_records()

@@ -2,8 +2,11 @@
 no page scrolls sideways, every figure of the answer tables
 equals what its record files hold (computed here from the files, never typed), the tables sort
 and filter, and a screenshot of every page is kept in the test's output folder."""
+import functools
+import http.server
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from harness.report.pages import build
 from harness.report.families import family
 from harness.report.specs import HEADLINE
 from conftest import FROZEN, PHONE
-from test_pages import raw_records
+from test_pages import QuietHandler, raw_records, watched
 
 WIDTH = 1400
 # The units the answer tables use, in the order the README reads them: tokens/s for LMs,
@@ -30,12 +33,19 @@ def pages(frozen_pages) -> Path:
 
 
 @pytest.fixture(scope="module")
+def served(frozen_site):
+    """The frozen site (pages/ and asv's html/) served over HTTP, as a published site is read."""
+    handler = functools.partial(QuietHandler, directory=str(frozen_site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
 def page(pages, browser):
     tab = browser.new_page(viewport={"width": WIDTH, "height": 900})
-    errors = []
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    yield tab, errors
+    yield tab, watched(tab)
     tab.context.close()
 
 
@@ -56,20 +66,35 @@ def family_pages(pages: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def visits(page, pages) -> dict:
     """Each page met once, as a reader meets it: its height on arrival and a screenshot of that
-    (kept in the test's output folder), then, every table opened, its width and the answer's lines."""
-    tab, _ = page
+    (kept in the test's output folder), then, every table opened, its width, the answer's lines and
+    the errors the page met."""
+    tab, errors = page
     shots = pages.parent / "screenshots"
     shots.mkdir(exist_ok=True)
     seen = {}
     for path in sorted(pages.glob("*.html")):
+        before = len(errors)
         tab.goto(path.as_uri())
         height = tab.evaluate("document.documentElement.scrollHeight")
         # what a reader sees on arrival; JPEG, which Chromium encodes in a fraction of PNG's time
         tab.screenshot(path=str(shots / f"{path.stem}.jpg"), type="jpeg")
         # every table opened, then its width (read after the opening: a forced layout) and the answer's lines
         opened = tab.evaluate(f"() => {{ {OPEN_ALL}; return [document.documentElement.scrollWidth, ({LINES})()]; }}")
-        seen[path.name] = {"height": height, "width": opened[0], "lines": opened[1]}
+        seen[path.name] = {"height": height, "width": opened[0], "lines": opened[1], "errors": errors[before:]}
     return seen
+
+
+def test_every_page_loads_without_console_errors_and_so_do_the_served_site_and_asvs(page, visits, served):
+    """Every page of pages/ (met once, above), then the site served over HTTP as it is published:
+    its front page, the largest family page and asv's html/ beside them. No console error, no
+    error of the page's own, no request that failed."""
+    assert {name: seen["errors"] for name, seen in visits.items() if seen["errors"]} == {}
+    tab, errors = page
+    for url in ("pages/index.html", "pages/tricks.html", "html/index.html"):
+        before = len(errors)
+        tab.goto(f"{served}/{url}", wait_until="networkidle")
+        assert errors[before:] == [], url
+    assert "asv" in tab.title().lower() or tab.locator("body").inner_text()
 
 
 def test_no_page_scrolls_sideways_at_1400px_even_with_every_table_open(page, pages, visits):
