@@ -183,18 +183,15 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
         device and host this run's alone); the first one made is kept for the record, beside the
         answer it aimed at."""
         here = log.entries(key)
-        results = here + earlier.entries(key)
-        guess = predict.guess(results, cap, over, fits.UNITS[over], limit, here=here)
-        if guess is None:
+        made = predict.prediction(here + earlier.entries(key), cap, over, fits.UNITS[over], limit, here=here)
+        if made is None:
             return None
         if "prediction" not in found:
-            reach = predict.reachable(cap, here)
-            law = predict.near(results, reach, over)
             contexts = [e["context_bytes"] for e in here if e.get("context_bytes")]
-            found["prediction"] = dict(law.to_dict(reach, fits.UNITS[over], limit), largest=guess,
-                                       reachable_bytes=reach, budgets=predict.budgets(
-                                           law, total, max(contexts, default=None), fits.UNITS[over], limit))
-        return guess
+            found["prediction"] = dict(made.law.to_dict(made.reach, fits.UNITS[over], limit), largest=made.largest,
+                                       reachable_bytes=made.reach, budgets=predict.budgets(
+                                           made.law, total, max(contexts, default=None), fits.UNITS[over], limit))
+        return made.largest
 
     def step():
         found["known"] = log.bounds(key, cap)

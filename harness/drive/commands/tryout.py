@@ -303,17 +303,16 @@ class Try:
         from harness.workloads.search import predict
         results = [{"n": n, "fits": r.outcome in ("ok", "failed"), "peak_allocated": peak(r),
                     "peak_reserved": r.memory.get(RESERVED) or peak(r)} for n, r in found.items()]
+        # what the probes' allocator was capped at under the card (its total less the context), else its total
+        cap = next((r.budget["limit_bytes"] for r in found.values() if (r.budget or {}).get("limit_bytes")), total)
         try:
-            law = predict.fit(results, "batch")
+            made = predict.prediction(results, cap, "batch", 1, limit, strict=True)
         except predict.Refused as e:
             print(f"  {card}: no prediction for {way} ({e}); searching", flush=True)
             return None
-        # what the probes' allocator was capped at under the card (its total less the context), else its total
-        cap = next((r.budget["limit_bytes"] for r in found.values() if (r.budget or {}).get("limit_bytes")), total)
-        guess = law.largest(cap, 1, limit)
-        print(f"  {card}: predicted, {way} fits batch {guess} (the law through batches "
+        print(f"  {card}: predicted, {way} fits batch {made.largest} (the law through batches "
               f"{' and '.join(map(str, sorted(found)))}); confirming", flush=True)
-        return guess
+        return made.largest
 
     def table(self, ways: dict) -> str:
         from tabulate import tabulate

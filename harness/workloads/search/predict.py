@@ -201,21 +201,36 @@ def host_short(results: Sequence[Mapping]) -> int | None:
     return min(short, default=None)
 
 
-def guess(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, limit: int | None = None,
-          here: Sequence[Mapping] | None = None) -> int | None:
-    """The largest size predicted to fit under ``cap`` from the probe ``results``: on the law
-    ``near`` what the allocator can reach (``reachable``), below any size the host could not hold;
-    None until the probes carry a law. The device and the host are read off ``here`` (this
-    machine's probes; by default ``results``): another card's total or host says nothing of them."""
+@dataclass(frozen=True)
+class Prediction:
+    law: Fit  # the law read near what the allocator can reach
+    reach: int  # the bytes the allocator can reserve under the cap (``reachable``)
+    largest: int  # the largest size on the law within ``reach``, below any the host could not hold
+
+
+def prediction(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, limit: int | None = None,
+               here: Sequence[Mapping] | None = None, strict: bool = False) -> Prediction | None:
+    """The prediction under ``cap`` from the probe ``results``: the law ``near`` what the allocator
+    can reach (``reachable``) and the largest size on it, below any size the host could not hold;
+    None until the probes carry a law (``strict``: ``Refused``, saying why). The device and the host
+    are read off ``here`` (this machine's probes; by default ``results``): another card's total or
+    host says nothing of them."""
     here = results if here is None else here
     reach = reachable(cap, here)
-    law = near(results, reach, over)
+    law = near(results, reach, over, strict)
     if law is None:
         return None
     host = host_short(here)
     if host is not None:
         limit = host - 1 if limit is None else min(limit, host - 1)
-    return law.largest(reach, unit, limit)
+    return Prediction(law, reach, law.largest(reach, unit, limit))
+
+
+def guess(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, limit: int | None = None,
+          here: Sequence[Mapping] | None = None) -> int | None:
+    """The largest size ``prediction`` gives; None until the probes carry a law."""
+    made = prediction(results, cap, over, unit, limit, here)
+    return None if made is None else made.largest
 
 
 # torch's out-of-memory message names the device's total and what the process holds (context and
