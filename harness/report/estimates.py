@@ -1,7 +1,7 @@
 """How far each estimator of what fits lands from the measured answer, cell by cell: every
 (way, axis, budget, GPU) the committed what-fits searches answered, its latest record.
 
-The suite's predictor (``harness.workloads.search.predict.guess``) is fed what a search under that
+The suite's predictor (``harness.workloads.search.predict.prediction``) is fed what a search under that
 budget had seen before it answered, and nothing near its answer that it had not (``seen_before``):
 the three sizes of a cold start (one round side by side), and the probes of the searches of the
 same case under smaller budgets, which a run makes first (its budgets run from the smallest up),
@@ -44,7 +44,7 @@ class Cell:
     refused: str | None  # why the suite's predictor made no prediction
     cap: int
     others: dict  # estimators.json's figures for this shape, {} where it has none
-    predicted: int | None = None  # the suite's largest size (``predict.guess``)
+    predicted: int | None = None  # the suite's largest size (``predict.prediction``)
 
 
 def _key(record) -> dict:
@@ -129,17 +129,15 @@ def _cell(row: Row, results: Path, figures: dict) -> Cell:
     here, elsewhere = _logs(results, row)
     at = [e for e in here if e["key"] == key and e["n"] == answer and e["fits"] and e.get("peak_reserved")]
     fed, mine = seen_before(here, elsewhere, key, cap)
-    reach = predict.reachable(cap, mine)
     try:
-        suite, refused = predict.near(fed, reach, over, strict=True), None
+        made, refused = predict.prediction(fed, cap, over, unit, fits.LIMITS[over], here=mine, strict=True), None
     except predict.Refused as e:
-        suite, refused = None, str(e)
+        made, refused = None, str(e)
     shape = json.dumps({k: rec.params[k] for k in SHAPE}, sort_keys=True)
     return Cell(gpu=machine_label(row), technique=key["technique"], over=over, budget=rec.params["budget"],
                 allocator=key.get("allocator", "default"), measured=answer, unit=unit,
-                peak=at[-1]["peak_reserved"] if at else None, suite=suite, refused=refused, cap=cap,
-                others=figures.get(shape, {}),
-                predicted=predict.guess(fed, cap, over, unit, fits.LIMITS[over], here=mine))
+                peak=at[-1]["peak_reserved"] if at else None, refused=refused, cap=cap, others=figures.get(shape, {}),
+                suite=None if made is None else made.law, predicted=None if made is None else made.largest)
 
 
 def _steps(cell: Cell, predicted: int | None) -> str:
