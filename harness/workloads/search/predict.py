@@ -169,17 +169,69 @@ NEAREST = 3
 
 
 def near(results: Sequence[Mapping], cap: int, over: str, strict: bool = False) -> Fit | None:
-    """The law from the probe ``results`` whose reserved peaks lie nearest ``cap`` (``NEAREST``):
-    read where the answer is, not where the model's states alone fill the card. None where the
-    probes cannot carry one yet (``strict``: ``Refused``, saying why)."""
+    """The law from the probe ``results`` whose reserved peaks lie nearest ``cap`` (``NEAREST``),
+    among the sizes that share the allocator's packing with the largest size under the cap
+    (``regime``): read where the answer is, not where the model's states alone fill the card, nor
+    across a change of packing. Where that size alone shows its packing, the allocated law with
+    its overhead (``_repacked``). None where the probes cannot carry one yet (``strict``:
+    ``Refused``, saying why)."""
     seen = points(results)
-    nearest = sorted(seen, key=lambda n: abs(seen[n][BINDS] - cap))[:NEAREST]
     try:
-        return fit([dict(peaks, n=n, fits=True) for n, peaks in seen.items() if n in nearest], over)
+        if not seen:
+            raise Refused("a prediction needs probes that fit at two sizes at least, got 0: probe another size")
+        # The largest size under the cap is where the answer's packing was last seen: the
+        # highest reserve under it may be a lone spike of the allocator's, which no law continues.
+        anchor = max((n for n in seen if seen[n][BINDS] <= cap), default=min(seen))
+        run = regime(seen, anchor)
+        if len(run) >= 2:
+            nearest = sorted(run, key=lambda n: abs(seen[n][BINDS] - cap))[:NEAREST]
+            return fit([dict(seen[n], n=n, fits=True) for n in nearest], over)
+        return _repacked(seen, anchor, cap, over)
     except Refused:
         if strict:
             raise
         return None
+
+
+def _repacked(seen: Mapping, anchor: int, cap: int, over: str) -> Fit:
+    """The law where ``anchor`` alone shows the allocator's packing (``regime``): the allocated law,
+    which no packing moves, read from the sizes nearest the cap, and the reserve's overhead at
+    ``anchor`` growing in proportion to the size (what it strands is blocks of the step's own tensors)."""
+    nearest = sorted((n for n in seen if overhead(seen[n]) is not None),
+                     key=lambda n: abs(seen[n][BINDS] - cap))[:NEAREST]
+    if anchor not in nearest:
+        raise Refused(f"{BINDS} at {anchor:,} reports no allocated peak: probe another size")
+    law = fit([dict(seen[n], n=n, fits=True, peak_reserved=seen[n]["peak_allocated"]) for n in nearest], over)
+    allocated = np.asarray(law.laws["peak_allocated"], dtype=float)
+    reserved = allocated + np.eye(1, law.degree + 1, 1)[0] * overhead(seen[anchor]) / anchor
+    laws = {k: v for k, v in law.laws.items() if k != "peak_device"}
+    return Fit(over=over, degree=law.degree, sizes=law.sizes, laws={**laws, BINDS: tuple(reserved)})
+
+
+def overhead(peaks: Mapping) -> int | None:
+    """What the allocator reserves beyond what the tensors hold at the peak (bytes), None where
+    the probe did not report its allocated peak."""
+    return None if "peak_allocated" not in peaks else peaks[BINDS] - peaks["peak_allocated"]
+
+
+def regime(seen: Mapping, anchor: int) -> list:
+    """The probed sizes that share ``anchor``'s packing: the run of sizes around it with no fall of
+    the reserve's overhead (``overhead``) to less than half, and by more than one allocator
+    ``SEGMENT``, between neighbours. Such a fall is the caching allocator finding another packing
+    (a freed block now taken whole where it was split): the sizes either side lie on two laws that
+    no one line joins. Smaller moves are the overhead's jitter from one size to the next."""
+    sizes = sorted(seen)
+    i = j = sizes.index(anchor)
+    while i > 0 and not _falls(seen[sizes[i - 1]], seen[sizes[i]]):
+        i -= 1
+    while j + 1 < len(sizes) and not _falls(seen[sizes[j]], seen[sizes[j + 1]]):
+        j += 1
+    return sizes[i:j + 1]
+
+
+def _falls(below: Mapping, above: Mapping) -> bool:
+    low, high = overhead(below), overhead(above)
+    return low is not None and high is not None and high < low / 2 - SEGMENT
 
 
 def reachable(cap: int, results: Sequence[Mapping]) -> int:
@@ -223,7 +275,12 @@ def prediction(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, l
     host = host_short(here)
     if host is not None:
         limit = host - 1 if limit is None else min(limit, host - 1)
-    return Prediction(law, reach, law.largest(reach, unit, limit))
+    largest = law.largest(reach, unit, limit)
+    if "peak_allocated" in law.laws:
+        # The allocator reserves at least what the tensors hold: past the size whose allocated
+        # peak alone passes the reach, no packing fits, whatever the reserve's line says.
+        largest = min(largest, law.largest(reach, unit, limit, kind="peak_allocated"))
+    return Prediction(law, reach, largest)
 
 
 def guess(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, limit: int | None = None,
