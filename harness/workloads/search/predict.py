@@ -122,10 +122,27 @@ def fit(results: Sequence[Mapping], over: str) -> Fit:
     # Attention's square shows in the tensors themselves: the shape of the law (its degree, and
     # which sizes lie on it) is read off the allocated bytes where every size has them, since the
     # reserve moves in the allocator's jumps, no law.
+    sizes = _past_plateau(seen, over)
     shape = "peak_allocated" if "peak_allocated" in kinds else BINDS
     sizes, degree = _on_law(sizes, [seen[n][shape] for n in sizes], over)
     laws = {k: tuple(polynomial.polyfit(sizes, [seen[n][k] for n in sizes], degree)) for k in kinds}
     return Fit(over=over, degree=degree, sizes=tuple(sizes), laws=laws)
+
+
+def _past_plateau(seen: Mapping, over: str) -> list:
+    """The sizes of ``seen`` past the optimizer's plateau, all of them where there is none: where
+    the allocated peak stays within one ``SEGMENT`` of the smallest size's, the model's states set
+    it whatever the size (the step's tensors hide under them), and those sizes say nothing of how
+    the step grows. ``Refused`` where fewer than two sizes are left past it: one draws no line."""
+    sizes = sorted(seen)
+    if not all("peak_allocated" in seen[n] for n in sizes):
+        return sizes
+    flat = [n for n in sizes if seen[n]["peak_allocated"] - seen[sizes[0]]["peak_allocated"] <= SEGMENT]
+    past = [n for n in sizes if n > max(flat)]
+    if len(flat) > 1 and len(past) < 2:
+        raise Refused(f"peak_allocated is flat from {flat[0]:,} to {flat[-1]:,} (the model's states set it): "
+                      f"{len(past)} size past it shows how the step grows; probe a larger {over}")
+    return sizes if len(flat) == 1 else past
 
 
 def _on_law(sizes: list, peaks: list, over: str) -> tuple[list, int]:
@@ -181,26 +198,27 @@ def near(results: Sequence[Mapping], cap: int, over: str, strict: bool = False) 
             raise Refused("a prediction needs probes that fit at two sizes at least, got 0: probe another size")
         # The largest size under the cap is where the answer's packing was last seen: the
         # highest reserve under it may be a lone spike of the allocator's, which no law continues.
+        seen = {n: seen[n] for n in _past_plateau(seen, over)}
         anchor = max((n for n in seen if seen[n][BINDS] <= cap), default=min(seen))
         run = regime(seen, anchor)
         if len(run) >= 2:
-            nearest = sorted(run, key=lambda n: abs(seen[n][BINDS] - cap))[:NEAREST]
+            nearest = sorted(run, key=lambda n: abs(n - anchor))[:NEAREST]
             return fit([dict(seen[n], n=n, fits=True) for n in nearest], over)
-        return _repacked(seen, anchor, cap, over)
+        return _repacked(seen, anchor, over)
     except Refused:
         if strict:
             raise
         return None
 
 
-def _repacked(seen: Mapping, anchor: int, cap: int, over: str) -> Fit:
+def _repacked(seen: Mapping, anchor: int, over: str) -> Fit:
     """The law where ``anchor`` alone shows the allocator's packing (``regime``): the allocated law,
-    which no packing moves, read from the sizes nearest the cap, and the reserve's overhead at
-    ``anchor`` growing in proportion to the size (what it strands is blocks of the step's own tensors)."""
-    nearest = sorted((n for n in seen if overhead(seen[n]) is not None),
-                     key=lambda n: abs(seen[n][BINDS] - cap))[:NEAREST]
-    if anchor not in nearest:
-        raise Refused(f"{BINDS} at {anchor:,} reports no allocated peak: probe another size")
+    which no packing moves, read from the sizes nearest it, and the reserve's overhead at ``anchor``
+    growing in proportion to the size (what the allocator strands is blocks of the step's own
+    tensors, which grow with it)."""
+    if overhead(seen[anchor]) is None:
+        raise Refused(f"the probe at {anchor:,} reports no peak_allocated: the reserve's law needs it there")
+    nearest = sorted((n for n in seen if overhead(seen[n]) is not None), key=lambda n: abs(n - anchor))[:NEAREST]
     law = fit([dict(seen[n], n=n, fits=True, peak_reserved=seen[n]["peak_allocated"]) for n in nearest], over)
     allocated = np.asarray(law.laws["peak_allocated"], dtype=float)
     reserved = allocated + np.eye(1, law.degree + 1, 1)[0] * overhead(seen[anchor]) / anchor
@@ -258,6 +276,9 @@ class Prediction:
     law: Fit  # the law read near what the allocator can reach
     reach: int  # the bytes the allocator can reserve under the cap (``reachable``)
     largest: int  # the largest size on the law within ``reach``, below any the host could not hold
+    # The largest size whose allocated peak alone stays within ``reach``: none past it fits, whatever
+    # the allocator's packing (it reserves at least what the tensors hold). None without allocated peaks.
+    bound: int | None = None
 
 
 def prediction(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, limit: int | None = None,
@@ -275,12 +296,17 @@ def prediction(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, l
     host = host_short(here)
     if host is not None:
         limit = host - 1 if limit is None else min(limit, host - 1)
+    bound = law.largest(reach, unit, limit, kind="peak_allocated") if _rises(law, "peak_allocated") else None
+    # A reserve's line flatter than the tensors' (read across a packing that strands less as the
+    # size grows) would put the answer past what the tensors alone can hold.
     largest = law.largest(reach, unit, limit)
-    if "peak_allocated" in law.laws:
-        # The allocator reserves at least what the tensors hold: past the size whose allocated
-        # peak alone passes the reach, no packing fits, whatever the reserve's line says.
-        largest = min(largest, law.largest(reach, unit, limit, kind="peak_allocated"))
-    return Prediction(law, reach, largest)
+    return Prediction(law, reach, largest if bound is None else min(largest, bound), bound)
+
+
+def _rises(law: Fit, kind: str) -> bool:
+    """Whether ``kind``'s law rises by more than one allocator ``SEGMENT`` over the sizes it was
+    read from: a flat one (the model's states setting the peak) bounds no size."""
+    return kind in law.laws and law.peak(max(law.sizes), kind) - law.peak(min(law.sizes), kind) > SEGMENT
 
 
 def guess(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, limit: int | None = None,
