@@ -277,6 +277,22 @@ def test_a_cell_is_scored_in_search_steps_and_by_its_peak_at_the_measured_answer
     assert estimates.rows_of([cell])[0][6:] == ["+3", "+0.0%", "-50.0%", "-", "-14", "+88.2%"]
 
 
+def test_the_score_counts_the_suites_refusals_apart_from_its_shares():
+    from harness.report import estimates
+    suite = predict.fit(probes(lambda n: 4 * GiB + GiB * n, [1, 2]), "batch")
+
+    def cell(measured, refused=None):
+        return estimates.Cell(gpu="H100", technique="fp32", over="batch", budget="40GB", allocator="default",
+                              measured=measured, unit=1, peak=(4 + measured) * GiB, suite=None if refused else suite,
+                              refused=refused, cap=CAP, others={}, predicted=None if refused else suite.largest(CAP))
+    found = [cell(33), cell(30), cell(33, refused="peak_allocated is flat from 1 to 2")]
+    row = estimates.summary(found)[0]
+    assert row[:2] == ["H100", "suite"] and row[2] == "3"
+    # 33 is the law's answer, 30 three steps under it; the law's peak at either is the one measured
+    assert row[3:] == ["1/2 (50%)", "2/2 (100%)", "1"]
+    assert estimates.summary(found)[1][5] == "-"  # the others name no refusal
+
+
 def test_the_estimators_run_on_the_same_model_on_the_cpu():
     pytest.importorskip("accelerate")
     pytest.importorskip("deepspeed")
