@@ -12,10 +12,23 @@ against what the allocator can reach (``reachable``): the cap, or on the whole c
 total as torch sees it less the context the process holds beside the pool; and never past a size
 the host's memory could not hold (``host_short``), which no device cap moves.
 
-What it cannot see: the caching allocator's fragmentation (reserved less allocated) moves with
-the size in jumps, as which freed block a request splits changes (from a few tenths of a percent
-to tens of percent of the peak in one case), so a law read far from the cap lands some sizes off;
-read from probes near it (``near``), the line is local and the jump already in it.
+How the reserve is read: what the allocator reserves is the tensors' bytes (the allocated peak,
+a law of the step) and an overhead, the blocks it strands beside them. The overhead moves with
+the size in two ways: it grows with the step's tensors while the allocator packs them one way, and
+it falls (to a fraction, in one size) where a freed block comes to be taken whole instead of split:
+another packing (``regime``). The law is read within the packing of the largest size under the
+cap, from the sizes nearest it (``near``); where that size alone shows its packing, from the
+allocated law and its overhead in proportion (``_repacked``). The tensors alone bound the answer
+from above (``Prediction.bound``), whatever the packing. Where the allocated peak is flat over the
+smallest sizes (the model's states set it, the step's tensors hide under them) and one size past
+it shows the step's growth, no law is read (``_past_plateau``).
+
+What it cannot see: a change of packing between the probes and the answer (the overhead at the
+answer is a few percent to tens of percent of the peak, and which packing the allocator finds
+there, no smaller size says), a phase of the step that comes to set the peak only at larger sizes
+(attention's square along a long sequence), and the rounding of the reserve to segments, which a
+line through sizes a step apart carries to the cap: a law read far from the cap lands some sizes
+off, most along one sequence, whose search steps are a small share of the size.
 """
 from __future__ import annotations
 
@@ -186,19 +199,19 @@ NEAREST = 3
 
 
 def near(results: Sequence[Mapping], cap: int, over: str, strict: bool = False) -> Fit | None:
-    """The law from the probe ``results`` whose reserved peaks lie nearest ``cap`` (``NEAREST``),
-    among the sizes that share the allocator's packing with the largest size under the cap
-    (``regime``): read where the answer is, not where the model's states alone fill the card, nor
-    across a change of packing. Where that size alone shows its packing, the allocated law with
-    its overhead (``_repacked``). None where the probes cannot carry one yet (``strict``:
-    ``Refused``, saying why)."""
+    """The law from the probe ``results`` at the sizes nearest the largest one whose reserve is
+    under ``cap`` (``NEAREST``), among those that share its allocator packing (``regime``), past
+    the optimizer's plateau (``_past_plateau``): read where the answer is, not where the model's
+    states alone fill the card, nor across a change of packing. Where that size alone shows its
+    packing, the allocated law with its overhead (``_repacked``). None where the probes cannot
+    carry one yet (``strict``: ``Refused``, saying why)."""
     seen = points(results)
     try:
         if not seen:
             raise Refused("a prediction needs probes that fit at two sizes at least, got 0: probe another size")
+        seen = {n: seen[n] for n in _past_plateau(seen, over)}
         # The largest size under the cap is where the answer's packing was last seen: the
         # highest reserve under it may be a lone spike of the allocator's, which no law continues.
-        seen = {n: seen[n] for n in _past_plateau(seen, over)}
         anchor = max((n for n in seen if seen[n][BINDS] <= cap), default=min(seen))
         run = regime(seen, anchor)
         if len(run) >= 2:
