@@ -236,6 +236,28 @@ def test_the_answer_never_passes_the_size_whose_tensors_alone_pass_the_reach():
     assert made.largest == made.bound == 36  # (40 - 4) GiB of tensors at a GiB a sample
 
 
+def seq_step(sizes, per_token=MiB):
+    """Probe results of one sequence whose tensors take ``per_token`` a token over 4 GiB, the reserve
+    rounded up to the large pool's 2 MiB."""
+    return [{"n": n, "fits": True, "peak_allocated": 4 * GiB + per_token * n,
+             "peak_reserved": reserved(4 * GiB + per_token * n, 0, segment=2 * MiB)} for n in sizes]
+
+
+def test_where_the_rounding_alone_leaves_the_answer_more_than_a_step_wide_no_answer_is_said():
+    cap, unit, limit = 80 * 10**9, 128, fits.LIMITS["seq_len"]
+    exact = (cap - 4 * GiB) // MiB // unit * unit  # the longest sequence, to the step
+    # three sizes a step apart, the answer some five hundred steps on: 2 MiB at either end moves it by several
+    close = seq_step([8192, 8320, 8448])
+    with pytest.raises(predict.Refused, match=r"rounding of the probes' reserves \(up to 2\.10 MB each\) leaves "
+                                              r"the answer anywhere from [0-9,]+ to [0-9,]+, more than a step from"):
+        predict.prediction(close, cap, "seq_len", unit, limit, strict=True)
+    aim = predict.prediction(close, cap, "seq_len", unit, limit)  # a search's aim all the same
+    assert aim.among[0] <= exact <= aim.among[1] and aim.among[1] - aim.among[0] > 2 * unit
+    # sizes further apart carry the rounding no further than a step
+    apart = predict.prediction(seq_step([8192, 32768, 49152]), cap, "seq_len", unit, limit, strict=True)
+    assert abs(apart.largest - exact) <= unit and apart.among[1] - apart.among[0] <= 2 * unit
+
+
 def test_on_the_whole_card_the_device_binds_before_the_cap_and_the_host_bounds_every_cap():
     law = lambda n: GiB + GiB * n  # noqa: E731
     seen = probes(law, [1, 2])

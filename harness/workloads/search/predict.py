@@ -50,6 +50,9 @@ LINEAR_MISS = 0.01
 # The largest segment the caching allocator reserves for a mid-sized request (its "large" pool's
 # unit): a reserve that moves by this much or less has not shown how the step grows.
 SEGMENT = 20 * 2**20
+# What the caching allocator rounds a large request's segment up to: each reserve a law goes through
+# may lie up to this far over the tensors' exact bytes, from rounding alone.
+ROUND = 2 * 2**20
 # Along which axis a square term may enter: a batch's samples are independent of one another.
 DEGREES = {"batch": (1,), "seq_len": (1, 2)}
 
@@ -64,10 +67,19 @@ class Fit:
     degree: int  # 1: linear, 2: quadratic
     sizes: tuple  # the sizes it was fitted on
     laws: dict  # kind -> polynomial coefficients, lowest power first (numpy.polynomial's order)
+    # Per probe the reserve's law went through, how the law moves per byte that probe's reserve is
+    # off by (coefficients as ``laws``'): what the allocator's rounding (``ROUND``) can do to it.
+    rounding: tuple = ()
 
     def peak(self, n: float, kind: str = BINDS) -> float:
         """The peak of ``kind`` at size ``n`` on its law (bytes)."""
         return float(polynomial.polyval(n, self.laws[kind]))
+
+    def band(self, n: float) -> float:
+        """How far the reserve's law at ``n`` can lie from the one its probes' exact bytes would
+        give, where each reserve it went through is up to ``ROUND`` off (bytes): the rounding
+        alone, no change of packing."""
+        return ROUND * sum(abs(float(polynomial.polyval(n, b))) for b in self.rounding)
 
     def largest(self, cap: int, unit: int = 1, limit: int | None = None, kind: str = BINDS) -> int:
         """The largest multiple of ``unit`` whose ``kind`` peak stays at most ``cap`` (at most
@@ -139,7 +151,10 @@ def fit(results: Sequence[Mapping], over: str) -> Fit:
     shape = "peak_allocated" if "peak_allocated" in kinds else BINDS
     sizes, degree = _on_law(sizes, [seen[n][shape] for n in sizes], over)
     laws = {k: tuple(polynomial.polyfit(sizes, [seen[n][k] for n in sizes], degree)) for k in kinds}
-    return Fit(over=over, degree=degree, sizes=tuple(sizes), laws=laws)
+    # Least squares is linear in the bytes: a probe's error moves the law by its error times the
+    # fit of a unit at that probe alone.
+    rounding = tuple(tuple(polynomial.polyfit(sizes, np.eye(len(sizes))[i], degree)) for i in range(len(sizes)))
+    return Fit(over=over, degree=degree, sizes=tuple(sizes), laws=laws, rounding=rounding)
 
 
 def _past_plateau(seen: Mapping, over: str) -> list:
@@ -154,7 +169,7 @@ def _past_plateau(seen: Mapping, over: str) -> list:
     past = [n for n in sizes if n > max(flat)]
     if len(flat) > 1 and len(past) < 2:
         raise Refused(f"peak_allocated is flat from {flat[0]:,} to {flat[-1]:,} (the model's states set it): "
-                      f"{len(past)} size past it shows how the step grows; probe a larger {over}")
+                      f"{len(past) or 'no'} size past it shows how the step grows; probe a larger {over}")
     return sizes if len(flat) == 1 else past
 
 
@@ -236,7 +251,10 @@ def _repacked(seen: Mapping, anchor: int, over: str) -> Fit:
     allocated = np.asarray(law.laws["peak_allocated"], dtype=float)
     reserved = allocated + np.eye(1, law.degree + 1, 1)[0] * overhead(seen[anchor]) / anchor
     laws = {k: v for k, v in law.laws.items() if k != "peak_device"}
-    return Fit(over=over, degree=law.degree, sizes=law.sizes, laws={**laws, BINDS: tuple(reserved)})
+    # The allocated bytes are exact; the overhead is read off ``anchor``'s reserve alone.
+    per_byte = tuple(np.eye(1, law.degree + 1, 1)[0] / anchor)
+    return Fit(over=over, degree=law.degree, sizes=law.sizes, laws={**laws, BINDS: tuple(reserved)},
+               rounding=(per_byte,))
 
 
 def overhead(peaks: Mapping) -> int | None:
@@ -292,15 +310,22 @@ class Prediction:
     # The largest size whose allocated peak alone stays within ``reach``: none past it fits, whatever
     # the allocator's packing (it reserves at least what the tensors hold). None without allocated peaks.
     bound: int | None = None
+    # The largest sizes the law gives where each probe's reserve it went through is ``ROUND`` over
+    # what the law read, and under (``Fit.band``): answers the probes cannot tell apart.
+    among: tuple = ()
 
 
 def prediction(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, limit: int | None = None,
                here: Sequence[Mapping] | None = None, strict: bool = False) -> Prediction | None:
     """The prediction under ``cap`` from the probe ``results``: the law ``near`` what the allocator
-    can reach (``reachable``) and the largest size on it, below any size the host could not hold;
-    None until the probes carry a law (``strict``: ``Refused``, saying why). The device and the host
-    are read off ``here`` (this machine's probes; by default ``results``): another card's total or
-    host says nothing of them."""
+    can reach (``reachable``) and the largest size on it, below any size the host could not hold
+    and any whose tensors alone pass the reach (``Prediction.bound``), with the sizes the allocator's
+    rounding alone leaves it among (``Prediction.among``); None until the probes carry a law.
+    ``strict`` (an answer said to a reader: the error table, ``harness try``): ``Refused``, saying
+    why, where they carry none, and where the rounding alone leaves the answer more than a step
+    either way; a search's aim (not strict) takes the law's size all the same, since only its
+    probes decide the answer. The device and the host are read off ``here`` (this machine's probes;
+    by default ``results``): another card's total or host says nothing of them."""
     here = results if here is None else here
     reach = reachable(cap, here)
     law = near(results, reach, over, strict)
@@ -312,8 +337,35 @@ def prediction(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, l
     bound = law.largest(reach, unit, limit, kind="peak_allocated") if _rises(law, "peak_allocated") else None
     # A reserve's line flatter than the tensors' (read across a packing that strands less as the
     # size grows) would put the answer past what the tensors alone can hold.
-    largest = law.largest(reach, unit, limit)
-    return Prediction(law, reach, largest if bound is None else min(largest, bound), bound)
+    top = min(x for x in (limit, bound, UNBOUNDED) if x is not None)
+    largest = min(law.largest(reach, unit, limit), top)
+    among = tuple(_last(lambda n, side=side: law.peak(n) + side * law.band(n) <= reach + 0.5, unit, top)
+                  for side in (1, -1))
+    made = Prediction(law, reach, largest, bound, among)
+    if strict and max(largest - among[0], among[1] - largest) > unit:
+        raise Refused(f"the allocator's rounding of the probes' reserves (up to {gb(ROUND)} each) leaves the "
+                      f"answer anywhere from {among[0]:,} to {among[1]:,}, more than a step from {largest:,}: "
+                      f"probe sizes nearer the cap or further apart")
+    return made
+
+
+# Where no limit is given, the search for a largest size stops here.
+UNBOUNDED = 2**40
+
+
+def _last(under, unit: int, top: int) -> int:
+    """The largest multiple of ``unit`` up to ``top`` for which ``under`` holds, where it holds up
+    to a size and not past it; 0 where it does not hold at ``unit``."""
+    if not under(unit):
+        return 0
+    low, high = 1, 2
+    while high * unit <= top and under(high * unit):
+        low, high = high, 2 * high
+    high = min(high, top // unit + 1)  # the first multiple known to fail, or past ``top``
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if under(mid * unit) else (low, mid)
+    return low * unit
 
 
 def _rises(law: Fit, kind: str) -> bool:
