@@ -189,7 +189,9 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
         if "prediction" not in found:
             contexts = [e["context_bytes"] for e in here if e.get("context_bytes")]
             found["prediction"] = dict(made.law.to_dict(made.reach, fits.UNITS[over], limit), largest=made.largest,
-                                       reachable_bytes=made.reach, budgets=predict.budgets(
+                                       reachable_bytes=made.reach, allocated_bound=made.bound,
+                                       rounding_among=list(made.among),
+                                       budgets=predict.budgets(
                                            made.law, total, max(contexts, default=None), fits.UNITS[over], limit))
         return made.largest
 

@@ -189,8 +189,9 @@ def rows_of(found: list[Cell]) -> list[list[str]]:
 
 
 def summary(found: list[Cell]) -> list[list[str]]:
-    """Per GPU and estimator: the cells it predicted, the share within one step, the share whose
-    peak at the measured answer is within 3%."""
+    """Per GPU and estimator: its cells, the share of those it sized within one step, the share
+    whose peak at the measured answer is within 3%, and (the suite's) the cells it refused, which
+    neither share counts: a refusal is no answer, and says so where a guess would not."""
     body = []
     for gpu in sorted({c.gpu for c in found}):
         mine = [c for c in found if c.gpu == gpu]
@@ -199,8 +200,9 @@ def summary(found: list[Cell]) -> list[list[str]]:
             sized = [(c, n) for c, (n, _) in zip(mine, got) if n is not None]
             peaks = [e for _, e in got if e is not None]
             near = sum(abs(n - c.measured) <= STEP_BAR * c.unit for c, n in sized)
+            refused = str(sum(c.refused is not None for c in mine)) if name == "suite" else NONE
             body.append([gpu, name, str(len(mine)), _share(near, len(sized)),
-                         _share(sum(abs(e) <= PEAK_BAR for e in peaks), len(peaks))])
+                         _share(sum(abs(e) <= PEAK_BAR for e in peaks), len(peaks)), refused])
     return body
 
 
@@ -213,7 +215,7 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     if not found:
         return f"# {title}\n\n{text}\n\nNo what-fits record yet.\n"
     lines = [f"# {title}", "", text, "", "## Score", ""]
-    lines += markdown.table(["GPU", "estimator", "cells", "largest within one step", "peak within 3%"],
+    lines += markdown.table(["GPU", "estimator", "cells", "largest within one step", "peak within 3%", "refused"],
                             summary(found))
     lines += ["", "## Cell by cell", ""]
     lines += markdown.table(HEADER, rows_of(found))
