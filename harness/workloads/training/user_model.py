@@ -444,6 +444,10 @@ def misfit(spec: Spec, way) -> str | None:
                     "holding one: return blocks=[...] (the modules holding its projections) from the factory")
         import torch
         linear = [m.weight for n, m in model.named_modules() if n in names and isinstance(m, torch.nn.Linear)]
+        if way.lora == "qlora" and not linear:
+            kinds = sorted({type(m).__name__ for n, m in model.named_modules() if n in names})
+            return (f"qlora keeps the adapted nn.Linear weights in NF4, and the model's projections are "
+                    f"{', '.join(kinds)}: try lora")
         if way.lora == "qlora" and not any(quantizable(w) for w in linear):
             from harness.workloads.training.adapters import NF4_BLOCK, NF4_SCALER_BLOCK
             return (f"qlora quantises the adapted nn.Linear weights in blocks of {NF4_BLOCK * NF4_SCALER_BLOCK} "
