@@ -207,3 +207,14 @@ def test_the_try_case_trains_a_combination_of_newer_knobs_and_files_its_own_crit
     assert rec.outcome == "ok", rec.reason
     assert rec.check["fell"] >= ways.TRAINS and "not to fp32's curve" in rec.check["criterion"]
     assert rec.check["reference_first_run"] == "fp32 trained after the case" and len(rec.check["reference_losses"]) == 7
+
+
+def test_the_default_group_named_beside_newer_still_runs_cpu_offload_only_where_a_card_needs_it():
+    from test_try import Fake
+    t = object.__new__(tryout.Try)
+    t.args = SimpleNamespace(ways="default,newer", card=["l4-24gb"])
+    lean = {"fp32": Fake("fp32", "card", 4, "ok", 30e9, 1),
+            "bf16_params": Fake("bf16_params", "card", 4, "ok", 12e9, 1)}
+    assert t.needless("bf16_params+checkpoint+cpu_offload", lean)
+    t.args.ways = "newer,bf16_params+checkpoint+cpu_offload"  # named: it runs
+    assert not t.needless("bf16_params+checkpoint+cpu_offload", lean)

@@ -178,10 +178,12 @@ class Try:
     def needless(self, way: str, ran: dict) -> bool:
         """Whether ``way`` is a last resort (CPU offload, by default: the slowest way there is) that
         no card needs: each has a way already run (that it can run) whose peak fits it, or cannot run
-        ``way`` either. Asked-for ways always run."""
+        ``way`` either. Ways asked for by name or through ``all`` always run; the default group's
+        (named or not) and ``newer``'s are last resorts."""
         from harness.measure.guards.budget import CARDS
         from harness.workloads.training.ways import parse
-        if self.args.ways or parse(way).offload != "cpu_offload":
+        groups_named = [w.strip() for w in (self.args.ways or "").split(",")]
+        if way in asked_by_name(self.args) or "all" in groups_named or parse(way).offload != "cpu_offload":
             return False
         # a card that cannot run the last resort itself (a P100 and bf16 parameters) does not ask for it
         return all(CARDS[c].lacks(parse(way).capability)
