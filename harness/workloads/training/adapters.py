@@ -61,7 +61,10 @@ def quantized_bases(model) -> tuple[int, int]:
     another dtype dequantises an NF4 weight."""
     import torch
     from peft.tuners.lora import LoraLayer
-    from torchao.quantization import to_nf4
+    try:
+        from torchao.quantization import to_nf4
+    except ImportError:  # older torchao kept NF4 among its dtypes
+        from torchao.dtypes.nf4tensor import to_nf4
     merged = {id(m) for a in model.modules() if isinstance(a, torch.nn.MultiheadAttention) for m in a.modules()}
     done, left = 0, 0
     for module in model.modules():

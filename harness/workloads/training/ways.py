@@ -272,7 +272,8 @@ register("sgd_momentum", "optimizer", 0.0, falls=TRAINS, words="SGD with momentu
 register("lora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs="peft", words="LoRA adapters",
          changes="the weights trained")
 # QLoRA: the same adapters, the frozen weights beneath the adapted linear layers in 4-bit NF4
-# (torchao's, as torchtune's QLoRA), dequantised for each matmul: the forward computes with a
+# (torchao's, as torchtune's QLoRA), dequantised for each matmul (the LM's nn.MultiheadAttention,
+# which peft adapts by adding to its weights, stays in its dtype): the forward computes with a
 # rounded copy of the model, and only the adapters train, so it is held to training at all as lora.
 register("qlora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs=("peft", "torchao"), words="QLoRA (NF4 base)",
          changes="the weights trained")
