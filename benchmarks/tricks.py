@@ -8,7 +8,7 @@ Every class runs on the whole card (``budget`` "card") but ``Seed003Budget`` and
 products (``seq_cap`` on ResNet50, say) skip with the reason."""
 from harness.cases.tricks import TECHNIQUES, WORKLOADS
 from harness.workloads.training.tricks import PRECISION_TECHNIQUES, techniques_for
-from harness.workloads.training.ways import KNOBS
+from harness.workloads.training.ways import KNOBS, NEWER_KNOBS
 from harness.measure.guards.budget import BUDGETS
 from harness.drive.asv.bench import measure
 
@@ -51,7 +51,6 @@ EMULATED = ["p100-16gb", *(b for b in BUDGETS if b != "card")]  # seed 003's car
 # keeps fp32's tensors, so a budget holds it as it holds fp32: no way out.
 # The newer knobs (what keeps the optimizer state, LoRA, the attention kernel, compile, the loss)
 # are priced on the LM (``NewerCombined``, ``AttentionLong``), not in seed 003's grid.
-NEWER_KNOBS = ("optimizer", "lora", "attention", "compile", "loss")
 NEWER = [t for knob in NEWER_KNOBS for t in KNOBS[knob]]
 SEED_003_WAYS_OUT = [t for t in techniques_for("resnet50_1024") if t != "tf32" and t not in NEWER]
 

@@ -28,8 +28,8 @@ GPU_POOLS = ["device_pool", "managed_pool"]
 WAYS = ["device_pool", "managed_pool", "out_of_core", "zero_copy"]
 TECHNIQUES = ["fp32", "tf32", "fp16_autocast", "bf16_autocast", "bf16_params", "checkpoint", "pad_longest", "seq_cap",
               "cpu_embedding", "tied_embeddings", "channels_last", "save_on_cpu", "cpu_offload", "drop_references",
-              "keep_references", "adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum", "lora", "attn_eager",
-              "attn_flash", "attn_mem_efficient", "compile", "compile_max_autotune", "chunked_loss"]
+              "keep_references", "adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum", "lora", "qlora",
+              "attn_eager", "attn_flash", "attn_mem_efficient", "compile", "compile_max_autotune", "chunked_loss"]
 SEED_003 = ["resnet50_1024", "resnet50_2048"]
 EMULATED = ["p100-16gb", "16GB", "24GB", "40GB", "80GB"]
 # benchmark class -> (parameter names, parameter values, what it tracks beside seconds)
@@ -96,7 +96,7 @@ CLASSES = {
                                 [10, 5, 2], ["16GB"]], "device"),
     # the newer knobs on the leading combination, and the attention kernels at 4096 tokens
     "tricks.NewerCombined": (["technique"], [["bf16_autocast+checkpoint", *(f"bf16_autocast+checkpoint+{t}" for t in (
-        "adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum", "lora", "attn_eager", "attn_flash",
+        "adamw8bit", "adam_bf16_state", "adafactor", "sgd_momentum", "lora", "qlora", "attn_eager", "attn_flash",
         "attn_mem_efficient", "compile", "compile_max_autotune", "chunked_loss"))]], "device"),
     "tricks.AttentionLong": (["technique"], [["fp32", "bf16_autocast", "attn_eager", "attn_flash", "attn_mem_efficient",
                                               "bf16_autocast+attn_eager", "bf16_autocast+attn_flash",

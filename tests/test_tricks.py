@@ -98,7 +98,8 @@ def test_checkpointing_recomputes_each_block_and_keeps_the_gradient():
 @pytest.mark.parametrize("technique", [t for t in tricks.TECHNIQUES if t not in trick_steps.IMAGE_ONLY
                                        + ways.COMPILES + ways.CUDA_ONLY])
 def test_every_technique_trains_one_tiny_lm_on_the_cpu(technique):
-    rec = execute("tricks", dict(TINY, technique=technique))
+    # qlora's NF4 quantises whole blocks of 64 x 256 weights, which a width of 32 holds none of
+    rec = execute("tricks", dict(TINY, technique=technique, **({"width": 256} if technique == "qlora" else {})))
     assert rec.outcome == "ok", rec.reason
     assert math.isfinite(rec.check["loss_last"]) and rec.check["loss_last"] < rec.check["loss_first"]
     assert rec.work["tokens"] > 0 and rec.timing.median_s > 0

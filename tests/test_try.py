@@ -142,7 +142,7 @@ def test_a_built_in_architecture_is_built_without_weights_and_checked_on_the_met
     pytest.importorskip("transformers", reason="the models extra is absent: pip install 'oombench[models]'")
     seen = user_model.preflight("vit-l16", 2)
     # ViT-L/16: 24 blocks; 304 M parameters with its 1000-class head
-    assert seen == {"parameters": 304_326_632, "blocks": 24, "batch": 2, "checked": "on the meta device"}
+    assert seen == {"parameters": 304_326_632, "blocks": 24, "batch": 2, "checked": "on the meta device", "refused": {}}
 
 
 def test_a_model_named_in_pyproject_runs_through_plain_asv_run(clone, tmp_path):  # noqa: F811

@@ -24,6 +24,7 @@ Parameters:
   the optimizer's state (``adamw8bit``: torchao's 8-bit moments; ``adam_bf16_state``: Adam's
   moments in bf16; ``adafactor``; ``sgd_momentum``: ``harness.workloads.training.optimizers``),
   ``lora`` (peft's adapters of rank 16 on every block's attention and MLP, the LM frozen; LM only),
+  ``qlora`` (the same, the MLP's frozen weights in torchao's 4-bit NF4; LM only),
   the attention kernel (``attn_eager``: the scores written out; ``attn_flash``,
   ``attn_mem_efficient``: SDPA's kernels alone; token models only), ``compile`` and
   ``compile_max_autotune`` (torch.compile, its mode max-autotune-no-cudagraphs), and
@@ -55,7 +56,7 @@ the reference trains four more times: the curve is then held to the nearest of i
 twice the widest gap among them (the GPU's nondeterministic sums) is allowed on top. Both curves
 (the technique's and that nearest run's), the gap, the tolerance, that spread, the runs it was read
 from and the reference are recorded. A way with a knob that trains other weights or by another rule
-(``lora``, ``adafactor``, ``sgd_momentum``) is held to its own criterion instead, named in its
+(``lora``, ``qlora``, ``adafactor``, ``sgd_momentum``) is held to its own criterion instead, named in its
 check (``criterion``): its last loss below its first by ``ways.TRAINS`` of it; fp32's curve and the
 gap to it are recorded beside, not held against it. A way whose first step compiles
 (``compile``, and torchao's optimizers) records ``compile_s``: what that warm-up step took beyond

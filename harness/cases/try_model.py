@@ -5,7 +5,9 @@ Parameters:
 - ``target``: ``path/to/file.py:factory``, ``package.module:factory`` or a built-in name
   (``harness.workloads.training.user_model`` says what a factory returns);
 - ``technique``: a way out as ``tricks`` names it (``bf16_autocast+checkpoint``), of the
-  precision, checkpoint and offload knobs: the others apply to the suite's own models only;
+  precision, checkpoint and offload knobs and the newer ones (optimizer, lora, attention, compile,
+  loss), each where the model has what it applies to (``user_model.misfit``; else a skip naming
+  why): the others apply to the suite's own models only;
 - ``budget``: the card emulated, as for ``tricks`` (a named card such as ``l4-24gb``, an
   allocator cap, or ``card``, the whole card);
 - ``batch``: the samples of one step; ``seq_len``: the factory's ``seq_len`` (0: its default,
@@ -13,7 +15,9 @@ Parameters:
 
 The harness times one optimizer step. The check is ``tricks``': every loss finite and the last
 below the first, then the curve held within the way's tolerance of fp32's at the same shape (this
-run's fp32 record where it filed one, else fp32 trained here, on the whole card).
+run's fp32 record where it filed one, else fp32 trained here, on the whole card); a way held to a
+criterion of its own (lora, qlora, adafactor, sgd_momentum: ``Way.falls``) is held to it instead,
+fp32's curve recorded beside. A way whose first step compiles records ``compile_s``.
 """
 from __future__ import annotations
 
@@ -28,10 +32,10 @@ from harness.measure.records.store import this_interpreters
 from harness.measure.workload import Workload
 from harness.workloads.training import user_model
 from harness.workloads.training.precision import process
-from harness.workloads.training.reference import against_reference
+from harness.workloads.training.reference import against_reference, held_to_falling
 from harness.workloads.training.trainer import losses_of
 from harness.workloads.training.tricks import DEVICES, TECHNIQUES, losses_checked
-from harness.workloads.training.ways import parse
+from harness.workloads.training.ways import parse, runnable
 
 CASE_NAME = "try"
 # A large model's step takes seconds: the median of five timed steps, after two that warm up.
@@ -70,6 +74,7 @@ def build(device, target, technique, budget, batch, seq_len, run_file=None) -> W
     refused = user_model.refused_knobs(way)
     if refused:
         raise Skip(refused)
+    runnable(way, device)
     budgets.uncapped_on_cpu(device, budget)
     need_torch(device)
     with contextlib.ExitStack() as stack:
@@ -86,7 +91,9 @@ def build(device, target, technique, budget, batch, seq_len, run_file=None) -> W
         cap.lift()  # the reference trains on the whole card, as tricks' does
         compared = reference_check(way, trainer, run_file, shape)
         return {"losses": [float(v) for v in trainer.losses], **learned, **compared, "parameters": params,
-                "lr": trainer.optimizer.param_groups[0]["lr"], "reference_budget": budgets.CARD}
+                # float(): torchao's optimizers keep the rate as a tensor
+                "lr": float(trainer.optimizer.param_groups[0]["lr"]), "reference_budget": budgets.CARD,
+                **({"compile_s": trainer.compile_s} if way.compiles else {})}
 
     gpus = (0,) if device == "cuda" else ()
     return Workload(step=trainer.step, sync=torch_sync(gpus), check=check, work=work, gpus=gpus,
@@ -108,9 +115,15 @@ def reference_check(way, trainer, run_file, shape: dict) -> dict:
         except Exception as e:
             if not is_out_of_memory(e):
                 raise
-            return {"reference": None, "reference_reason": "fp32 does not fit on the whole card at this batch"}
+            why = "fp32 does not fit on the whole card at this batch"
+            if way.falls is not None:
+                return held_to_falling(way, trainer.losses, None, why, trainer.skipped)
+            return {"reference": None, "reference_reason": why}
     try:
-        compared = against_reference(way, trainer.losses, "fp32", curve, trainer.skipped)
+        if way.falls is not None:  # trains other weights or by another rule: its own criterion
+            compared = held_to_falling(way, trainer.losses, "fp32", curve, trainer.skipped)
+        else:
+            compared = against_reference(way, trainer.losses, "fp32", curve, trainer.skipped)
     except CheckFailed as e:
         e.details["reference_first_run"] = origin
         raise

@@ -58,3 +58,11 @@ def wrong_targets():
 
 def nan_loss():
     return {"model": Tiny(), "batch": tokens(SEQ), "loss": lambda out, t: out.sum() * float("nan")}
+
+
+def tiny_llama(seq_len=SEQ):
+    """A two-layer Llama-style decoder from transformers' config class, as the built-in llama-1b is
+    built, small enough for a step in milliseconds; its projections hold whole NF4 blocks (128 x 128)."""
+    from harness.workloads.training.user_model import _causal
+    return _causal("LlamaConfig", "LlamaForCausalLM", VOCAB, 128, seq_len, hidden_size=128, num_hidden_layers=2,
+                   num_attention_heads=4, intermediate_size=256, max_position_embeddings=seq_len) | {"lr": 1e-2}

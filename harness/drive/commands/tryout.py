@@ -48,8 +48,11 @@ def add_parser(sub) -> None:
     t.add_argument("--seq-len", type=int, default=0, help="the factory's seq_len (default: its own)")
     t.add_argument("--card", nargs="+", default=["p100-16gb", "rtx4090-24gb", "l4-24gb", "a100-40gb", "h100-80gb"],
                    metavar="NAME", help=f"the cards to answer for, of: {', '.join(CARDS)}")
-    t.add_argument("--ways", help="comma-separated ways out (e.g. fp32,bf16_autocast+checkpoint), or 'all' "
-                                  "(default: the ways that save memory, alone and with checkpointing)")
+    t.add_argument("--ways", help="comma-separated ways out (e.g. fp32,bf16_autocast+checkpoint) and groups: "
+                                  "'default' (the ways that save memory, alone and with checkpointing: what runs "
+                                  "unless told), 'all' (every precision, with checkpointing, with either offload), "
+                                  "'newer' (each optimizer, lora, qlora, attention, compile and chunked_loss knob "
+                                  "alone and on bf16_autocast+checkpoint, those the model takes)")
     t.add_argument("--results", metavar="DIR", help="file the records into DIR (default .asv/results)")
     t.add_argument("--file", action="store_true", help="file the records into results/ (for committing)")
     t.set_defaults(func=main)
@@ -80,14 +83,24 @@ def refusal(args) -> str | None:
     return None
 
 
+def groups() -> dict:
+    """The names ``--ways`` takes for a list of ways, each a function of the device."""
+    from harness.workloads.training import user_model
+    return {"default": user_model.default_ways, "all": user_model.every_way, "newer": user_model.newer_ways}
+
+
 def chosen_ways(args, device: str) -> list[str]:
-    from harness.workloads.training import user_model, ways
-    if args.ways in (None, ""):
-        return user_model.default_ways(device)
-    if args.ways == "all":
-        return user_model.every_way(device)
-    named = [ways.canonical(w.strip()) for w in args.ways.split(",") if w.strip()]
-    return list(dict.fromkeys(["fp32", *named]))  # fp32 first: every way's loss is held to its curve
+    from harness.workloads.training import ways
+    named = [w.strip() for w in (args.ways or "default").split(",") if w.strip()] or ["default"]
+    listed = [w for item in named for w in (groups()[item](device) if item in groups() else [ways.canonical(item)])]
+    return list(dict.fromkeys(["fp32", *listed]))  # fp32 first: every way's loss is held to its curve
+
+
+def asked_by_name(args) -> list[str]:
+    """The ways ``--ways`` names one by one (not through a group): a model that cannot take one of
+    them is refused, where a group's are left out, said."""
+    from harness.workloads.training import ways
+    return [ways.canonical(w.strip()) for w in (args.ways or "").split(",") if w.strip() and w.strip() not in groups()]
 
 
 def results_of(args) -> Path:
@@ -100,7 +113,11 @@ def main(args) -> int:
     try:
         problem = refusal(args)
         if problem is None:
-            seen = user_model.preflight(args.target, args.batch, args.seq_len)
+            seen = user_model.preflight(args.target, args.batch, args.seq_len,
+                                        list(dict.fromkeys(chosen_ways(args, "cuda") + chosen_ways(args, "cpu"))))
+            named = [w for w in asked_by_name(args) if w in seen["refused"]]
+            if named:
+                problem = f"--ways {named[0]}: {args.target}: {seen['refused'][named[0]]}"
     except (Refused, ValueError) as e:  # TargetError is a ValueError
         problem = str(e)
     if problem:
@@ -117,7 +134,9 @@ class Try:
         self.args, self.seen = args, seen
         self.devices = discover()
         self.device = "cuda" if self.devices.gpus else "cpu"
-        self.ways = chosen_ways(args, self.device)
+        chosen = chosen_ways(args, self.device)
+        self.left_out = {w: seen.get("refused", {})[w] for w in chosen if w in seen.get("refused", {})}
+        self.ways = [w for w in chosen if w not in self.left_out]
         self.processes = 0
 
     def params(self, technique: str, budget: str = "card", batch: int | None = None) -> dict:
@@ -129,6 +148,8 @@ class Try:
         from harness.measure.records.store import RecordStore
         results = results_of(self.args)
         print(self.cost(), flush=True)
+        for way, why in self.left_out.items():
+            print(f"  {way}: left out, {why}", flush=True)
         began = time.monotonic()
         with locks.held(locks.results_lock(results), f"results folder {results}"):
             ctx = self.context(RecordStore.of_results(results))
@@ -157,10 +178,12 @@ class Try:
     def needless(self, way: str, ran: dict) -> bool:
         """Whether ``way`` is a last resort (CPU offload, by default: the slowest way there is) that
         no card needs: each has a way already run (that it can run) whose peak fits it, or cannot run
-        ``way`` either. Asked-for ways always run."""
+        ``way`` either. Ways asked for by name or through ``all`` always run; the default group's
+        (named or not) and ``newer``'s are last resorts."""
         from harness.measure.guards.budget import CARDS
         from harness.workloads.training.ways import parse
-        if self.args.ways or parse(way).offload != "cpu_offload":
+        groups_named = [w.strip() for w in (self.args.ways or "").split(",")]
+        if way in asked_by_name(self.args) or "all" in groups_named or parse(way).offload != "cpu_offload":
             return False
         # a card that cannot run the last resort itself (a P100 and bf16 parameters) does not ask for it
         return all(CARDS[c].lacks(parse(way).capability)

@@ -7,22 +7,22 @@ from __future__ import annotations
 CHUNK_TOKENS = 1024  # one chunk's fp32 logits are 1024 x vocab floats: 131 MB at 32,000 words
 
 
-def _chunk_loss(hidden, weight, targets):
+def _chunk_loss(hidden, weight, targets, bias=None):
     import torch
     from harness.workloads.training.seqdata import IGNORE
-    logits = torch.nn.functional.linear(hidden, weight)
+    logits = torch.nn.functional.linear(hidden, weight, bias)
     return torch.nn.functional.cross_entropy(logits.float(), targets, ignore_index=IGNORE, reduction="sum")
 
 
-def chunked_cross_entropy(hidden, weight, targets, chunk: int = CHUNK_TOKENS):
-    """The summed cross-entropy of ``hidden @ weight.T`` (the logits) against ``targets``, chunk
-    tokens at a time: ``hidden`` (..., width), ``targets`` (...)."""
+def chunked_cross_entropy(hidden, weight, targets, chunk: int = CHUNK_TOKENS, bias=None):
+    """The summed cross-entropy of ``hidden @ weight.T + bias`` (the logits) against ``targets``,
+    chunk tokens at a time: ``hidden`` (..., width), ``targets`` (...)."""
     from torch.utils.checkpoint import checkpoint
     hidden, targets = hidden.flatten(0, -2), targets.flatten()
     total = 0.0
     for start in range(0, hidden.shape[0], chunk):
         part = slice(start, start + chunk)
-        total = total + checkpoint(_chunk_loss, hidden[part], weight, targets[part], use_reentrant=False)
+        total = total + checkpoint(_chunk_loss, hidden[part], weight, targets[part], bias, use_reentrant=False)
     return total
 
 

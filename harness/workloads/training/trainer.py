@@ -32,6 +32,19 @@ def learning_rate(width: int) -> float:
     return LR * min(1.0, LR_WIDTH / width)
 
 
+# torch.compile's mode by the compile knob's value
+COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
+
+
+def compiled(forward, token: str):
+    """``forward`` through torch.compile in ``token``'s mode (compiled on its first call); as it is
+    for no token."""
+    if not token:
+        return forward
+    import torch
+    return torch.compile(forward, mode=COMPILE_MODES[token])
+
+
 def losses_of(trainer, steps: int) -> list[float]:
     """The losses of ``steps`` steps of ``trainer``, closed afterwards, done or not."""
     try:

@@ -26,7 +26,7 @@ from harness.measure.guards.requirements import need_torch
 from harness.workloads.training import ways
 from harness.workloads.training.optimizers import OWN_RATE
 from harness.workloads.training.precision import process
-from harness.workloads.training.trainer import LR, learning_rate, losses_of
+from harness.workloads.training.trainer import LR, compiled, learning_rate, losses_of
 
 DEVICES = ("cpu", "cuda")
 # resnet50 on 224 x 224 images, or on the 1024 x 1024 and 2048 x 2048 of the model-parallel
@@ -121,22 +121,21 @@ def _checkpointable(model, blocks):
 
 def _modelled(torch, model, way, loss_sum):
     """The model pieces of the newer knobs, in place: the attention kernel (before the adapters,
-    which call each attention's own forward), the LoRA adapters, and the chunked loss (the forward
-    stops before the head, which the loss applies); returns the loss function."""
+    which call each attention's own forward), the LoRA adapters (qlora's NF4 bases come after
+    placement), and the chunked loss (the forward stops before the head, which the loss applies);
+    returns the loss function."""
     if way.attention:
         from harness.workloads.training.attention import use_kernel
         use_kernel(model, way.attention)
     if way.lora:
-        from harness.workloads.training.adapters import with_adapters
-        with_adapters(model)
+        from harness.workloads.training.adapters import adapted
+        from harness.workloads.training.models import blocks
+        adapted(model, blocks(model), way.lora)
     if way.loss == "chunked_loss":
         from harness.workloads.training import chunked
         model.head_in_loss = True
         return chunked.token_loss_sum(model.head)
     return loss_sum
-
-
-COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
 
 
 def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth, seq_len, prec):
@@ -146,6 +145,7 @@ def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth,
     checks are the caller's (``allocator.use_torch``, ``precision.process``, ``ways.applies``,
     ``ways.runnable``)."""
     torch = need_torch(device)
+    from harness.workloads.training.adapters import quantized
     from harness.workloads.training.offload import saving
     from harness.workloads.training.optimizers import OPTIMIZERS
     from harness.workloads.training.placement import placed
@@ -160,8 +160,9 @@ def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth,
     model.checkpoint_blocks = way.checkpoint
     with contextlib.ExitStack() as held:
         forward, inputs = placed(torch, model, x if isinstance(x, tuple) else (x,), device, way, prec, held)
-        if way.compile:  # compiled on its first call
-            forward = torch.compile(forward, mode=COMPILE_MODES[way.compile])
+        if way.lora == "qlora":  # where the placement put them, in the dtype it cast them to
+            quantized(model, way.lora)
+        forward = compiled(forward, way.compile)
         kept = saving(torch, way, device)
         micro = split(inputs + (t.to(device),), micro_batch)
         trainer = Trainer(model, [(m[:-1], m[-1]) for m in micro], loss_sum, prec, torch.device(device).type,

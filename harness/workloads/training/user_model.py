@@ -34,12 +34,16 @@ from typing import Callable, Mapping
 
 from harness.measure.guards.requirements import need_module, need_torch
 from harness.workloads.training.trainer import LR, learning_rate
+from harness.workloads.training.ways import NEWER_KNOBS
 
 IGNORE = -100  # the target transformers' losses skip (masked-LM positions not masked, padding)
 SEED = 0
-# The knobs a model the user brings takes: those that touch no model-specific code (the LM's data
-# and embedding, ResNet's memory format and the LM's loop stay the suite's own models').
-KNOBS = ("precision", "checkpoint", "offload")
+# The knobs a model the user brings takes: those that touch no model-specific code, and the newer
+# ones, each applied where it finds what it needs in the model (``misfit`` says why not); the LM's
+# data and embedding, ResNet's memory format and the LM's loop stay the suite's own models'.
+# ``default_ways`` and ``every_way`` combine the older ones; ``newer_ways`` the newer.
+OLDER = ("precision", "checkpoint", "offload")
+KNOBS = (*OLDER, *NEWER_KNOBS)
 MODELS_EXTRA = "pip install 'oombench[models]' (transformers)"
 
 
@@ -320,13 +324,16 @@ def _shape_of(x) -> str:
     return "x".join(map(str, x.shape)) if hasattr(x, "shape") else type(x).__name__
 
 
-def preflight(target: str, batch: int, seq_len: int = 0) -> dict:
+def preflight(target: str, batch: int, seq_len: int = 0, ways=()) -> dict:
     """Builds the target and one batch, and runs the forward and the loss on torch's meta device
     (shapes only): TargetError naming the fix for a target, a factory, a batch maker or a loss that
-    cannot train; else what was seen (parameters, blocks found, the loss's shape)."""
+    cannot train; else what was seen (parameters, blocks found, the loss's shape, and ``misfit``'s
+    reason for each of ``ways`` the model cannot take, by way: ``refused``)."""
+    from harness.workloads.training.ways import parse
     torch = need_torch("cpu")
     with torch.device("meta"):  # no memory taken, no initialisation computed, whatever the model's size
         spec = built(target, seq_len)
+    refused = {w: why for w in ways if (why := misfit(spec, parse(w))) is not None}
     params = sum(p.numel() for p in spec.model.parameters())
     try:
         made = spec.batch(batch, "cpu")
@@ -353,7 +360,8 @@ def preflight(target: str, batch: int, seq_len: int = 0) -> dict:
         raise TargetError(f"{target}: the loss is {_shape_of(loss)}, not one number: return a scalar mean loss")
     if params <= CPU_CHECK_PARAMETERS:  # small enough to run for real: values checked too, on the CPU
         checked = _on_cpu(target, seq_len)
-    return {"parameters": params, "blocks": len(blocks_of(spec)), "batch": batch, "checked": checked}
+    return {"parameters": params, "blocks": len(blocks_of(spec)), "batch": batch, "checked": checked,
+            "refused": refused}
 
 
 # Models up to this many parameters are run for real on the CPU where shapes alone cannot run them.
@@ -415,6 +423,80 @@ def refused_knobs(way) -> str | None:
             f"brought to `try` takes the {', '.join(KNOBS)} knobs") if other else None
 
 
+def causal_lm(model) -> bool:
+    """Whether ``model`` is a transformers causal LM: its base model's hidden states, then its output
+    projection, are its logits."""
+    if not hasattr(model, "get_output_embeddings") or not hasattr(model, "base_model"):
+        return False
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    return type(model).__name__ in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
+
+
+def misfit(spec: Spec, way) -> str | None:
+    """Why a newer knob of ``way`` finds nothing to apply to in ``spec``'s model, naming the fix;
+    None where each finds what it needs (the older knobs: ``refused_knobs``)."""
+    model, blocks = spec.model, blocks_of(spec)
+    if way.lora:
+        from harness.workloads.training.adapters import quantizable, targets
+        names = targets(model, blocks)
+        if not names:
+            return (f"{way.lora} puts adapters on the linear layers inside the model's blocks, and found no blocks "
+                    "holding one: return blocks=[...] (the modules holding its projections) from the factory")
+        import torch
+        linear = [m.weight for n, m in model.named_modules() if n in names and isinstance(m, torch.nn.Linear)]
+        if way.lora == "qlora" and not linear:
+            kinds = sorted({type(m).__name__ for n, m in model.named_modules() if n in names})
+            return (f"qlora keeps the adapted nn.Linear weights in NF4, and the model's projections are "
+                    f"{', '.join(kinds)}: try lora")
+        if way.lora == "qlora" and not any(quantizable(w) for w in linear):
+            from harness.workloads.training.adapters import NF4_BLOCK, NF4_SCALER_BLOCK
+            return (f"qlora quantises the adapted nn.Linear weights in blocks of {NF4_BLOCK * NF4_SCALER_BLOCK} "
+                    "values, and none of the model's holds a multiple of it: try lora")
+    if way.attention:
+        from harness.workloads.training.attention import attentions, switchable
+        if not switchable(model) and not attentions(model):
+            return (f"{way.attention} chooses the kernel of a transformers model's attention (attn_implementation) "
+                    "or of nn.MultiheadAttention, and the model has neither: drop it")
+    if way.loss == "chunked_loss" and not (spec.loss is None and causal_lm(model)):
+        return ("chunked_loss computes a transformers causal LM's output projection and cross-entropy over chunks "
+                "of tokens" + (", not a loss of the factory's own" if spec.loss is not None else
+                               f", and the model is a {type(model).__name__}") + ": drop it")
+    return None
+
+
+def _attention(model, blocks, token: str) -> None:
+    """The attention knob: a transformers model's own switch, else its ``nn.MultiheadAttention``."""
+    from harness.workloads.training import attention
+    if attention.switchable(model):
+        attention.use_implementation(model, blocks, token)
+    else:
+        attention.use_kernel(model, token)
+
+
+def hidden_states(model):
+    """The forward of a causal LM up to its output projection: its base model's last hidden states."""
+    base = model.base_model
+
+    def forward(*args, **kwargs):
+        return base(*args, **kwargs)[0]
+    return forward
+
+
+def chunked_loss_sum(model):
+    """The ``Trainer``'s loss_sum of a causal LM under chunked_loss: ``hidden_states`` through the
+    output projection and cross-entropy over chunks of tokens (``chunked``), positions at
+    ``IGNORE`` left out, as the default loss sums."""
+    from harness.workloads.training.chunked import chunked_cross_entropy
+    head = model.get_output_embeddings()
+
+    def loss_sum(forward, inputs, targets):
+        count = (targets != IGNORE).sum()
+        if forward is None:
+            return None, count
+        return chunked_cross_entropy(call(forward, inputs[0]), head.weight, targets, bias=head.bias), count
+    return loss_sum
+
+
 def built_on_host(target: str, seq_len: int) -> Spec:
     """The factory's model built on the host, whatever device it trains on: the CPU's generator
     draws other numbers than CUDA's from the same seed, so a model initialised on the device would
@@ -426,20 +508,35 @@ def built_on_host(target: str, seq_len: int) -> Spec:
 
 
 def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
-    """(trainer, work per step) of ``target`` at ``batch`` under ``way``; close the trainer when done."""
+    """(trainer, work per step) of ``target`` at ``batch`` under ``way``; close the trainer when done.
+    The newer knobs are the suite's own pieces (``attention``, ``adapters``, ``chunked``,
+    ``optimizers``, ``trainer.compiled``), applied in the order ``tricks.make_trainer`` applies
+    them: the attention kernel (before checkpointing, so that a recomputed block recomputes with
+    it), the adapters, the placement, qlora's NF4 bases where the placement put them, then the loss
+    and compile."""
     from harness.workloads.training.offload import saving
+    from harness.workloads.training.optimizers import OPTIMIZERS
     from harness.workloads.training.precision import precision
-    from harness.workloads.training.trainer import Trainer
+    from harness.workloads.training.trainer import Trainer, compiled
     torch = need_torch(device)
     prec = precision(way.precision)
     offload = way.offload == "cpu_offload"
     spec = built_on_host(target, seq_len)
     model, blocks = spec.model, blocks_of(spec)
+    refused = misfit(spec, way)
+    if refused:
+        from harness.measure.outcomes import Skip
+        raise Skip(f"{target}: {refused}")
+    if way.attention:
+        _attention(model, blocks, way.attention)
     if way.checkpoint:
         if not blocks:
             raise TargetError(f"{target}: checkpoint needs blocks to recompute and the model has no ModuleList or "
                               "Sequential of like blocks: return blocks=[...] from the factory")
         _checkpointed(model, blocks)
+    if way.lora:
+        from harness.workloads.training.adapters import adapted
+        adapted(model, blocks, way.lora)
     held = contextlib.ExitStack()
     if prec.param_dtype is not None:
         model.to(dtype=prec.param_dtype)
@@ -449,24 +546,46 @@ def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
         offloaded(model, blocks, device)
     else:
         model.to(device)
+    if way.lora == "qlora":
+        from harness.workloads.training.adapters import quantized
+        quantized(model, way.lora)
     torch.manual_seed(SEED)
     inputs, targets = spec.batch(batch, device)
     if prec.param_dtype is not None:
         inputs = _on(inputs, lambda v: v.to(prec.param_dtype) if getattr(v, "is_floating_point", bool)() else v)
-    trainer = Trainer(model, [((inputs,), targets)], loss_sum_of(spec), prec, torch.device(device).type, lr=spec.lr,
-                      saving=saving(torch, way, device))
+    forward, loss_sum = (hidden_states(model), chunked_loss_sum(model)) if way.loss == "chunked_loss" \
+        else (model, loss_sum_of(spec))
+    trainer = Trainer(model, [((inputs,), targets)], loss_sum, prec, torch.device(device).type, lr=spec.lr,
+                      forward=compiled(forward, way.compile), saving=saving(torch, way, device),
+                      optimizer=OPTIMIZERS[way.optimizer], clock_first=way.compiles)
     trainer.on_close.append(held.close)
     return trainer, {"samples": batch}
 
 
 # ---- which ways a model the user brings is tried under ---------------------------------------
 
-def applicable(device: str) -> list[str]:
-    """The registry's single ways a brought model takes (its knobs), fp32 first; on the CPU none
-    that computes in a 16-bit float (no fast units for it there, as the suite's CPU profile)."""
+def applicable(device: str, knobs=OLDER) -> list[str]:
+    """The registry's single ways of ``knobs`` (by default the older ones), fp32 first; on the CPU
+    none that computes in a 16-bit float (no fast units for it there, as the suite's CPU profile)
+    or that has no CPU kernel."""
     from harness.workloads.training import ways
-    return [t for t in ways.SINGLE if ways.REGISTRY[t].knob in KNOBS
-            and not (device == "cpu" and ways.REGISTRY[t].half)]
+    return [t for t in ways.SINGLE if ways.REGISTRY[t].knob in knobs
+            and not (device == "cpu" and (ways.REGISTRY[t].half or ways.REGISTRY[t].cuda_only))]
+
+
+# What each newer knob is tried on beside itself alone: the leading combination of the older ways.
+LEADING = {"cuda": "bf16_autocast+checkpoint", "cpu": "checkpoint"}  # the CPU computes no 16-bit float fast
+
+
+def newer_ways(device: str) -> list[str]:
+    """``--ways newer``: fp32, each newer knob's values alone, the leading combination
+    (``LEADING``), and each value on it; flash attention alone only where it takes fp32 inputs (not
+    on CUDA, whose flash kernels take half inputs only: it runs on the leading combination there)."""
+    from harness.workloads.training import ways
+    singles = applicable(device, NEWER_KNOBS)
+    alone = [t for t in singles if not (t == "attn_flash" and device == "cuda")]
+    lead = LEADING[device]
+    return list(dict.fromkeys(["fp32", *alone, lead, *(ways.canonical(f"{lead}+{t}") for t in singles)]))
 
 
 # Singles that save no memory over another way that is as fast or faster: TF32 and fp16 autocast

@@ -19,7 +19,8 @@ process), so a combination is the pieces together:
 - ``optimizer``: what keeps the optimizer's state: Adam with two fp32 moments (the default),
   torchao's 8-bit AdamW (adamw8bit), Adam with bf16 moments (adam_bf16_state), Adafactor's
   factored second moment (adafactor) or SGD with one momentum buffer (sgd_momentum);
-- ``lora``: the model frozen, low-rank adapters (peft) on its attention and MLP projections trained;
+- ``lora``: the model frozen, low-rank adapters (peft) on its attention and MLP projections trained
+  (lora), the adapted linear layers' frozen weights in 4-bit NF4 beneath them (qlora);
 - ``attention``: the attention kernel: the scores materialised (attn_eager), or SDPA's flash or
   memory-efficient kernel alone (attn_flash, attn_mem_efficient); by default SDPA picks;
 - ``compile``: the model through torch.compile (compile) or its max-autotune mode without CUDA
@@ -67,7 +68,7 @@ class Way:
     channels_last: bool = False
     references: str = ""
     optimizer: str = ""
-    lora: bool = False
+    lora: str = ""
     attention: str = ""
     compile: str = ""
     loss: str = ""
@@ -140,7 +141,7 @@ class Way:
     @property
     def needs(self) -> tuple[str, ...]:
         """The Python modules its knobs need beyond torch."""
-        return tuple(dict.fromkeys(v.needs for v in self.values() if v.needs))
+        return tuple(dict.fromkeys(m for v in self.values() for m in v.modules))
 
     def __str__(self) -> str:
         return self.name
@@ -180,8 +181,13 @@ class Value:
     changes: str = ""  # what of the training it changes ("the model", "the data"): "" where it trains the same
     falls: float | None = None
     compiles: bool = False
-    needs: str = ""
+    needs: str | tuple[str, ...] = ""
     cuda_only: bool = False
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The modules ``needs`` names, each once."""
+        return (self.needs,) if isinstance(self.needs, str) and self.needs else tuple(self.needs or ())
 
     @property
     def said(self) -> str:
@@ -265,6 +271,12 @@ register("sgd_momentum", "optimizer", 0.0, falls=TRAINS, words="SGD with momentu
 # learn than fp32 training them all, so it is held to training at all.
 register("lora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs="peft", words="LoRA adapters",
          changes="the weights trained")
+# QLoRA: the same adapters, the frozen weights beneath the adapted linear layers in 4-bit NF4
+# (torchao's, as torchtune's QLoRA), dequantised for each matmul (the LM's nn.MultiheadAttention,
+# which peft adapts by adding to its weights, stays in its dtype): the forward computes with a
+# rounded copy of the model, and only the adapters train, so it is held to training at all as lora.
+register("qlora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs=("peft", "torchao"), words="QLoRA (NF4 base)",
+         changes="the weights trained")
 # The attention kernels compute one softmax(QK^T)V in other orders of sums (the eager one writes
 # the scores out; flash and memory-efficient tile them): rounding in every layer of every step,
 # amplified as the batch is memorised, held as TF32 is. Flash runs half inputs only on CUDA, from
@@ -291,12 +303,17 @@ def registered(fact) -> tuple[str, ...]:
     return tuple(token for token, value in REGISTRY.items() if fact(value))
 
 
+# The knobs a practitioner is told to try beyond precision, checkpointing and offload: what keeps
+# the optimizer's state, LoRA, the attention kernel, compile, the loss.
+NEWER_KNOBS = ("optimizer", "lora", "attention", "compile", "loss")
 # knob -> the tokens that set it, each to its own name (a flag: to True).
 KNOBS = {f.name: registered(lambda v, knob=f.name: v.knob == knob) for f in fields(Way)}
 FLAGS = {f.name for f in fields(Way) if f.type in (bool, "bool")}
 TOKENS = {token: knob for knob, tokens in KNOBS.items() for token in tokens}
 # Knobs that both decide where the model's parameters live: no placement does both.
-CONFLICTS = ((frozenset({"cpu_embedding", "cpu_offload"}), "both decide where the parameters live"),)
+CONFLICTS = ((frozenset({"cpu_embedding", "cpu_offload"}), "both decide where the parameters live"),
+             # FSDP's offload shards plain weights: QLoRA's 4-bit ones are made on the device after placement
+             (frozenset({"qlora", "cpu_offload"}), "both decide how the frozen weights are kept"))
 # The single ways: one knob each, named as they always were. An allocator setting is none: it is a
 # setting of the process, which a way may add (``expandable+tf32``).
 SINGLE = registered(lambda v: v.knob != "allocator")
@@ -372,7 +389,7 @@ def runnable(way: Way, device: str) -> None:
     import importlib.util
     for module in way.needs:
         if importlib.util.find_spec(module) is None:
-            users = ", ".join(v.token for v in way.values() if v.needs == module)
+            users = ", ".join(v.token for v in way.values() if module in v.modules)
             raise Skip(f"{users} needs {module}, which this Python lacks: pip install 'oombench[ways]'")
     if way.attention == "attn_flash" and device == "cuda" and not REGISTRY[way.precision].half:
         raise Skip(f"{way}: flash attention takes half inputs only on CUDA: add bf16_autocast or fp16_autocast")
