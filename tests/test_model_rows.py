@@ -150,19 +150,29 @@ def test_the_cases_a_budget_decides_are_those_with_a_does_not_fit_record(tmp_pat
     assert what_fits(rows[:1]) == []
 
 
-def test_a_try_table_reads_the_newest_run_of_each_model_on_each_machine_and_no_older_run_beside_it(tmp_path):
+def test_a_try_table_reads_each_answer_from_the_newest_run_that_gave_it_and_no_older_answer_beside_it(tmp_path):
     from harness.report import tables
 
     def tried(run, technique, env=H100, target="tiny", budget="card"):
         return dataclasses.replace(lm(env=env), case="try", run_id=run, params={
             "target": target, "batch": 4, "seq_len": 0, "technique": technique, "budget": budget, "device": "cuda"})
-    old = [tried("20261201T000000-aaaaaa", "bf16_autocast", budget="l4-24gb"), tried("20261201T000000-aaaaaa", "fp32")]
-    new = [tried("20261206T000000-bbbbbb", "bf16_params", budget="l4-24gb"), tried("20261206T000000-bbbbbb", "fp32")]
+    # a run files each way it weighed on the whole card, and under a card the one it chose
+    old = [tried("20261201T000000-aaaaaa", "bf16_autocast", budget="l4-24gb"), tried("20261201T000000-aaaaaa", "fp32"),
+           tried("20261201T000000-aaaaaa", "bf16_autocast")]
+    new = [tried("20261206T000000-bbbbbb", "bf16_params", budget="l4-24gb"), tried("20261206T000000-bbbbbb", "fp32"),
+           tried("20261206T000000-bbbbbb", "bf16_autocast"), tried("20261206T000000-bbbbbb", "bf16_params")]
+    # a later run that weighed other ways: its answers stand beside the newer run's
+    other_ways = [tried("20261207T000000-dddddd", "qlora", budget="l4-24gb"), tried("20261207T000000-dddddd", "fp32"),
+                  tried("20261207T000000-dddddd", "qlora")]
     other = [tried("20261101T000000-cccccc", "fp32", env=H200), tried("20261101T000000-cccccc", "fp32", target="big")]
-    rows = rows_of(tmp_path, *old, *new, *other, lm())
+    rows = rows_of(tmp_path, *old, *new, *other, *other_ways, lm())
     kept = tables.newest_runs(rows, "try")
-    assert sorted((r.record.run_id or "", r.record.params.get("technique", "")) for r in kept) == [
-        ("", ""),  # another case's row is never touched
-        ("20261101T000000-cccccc", "fp32"), ("20261101T000000-cccccc", "fp32"),  # another machine, another model
-        ("20261206T000000-bbbbbb", "bf16_params"), ("20261206T000000-bbbbbb", "fp32")]
-    assert tables.newest_runs(rows, "parallel_lm") == rows  # a case that names no one_run_per keeps every row
+    assert sorted((r.record.run_id or "", r.record.params["budget"] if r.case == "try" else "",
+                   r.record.params.get("technique", "")) for r in kept) == [
+        ("", "", ""),  # another case's row is never touched
+        ("20261101T000000-cccccc", "card", "fp32"), ("20261101T000000-cccccc", "card", "fp32"),  # other machine, model
+        ("20261206T000000-bbbbbb", "card", "bf16_autocast"), ("20261206T000000-bbbbbb", "card", "bf16_params"),
+        ("20261206T000000-bbbbbb", "card", "fp32"), ("20261206T000000-bbbbbb", "l4-24gb", "bf16_params"),
+        ("20261207T000000-dddddd", "card", "fp32"), ("20261207T000000-dddddd", "card", "qlora"),
+        ("20261207T000000-dddddd", "l4-24gb", "qlora")]
+    assert tables.newest_runs(rows, "parallel_lm") == rows  # a case that names no answer_of keeps every row

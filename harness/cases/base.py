@@ -130,10 +130,12 @@ class Case:
     # does (``tricks``: losses from another Adam rate, or a failed check without its steps' time):
     # ``harness todo`` lists its parameters again.
     outdated: Callable[..., bool] = lambda record: False
-    # Parameters whose records on one machine form one answer made by one run (``try``: a model's
-    # ways and its cards, each way's loss held to that run's fp32): a table reads only the newest
-    # run of each, never one run's cells beside another's.
-    one_run_per: tuple = ()
+    # What a record answers, as (what was asked, the answer within it), or None (``try``: a model at
+    # one sequence length; its answer under one card, or one way of it on the whole card). On one
+    # machine a run that gave again every answer an older run gave to the same question replaces
+    # that run's rows: an older choice under a card never stands beside a newer one made from as
+    # many ways, while a run that weighed other ways leaves the earlier answers standing.
+    answer_of: Callable[[Mapping], tuple[tuple, tuple]] | None = None
 
     def upgrade(self, params: Mapping) -> dict:
         """``params`` of a record, with the parameters added since it was filed at ``earlier``'s

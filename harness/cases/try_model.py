@@ -22,6 +22,7 @@ fp32's curve recorded beside. A way whose first step compiles records ``compile_
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 
 from harness.cases.base import Case
 from harness.measure.guards import budget as budgets
@@ -146,8 +147,17 @@ def fp32_curve(run_file, shape: dict, steps: int) -> list[float] | None:
     return None
 
 
+def answer_of(params: Mapping) -> tuple[tuple, tuple]:
+    """(the model at its sequence length, what the record answers of it): under a named card, the
+    run's choice for that card (it files only the way it chose); on the whole card, one way at one
+    batch."""
+    asked = (params.get("target"), params.get("seq_len"))
+    card = params.get("budget") == "card"
+    return asked, (params.get("budget"), *((params.get("technique"), params.get("batch")) if card else ()))
+
+
 CASE = Case(name=CASE_NAME, params=PARAMS, build=build, doc=__doc__, allocator=lambda **_: "torch", keeps_files=True,
-            one_run_per=("target", "seq_len"))
+            answer_of=answer_of)
 
 
 # ---- the models a project tracks: [tool.oombench.models] in its pyproject.toml ----------------

@@ -379,19 +379,22 @@ def _matching(rows: list[Row], case_name: str, where: dict) -> list[Row]:
 
 
 def newest_runs(rows: list[Row], case_name: str) -> list[Row]:
-    """``rows``, less those of ``case_name`` that a newer run of the same ``one_run_per`` values on
-    the same machine has superseded (all of them, where the case names none)."""
-    keys = cases.get(case_name).one_run_per if case_name in cases.MODULES else ()
-    if not keys:
+    """``rows``, less those of ``case_name`` from a run whose every answer to a question (the case's
+    ``answer_of``) a newer run on the same machine gave again (all of them, where the case names none)."""
+    answer_of = cases.get(case_name).answer_of if case_name in cases.MODULES else None
+    if answer_of is None:
         return rows
-
-    def model(r: Row) -> tuple:
-        return (r.machine, *(r.record.params.get(k) for k in keys))
-    newest: dict = {}
+    answers: dict = {}  # (machine, question) -> run id -> what that run answered
     for r in rows:
         if r.case == case_name:
-            newest[model(r)] = max(newest.get(model(r), ""), r.record.run_id or "")
-    return [r for r in rows if r.case != case_name or (r.record.run_id or "") == newest[model(r)]]
+            asked, answer = answer_of(r.record.params)
+            answers.setdefault((r.machine, asked), {}).setdefault(r.record.run_id or "", set()).add(answer)
+
+    def replaced(r: Row) -> bool:
+        runs = answers[(r.machine, answer_of(r.record.params)[0])]
+        gave = runs[r.record.run_id or ""]
+        return any(run > (r.record.run_id or "") and gave <= again for run, again in runs.items())
+    return [r for r in rows if r.case != case_name or not replaced(r)]
 
 
 def _versus_cells(rows: list[Row], case_name: str, down: list[str], across: str, where: dict, versus, at: dict) -> dict:
