@@ -3,14 +3,18 @@ built-in llama-1b is) by the suite's own pieces, against the mechanism it claims
 cannot take refused in one line before anything runs, or left out of `--ways newer`, said; qlora's
 base frozen in NF4; the ways held to a criterion of their own held to it."""
 import contextlib
+import importlib.util
 import io
 from types import SimpleNamespace
 
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("transformers", reason="the models extra is absent: pip install 'oombench[models]'")
-pytest.importorskip("peft", reason="the ways extra is absent: pip install 'oombench[ways]'")
+# Looked up, not imported: importing transformers and peft at collection would cost every worker
+# seconds, where only the one that runs this file needs them.
+for name, extra in (("transformers", "models"), ("peft", "ways")):
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"the {extra} extra is absent: pip install 'oombench[{extra}]'", allow_module_level=True)
 
 from harness.drive.commands import cli, tryout  # noqa: E402
 from harness.measure.outcomes import CheckFailed  # noqa: E402
