@@ -51,8 +51,15 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 # order: a scheduling hint only, which changes what runs in no test.
 LONGEST_FIRST = ("test_kills_ranks.py", "test_try.py", "test_pages_browser.py", "test_fits.py", "test_launch.py",
                  "test_parallel.py", "test_pages.py", "test_kills.py", "test_chainer.py", "test_tricks.py",
-                 "test_asv_front.py", "test_ways_newer.py", "test_docs.py", "test_compare.py",
+                 "test_asv_front.py", "test_try_newer.py", "test_ways_newer.py", "test_docs.py", "test_compare.py",
                  "test_pages_screens.py", "test_pages_hostile.py", "test_ways_out.py", "test_compare_resume.py")
+
+
+def pytest_xdist_auto_num_workers(config):
+    """One worker more than the logical CPUs (``-n auto``): the heaviest tests spend part of their
+    time waiting on the processes they start (ranks, probes, a killed run, asv, Chromium), and a
+    worker more keeps the cores busy meanwhile."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_configure(config):
