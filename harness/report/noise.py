@@ -265,12 +265,13 @@ def compare_rounds(root: Path, exclude: Path | None = None) -> list[Record]:
 
 
 def _rounds(side: Path) -> list[Record]:
-    return [cases.upgraded(r) for r in _loaded(str(side), _stamp(side))]
+    return list(_loaded(str(side), _stamp(side)))
 
 
+# Each compare's floors read every other compare's rounds: read and upgraded once per state of a side.
 @lru_cache(maxsize=256)
 def _loaded(side: str, stamp: tuple) -> tuple[Record, ...]:
-    return tuple(load_any(Path(side)).records)
+    return tuple(cases.upgraded(r) for r in load_any(Path(side)).records)
 
 
 def _stamp(root: Path) -> tuple:
