@@ -49,10 +49,18 @@ with scratch.private_dir("asv") as tmp, asvconf.private_config(Path(sys.argv[1])
 """
 
 
+def from_a_terminal() -> None:
+    """A terminal's job gets SIGTERM and SIGHUP at their defaults, whatever started the tests (under
+    nohup, SIGHUP comes ignored, and the command rightly leaves it so)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def test_a_signal_removes_the_command_s_folders(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(REPO))
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(REPO)], env=env, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(REPO)], env=env, stdout=subprocess.PIPE, text=True,
+                                preexec_fn=from_a_terminal)
         made = [Path(p) for p in proc.stdout.readline().split()]
         assert len(made) == 2 and all(p.is_dir() for p in made)
         proc.send_signal(sig)
