@@ -420,7 +420,9 @@ FAMILIES = (
         "A model brought by its factory (`path/to/file.py:factory`, `package.module:factory`) or a built-in "
         "architecture of transformers' config classes, randomly initialised (`llama-1b`, `llama-3b`, "
         "`gpt2-medium`, `bert-large`, `vit-l16`), trained under each way out of the precision, checkpoint "
-        "and offload knobs, its loss held to fp32's curve as `tricks`' are. `python3 -m harness try TARGET "
+        "and offload knobs (`--ways newer`: also the optimizer, LoRA and QLoRA, attention, compile and "
+        "chunked-loss knobs the model takes), its loss held to fp32's curve as `tricks`' are, or to a "
+        "falling loss where the knob trains other weights or by another rule. `python3 -m harness try TARGET "
         "--batch B [--seq-len S] --card NAME...` trains every way on the whole card (the `card` column), then "
         "under each named card's emulation the fastest way whose peak fits it: that cell is its answer for "
         "the card. Models named in a project's pyproject.toml (`[tool.oombench.models]`) run the same case "
@@ -429,11 +431,21 @@ FAMILIES = (
               title="Each model's ways on the whole card, and the answer under each card",
               text="One row per model, batch, sequence length (0: the factory's own) and way, one column per "
                    "card: `card` is the whole card every way trained on, a named card holds the way `harness "
-                   "try` answered for it (the fastest whose peak fit), run under that card's emulation; each model's "
-                   "cells are its newest `try` on that GPU, never an older one's beside them. The "
+                   "try` answered for it (the fastest whose peak fit), run under that card's emulation. A newer "
+                   "`try` on a GPU replaces an older one's cells where it gave again every answer the older one "
+                   "gave; one that weighed other ways (`--ways`) leaves them standing beside its own. The "
                    "command that made a row is `python3 -m harness try TARGET --batch B --seq-len S --card` "
-                   "with that row's values and the columns' cards.",
-              bench=(Select("models"),), quiet=True, each_machine=True),)),
+                   "with that row's values and the columns' cards (and `--ways` its way).",
+              bench=(Select("models"),), quiet=True, each_machine=True),
+         Spec("try", "technique", show="step,peak,loss,compile", versus="technique=fp32", rank=True,
+              card=RANKED_CARD, each_machine=True, quiet=True,
+              where=("target=llama-1b", "batch=4", "seq_len=2048", "budget=card"),
+              title="The 1B Llama-style decoder's ways, ranked under a 24 GB card",
+              text="The whole-card rows of `llama-1b` at batch 4 of 2048 tokens, every way any `try` of it ran, "
+                   "ranked for an L4 (24 GB) as the LM's ways are: those whose device peak is within the card's "
+                   "total by their step on that GPU, fastest first, then those past it. Step and peak also as a "
+                   "multiple of fp32's; a way that compiles has that time apart.",
+              bench=(Select("models"),)),)),
 )
 # The headline: every technique on the LM, each figure against fp32 on the same card.
 @dataclass(frozen=True)
