@@ -120,7 +120,7 @@ def test_a_way_run_under_a_card_that_cannot_run_it_is_read_as_skipped_with_why_a
 
 def test_no_table_or_answer_names_a_way_as_the_answer_of_a_card_that_cannot_run_it(p100_answers):
     _, rows = p100_answers
-    (spec,) = [s for f in specs.FAMILIES if f.name == "models" for s in f.specs]
+    spec = next(s for f in specs.FAMILIES if f.name == "models" for s in f.specs)  # the table of every model
     text = spec.render(rows)
     row = {cells[0]: cells[1:] for cells in (line.strip("| ").split(" | ") for line in plain(text).splitlines()[2:])
            if cells[0].startswith("vit-l16, 32, 0, bf16")}
