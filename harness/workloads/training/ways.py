@@ -141,7 +141,7 @@ class Way:
     @property
     def needs(self) -> tuple[str, ...]:
         """The Python modules its knobs need beyond torch."""
-        return tuple(dict.fromkeys(m for v in self.values() for m in v.modules))
+        return tuple(dict.fromkeys(m for v in self.values() for m in v.needs))
 
     def __str__(self) -> str:
         return self.name
@@ -181,13 +181,8 @@ class Value:
     changes: str = ""  # what of the training it changes ("the model", "the data"): "" where it trains the same
     falls: float | None = None
     compiles: bool = False
-    needs: str | tuple[str, ...] = ""
+    needs: tuple[str, ...] = ()  # the Python modules beyond torch it imports
     cuda_only: bool = False
-
-    @property
-    def modules(self) -> tuple[str, ...]:
-        """The modules ``needs`` names, each once."""
-        return (self.needs,) if isinstance(self.needs, str) and self.needs else tuple(self.needs or ())
 
     @property
     def said(self) -> str:
@@ -262,14 +257,14 @@ register("keep_references", "references", ROUNDING, only=ONLY_LM)
 # Held to training at all: the loss falls within the run by five times the gap rounding alone may
 # open (``ROUNDING``), a fall no drift of the sums makes; a model that does not learn stays put.
 TRAINS = 5 * ROUNDING
-register("adamw8bit", "optimizer", 5e-2, capability=VOLTA, compiles=True, needs="torchao", words="8-bit AdamW")
-register("adam_bf16_state", "optimizer", 3e-2, capability=VOLTA, compiles=True, needs="torchao",
+register("adamw8bit", "optimizer", 5e-2, capability=VOLTA, compiles=True, needs=("torchao",), words="8-bit AdamW")
+register("adam_bf16_state", "optimizer", 3e-2, capability=VOLTA, compiles=True, needs=("torchao",),
          words="Adam with bf16 moments")
 register("adafactor", "optimizer", 0.0, falls=TRAINS, words="Adafactor", changes="the optimizer")
 register("sgd_momentum", "optimizer", 0.0, falls=TRAINS, words="SGD with momentum", changes="the optimizer")
 # LoRA trains adapters of rank ``tricks.LORA_RANK`` on a frozen model: fewer weights, slower to
 # learn than fp32 training them all, so it is held to training at all.
-register("lora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs="peft", words="LoRA adapters",
+register("lora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs=("peft",), words="LoRA adapters",
          changes="the weights trained")
 # QLoRA: the same adapters, the frozen weights beneath the adapted linear layers in 4-bit NF4
 # (torchao's, as torchtune's QLoRA), dequantised for each matmul (the LM's nn.MultiheadAttention,
@@ -389,7 +384,7 @@ def runnable(way: Way, device: str) -> None:
     import importlib.util
     for module in way.needs:
         if importlib.util.find_spec(module) is None:
-            users = ", ".join(v.token for v in way.values() if module in v.modules)
+            users = ", ".join(v.token for v in way.values() if module in v.needs)
             raise Skip(f"{users} needs {module}, which this Python lacks: pip install 'oombench[ways]'")
     if way.attention == "attn_flash" and device == "cuda" and not REGISTRY[way.precision].half:
         raise Skip(f"{way}: flash attention takes half inputs only on CUDA: add bf16_autocast or fp16_autocast")
