@@ -89,10 +89,16 @@ def groups() -> dict:
     return {"default": user_model.default_ways, "all": user_model.every_way, "newer": user_model.newer_ways}
 
 
+def items(args) -> list[str]:
+    """What ``--ways`` lists, ways and group names, in its order; none where it is not given."""
+    return [w.strip() for w in (args.ways or "").split(",") if w.strip()]
+
+
 def chosen_ways(args, device: str) -> list[str]:
     from harness.workloads.training import ways
-    named = [w.strip() for w in (args.ways or "default").split(",") if w.strip()] or ["default"]
-    listed = [w for item in named for w in (groups()[item](device) if item in groups() else [ways.canonical(item)])]
+    named = groups()
+    listed = [w for item in items(args) or ["default"]
+              for w in (named[item](device) if item in named else [ways.canonical(item)])]
     return list(dict.fromkeys(["fp32", *listed]))  # fp32 first: every way's loss is held to its curve
 
 
@@ -100,7 +106,8 @@ def asked_by_name(args) -> list[str]:
     """The ways ``--ways`` names one by one (not through a group): a model that cannot take one of
     them is refused, where a group's are left out, said."""
     from harness.workloads.training import ways
-    return [ways.canonical(w.strip()) for w in (args.ways or "").split(",") if w.strip() and w.strip() not in groups()]
+    named = groups()
+    return [ways.canonical(w) for w in items(args) if w not in named]
 
 
 def results_of(args) -> Path:
@@ -182,8 +189,7 @@ class Try:
         (named or not) and ``newer``'s are last resorts."""
         from harness.measure.guards.budget import CARDS
         from harness.workloads.training.ways import parse
-        groups_named = [w.strip() for w in (self.args.ways or "").split(",")]
-        if way in asked_by_name(self.args) or "all" in groups_named or parse(way).offload != "cpu_offload":
+        if way in asked_by_name(self.args) or "all" in items(self.args) or parse(way).offload != "cpu_offload":
             return False
         # a card that cannot run the last resort itself (a P100 and bf16 parameters) does not ask for it
         return all(CARDS[c].lacks(parse(way).capability)
