@@ -1,4 +1,3 @@
-import importlib.util
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 
 from harness.drive import bytecode
 from harness.drive.asv.bench import RUN_ENV
+from harness.drive.commands.bootstrap import WARM_FOR_TESTS
 from harness.measure.instruments.devices import GPU, Devices
 from harness.measure.records.store import RecordStore, RunContext
 from harness.report import tables as _tables
@@ -41,8 +41,11 @@ settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("thorough", max_examples=10_000, deadline=None)
 settings.load_profile(os.environ.get("OOMBENCH_HYPOTHESIS", "ci"))
 
+# No GPU here: without a software rasteriser nor GPU compositing, Chromium paints on its CPU path
+# alone, which spends less of the cores the other workers share.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-software-rasterizer", "--disable-gpu-compositing", "--disable-extensions", "--mute-audio"]
 
 # xdist hands each worker whole files (`--dist loadfile`) in the order they are collected
 # (`--no-loadscope-reorder`: by default it hands them out by their count of tests, most first, which
@@ -63,10 +66,10 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_configure(config):
-    """Before xdist starts its workers: where torch has no bytecode in the cache yet (a fresh
-    clone under ``PYTHONDONTWRITEBYTECODE``, whose cache is the clone's own), import here once what
-    every worker imports as it collects, which compiles it into the cache, rather than have each
-    worker compile the same modules at the same time."""
+    """Before xdist starts its workers: where the cache lacks the bytecode of the libraries the
+    tests import (a fresh clone under ``PYTHONDONTWRITEBYTECODE``, whose cache is the clone's own,
+    run by plain pytest; `harness test` has done this as it set up), compile them once into it,
+    rather than have each worker compile the same modules at the same time."""
     workers_to_start = getattr(config.option, "dist", "no") != "no" and not config.option.collectonly
     if os.environ.get("PYTEST_XDIST_WORKER") or not workers_to_start:
         return
@@ -74,10 +77,7 @@ def pytest_configure(config):
     if os.environ.get(bytecode.OFF) and not prefix:
         return  # the workers keep no bytecode either: nothing compiled here would serve them
     sys.pycache_prefix, sys.dont_write_bytecode = prefix, False  # where and as the workers will
-    spec = importlib.util.find_spec("torch")
-    if spec is not None and spec.origin and not Path(importlib.util.cache_from_source(spec.origin)).exists():
-        import scipy.stats  # noqa: F401
-        import torch  # noqa: F401
+    bytecode.warm(os.environ, WARM_FOR_TESTS)
 
 
 def pytest_collection_modifyitems(items):

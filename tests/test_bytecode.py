@@ -69,3 +69,26 @@ def test_asv_benchmarks_and_compare_runs_get_the_cache(monkeypatch, tmp_path):
         f"    print(json.dumps([os.environ.get({OFF!r}), os.environ.get({PREFIX!r})]))\n")
     bench = compare.todo.Bench("ceilings", "Host", (), "", "ceilings", json.dumps({"probe": "host_copy"}))
     assert json.loads(compare.measure_in(tree, ctx, bench)) == [None, str(bytecode.CACHE)]
+
+
+def test_warming_compiles_what_the_cache_lacks_once_past_a_module_that_fails(source, monkeypatch):
+    """`harness test` compiles the tests' libraries into the cache before pytest's workers start: a
+    package's submodule included, found without importing it here, and a module that raises as it
+    is imported stops none of the others."""
+    (source / "src/pkg/sub").mkdir(parents=True)
+    (source / "src/pkg/__init__.py").write_text("")
+    (source / "src/pkg/sub/__init__.py").write_text("")
+    (source / "src/pkg/sub/deep.py").write_text("Y = 2\n")
+    (source / "src/broken.py").write_text("raise RuntimeError('needs a GPU')\n")
+    monkeypatch.syspath_prepend(str(source / "src"))
+    cache = source / "cache"
+    env = {k: v for k, v in os.environ.items() if k != OFF} | {PREFIX: str(cache), "PYTHONPATH": str(source / "src")}
+    wanted = ("broken", "pkg.sub.deep", "mod")
+    assert [bytecode.cached(m, cache) for m in wanted] == [False, False, False]
+    assert bytecode.warm(env, wanted) is True
+    assert [bytecode.cached(m, cache) for m in wanted] == [True, True, True]
+    assert pycs(source / "src") == []  # into the cache, never beside the sources
+    written = {p: p.stat().st_mtime_ns for p in cache.rglob("*.pyc")}
+    assert bytecode.warm(env, wanted) is False  # nothing left to do: no process started
+    assert {p: p.stat().st_mtime_ns for p in cache.rglob("*.pyc")} == written
+    assert bytecode.warm({k: v for k, v in env.items() if k != PREFIX}, wanted) is False  # no cache named

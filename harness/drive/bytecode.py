@@ -10,6 +10,9 @@ What a case measures is untouched: it times its steps, long after the imports.
 """
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,3 +31,36 @@ def for_children(environ: Mapping[str, str], cache: Path = CACHE) -> dict[str, s
         del env[OFF]
         env[PREFIX] = str(cache)
     return env
+
+
+def cached(module: str, cache: str | Path) -> bool:
+    """Whether ``module`` (dotted) has its bytecode under ``cache``, found without importing it: a
+    package's submodule is looked up beside the package's own files."""
+    top, _, rest = module.partition(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return True  # not there, or not Python source: nothing of it to compile
+    path = Path(spec.origin).parent.joinpath(*rest.split(".")) if rest else Path(spec.origin)
+    source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    kept = sys.pycache_prefix
+    try:
+        sys.pycache_prefix = str(cache)
+        return Path(importlib.util.cache_from_source(str(source))).exists()
+    finally:
+        sys.pycache_prefix = kept
+
+
+def warm(environ: Mapping[str, str], modules: tuple[str, ...]) -> bool:
+    """Compile ``modules`` into the cache ``environ`` names, by importing them in one process, where
+    any of them is not there yet; False where there is nothing to do. Processes started after it
+    (pytest's workers, each of which would compile the same modules at the same time) read it."""
+    cache = environ.get(PREFIX)
+    todo = [m for m in modules if cache and not cached(m, cache)]
+    if not todo:
+        return False
+    print(f"oombench: compiling {', '.join(todo)} into {cache} (once)", file=sys.stderr, flush=True)
+    # One module failing to import (a library that needs a GPU, or is absent) stops none of the others.
+    script = "import importlib\nfor m in %r:\n    try: importlib.import_module(m)\n    except Exception: pass\n" % todo
+    subprocess.run([sys.executable, "-c", script], env=dict(environ), stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return True
