@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from harness.measure.records.store import PROBES_SUFFIX, RecordStore, read_lines
-from harness.report import markdown
+from harness.report import markdown, search_cost
 from harness.report.model import Row
 from harness.report.tables import machine_label
 from harness.workloads.search import fits, predict
@@ -217,7 +217,7 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     lines = [f"# {title}", "", text, "", "## Score", ""]
     lines += markdown.table(["GPU", "estimator", "cells", "largest within one step", "peak within 3%", "refused"],
                             summary(found))
-    lines += ["", "## Cell by cell", ""]
+    lines += ["", *search_cost.section(rows), "## Cell by cell", ""]
     lines += markdown.table(HEADER, rows_of(found))
     refused = sorted({c.refused for c in found if c.refused})
     lines += ["", "Sizes are the predicted largest size less the measured one, in search steps (one sample, or "

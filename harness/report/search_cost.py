@@ -1,0 +1,84 @@
+"""What the what-fits searches cost in device time: each cell searched more than once, its latest
+search against the one before it, and whether both answered the same.
+
+A search's record times the whole search (its probes, each a fresh process, side by side or not)
+as its one sample. Two searches of one cell on two boxes of one kind differ with the host as any
+step does; the table says which runs and commits it compares, never why they differ.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+
+from harness.report import markdown
+from harness.report.model import Row
+from harness.report.tables import machine_label
+
+HEADER = ["GPU", "cells searched again", "same answer", "earlier searches", "latest searches", "latest / earlier",
+          "latest from the predictor", "latest commits"]
+
+
+@dataclass(frozen=True)
+class Pair:
+    earlier: Row
+    latest: Row
+
+    def seconds(self) -> tuple[float, float]:
+        return _seconds(self.earlier), _seconds(self.latest)
+
+    def same_answer(self) -> bool:
+        return self.earlier.record.check.get("max_batch") == self.latest.record.check.get("max_batch")
+
+    def predicted(self) -> bool:
+        return bool(self.latest.record.check.get("prediction"))
+
+
+def _seconds(row: Row) -> float:
+    return float(row.record.timing.median_s)
+
+
+def _searched(row: Row) -> bool:
+    rec = row.record
+    answered = rec.case == "fits" and rec.outcome == "ok" and rec.check.get("max_batch") is not None
+    return answered and rec.timing is not None
+
+
+def pairs(rows: list[Row]) -> dict[str, list[Pair]]:
+    """For each GPU, one pair a cell that two runs or more searched: the latest search and the one
+    before it, from another run."""
+    runs = defaultdict(list)
+    for row in rows:
+        if _searched(row):
+            runs[(machine_label(row), json.dumps(row.record.params, sort_keys=True))].append(row)
+    found = defaultdict(list)
+    for (gpu, _), searched in sorted(runs.items()):
+        searched.sort(key=lambda r: r.record.created)
+        latest = searched[-1]
+        earlier = [r for r in searched if r.record.run_id != latest.record.run_id]
+        if earlier:
+            found[gpu].append(Pair(earlier[-1], latest))
+    return dict(found)
+
+
+def _line(gpu: str, found: list[Pair]) -> list[str]:
+    before = sum(p.seconds()[0] for p in found)
+    after = sum(p.seconds()[1] for p in found)
+    commits = sorted({p.latest.record.commit[:8] for p in found})
+    return [gpu, str(len(found)), f"{sum(p.same_answer() for p in found)} of {len(found)}", f"{before:,.0f} s",
+            f"{after:,.0f} s", f"{after / before:.2f}" if before else "-",
+            f"{sum(p.predicted() for p in found)} of {len(found)}", ", ".join(markdown.inline(c) for c in commits)]
+
+
+def section(rows: list[Row]) -> list[str]:
+    """The markdown section: a line a GPU, or a sentence where no cell was searched twice."""
+    found = pairs(rows)
+    lines = ["## What the searches cost", ""]
+    if not found:
+        return lines + ["No cell has been searched by two runs yet.", ""]
+    lines += ["Each cell that two runs or more searched: its latest search against the one before it (another "
+              "run), in device seconds a search takes (its probes included), summed over the cells; "
+              "\"from the predictor\": the latest search's record keeps the prediction it started from. "
+              "Host-bound probes differ between boxes of one kind as any host-bound step does.", ""]
+    lines += markdown.table(HEADER, [_line(gpu, found[gpu]) for gpu in sorted(found)])
+    return lines + [""]

@@ -1,0 +1,52 @@
+"""What the what-fits searches cost: each cell's latest search against the one before it."""
+from gate_records import H100, H200, fits
+
+from harness.measure.records.record import Record
+from harness.report import search_cost
+from harness.report.model import Row
+
+
+def rows(*recs: dict) -> list[Row]:
+    return [Row(f"r-{i}", Record.from_dict(rec), "results/records/x.jsonl", i + 1) for i, rec in enumerate(recs)]
+
+
+def search(budget, answer, seconds, run, created, gpu=H100, commit="c" * 40, predicted=False):
+    rec = fits(budget, answer, median=seconds, gpu=gpu, run=run, created=created, commit=commit)
+    if predicted:
+        rec["check"]["prediction"] = {"largest": answer, "law": "linear"}
+    return rec
+
+
+def test_the_latest_search_of_a_cell_is_set_against_the_one_before_it_from_another_run():
+    found = search_cost.pairs(rows(
+        search("24GB", 16, 40.0, "20990101T000000-aaaaaa", 1.0),  # the oldest: not compared
+        search("24GB", 16, 30.0, "20990102T000000-bbbbbb", 2.0),
+        search("24GB", 16, 12.0, "20990103T000000-cccccc", 3.0, predicted=True),
+        search("40GB", 28, 50.0, "20990102T000000-bbbbbb", 2.0),
+        search("40GB", 27, 20.0, "20990103T000000-cccccc", 3.0),
+        search("80GB", 56, 60.0, "20990103T000000-cccccc", 3.0),  # searched once: no pair
+        search("24GB", 21, 25.0, "20990102T000000-bbbbbb", 2.0, gpu=H200),
+        search("24GB", 21, 15.0, "20990102T000000-bbbbbb", 2.5, gpu=H200),  # the same run again: no pair
+    ))
+    assert list(found) == ["H100 80GB HBM3"]
+    pairs = sorted(found["H100 80GB HBM3"], key=lambda p: p.latest.record.params["budget"])
+    assert [p.seconds() for p in pairs] == [(30.0, 12.0), (50.0, 20.0)]
+    assert [p.same_answer() for p in pairs] == [True, False]
+    assert [p.predicted() for p in pairs] == [True, False]
+
+
+def test_the_section_sums_each_gpus_pairs_and_names_the_latest_commits():
+    lines = search_cost.section(rows(
+        search("24GB", 16, 30.0, "20990102T000000-bbbbbb", 2.0, commit="a" * 40),
+        search("24GB", 16, 12.0, "20990103T000000-cccccc", 3.0, commit="b" * 40, predicted=True),
+        search("40GB", 28, 50.0, "20990102T000000-bbbbbb", 2.0, commit="a" * 40),
+        search("40GB", 27, 20.0, "20990103T000000-cccccc", 3.0, commit="b" * 40),
+    ))
+    [line] = [row for row in lines if row.startswith("| H100")]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == ["H100 80GB HBM3", "2", "1 of 2", "80 s", "32 s", "0.40", "1 of 2", "bbbbbbbb"]
+
+
+def test_without_a_cell_searched_twice_the_section_says_so():
+    lines = search_cost.section(rows(search("24GB", 16, 30.0, "20990102T000000-bbbbbb", 2.0)))
+    assert "No cell has been searched by two runs yet." in lines and not any(r.startswith("| ") for r in lines)
