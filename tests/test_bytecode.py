@@ -91,4 +91,9 @@ def test_warming_compiles_what_the_cache_lacks_once_past_a_module_that_fails(sou
     written = {p: p.stat().st_mtime_ns for p in cache.rglob("*.pyc")}
     assert bytecode.warm(env, wanted) is False  # nothing left to do: no process started
     assert {p: p.stat().st_mtime_ns for p in cache.rglob("*.pyc")} == written
-    assert bytecode.warm({k: v for k, v in env.items() if k != PREFIX}, wanted) is False  # no cache named
+    (source / "src/fresh.py").write_text("Z = 3\n")
+    off = {k: v for k, v in env.items() if k != PREFIX} | {OFF: "1"}
+    assert bytecode.warm(off, ("fresh",)) is False  # writing off and no cache named: nothing would be kept
+    assert not bytecode.cached("fresh", cache) and not bytecode.cached("fresh", None)
+    on = {k: v for k, v in env.items() if k not in (PREFIX, OFF)}
+    assert bytecode.warm(on, ("fresh",)) is True and bytecode.cached("fresh", None)  # beside it, as Python keeps it

@@ -33,9 +33,10 @@ def for_children(environ: Mapping[str, str], cache: Path = CACHE) -> dict[str, s
     return env
 
 
-def cached(module: str, cache: str | Path) -> bool:
-    """Whether ``module`` (dotted) has its bytecode under ``cache``, found without importing it: a
-    package's submodule is looked up beside the package's own files."""
+def cached(module: str, cache: str | Path | None) -> bool:
+    """Whether ``module`` (dotted) has its bytecode under ``cache`` (None: beside its source, in
+    ``__pycache__``), found without importing it: a package's submodule is looked up beside the
+    package's own files."""
     top, _, rest = module.partition(".")
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
@@ -44,21 +45,25 @@ def cached(module: str, cache: str | Path) -> bool:
     source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     kept = sys.pycache_prefix
     try:
-        sys.pycache_prefix = str(cache)
+        sys.pycache_prefix = str(cache) if cache else None
         return Path(importlib.util.cache_from_source(str(source))).exists()
     finally:
         sys.pycache_prefix = kept
 
 
 def warm(environ: Mapping[str, str], modules: tuple[str, ...]) -> bool:
-    """Compile ``modules`` into the cache ``environ`` names, by importing them in one process, where
-    any of them is not there yet; False where there is nothing to do. Processes started after it
-    (pytest's workers, each of which would compile the same modules at the same time) read it."""
+    """Compile ``modules`` where ``environ`` keeps bytecode (the cache it names, else beside the
+    sources), by importing them in one process, where any of them is not there yet; False where
+    there is nothing to do or nowhere to keep it. Processes started after it (pytest's workers,
+    each of which would compile the same modules at the same time) read it."""
     cache = environ.get(PREFIX)
-    todo = [m for m in modules if cache and not cached(m, cache)]
+    if environ.get(OFF) and not cache:
+        return False  # nothing compiled would be kept
+    todo = [m for m in modules if not cached(m, cache)]
     if not todo:
         return False
-    print(f"oombench: compiling {', '.join(todo)} into {cache} (once)", file=sys.stderr, flush=True)
+    print(f"oombench: compiling {', '.join(todo)} into {cache or 'their __pycache__'} (once)", file=sys.stderr,
+          flush=True)
     # One module failing to import (a library that needs a GPU, or is absent) stops none of the others.
     script = "import importlib\nfor m in %r:\n    try: importlib.import_module(m)\n    except Exception: pass\n" % todo
     subprocess.run([sys.executable, "-c", script], env=dict(environ), stdin=subprocess.DEVNULL,
