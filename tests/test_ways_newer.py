@@ -116,6 +116,36 @@ def test_compile_keeps_its_time_apart_from_the_step(monkeypatch):
     assert trainer.compile_s == first - second and 0.5 < trainer.compile_s < first, trainer.first_steps_s
 
 
+@pytest.mark.parametrize("wraps", [False, True], ids=["raised", "wrapped by the compiler"])
+def test_a_first_step_that_compiles_past_the_limit_is_a_skip_saying_so_and_the_alarm_is_put_back(monkeypatch, wraps):
+    """A compile that would outlast asv's limit ends its case with the reason, whether the alarm's
+    exception comes out as raised or wrapped (as dynamo wraps a backend's error); the step after
+    the first, and any other code, runs with SIGALRM and the timer as they were."""
+    import signal
+
+    from harness.workloads.training import trainer as trainer_module
+
+    def slow(fn, **kwargs):
+        def first_call_compiles(*args):
+            try:
+                time.sleep(30)
+            except BaseException as e:
+                if wraps:
+                    raise RuntimeError("backend compiler failed") from e
+                raise
+            return fn(*args)
+        return first_call_compiles
+    monkeypatch.setattr(torch, "compile", slow)
+    monkeypatch.setattr(trainer_module, "COMPILE_LIMIT_S", 0.3)
+    before = signal.getsignal(signal.SIGALRM)
+    trainer, _ = make_trainer(**dict(STEP, way=parse("compile")))
+    start = time.perf_counter()
+    with pytest.raises(Skip, match=r"had not ended after 0 s, so it was stopped there, inside asv's 600 s limit"):
+        trainer.step()
+    assert time.perf_counter() - start < 10  # stopped at the limit, not at the end of the sleep
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
 def test_a_missing_package_and_an_impossible_kernel_skip_naming_the_fix(monkeypatch):
     import importlib.util
     real = importlib.util.find_spec

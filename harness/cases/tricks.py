@@ -60,7 +60,8 @@ from and the reference are recorded. A way with a knob that trains other weights
 check (``criterion``): its last loss below its first by ``ways.TRAINS`` of it; fp32's curve and the
 gap to it are recorded beside, not held against it. A way whose first step compiles
 (``compile``, and torchao's optimizers) records ``compile_s``: what that warm-up step took beyond
-the second (neither is timed).
+the second (neither is timed); one still compiling past ``trainer.COMPILE_LIMIT_S`` is stopped, and
+the case skipped with that reason, inside asv's limit for a benchmark.
 """
 from __future__ import annotations
 

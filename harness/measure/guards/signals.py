@@ -33,3 +33,22 @@ def _put_back(before: Mapping[int, Callable]) -> Iterator[None]:
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def alarm(seconds: float, expired: Callable[[], BaseException]) -> Iterator[list]:
+    """Past ``seconds`` of real time inside the block, ``expired()`` raised in the main thread (once).
+    Yields a list that holds True once it fired, so that a caller whose callee caught and wrapped the
+    exception still knows. The timer and SIGALRM's handler are put back on the way out."""
+    fired = []
+
+    def handler(signum, frame):
+        if not fired:
+            fired.append(True)
+            raise expired()
+    with handlers({signal.SIGALRM: handler}):
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield fired
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)

@@ -16,7 +16,10 @@ allocated through it, so the next forward runs beside them.
 from __future__ import annotations
 
 import contextlib
+import threading
 
+from harness.measure.guards.signals import alarm
+from harness.measure.outcomes import Skip
 from harness.workloads.training.precision import Precision
 
 LR, LR_WIDTH = 1e-3, 1024  # Adam's rate, as chosen for transformers up to LR_WIDTH wide (and for ResNet50)
@@ -34,6 +37,10 @@ def learning_rate(width: int) -> float:
 
 # torch.compile's mode by the compile knob's value
 COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
+# A first step that compiles is stopped past this, so that its case ends with the reason, inside
+# asv's 600 s limit for a benchmark, rather than being killed with none (the rest of the limit is
+# for the process, the timed steps and the loss check).
+COMPILE_LIMIT_S = 480.0
 
 
 def compiled(forward, token: str):
@@ -138,11 +145,32 @@ class Trainer:
         if self.clock_first and len(self.first_steps_s) < 2:
             import time
             start = time.perf_counter()
-            self._step()
-            self.losses[-1].item()  # waits for the step's kernels
+            with self._compile_limit() if not self.first_steps_s else contextlib.nullcontext():
+                self._step()
+                self.losses[-1].item()  # waits for the step's kernels
             self.first_steps_s.append(time.perf_counter() - start)
         else:
             self._step()
+
+    @contextlib.contextmanager
+    def _compile_limit(self):
+        """The first step, which compiles, within ``COMPILE_LIMIT_S``: past it, a Skip that says so
+        (however the compiler wrapped the alarm's exception). Timers are the main thread's alone."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        limit = COMPILE_LIMIT_S
+        def too_slow():
+            return Skip(f"its first step, which compiles, had not ended after {limit:.0f} s, so it was stopped "
+                        "there, inside asv's 600 s limit for a benchmark: this way compiles too slowly here to "
+                        "be timed")
+        with alarm(limit, too_slow) as fired:
+            try:
+                yield
+            except BaseException as e:
+                if fired and not isinstance(e, Skip):
+                    raise too_slow() from e
+                raise
 
     @property
     def compile_s(self) -> float | None:
