@@ -162,8 +162,8 @@ class Trainer:
         limit = COMPILE_LIMIT_S
         def too_slow():
             return Skip(f"its first step, which compiles, had not ended after {limit:.0f} s, so it was stopped "
-                        "there, inside asv's 600 s limit for a benchmark: this way compiles too slowly here to "
-                        "be timed")
+                        "there: this way compiles too slowly here to be timed within a benchmark's 600 s (asv's "
+                        "limit, which would end it with no reason)")
         with alarm(limit, too_slow) as fired:
             try:
                 yield
