@@ -7,7 +7,6 @@ step does; the table says which runs and commits it compares, never why they dif
 """
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -50,7 +49,7 @@ def pairs(rows: list[Row]) -> dict[str, list[Pair]]:
     runs = defaultdict(list)
     for row in rows:
         if _searched(row):
-            runs[(machine_label(row), json.dumps(row.record.params, sort_keys=True))].append(row)
+            runs[(machine_label(row), row.params_key)].append(row)
     found = defaultdict(list)
     for (gpu, _), searched in sorted(runs.items()):
         searched.sort(key=lambda r: r.record.created)
