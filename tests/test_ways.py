@@ -117,6 +117,8 @@ def test_each_value_carries_the_facts_the_check_and_the_search_have_always_held_
     # the ways held to training at all, not to Adam's curve; those that compile on their first step
     assert ways.registered(lambda v: v.falls is not None) == ("adafactor", "sgd_momentum", "lora", "qlora")
     assert ways.COMPILES == ("adamw8bit", "adam_bf16_state", "compile", "compile_max_autotune")
+    # priced on the GPU alone though it runs on the CPU: left out of the CPU profile
+    assert ways.GPU_PRICED == ("qlora",)
     # the 16-bit ones: TF32 keeps fp32 tensors, so it is no half precision
     assert ways.HALF == ("fp16_autocast", "bf16_autocast", "bf16_params")
 

@@ -36,11 +36,10 @@ from harness.workloads.training.tricks import IMAGE_ONLY, TECHNIQUES
 # and channels_last, which the CPU's LM skips.
 HALF_PRECISIONS = ways.HALF
 # What torch.compile builds on the first step takes minutes on two cores, and its price is the
-# GPU's question; a knob with no CPU kernel only skips: the CPU part leaves those ways out too.
-# So does qlora: LoRA's step on a base dequantised at every matmul, whose price is the GPU's
-# question too (lora itself runs here).
+# GPU's question; a knob with no CPU kernel only skips: the CPU part leaves those ways out too,
+# and those whose price is the GPU's question alone (``Value.gpu_priced``).
 CPU_TECHNIQUES = tuple(t for t in TECHNIQUES
-                       if t not in HALF_PRECISIONS + IMAGE_ONLY + ways.COMPILES + ways.CUDA_ONLY + ("qlora",))
+                       if t not in HALF_PRECISIONS + IMAGE_ONLY + ways.COMPILES + ways.CUDA_ONLY + ways.GPU_PRICED)
 CPU = [Select("ceilings", "Host"), Select("chainer_pool", "GcnCpu", "TorchGcnCpu", "MlpCpu", "CnnCpu"),
        Select("parallel", "LmCpuSingle", "LmCpu", "LmCpuPipeline"),
        Select("tricks", "TricksCpu", technique=CPU_TECHNIQUES)]

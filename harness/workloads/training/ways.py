@@ -183,6 +183,9 @@ class Value:
     compiles: bool = False
     needs: tuple[str, ...] = ()  # the Python modules beyond torch it imports
     cuda_only: bool = False
+    # Its price is the GPU's question alone, though it runs on the CPU (qlora: LoRA's step on a
+    # base dequantised at every matmul): the suite's CPU profile leaves it out, as it does compiles.
+    gpu_priced: bool = False
 
     @property
     def said(self) -> str:
@@ -271,7 +274,7 @@ register("lora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs=("peft",), words
 # which peft adapts by adding to its weights, stays in its dtype): the forward computes with a
 # rounded copy of the model, and only the adapters train, so it is held to training at all as lora.
 register("qlora", "lora", 0.0, only=ONLY_LM, falls=TRAINS, needs=("peft", "torchao"), words="QLoRA (NF4 base)",
-         changes="the weights trained")
+         changes="the weights trained", gpu_priced=True)
 # The attention kernels compute one softmax(QK^T)V in other orders of sums (the eager one writes
 # the scores out; flash and memory-efficient tile them): rounding in every layer of every step,
 # amplified as the batch is memorised, held as TF32 is. Flash runs half inputs only on CUDA, from
@@ -318,6 +321,7 @@ GROWS_ON_HOST = registered(lambda v: v.grows_on_host)
 HALF = registered(lambda v: v.half)
 COMPILES = registered(lambda v: v.compiles)
 CUDA_ONLY = registered(lambda v: v.cuda_only)
+GPU_PRICED = registered(lambda v: v.gpu_priced)
 CAPABILITY = {token: value.capability for token, value in REGISTRY.items() if value.capability}
 LM_ONLY = registered(lambda v: v.only == ONLY_LM)
 IMAGE_ONLY = registered(lambda v: v.only == ONLY_IMAGES)
