@@ -4,6 +4,7 @@ project's own pages. Names starting with "_" are not collected by asv as benchma
 from pathlib import Path
 
 from harness.drive.asv.bench import measure
+from harness.measure.workload import BENCHMARK_TIMEOUT_S
 
 # Under a plain `asv run` (not `python3 -m harness run`, which names the run's results folder),
 # records go to this checkout's local results, outside git. In an `asv run -E virtualenv`
@@ -14,7 +15,7 @@ FALLBACK_RESULTS = Path(__file__).resolve().parents[1] / ".asv" / "results"
 class _Case:
     case = ""
     fixed = {}  # parameters of the case that this class holds constant
-    timeout = 600
+    timeout = BENCHMARK_TIMEOUT_S
 
     def setup(self, *values):
         self.record = measure(self.case, FALLBACK_RESULTS, **self.fixed, **dict(zip(self.param_names, values)))

@@ -11,6 +11,10 @@ from typing import Callable
 from harness.measure.guards.budget import Budget
 from harness.measure.instruments.timing import Timing, no_prepare, no_sync
 
+# How long one benchmark may run: asv ends one that runs longer (``timeout`` in benchmarks.common)
+# and files no reason for it, so the limits inside a case (a compile, a launch) are set under this.
+BENCHMARK_TIMEOUT_S = 600
+
 
 @dataclass
 class Workload:

@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from harness.measure.guards.inputs import Refused
+from harness.measure.workload import BENCHMARK_TIMEOUT_S
 
 CASE = "try"
 PEAK = "allocator.torch.max_allocated.cuda:0"
@@ -33,8 +34,8 @@ RESERVED = "allocator.torch.max_reserved.cuda:0"  # what the allocator's cap bin
 # The batches probed first where no way fits the batch: two sizes give the predictor its line.
 FIRST_PROBES = (1, 2)
 # One case: a model built, seven steps and fp32's reference where its record has none; asv gives a
-# benchmark as long (benchmarks.common's timeout).
-CASE_TIMEOUT_S = 600
+# benchmark as long.
+CASE_TIMEOUT_S = BENCHMARK_TIMEOUT_S
 
 
 # ---- the command line ------------------------------------------------------------------------

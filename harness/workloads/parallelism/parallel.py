@@ -22,7 +22,7 @@ import statistics
 import time
 from dataclasses import replace
 
-from harness.measure.workload import Workload
+from harness.measure.workload import BENCHMARK_TIMEOUT_S, Workload
 from harness.measure.outcomes import CheckFailed, Skip
 from harness.measure.guards.requirements import need_module, need_torch_cuda
 from harness.measure.guards.safety import MULTICAST_OFF
@@ -32,7 +32,7 @@ from harness.workloads.parallelism.parallel_job import Job
 STRATEGIES = ("single", "dp", "ddp", "naive_mp", "pipeline", "fsdp")
 MULTI_PROCESS = ("ddp", "fsdp")
 MODEL_PARALLEL = ("naive_mp", "pipeline")
-LAUNCH_TIMEOUT_S = 500  # under asv's 600 s per benchmark, so the launcher's clean-up runs first
+LAUNCH_TIMEOUT_S = BENCHMARK_TIMEOUT_S - 100  # under asv's limit, so that the launcher's clean-up runs first
 
 
 def build(job: Job) -> Workload:

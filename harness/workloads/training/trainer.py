@@ -20,6 +20,7 @@ import threading
 
 from harness.measure.guards.signals import alarm
 from harness.measure.outcomes import Skip
+from harness.measure.workload import BENCHMARK_TIMEOUT_S
 from harness.workloads.training.precision import Precision
 
 LR, LR_WIDTH = 1e-3, 1024  # Adam's rate, as chosen for transformers up to LR_WIDTH wide (and for ResNet50)
@@ -38,9 +39,9 @@ def learning_rate(width: int) -> float:
 # torch.compile's mode by the compile knob's value
 COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
 # A first step that compiles is stopped past this, so that its case ends with the reason, inside
-# asv's 600 s limit for a benchmark, rather than being killed with none (the rest of the limit is
-# for the process, the timed steps and the loss check).
-COMPILE_LIMIT_S = 480.0
+# asv's limit for a benchmark, rather than being killed with none (the rest of the limit is for the
+# process, the timed steps and the loss check).
+COMPILE_LIMIT_S = BENCHMARK_TIMEOUT_S - 120.0
 
 
 def compiled(forward, token: str):
@@ -162,8 +163,8 @@ class Trainer:
         limit = COMPILE_LIMIT_S
         def too_slow():
             return Skip(f"its first step, which compiles, had not ended after {limit:.0f} s, so it was stopped "
-                        "there: this way compiles too slowly here to be timed within a benchmark's 600 s (asv's "
-                        "limit, which would end it with no reason)")
+                        "there: this way compiles too slowly here to be timed within a benchmark's "
+                        f"{BENCHMARK_TIMEOUT_S} s (asv's limit, which would end it with no reason)")
         with alarm(limit, too_slow) as fired:
             try:
                 yield
