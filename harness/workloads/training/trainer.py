@@ -88,15 +88,17 @@ class Trainer:
     """Adam on ``model``'s parameters; ``loss_sum(forward, inputs, targets) -> (summed loss,
     target count)``, where ``forward`` is ``model`` unless given (a wrapper that runs part of it
     elsewhere). ``micro_batches`` is a list of (inputs, targets), inputs a tuple of arguments.
+    ``compile_with``: the compile knob's value (``compiled``), its forward compiled in that mode.
     ``saving()``: the context each forward runs in for what autograd saves (where to keep the
     activations; none by default). ``keep_references``: the everyday loop (see the module's
     docstring). ``close()`` runs ``on_close``'s callbacks (a process group to tear down)."""
 
     def __init__(self, model, micro_batches, loss_sum, prec: Precision, device_type: str, lr: float = LR,
-                 forward=None, saving=None, keep_references: bool = False, optimizer=None, clock_first: bool = False):
+                 forward=None, saving=None, keep_references: bool = False, optimizer=None, clock_first: bool = False,
+                 compile_with: str = ""):
         import torch
         self.torch, self.model, self.micro_batches, self.loss_sum = torch, model, micro_batches, loss_sum
-        self.forward = forward if forward is not None else model
+        self.forward = compiled(forward if forward is not None else model, compile_with)
         self.keep_references, self.kept_loss = keep_references, None
         if keep_references:
             self.forward = KeptOutput(self.forward)

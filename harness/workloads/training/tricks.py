@@ -26,7 +26,7 @@ from harness.measure.guards.requirements import need_torch
 from harness.workloads.training import ways
 from harness.workloads.training.optimizers import OWN_RATE
 from harness.workloads.training.precision import process
-from harness.workloads.training.trainer import LR, compiled, learning_rate, losses_of
+from harness.workloads.training.trainer import LR, learning_rate, losses_of
 
 DEVICES = ("cpu", "cuda")
 # resnet50 on 224 x 224 images, or on the 1024 x 1024 and 2048 x 2048 of the model-parallel
@@ -162,12 +162,11 @@ def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth,
         forward, inputs = placed(torch, model, x if isinstance(x, tuple) else (x,), device, way, prec, held)
         if way.lora == "qlora":  # where the placement put them, in the dtype it cast them to
             quantized(model, way.lora)
-        forward = compiled(forward, way.compile)
         kept = saving(torch, way, device)
         micro = split(inputs + (t.to(device),), micro_batch)
         trainer = Trainer(model, [(m[:-1], m[-1]) for m in micro], loss_sum, prec, torch.device(device).type,
                           lr=rate, forward=forward, saving=kept, keep_references=way.references == "keep_references",
-                          optimizer=OPTIMIZERS[way.optimizer], clock_first=way.compiles)
+                          optimizer=OPTIMIZERS[way.optimizer], clock_first=way.compiles, compile_with=way.compile)
         trainer.on_close.append(held.pop_all().close)  # what the placement holds, until the trainer closes
     work = {"samples": batch} if workload in RESNETS else {"tokens": trainer.count}
     return trainer, work

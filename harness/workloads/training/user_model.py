@@ -512,12 +512,12 @@ def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
     The newer knobs are the suite's own pieces (``attention``, ``adapters``, ``chunked``,
     ``optimizers``, ``trainer.compiled``), applied in the order ``tricks.make_trainer`` applies
     them: the attention kernel (before checkpointing, so that a recomputed block recomputes with
-    it), the adapters, the placement, qlora's NF4 bases where the placement put them, then the loss
-    and compile."""
+    it), the adapters, the placement, qlora's NF4 bases where the placement put them, the loss,
+    and last the trainer, which compiles the forward."""
     from harness.workloads.training.offload import saving
     from harness.workloads.training.optimizers import OPTIMIZERS
     from harness.workloads.training.precision import precision
-    from harness.workloads.training.trainer import Trainer, compiled
+    from harness.workloads.training.trainer import Trainer
     torch = need_torch(device)
     prec = precision(way.precision)
     offload = way.offload == "cpu_offload"
@@ -556,8 +556,8 @@ def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
     forward, loss_sum = (hidden_states(model), chunked_loss_sum(model)) if way.loss == "chunked_loss" \
         else (model, loss_sum_of(spec))
     trainer = Trainer(model, [((inputs,), targets)], loss_sum, prec, torch.device(device).type, lr=spec.lr,
-                      forward=compiled(forward, way.compile), saving=saving(torch, way, device),
-                      optimizer=OPTIMIZERS[way.optimizer], clock_first=way.compiles)
+                      forward=forward, saving=saving(torch, way, device), optimizer=OPTIMIZERS[way.optimizer],
+                      clock_first=way.compiles, compile_with=way.compile)
     trainer.on_close.append(held.close)
     return trainer, {"samples": batch}
 
