@@ -145,7 +145,7 @@ def make_trainer(device, workload, way, batch, micro_batch, vocab, width, depth,
     checks are the caller's (``allocator.use_torch``, ``precision.process``, ``ways.applies``,
     ``ways.runnable``)."""
     torch = need_torch(device)
-    from harness.workloads.training.adapters import quantized
+    from harness.workloads.training.nf4 import quantized
     from harness.workloads.training.offload import saving
     from harness.workloads.training.optimizers import OPTIMIZERS
     from harness.workloads.training.placement import placed

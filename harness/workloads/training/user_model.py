@@ -437,7 +437,8 @@ def misfit(spec: Spec, way) -> str | None:
     None where each finds what it needs (the older knobs: ``refused_knobs``)."""
     model, blocks = spec.model, blocks_of(spec)
     if way.lora:
-        from harness.workloads.training.adapters import quantizable, targets
+        from harness.workloads.training.adapters import targets
+        from harness.workloads.training.nf4 import quantizable
         names = targets(model, blocks)
         if not names:
             return (f"{way.lora} puts adapters on the linear layers inside the model's blocks, and found no blocks "
@@ -449,7 +450,7 @@ def misfit(spec: Spec, way) -> str | None:
             return (f"qlora keeps the adapted nn.Linear weights in NF4, and the model's projections are "
                     f"{', '.join(kinds)}: try lora")
         if way.lora == "qlora" and not any(quantizable(w) for w in linear):
-            from harness.workloads.training.adapters import NF4_BLOCK, NF4_SCALER_BLOCK
+            from harness.workloads.training.nf4 import NF4_BLOCK, NF4_SCALER_BLOCK
             return (f"qlora quantises the adapted nn.Linear weights in blocks of {NF4_BLOCK * NF4_SCALER_BLOCK} "
                     "values, and none of the model's holds a multiple of it: try lora")
     if way.attention:
@@ -547,7 +548,7 @@ def make_trainer(target: str, way, batch: int, seq_len: int, device: str):
     else:
         model.to(device)
     if way.lora == "qlora":
-        from harness.workloads.training.adapters import quantized
+        from harness.workloads.training.nf4 import quantized
         quantized(model, way.lora)
     torch.manual_seed(SEED)
     inputs, targets = spec.batch(batch, device)
