@@ -265,19 +265,20 @@ def test_cpu_offload_runs_by_default_only_where_a_card_has_no_way_that_fits_with
     from types import SimpleNamespace
 
     from harness.drive.commands.tryout import Try
+    from harness.workloads.training.ways import parse
     t = object.__new__(Try)
     t.args = SimpleNamespace(ways=None, card=["l4-24gb", "a100-40gb"])
     lean = {"fp32": Fake("fp32", "card", 4, "ok", 30e9, 1),
             "bf16_params": Fake("bf16_params", "card", 4, "ok", 12e9, 1)}
-    offload = "bf16_params+checkpoint+cpu_offload"
-    assert t.needless(offload, lean) and not t.needless("checkpoint", lean)
+    offload, checkpoint = parse("bf16_params+checkpoint+cpu_offload"), parse("checkpoint")
+    assert t.needless(offload, lean) and not t.needless(checkpoint, lean)
     assert not t.needless(offload, {"fp32": lean["fp32"]})  # nothing fits the P100 yet
     assert not t.needless(offload, {**lean, "bf16_params": Fake("bf16_params", "card", 4, "failed", 12e9, 1)})
-    t.args.ways = offload  # asked for: it runs
+    t.args.ways = offload.name  # asked for: it runs
     assert not t.needless(offload, lean)
     # a P100 fits nothing it can run, but cannot run bf16 parameters offloaded either: not run for it
     t.args.ways, t.args.card = None, ["p100-16gb"]
-    assert t.needless(offload, {"fp32": lean["fp32"]}) and not t.needless("checkpoint+cpu_offload", lean)
+    assert t.needless(offload, {"fp32": lean["fp32"]}) and not t.needless(parse("checkpoint+cpu_offload"), lean)
 
 
 def test_a_card_is_never_answered_with_a_way_its_compute_capability_cannot_run():

@@ -168,13 +168,14 @@ def test_a_model_without_blocks_is_refused_lora_naming_the_factorys_blocks():
 
 def test_newer_is_each_knob_alone_and_on_the_leading_way_and_the_default_stays_as_it_was():
     args = lambda w: SimpleNamespace(ways=w)  # noqa: E731
-    assert tryout.chosen_ways(args(None), "cuda") == user_model.default_ways("cuda")
-    newer = tryout.chosen_ways(args("newer"), "cuda")
+    chosen = lambda w, device: [way.name for way in tryout.chosen_ways(args(w), device)]  # noqa: E731
+    assert chosen(None, "cuda") == user_model.default_ways("cuda")
+    newer = chosen("newer", "cuda")
     singles = [t for k in ways.NEWER_KNOBS for t in ways.KNOBS[k]]
     assert newer[0] == "fp32" and "attn_flash" not in newer  # flash takes no fp32 inputs on CUDA
     assert newer == ["fp32", *(t for t in singles if t != "attn_flash"), "bf16_autocast+checkpoint",
                      *(f"bf16_autocast+checkpoint+{t}" for t in singles)]
-    on_cpu = tryout.chosen_ways(args("default,newer"), "cpu")
+    on_cpu = chosen("default,newer", "cpu")
     assert "attn_mem_efficient" not in on_cpu and "checkpoint+sgd_momentum" in on_cpu
     assert on_cpu[:len(user_model.default_ways("cpu"))] == user_model.default_ways("cpu")
 
@@ -182,10 +183,11 @@ def test_newer_is_each_knob_alone_and_on_the_leading_way_and_the_default_stays_a
 def test_newer_leaves_out_what_the_model_cannot_take_and_says_so_before_anything_runs(capsys):
     chosen = tryout.chosen_ways(SimpleNamespace(ways="newer"), "cpu")
     seen = user_model.preflight(TINY, 2, 0, chosen)
-    assert set(seen["refused"]) == {w for w in chosen if {"attn_eager", "attn_flash", "chunked_loss", "qlora"}
-                                    & set(w.split("+"))}
+    assert set(seen["refused"]) == {w.name for w in chosen if {"attn_eager", "attn_flash", "chunked_loss", "qlora"}
+                                    & set(w.name.split("+"))}
     t = tryout.Try(SimpleNamespace(ways="newer", target=TINY, card=["l4-24gb"], batch=2, seq_len=0), seen)
-    assert "lora" in t.ways and "checkpoint+lora" in t.ways and not set(t.ways) & set(seen["refused"])
+    names = {w.name for w in t.ways}
+    assert {"lora", "checkpoint+lora"} <= names and not names & set(seen["refused"])
     assert f"{len(t.ways)} ways on the whole card" in t.cost()
 
 
@@ -219,6 +221,6 @@ def test_the_default_group_named_beside_newer_still_runs_cpu_offload_only_where_
     t.args = SimpleNamespace(ways="default,newer", card=["l4-24gb"])
     lean = {"fp32": Fake("fp32", "card", 4, "ok", 30e9, 1),
             "bf16_params": Fake("bf16_params", "card", 4, "ok", 12e9, 1)}
-    assert t.needless("bf16_params+checkpoint+cpu_offload", lean)
+    assert t.needless(ways.parse("bf16_params+checkpoint+cpu_offload"), lean)
     t.args.ways = "newer,bf16_params+checkpoint+cpu_offload"  # named: it runs
-    assert not t.needless("bf16_params+checkpoint+cpu_offload", lean)
+    assert not t.needless(ways.parse("bf16_params+checkpoint+cpu_offload"), lean)

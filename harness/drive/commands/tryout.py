@@ -63,7 +63,7 @@ def refusal(args) -> str | None:
     """What is wrong with the arguments, one line naming the fix; None where nothing is."""
     from harness.measure.guards.budget import CARDS
     from harness.measure.guards.inputs import writable_folder
-    from harness.workloads.training import user_model, ways
+    from harness.workloads.training import user_model
     if args.batch < 1:
         return f"--batch takes a whole number from 1, got {args.batch}"
     if args.seq_len < 0:
@@ -75,7 +75,7 @@ def refusal(args) -> str | None:
         return "--file and --results both say where records go: give one of them"
     try:
         for way in chosen_ways(args, "cuda"):
-            problem = user_model.refused_knobs(ways.parse(way))
+            problem = user_model.refused_knobs(way)
             if problem:
                 return f"--ways: {problem}"
     except ValueError as e:
@@ -95,20 +95,21 @@ def items(args) -> list[str]:
     return [w.strip() for w in (args.ways or "").split(",") if w.strip()]
 
 
-def chosen_ways(args, device: str) -> list[str]:
+def chosen_ways(args, device: str) -> list:
+    """The ``Way``s ``--ways`` asks for on ``device``, each parsed here once (ValueError naming the
+    fix for one that is not a way); fp32 first: every way's loss is held to its curve."""
     from harness.workloads.training import ways
     named = groups()
-    listed = [w for item in items(args) or ["default"]
-              for w in (named[item](device) if item in named else [ways.canonical(item)])]
-    return list(dict.fromkeys(["fp32", *listed]))  # fp32 first: every way's loss is held to its curve
+    listed = [w for item in items(args) or ["default"] for w in (named[item](device) if item in named else [item])]
+    return list(dict.fromkeys(map(ways.parse, ["fp32", *listed])))
 
 
-def asked_by_name(args) -> list[str]:
-    """The ways ``--ways`` names one by one (not through a group): a model that cannot take one of
-    them is refused, where a group's are left out, said."""
+def asked_by_name(args) -> list:
+    """The ``Way``s ``--ways`` names one by one (not through a group): a model that cannot take one
+    of them is refused, where a group's are left out, said."""
     from harness.workloads.training import ways
     named = groups()
-    return [ways.canonical(w) for w in items(args) if w not in named]
+    return [ways.parse(w) for w in items(args) if w not in named]
 
 
 def results_of(args) -> Path:
@@ -123,7 +124,7 @@ def main(args) -> int:
         if problem is None:
             seen = user_model.preflight(args.target, args.batch, args.seq_len,
                                         list(dict.fromkeys(chosen_ways(args, "cuda") + chosen_ways(args, "cpu"))))
-            named = [w for w in asked_by_name(args) if w in seen["refused"]]
+            named = [w.name for w in asked_by_name(args) if w.name in seen["refused"]]
             if named:
                 problem = f"--ways {named[0]}: {args.target}: {seen['refused'][named[0]]}"
     except (Refused, ValueError) as e:  # TargetError is a ValueError
@@ -142,9 +143,9 @@ class Try:
         self.args, self.seen = args, seen
         self.devices = discover()
         self.device = "cuda" if self.devices.gpus else "cpu"
-        chosen = chosen_ways(args, self.device)
-        self.left_out = {w: seen.get("refused", {})[w] for w in chosen if w in seen.get("refused", {})}
-        self.ways = [w for w in chosen if w not in self.left_out]
+        chosen, refused = chosen_ways(args, self.device), seen.get("refused", {})
+        self.left_out = {w.name: refused[w.name] for w in chosen if w.name in refused}
+        self.ways = [w for w in chosen if w.name not in self.left_out]  # each a Way
         self.processes = 0
 
     def params(self, technique: str, budget: str = "card", batch: int | None = None) -> dict:
@@ -166,12 +167,12 @@ class Try:
                 ways = {}
                 for way in self.ways:
                     if self.needless(way, ways):
-                        print(f"  {way}: not run, every card has a faster way whose peak fits it", flush=True)
+                        print(f"  {way.name}: not run, every card has a faster way whose peak fits it", flush=True)
                         continue
-                    ways[way] = self.case(ctx, self.params(way))
-                    if way == "fp32" and ways[way].outcome == "failed":
+                    ways[way.name] = self.case(ctx, self.params(way.name))
+                    if way.name == "fp32" and ways[way.name].outcome == "failed":
                         # fp32 itself does not train (a NaN loss, a model that raises): no way out would
-                        print(f"oombench try: {self.args.target}: {ways[way].reason}; fix the model or its loss "
+                        print(f"oombench try: {self.args.target}: {ways[way.name].reason}; fix the model or its loss "
                               "(records kept)", file=sys.stderr)
                         return 1
                 answers = {card: self.answer(ctx, card, ways) for card in self.args.card}
@@ -183,17 +184,16 @@ class Try:
               f"each included); records in {ctx.path}")
         return 0 if any(r.ok for r in ways.values()) else 1
 
-    def needless(self, way: str, ran: dict) -> bool:
-        """Whether ``way`` is a last resort (CPU offload, by default: the slowest way there is) that
+    def needless(self, way, ran: dict) -> bool:
+        """Whether ``way`` (a ``Way``) is a last resort (CPU offload, by default: the slowest way there is) that
         no card needs: each has a way already run (that it can run) whose peak fits it, or cannot run
         ``way`` either. Ways asked for by name or through ``all`` always run; the default group's
         (named or not) and ``newer``'s are last resorts."""
         from harness.measure.guards.budget import CARDS
-        from harness.workloads.training.ways import parse
-        if way in asked_by_name(self.args) or "all" in items(self.args) or parse(way).offload != "cpu_offload":
+        if way in asked_by_name(self.args) or "all" in items(self.args) or way.offload != "cpu_offload":
             return False
         # a card that cannot run the last resort itself (a P100 and bf16 parameters) does not ask for it
-        return all(CARDS[c].lacks(parse(way).capability)
+        return all(CARDS[c].lacks(way.capability)
                    or any(r.ok and peak(r) is not None and peak(r) <= CARDS[c].total_bytes for r in runnable(ran, c))
                    for c in self.args.card)
 
@@ -237,7 +237,7 @@ class Try:
         ctx.path.parent.mkdir(parents=True, exist_ok=True)
         ctx.path.touch()
         store.claim(ctx.path, {"try": self.args.target, "batch": self.args.batch, "seq_len": self.args.seq_len,
-                               "cards": list(self.args.card), "ways": list(self.ways)})
+                               "cards": list(self.args.card), "ways": [w.name for w in self.ways]})
         return ctx
 
     def gpu_held(self):

@@ -333,7 +333,7 @@ def preflight(target: str, batch: int, seq_len: int = 0, ways=()) -> dict:
     torch = need_torch("cpu")
     with torch.device("meta"):  # no memory taken, no initialisation computed, whatever the model's size
         spec = built(target, seq_len)
-    refused = {w: why for w in ways if (why := misfit(spec, parse(w))) is not None}
+    refused = {w.name: why for w in map(parse, ways) if (why := misfit(spec, w)) is not None}
     params = sum(p.numel() for p in spec.model.parameters())
     try:
         made = spec.batch(batch, "cpu")
