@@ -19,7 +19,6 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 
 from harness.drive import bytecode
 from harness.drive.asv.bench import RUN_ENV
-from harness.drive.commands.bootstrap import WARM_FOR_TESTS
 from harness.measure.instruments.devices import GPU, Devices
 from harness.measure.records.store import RecordStore, RunContext
 from harness.report import tables as _tables
@@ -40,6 +39,13 @@ if _kept != dict(os.environ):
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("thorough", max_examples=10_000, deadline=None)
 settings.load_profile(os.environ.get("OOMBENCH_HYPOTHESIS", "ci"))
+
+# What the tests import that takes longest to compile: compiled once into the bytecode cache before
+# pytest's workers start (where the cache lacks it, ``pytest_configure``), not by each worker at once.
+WARM_FOR_TESTS = ("torch", "scipy.stats", "matplotlib.pyplot", "hypothesis", "playwright.sync_api", "markdown_it",
+                  "transformers", "transformers.models.llama.modeling_llama", "transformers.models.vit.modeling_vit",
+                  "transformers.models.gpt2.modeling_gpt2", "transformers.models.bert.modeling_bert", "peft",
+                  "torchao.quantization", "torchao.optim", "asv", "xdist")
 
 # No GPU here: without a software rasteriser nor GPU compositing, Chromium paints on its CPU path
 # alone, which spends less of the cores the other workers share.
@@ -68,8 +74,8 @@ def pytest_xdist_auto_num_workers(config):
 def pytest_configure(config):
     """Before xdist starts its workers: where the cache lacks the bytecode of the libraries the
     tests import (a fresh clone under ``PYTHONDONTWRITEBYTECODE``, whose cache is the clone's own,
-    run by plain pytest; `harness test` has done this as it set up), compile them once into it,
-    rather than have each worker compile the same modules at the same time."""
+    run by plain pytest or by `harness test`), compile them once into it, rather than have each
+    worker compile the same modules at the same time."""
     workers_to_start = getattr(config.option, "dist", "no") != "no" and not config.option.collectonly
     if os.environ.get("PYTEST_XDIST_WORKER") or not workers_to_start:
         return

@@ -41,12 +41,6 @@ STAMP = "oombench-setup.json"  # in VENV: what the last successful install put t
 # In VENV: pip's temporary folders (TMPDIR) and the wheels set-up builds, so that a set-up killed
 # mid-install leaves them in the tree it owns, where the next set-up clears them, never in /tmp.
 BUILD = "oombench-build"
-# What the tests import that takes longest to compile, compiled once into the bytecode cache before
-# pytest's workers start (where the cache lacks it), rather than by each worker at the same time.
-WARM_FOR_TESTS = ("torch", "scipy.stats", "matplotlib.pyplot", "hypothesis", "playwright.sync_api", "markdown_it",
-                  "transformers", "transformers.models.llama.modeling_llama", "transformers.models.vit.modeling_vit",
-                  "transformers.models.gpt2.modeling_gpt2", "transformers.models.bert.modeling_bert", "peft",
-                  "torchao.quantization", "torchao.optim", "asv", "xdist")
 # pyproject's own dependencies: enough for the commands that only read or describe (tabulate: their tables).
 BASE = ("numpy", "psutil", "pynvml", "filelock", "tabulate")
 # Importable modules each command needs, and the extras of pyproject.toml that bring them.

@@ -134,7 +134,6 @@ def _test(args) -> int:
     for name in set(os.environ) - set(kept):
         del os.environ[name]
     os.environ.update(kept)
-    bytecode.warm(kept, bootstrap.WARM_FOR_TESTS)  # set-up, once: before the workers that would each compile it
     return pytest.main(["-q", *args.pytest_args])
 
 
