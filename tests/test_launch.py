@@ -5,6 +5,7 @@ a launch; the ranks run with NVLink multicast off and the transport asked; the f
 with its agent; a launch waits for its GPUs' locks. (The
 strategies' training: tests/test_parallel.py; kills of every kind: tests/test_kills_ranks.py.)"""
 import contextlib
+import inspect
 import io
 import os
 import signal
@@ -17,7 +18,7 @@ import pytest
 import launch_workers  # beside this file: what each rank imports as it starts, light
 from lock_holder import hold
 
-from harness.workloads.parallelism.launch import AGENT_SIGNALS, LaunchError, launch
+from harness.workloads.parallelism.launch import AGENT_SIGNALS, LaunchError, caller_name, launch
 
 
 @pytest.mark.parametrize("worker, message", [
@@ -77,6 +78,31 @@ def test_the_launcher_holds_the_gpus_lock(settings_launch):
     assert settings_launch.seen
     assert settings_launch.took_s > 0.5
     assert f"GPU GPU-test-0 is in use by pid {settings_launch.holder}" in settings_launch.said
+
+
+def named_by(namer) -> str:
+    """The name ``namer`` gives an event recorded from ``rendezvous_step``, as elastic's rendezvous
+    records one: ``_record`` asks the namer, which reads two frames above itself."""
+    def _record():
+        return namer()
+
+    def rendezvous_step():
+        return _record()
+    return rendezvous_step()
+
+
+def test_rendezvous_events_are_named_as_torch_names_them_by_a_walk_of_frames(settings_launch):
+    """The launch's rendezvous names each event it records by walking two frames up, not by
+    ``inspect.stack()`` (which reads the source of every frame of the stack): the same name as
+    torch's own, and its "no_method_name" where the stack is not that deep."""
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+
+    def torchs(depth=2):  # dynamic_rendezvous.get_method_name as torch writes it
+        return inspect.stack()[depth].function if len(inspect.stack()) > depth else "no_method_name"
+    assert settings_launch.seen and dynamic_rendezvous.get_method_name is caller_name  # the launch set it
+    assert named_by(caller_name) == named_by(torchs) == "rendezvous_step"
+    assert caller_name(10**6) == torchs(10**6) == "no_method_name"
+    assert caller_name(1) == "test_rendezvous_events_are_named_as_torch_names_them_by_a_walk_of_frames"
 
 
 def _children() -> set:

@@ -126,8 +126,8 @@ def alive_at_each_forward(technique):
     inner, last, alive = trainer.forward, [], []
 
     def forward(*args):
-        gc.collect()
-        if last:
+        if last:  # what the last step left alive: a reference cycle freed only by the collector is not
+            gc.collect()
             grads = {p.grad is not None for p in trainer.model.parameters()}
             alive.append((last[-1]() is not None, grads == {True}))
         out = inner(*args)

@@ -182,6 +182,7 @@ def _agent(plan: _Plan, node: int, others: list | tuple = (), started: list | No
     plans of this box's other nodes, whose agents it starts (into ``started``) from its fork server."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
+    _name_rendezvous_events_by_frame()
     try:
         # The workers inherit this process's environment, through the fork server started in it.
         with _environment({**MULTICAST_OFF, **TRANSPORTS[plan.nodes.transport], **plan.env}), kept(AGENT_SIGNALS):
@@ -191,6 +192,26 @@ def _agent(plan: _Plan, node: int, others: list | tuple = (), started: list | No
                 return elastic_launch(_config(plan, node), _rank)(plan.worker, plan.args, server, plan.group)
     except ChildFailedError as e:
         raise _Failed({rank: f.exitcode for rank, f in e.failures.items()}) from None
+
+
+def _name_rendezvous_events_by_frame() -> None:
+    """Has elastic's dynamic rendezvous name the events it records (``get_method_name``) by walking
+    frames, not by ``inspect.stack()``, which it calls twice an event: that reads every frame's
+    source and looks each frame's module up among all of ``sys.modules``, so that its cost grows
+    with the stack's depth and with what the process has imported (transformers, timm), in the
+    agent, whose steps wait on it. The name is the same: the function ``depth`` frames up."""
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+    if hasattr(dynamic_rendezvous, "get_method_name"):  # a release without it names events otherwise
+        dynamic_rendezvous.get_method_name = caller_name
+
+
+def caller_name(depth: int = 2) -> str:
+    """The name of the function ``depth`` frames above this one (0: this one), as
+    ``inspect.stack()[depth].function`` reads it in the function it replaces."""
+    try:
+        return sys._getframe(depth).f_code.co_name
+    except ValueError:  # a stack not that deep
+        return "no_method_name"
 
 
 # Elastic's agent turns these into an exception in whatever this process runs, so that its own
