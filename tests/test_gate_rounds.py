@@ -270,16 +270,22 @@ def test_where_earlier_compares_saw_no_more_scatter_than_the_session_the_session
     assert floor.how == "learned within 1 host(s)" and floor == noise.SessionFloors(base).floor(key, "host-bound", True)
 
 
+def learned(root) -> list[float]:
+    """The run medians the floors of the compares under ``root`` learned from."""
+    floors = noise.compare_floors(root)
+    return sorted(m for hosts in floors.runs.values() for medians in hosts.values() for m in medians)
+
+
 def test_earlier_compares_are_read_whole_without_an_exclusion_and_again_once_a_round_is_added(tmp_path):
     earlier(tmp_path, "aa", (0.0314, 0.0338), (0.0354,), **PAGEABLE)
-    assert sorted(r.timing.median_s for r in noise.compare_rounds(tmp_path)) == pytest.approx([0.0314, 0.0338, 0.0354])
+    assert learned(tmp_path) == pytest.approx([0.0314, 0.0338, 0.0354])
     rounds_of(tmp_path / "kind" / "bb" / "base", (0.0400,), "aaaaaaaa", **PAGEABLE)
     extra = tmp_path / "kind" / "aa" / "new" / "aaaaaaaa-r9.jsonl"
     write(extra, [record(median=0.0390, n=20, run="20990101T000000-abcdef-r9", created=19.0, commit="aaaaaaaa",
                          **PAGEABLE)])
-    medians = sorted(r.timing.median_s for r in noise.compare_rounds(tmp_path))
+    medians = learned(tmp_path)
     assert medians == pytest.approx([0.0314, 0.0338, 0.0354, 0.039, 0.04])
-    assert noise.compare_rounds(tmp_path / "none") == []
+    assert learned(tmp_path / "none") == []
 
 
 def test_a_round_file_swapped_for_another_of_its_size_and_time_is_read_again(tmp_path):
@@ -290,13 +296,13 @@ def test_a_round_file_swapped_for_another_of_its_size_and_time_is_read_again(tmp
         return path
     earlier(tmp_path, "aa", (0.0314,), (0.0354,), **PAGEABLE)
     old = padded(tmp_path / "kind" / "aa" / "new" / "aaaaaaaa-r1.jsonl")
-    assert sorted(r.timing.median_s for r in noise.compare_rounds(tmp_path)) == pytest.approx([0.0314, 0.0354])
+    assert learned(tmp_path) == pytest.approx([0.0314, 0.0354])
     stat = old.stat()
     new = padded(write(old.with_name("aaaaaaaa-r2.jsonl"), [record(
         median=0.0355, n=20, run="20990101T000000-abcdef-r2", created=12.0, commit="aaaaaaaa", **PAGEABLE)]))
     old.unlink()
     os.utime(new, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert sorted(r.timing.median_s for r in noise.compare_rounds(tmp_path)) == pytest.approx([0.0314, 0.0355])
+    assert learned(tmp_path) == pytest.approx([0.0314, 0.0355])
 
 
 def test_a_floor_learned_across_hosts_is_held_to_the_least_it_was_given():

@@ -584,8 +584,9 @@ def history_floors(history: Path, base_path: Path, base: list[Record], session: 
         return noise.history_floors(history)
     if not session:
         return noise.Floors(base)
-    earlier = noise.compare_rounds(prior, exclude=base_path) if prior is not None else []
-    return noise.SessionFloors(base, noise.Floors(earlier, least=noise.SESSION_MIN_FLOOR))
+    least = noise.SESSION_MIN_FLOOR
+    earlier = noise.compare_floors(prior, base_path, least) if prior is not None else noise.Floors([], least=least)
+    return noise.SessionFloors(base, earlier)
 
 
 @dataclass(frozen=True)

@@ -167,11 +167,18 @@ class Floors:
     def __init__(self, history: list[Record], stack=None, least: float = MIN_FLOOR):
         self.least = least
         self.runs: dict[tuple, dict[tuple[str, str], list[float]]] = {}
-        for rec in history:
-            host = host_key(rec.environment)
-            if rec.outcome == OK and rec.timing is not None and host:
-                label = stack(rec) if stack else ""  # pragma: no mutate (without stacks, one label: never shown)
-                self.runs.setdefault(key_of(rec), {}).setdefault((label, host), []).append(rec.timing.median_s)
+        self._add(entries(history, stack))
+
+    @classmethod
+    def of_entries(cls, found, least: float = MIN_FLOOR) -> Floors:
+        """The floors of records already read into ``entries``."""
+        made = cls([], least=least)
+        made._add(found)
+        return made
+
+    def _add(self, found) -> None:
+        for key, label, host, median in found:
+            self.runs.setdefault(key, {}).setdefault((label, host), []).append(median)
 
     def hosts(self, key: tuple) -> int:
         return len({host for _, host in self.runs.get(key, {})})
@@ -249,29 +256,44 @@ class SessionFloors(Floors):
         return Floor(widest.fraction, f"{widest.how} of earlier compares on {kind}", True)
 
 
-def compare_rounds(root: Path, exclude: Path | None = None) -> list[Record]:
-    """The rounds of the compares filed under ``root`` (``<kind>/<folder>/{base,new}/``), one
-    code each: BASE's, and NEW's too where NEW measured BASE's commit (an A/A compare); a
+def entries(history, stack=None) -> list[tuple]:
+    """What floors learn of each record: (its key, its stack's label, its host, its median), for
+    the records that ended ok with a timing on a named host."""
+    found = []
+    for rec in history:
+        host = host_key(rec.environment)
+        if rec.outcome == OK and rec.timing is not None and host:
+            label = stack(rec) if stack else ""  # pragma: no mutate (without stacks, one label: never shown)
+            found.append((key_of(rec), label, host, rec.timing.median_s))
+    return found
+
+
+def compare_floors(root: Path, exclude: Path | None = None, least: float = MIN_FLOOR) -> Floors:
+    """The floors of the rounds of the compares filed under ``root`` (``<kind>/<folder>/{base,new}/``),
+    one code each: BASE's, and NEW's too where NEW measured BASE's commit (an A/A compare); a
     planted or changed NEW is left out, as is the compare holding ``exclude`` (the one judged)."""
-    root, out = Path(root), []
+    root, found = Path(root), []
     inside = (Path(exclude).resolve(), *Path(exclude).resolve().parents) if exclude is not None else ()
     for folder in sorted(p.parent for p in root.glob("*/*/base")):
         if folder.resolve() in inside:
             continue
-        base, new = (_rounds(folder / side) for side in ("base", "new"))
-        same = bool(base) and {r.commit for r in new} == {r.commit for r in base}
-        out += base + (new if same else [])
-    return out
+        (base, base_commits), (new, new_commits) = (_read(folder / side) for side in ("base", "new"))
+        same = bool(base_commits) and new_commits == base_commits
+        found += base + (new if same else [])
+    return Floors.of_entries(found, least)
 
 
-def _rounds(side: Path) -> list[Record]:
-    return list(_loaded(str(side), _stamp(side)))
+def _read(side: Path) -> tuple[list, frozenset]:
+    return _side(str(side), _stamp(side))
 
 
-# Each compare's floors read every other compare's rounds: read and upgraded once per state of a side.
+# Each compare's floors read every other compare's rounds: read, upgraded and keyed once per state
+# of a side, which the docs' compares (each judged against all the others) ask for again and again.
 @lru_cache(maxsize=256)
-def _loaded(side: str, stamp: tuple) -> tuple[Record, ...]:
-    return tuple(cases.upgraded(r) for r in load_any(Path(side)).records)
+def _side(side: str, stamp: tuple) -> tuple[list, frozenset]:
+    """A side's entries and the commits its records name."""
+    recs = [cases.upgraded(r) for r in load_any(Path(side)).records]
+    return entries(recs), frozenset(r.commit for r in recs)
 
 
 def _stamp(root: Path) -> tuple:
