@@ -279,21 +279,21 @@ def compare_floors(root: Path, exclude: Path | None = None, least: float = MIN_F
             continue
         (base, base_commits), (new, new_commits) = (_read(folder / side) for side in ("base", "new"))
         same = bool(base_commits) and new_commits == base_commits
-        found += base + (new if same else [])
+        found += base + (new if same else ())
     return Floors.of_entries(found, least)
 
 
-def _read(side: Path) -> tuple[list, frozenset]:
+def _read(side: Path) -> tuple[tuple, frozenset]:
     return _side(str(side), _stamp(side))
 
 
 # Each compare's floors read every other compare's rounds: read, upgraded and keyed once per state
 # of a side, which the docs' compares (each judged against all the others) ask for again and again.
 @lru_cache(maxsize=256)
-def _side(side: str, stamp: tuple) -> tuple[list, frozenset]:
-    """A side's entries and the commits its records name."""
+def _side(side: str, stamp: tuple) -> tuple[tuple, frozenset]:
+    """A side's entries and the commits its records name (kept, so never to be changed: a tuple)."""
     recs = [cases.upgraded(r) for r in load_any(Path(side)).records]
-    return entries(recs), frozenset(r.commit for r in recs)
+    return tuple(entries(recs)), frozenset(r.commit for r in recs)
 
 
 def _stamp(root: Path) -> tuple:
