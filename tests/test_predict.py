@@ -315,6 +315,22 @@ def test_the_score_counts_the_suites_refusals_apart_from_its_shares():
     assert estimates.summary(found)[1][5] == "-"  # the others name no refusal
 
 
+def test_the_suites_score_by_axis_counts_each_axis_apart_with_its_median_size_error():
+    from harness.report import estimates
+    suite = predict.fit(probes(lambda n: 4 * GiB + GiB * n, [1, 2]), "batch")
+
+    def cell(over, measured, unit=1, refused=None):
+        return estimates.Cell(gpu="H100", technique="fp32", over=over, budget="40GB", allocator="default",
+                              measured=measured, unit=unit, peak=None, suite=None if refused else suite,
+                              refused=refused, cap=CAP, others={}, predicted=None if refused else suite.largest(CAP))
+    # the law answers 33 wherever it is asked: a batch of 33 and of 30 (3 steps, 10% off); along a
+    # sequence of 128-token steps, 32 (3% off) and 44 (25% off), each within one step; and one refusal
+    found = [cell("batch", 33), cell("batch", 30), cell("seq_len", 32, unit=128), cell("seq_len", 44, unit=128),
+             cell("seq_len", 40, unit=128, refused="flat")]
+    assert estimates.by_axis(found) == [["H100", "batch", "2", "1/2 (50%)", "-", "0", "5.0%"],
+                                        ["H100", "seq_len", "3", "2/2 (100%)", "-", "1", "14.1%"]]
+
+
 def test_the_estimators_run_on_the_same_model_on_the_cpu():
     pytest.importorskip("accelerate")
     pytest.importorskip("deepspeed")

@@ -14,6 +14,7 @@ at the measured answer against the reserved peak its probe measured.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -206,6 +207,32 @@ def summary(found: list[Cell]) -> list[list[str]]:
     return body
 
 
+def by_axis(found: list[Cell]) -> list[list[str]]:
+    """The suite's predictor per GPU and axis: its cells, the share it sized within one step, the
+    share whose peak is within 3%, its refusals, and the median of its size errors relative to the
+    measured size (a step is a far smaller share of a long sequence than of a batch)."""
+    body = []
+    for gpu, over in sorted({(c.gpu, c.over) for c in found}):
+        mine = [c for c in found if (c.gpu, c.over) == (gpu, over)]
+        got = [(c, *scores(c)["suite"]) for c in mine]
+        sized = [(c, n) for c, n, _ in got if n is not None]
+        peaks = [e for _, _, e in got if e is not None]
+        near = sum(abs(n - c.measured) <= STEP_BAR * c.unit for c, n in sized)
+        errors = [abs(n - c.measured) / c.measured for c, n in sized]
+        body.append([gpu, over, str(len(mine)), _share(near, len(sized)),
+                     _share(sum(abs(e) <= PEAK_BAR for e in peaks), len(peaks)),
+                     str(sum(c.refused is not None for c in mine)), _pct_of(_median(errors))])
+    return body
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _pct_of(share: float | None) -> str:
+    return NONE if share is None else f"{100 * share:.1f}%"
+
+
 def _share(part: int, whole: int) -> str:
     return NONE if not whole else f"{part}/{whole} ({100 * part / whole:.0f}%)"
 
@@ -217,6 +244,10 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     lines = [f"# {title}", "", text, "", "## Score", ""]
     lines += markdown.table(["GPU", "estimator", "cells", "largest within one step", "peak within 3%", "refused"],
                             summary(found))
+    lines += ["", "The suite's predictor by axis, with the median of its size errors relative to the measured "
+              "size:", ""]
+    lines += markdown.table(["GPU", "over", "cells", "largest within one step", "peak within 3%", "refused",
+                             "median size error"], by_axis(found))
     lines += ["", *search_cost.section(rows), "## Cell by cell", ""]
     lines += markdown.table(HEADER, rows_of(found))
     refused = sorted({c.refused for c in found if c.refused})
