@@ -468,3 +468,16 @@ def test_the_index_opens_with_the_readmes_headline_each_cell_linked_to_its_recor
     assert shown and text.index('id="headline-table"') < text.index('id="which-way-out"')
     cells = [unescape(c) for c in re.findall(r'data-record="r-[0-9a-f]{10}">([^<]*)</a>', shown.group(1))]
     assert cells == [t for _, line in made.lines for t, row in line if row is not None] and cells
+
+
+def test_the_predict_page_shows_the_docs_score_per_axis_and_cell_tables_of_the_same_records(frozen_pages):
+    from harness.report import estimates
+    found = estimates.cells(model.load_rows(FROZEN), FROZEN)
+    assert found  # the frozen records hold what-fits searches with their probes
+    page = (frozen_pages / "predict.html").read_text()
+    shown = [[[unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", tr)] for tr in re.findall(r"<tr>(.*?)</tr>", t)]
+             for t in re.findall(r'<table class="predict-table">(.*?)</table>', page, re.S)]
+    assert shown == [[estimates.SCORE_HEADER, *estimates.summary(found)],
+                     [estimates.AXIS_HEADER, *estimates.by_axis(found)],
+                     [estimates.HEADER, *estimates.rows_of(found)]]
+    assert '<a href="predict.html">' in (frozen_pages / "index.html").read_text()  # reached from every page's nav

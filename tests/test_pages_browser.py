@@ -311,7 +311,8 @@ FOLD = PHONE["viewport"]["height"]
 # line, the largest sizes, the table of every parameter set (families without an answer), the
 # README's headline, a seed's table, a record.
 FIRST_ANSWER = ("table.headline tr[data-record], #answers-table tr + tr, #family-table tbody tr, "
-                "#headline-table tr + tr, table.seed-table tr + tr, details.record, #provenance-pages li")
+                "#headline-table tr + tr, table.seed-table tr + tr, table.predict-table tr + tr, details.record, "
+                "#provenance-pages li")
 # Every visible piece of text, at the size a reader sees it: its CSS size times the page's zoom
 # (a page laid out wider than the screen is shown shrunk), the smallest first.
 SMALLEST_TEXT = """() => {

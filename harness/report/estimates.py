@@ -189,6 +189,10 @@ def rows_of(found: list[Cell]) -> list[list[str]]:
     return body
 
 
+SCORE_HEADER = ["GPU", "estimator", "cells", "largest within one step", "peak within 3%", "refused"]
+AXIS_HEADER = ["GPU", "over", "cells", "largest within one step", "peak within 3%", "refused", "median size error"]
+
+
 def summary(found: list[Cell]) -> list[list[str]]:
     """Per GPU and estimator: its cells, the share of those it sized within one step, the share
     whose peak at the measured answer is within 3%, and (the suite's) the cells it refused, which
@@ -242,12 +246,10 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     if not found:
         return f"# {title}\n\n{text}\n\nNo what-fits record yet.\n"
     lines = [f"# {title}", "", text, "", "## Score", ""]
-    lines += markdown.table(["GPU", "estimator", "cells", "largest within one step", "peak within 3%", "refused"],
-                            summary(found))
+    lines += markdown.table(SCORE_HEADER, summary(found))
     lines += ["", "The suite's predictor by axis, with the median of its size errors relative to the measured "
               "size:", ""]
-    lines += markdown.table(["GPU", "over", "cells", "largest within one step", "peak within 3%", "refused",
-                             "median size error"], by_axis(found))
+    lines += markdown.table(AXIS_HEADER, by_axis(found))
     lines += ["", *search_cost.section(rows), "## Cell by cell", ""]
     lines += markdown.table(HEADER, rows_of(found))
     refused = sorted({c.refused for c in found if c.refused})

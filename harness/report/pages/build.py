@@ -22,6 +22,7 @@ from harness.measure.instruments.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.records.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
+from harness.report import estimates
 from harness.report.pages import charts, chooser, headline, versions
 from harness.report.families import family, memory_name
 from harness.report.pages.names import Names, UnsafePath, inside, names
@@ -29,7 +30,7 @@ from harness.report.pages.fmt import fmt_params, fmt_times
 from harness.report.pages.tableview import family_table
 from harness.report.model import Row, latest, load_rows, newest_stack, what_fits
 from harness.report.selection import expression
-from harness.report.specs import HEADLINE, SEEDS, SEEDS_INTRO
+from harness.report.specs import FITS_BATCH, FITS_SEQUENCE, HEADLINE, PREDICT, SEEDS, SEEDS_INTRO
 from harness.report.tables import (ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP, WHOLE_CASE,
                                    does_not_fit)
 from harness.units import figure, gb
@@ -143,6 +144,17 @@ def seeds_view(rows: list[Row]) -> list[dict]:
         out.append({"id": f"seed-{len(out)}-{slug}", "title": spec.title, "text": spec.text,
                     "command": spec.command(), "bench": expression(spec.bench), "grid": made, "why": why})
     return out
+
+
+def predict_view(rows: list[Row], results: Path) -> dict:
+    """The what-fits estimators against the measured answers, the tables of
+    ``docs/results/predict.md`` (``harness.report.estimates``): the score per GPU, the suite's per
+    axis, and cell by cell; empty tables where no what-fits search is on file."""
+    found = estimates.cells(rows, results)
+    return {"title": PREDICT.title, "text": PREDICT.text, "bench": expression(FITS_BATCH.bench + FITS_SEQUENCE.bench),
+            "tables": [(estimates.SCORE_HEADER, estimates.summary(found)),
+                       (estimates.AXIS_HEADER, estimates.by_axis(found)),
+                       (estimates.HEADER, estimates.rows_of(found))] if found else []}
 
 
 def headline_view(rows: list[Row]) -> dict | None:
@@ -285,6 +297,7 @@ def write_pages(results: Path, into: Path) -> list[Path]:
           versions=versions.comparisons(all_rows, versions.learned(all_rows)), fits_cases=what_fits(shown))
     write("chooser.html", "chooser.html", c=chooser.view(newest_stack(shown)))
     write("seeds.html", "seeds.html", intro=SEEDS_INTRO, sections=seeds_view(all_rows))
+    write("predict.html", "predict.html", p=predict_view(all_rows, results))
     for case in cases:
         write(pages.page[case], "family.html", v=family_view(case, shown_of[case], shown))
     shown_by_case = {c: [r for r in rs if r.rid in linked] for c, rs in by_case.items()}

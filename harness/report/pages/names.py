@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-RESERVED = {"index", "provenance", "style", "chooser", "seeds"}  # the build's own pages
-FIXED = ("index.html", "provenance.html", "chooser.html", "seeds.html", "style.css")
+RESERVED = {"index", "provenance", "style", "chooser", "seeds", "predict"}  # the build's own pages
+FIXED = ("index.html", "provenance.html", "chooser.html", "seeds.html", "predict.html", "style.css")
 
 
 class UnsafePath(ValueError):
