@@ -201,13 +201,9 @@ def summary(found: list[Cell]) -> list[list[str]]:
     for gpu in sorted({c.gpu for c in found}):
         mine = [c for c in found if c.gpu == gpu]
         for name in ("suite", "accelerate", "deepspeed", "megatron"):
-            got = [scores(c)[name] for c in mine]
-            sized = [(c, n) for c, (n, _) in zip(mine, got) if n is not None]
-            peaks = [e for _, e in got if e is not None]
-            near = sum(abs(n - c.measured) <= STEP_BAR * c.unit for c, n in sized)
+            near, peaks, _ = _tally(mine, name)
             refused = str(sum(c.refused is not None for c in mine)) if name == "suite" else NONE
-            body.append([gpu, name, str(len(mine)), _share(near, len(sized)),
-                         _share(sum(abs(e) <= PEAK_BAR for e in peaks), len(peaks)), refused])
+            body.append([gpu, name, str(len(mine)), near, peaks, refused])
     return body
 
 
@@ -218,15 +214,27 @@ def by_axis(found: list[Cell]) -> list[list[str]]:
     body = []
     for gpu, over in sorted({(c.gpu, c.over) for c in found}):
         mine = [c for c in found if (c.gpu, c.over) == (gpu, over)]
-        got = [(c, *scores(c)["suite"]) for c in mine]
-        sized = [(c, n) for c, n, _ in got if n is not None]
-        peaks = [e for _, _, e in got if e is not None]
-        near = sum(abs(n - c.measured) <= STEP_BAR * c.unit for c, n in sized)
-        errors = [abs(n - c.measured) / c.measured for c, n in sized]
-        body.append([gpu, over, str(len(mine)), _share(near, len(sized)),
-                     _share(sum(abs(e) <= PEAK_BAR for e in peaks), len(peaks)),
-                     str(sum(c.refused is not None for c in mine)), _pct_of(_median(errors))])
+        near, peaks, errors = _tally(mine, "suite")
+        body.append([gpu, over, str(len(mine)), near, peaks, str(sum(c.refused is not None for c in mine)),
+                     _pct_of(_median(errors))])
     return body
+
+
+def _tally(mine: list[Cell], name: str) -> tuple[str, str, list[float]]:
+    """Estimator ``name`` over ``mine``: the share it sized within one step, the share whose peak is
+    within 3%, and its size errors relative to the measured sizes."""
+    got = [scores(c)[name] for c in mine]
+    sized = [(c, n) for c, (n, _) in zip(mine, got) if n is not None]
+    peaks = [e for _, e in got if e is not None]
+    near = sum(abs(n - c.measured) <= STEP_BAR * c.unit for c, n in sized)
+    return (_share(near, len(sized)), _share(sum(abs(e) <= PEAK_BAR for e in peaks), len(peaks)),
+            [abs(n - c.measured) / c.measured for c, n in sized])
+
+
+def tables(found: list[Cell]) -> list[tuple[list[str], list[list[str]]]]:
+    """(header, rows) of the score per GPU and estimator, the suite's per axis, and cell by cell:
+    what the docs' page and the site's show."""
+    return [(SCORE_HEADER, summary(found)), (AXIS_HEADER, by_axis(found)), (HEADER, rows_of(found))]
 
 
 def _median(values: list[float]) -> float | None:
@@ -245,13 +253,14 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     found = cells(rows, results)
     if not found:
         return f"# {title}\n\n{text}\n\nNo what-fits record yet.\n"
+    score, axis, cell = tables(found)
     lines = [f"# {title}", "", text, "", "## Score", ""]
-    lines += markdown.table(SCORE_HEADER, summary(found))
+    lines += markdown.table(*score)
     lines += ["", "The suite's predictor by axis, with the median of its size errors relative to the measured "
               "size:", ""]
-    lines += markdown.table(AXIS_HEADER, by_axis(found))
+    lines += markdown.table(*axis)
     lines += ["", *search_cost.section(rows), "## Cell by cell", ""]
-    lines += markdown.table(HEADER, rows_of(found))
+    lines += markdown.table(*cell)
     refused = sorted({c.refused for c in found if c.refused})
     lines += ["", "Sizes are the predicted largest size less the measured one, in search steps (one sample, or "
               "128 tokens); peaks are the estimate at the measured answer against the reserved peak its probe "

@@ -152,9 +152,7 @@ def predict_view(rows: list[Row], results: Path) -> dict:
     axis, and cell by cell; empty tables where no what-fits search is on file."""
     found = estimates.cells(rows, results)
     return {"title": PREDICT.title, "text": PREDICT.text, "bench": expression(FITS_BATCH.bench + FITS_SEQUENCE.bench),
-            "tables": [(estimates.SCORE_HEADER, estimates.summary(found)),
-                       (estimates.AXIS_HEADER, estimates.by_axis(found)),
-                       (estimates.HEADER, estimates.rows_of(found))] if found else []}
+            "tables": estimates.tables(found) if found else []}
 
 
 def headline_view(rows: list[Row]) -> dict | None:
