@@ -8,6 +8,7 @@ from pathlib import Path
 
 from conftest import set_run
 
+import psutil
 import pytest
 
 from harness.measure.guards.budget import resolve
@@ -59,14 +60,28 @@ PROBE_PARAMS = dict(device="cpu", workload="lm", technique="bf16_autocast", budg
                     width=32, depth=2, seq_len=16)
 
 
-@pytest.mark.parametrize("technique", ["bf16_autocast", "checkpoint+expandable+bf16_autocast"])
-def test_the_real_probe_trains_in_its_own_process_and_answers_in_json(technique):
+@pytest.mark.parametrize("technique, forked", [("bf16_autocast", False), ("checkpoint+expandable+bf16_autocast", True)])
+def test_the_real_probe_trains_in_its_own_process_and_answers_in_json(technique, forked):
+    """Started as a program, and as a search starts it: forked from a server with torch imported."""
+    from harness.measure.guards import preloaded
+    from harness.workloads.training import allocator as settings
+    from harness.workloads.training.ways import parse
     config = cases.get("tricks").config(dict(PROBE_PARAMS, technique=technique))
     argv = fits.probe_argv(config, 1.0, over="seq_len")(24)
     assert argv.count(config.to_json()) == 1 and Config.from_json(argv[argv.index(config.to_json())]) == config
-    done = subprocess.run(argv, capture_output=True, text=True, env=fits.probe_env(), timeout=120)
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    if forked:
+        with preloaded.cases():
+            # as the fits case starts it: the way's allocator setting in force from the start
+            env = settings.environ_with(parse(technique).allocator, fits.probe_env())
+            prober = fits.SubprocessProber(fits.probe_argv(config, 1.0, over="seq_len"), env=env)
+            assert prober(24) is True
+            server = preloaded._SERVER.pid
+        (answer,) = prober.results
+        assert server is not None and not psutil.pid_exists(server)  # the block ended it
+    else:
+        done = subprocess.run(argv, capture_output=True, text=True, env=fits.probe_env(), timeout=120)
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["fits"] is True and answer["n"] == 24 and answer["pid"] != os.getpid()
 
 

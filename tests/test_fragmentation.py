@@ -77,14 +77,17 @@ def test_a_case_refuses_its_setting_where_torch_came_first(monkeypatch):
     assert {v: os.environ.get(v) for v in allocator.ENV_VARS} == before
 
 
-def test_the_probes_of_a_what_fits_search_start_under_the_setting(monkeypatch):
+@pytest.mark.parametrize("technique, setting", [("fp32", "expandable"), ("checkpoint+expandable", "default")])
+def test_the_probes_of_a_what_fits_search_start_under_the_setting(monkeypatch, technique, setting):
+    """The case's setting, or the way's own: in the probe's environment from its start, where the
+    server it may be forked from imports torch before the probe could put it in force."""
     from harness.cases import fits as fits_case
     monkeypatch.setattr(fits_case, "_card", lambda devices: (24 * 2**30, 24 * 2**30))
     probe = ("import json, os, sys; n = int(sys.argv[1]); print(json.dumps({'fits': n <= 5, 'pid': os.getpid(), "
              "'allocator_backend': os.environ.get('PYTORCH_ALLOC_CONF')}))")
     monkeypatch.setattr(fits, "probe_argv",
                         lambda config, cap, over: lambda n: [sys.executable, "-S", "-c", probe, str(n)])
-    params = dict(device="cuda", workload="lm", technique="fp32", budget="16GB", over="batch", allocator="expandable",
+    params = dict(device="cuda", workload="lm", technique=technique, budget="16GB", over="batch", allocator=setting,
                   vocab=128, width=32, depth=2, seq_len=16)
     rec = execute("fits", params)
     assert rec.outcome == "ok" and rec.check["max_batch"] == 5

@@ -33,6 +33,7 @@ not fit, the case does not fit.
 from __future__ import annotations
 
 from harness.workloads.search import fits, predict, probe_log
+from harness.measure.guards import preloaded
 from harness.measure.guards.budget import BUDGETS, ENFORCED, is_whole_card, resolve
 from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, Skip
 from harness.measure.records.store import RecordStore
@@ -168,8 +169,10 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
         # Never searched under this setting: the default's answer aims the first probes (a setting
         # moves it by a few sizes at most); only this run's probes decide the answer, as ever.
         hint = earlier.bracket(search_key(params, over, "default"), cap)
-    # Each probe is a fresh process: the allocator setting is in its environment from its start.
-    env = settings.environ_with(allocator, fits.probe_env())
+    # Each probe is a fresh process: the allocator setting is in its environment from its start,
+    # where the server it is forked from imports torch. The way's own setting wins, as it would in
+    # the probe (which puts it in force before torch starts, where it is not yet).
+    env = settings.environ_with(way.allocator if way.allocator != "default" else allocator, fits.probe_env())
     prober = fits.SubprocessProber(fits.probe_argv(probe_config(params), cap, over), env=env,
                                    timeout_s=fits.PROBE_TIMEOUT_S, on_result=lambda result: log.add(key, cap, result))
     start, limit = (1 if over == "batch" else seq_len), fits.LIMITS[over]
@@ -197,12 +200,13 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
 
     def step():
         found["known"] = log.bounds(key, cap)
-        search = found["search"] = fits.largest_fitting(
-            prober, start=start, limit=limit, known=log.answers(key, cap),
-            probe_many=prober.many if width > 1 else None,
-            estimate=estimate, unit=fits.UNITS[over], confirm=True,
-            hint=hint,
-            slow=log.too_slow(key))  # known under any budget: time does not depend on it
+        with preloaded.cases():  # each probe forked with torch imported already
+            search = found["search"] = fits.largest_fitting(
+                prober, start=start, limit=limit, known=log.answers(key, cap),
+                probe_many=prober.many if width > 1 else None,
+                estimate=estimate, unit=fits.UNITS[over], confirm=True,
+                hint=hint,
+                slow=log.too_slow(key))  # known under any budget: time does not depend on it
         if search.largest == 0 and search.too_slow:
             raise CheckFailed(f"no answer: the first probe, at {over} {start}, ran past {prober.timeout_s:g} s",
                               {"too_slow_at": search.too_slow, "probe_timeout_s": prober.timeout_s})

@@ -153,7 +153,7 @@ class Try:
                 "batch": self.args.batch if batch is None else batch, "seq_len": self.args.seq_len}
 
     def run(self) -> int:
-        from harness.measure.guards import locks
+        from harness.measure.guards import locks, preloaded
         from harness.measure.records.store import RecordStore
         results = results_of(self.args)
         print(self.cost(), flush=True)
@@ -163,7 +163,7 @@ class Try:
         with locks.held(locks.results_lock(results), f"results folder {results}"):
             ctx = self.context(RecordStore.of_results(results))
             print(f"oombench try: run {ctx.run_id}, records in {ctx.path}", flush=True)
-            with self.gpu_held():
+            with self.gpu_held(), preloaded.cases():  # each case forked with torch imported already
                 ways = {}
                 for way in self.ways:
                     if self.needless(way, ways):
@@ -250,20 +250,16 @@ class Try:
 
     def case(self, ctx, params: dict):
         """The record of one case, measured in a fresh process (``measure_one``) and read back."""
-        import subprocess
-
         from harness.drive.asv.bench import RUN_ENV
+        from harness.measure.guards import preloaded
         from harness.measure.guards.lifeline import PARENT_ENV
         from harness.measure.records.store import REPO, load_file
         env = dict(os.environ, **{RUN_ENV: ctx.to_json(), PARENT_ENV: str(os.getpid())})
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
         self.processes += 1
-        try:
-            subprocess.run([sys.executable, "-m", __name__, json.dumps(params)], env=env, capture_output=True,
-                           timeout=CASE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        if preloaded.run([sys.executable, "-m", __name__, json.dumps(params)], env, CASE_TIMEOUT_S).timed_out:
             raise SystemExit(f"oombench try: the case {params} ran past {CASE_TIMEOUT_S} s and was ended; the records "
-                             f"so far are in {ctx.path}") from None
+                             f"so far are in {ctx.path}")
         mine = [r for r in load_file(ctx.path).records if r.case == CASE and r.params == params]
         if not mine:
             raise SystemExit(f"oombench try: the case {params} filed no record: run `python3 -m harness case try "

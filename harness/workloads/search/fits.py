@@ -14,9 +14,10 @@ the size after if nothing changed, and is exact either way, because only this ru
 it.
 
 For real runs every probe is a FRESH process (``SubprocessProber``, ``python -m
-harness.cases.fits_probe``): an out-of-memory error leaves the caching allocator fragmented and
-the CUDA context in an unknown state, so a second probe in the same process would measure the
-first one's leftovers. Each probe caps its allocator at the budget's bytes exactly
+harness.cases.fits_probe``, forked with torch imported already inside a
+``harness.measure.guards.preloaded.cases()`` block): an out-of-memory error leaves the caching
+allocator fragmented and the CUDA context in an unknown state, so a second probe in the same
+process would measure the first one's leftovers. Each probe caps its allocator at the budget's bytes exactly
 (``harness.measure.guards.budget.cap_torch``), so one budget is one cap on every card.
 
 Budgets are in GB (10^9 bytes): a card sold as "N GB" holds N GiB or a little under (an H100
@@ -28,13 +29,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.measure.guards import locks
+from harness.measure.guards import locks, preloaded
 from harness.measure.guards.lifeline import PARENT_ENV
 
 # What a probe holds outside its allocator's cap (the CUDA context, its modules), with room to
@@ -416,7 +416,8 @@ class SubprocessProber:
     not fit. One that runs past ``timeout_s`` is killed, and raises ``TooSlow``.
     ``on_result(result)`` hears each answer as it comes (``probe_log.ProbeLog.add``).
 
-    Each probe is told this process's pid (``OOMBENCH_PARENT_PID``) and binds itself to it
+    Each probe is told its parent's pid (``OOMBENCH_PARENT_PID``: this process's, or the fork
+    server's that dies with it, ``preloaded.run``) and binds itself to it
     (``harness.measure.guards.lifeline.bind``): no probe outlives the search. While probes run, the
     lock of the GPU they use (CUDA device 0 here) is held, so no other run's search or launch
     measures on that card at the same time."""
@@ -452,17 +453,12 @@ class SubprocessProber:
     def _run(self, n: int, began: float) -> tuple[int, int, str, str]:
         """(exit status, pid, stdout, stderr) of the probe at ``n``; killed past ``timeout_s``: TooSlow."""
         env = dict(os.environ if self.env is None else self.env, **{PARENT_ENV: str(os.getpid())})
-        with subprocess.Popen(self.argv_of(n), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env) as proc:
-            try:
-                out, err = proc.communicate(timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-                self._answered({"fits": None, "too_slow": True, "pid": proc.pid, "n": n,
-                                "seconds": round(time.perf_counter() - began, 2)})
-                raise TooSlow(n, self.timeout_s) from None
-        return proc.returncode, proc.pid, out, err
+        done = preloaded.run(self.argv_of(n), env, self.timeout_s)
+        if done.timed_out:
+            self._answered({"fits": None, "too_slow": True, "pid": done.pid, "n": n,
+                            "seconds": round(time.perf_counter() - began, 2)})
+            raise TooSlow(n, self.timeout_s)
+        return done.returncode, done.pid, done.stdout, done.stderr
 
     def _answered(self, result: dict) -> None:
         self.results.append(result)
@@ -473,6 +469,8 @@ class SubprocessProber:
         """One process per size, all at once: the caller has checked that memory holds them. Where
         one runs too slow, the smallest such size's TooSlow carries the others' answers."""
         from concurrent.futures import ThreadPoolExecutor
+        if sizes:  # the fork server is started here: one started in a pool's thread would die with it
+            preloaded.ready(dict(os.environ if self.env is None else self.env, **{PARENT_ENV: str(os.getpid())}))
         with self._gpu_held(), ThreadPoolExecutor(len(sizes)) as pool:
             futures = [(n, pool.submit(self._probe, n)) for n in sizes]
         answered, slow = {}, []
