@@ -146,3 +146,22 @@ def test_nothing_outlives_a_starter_killed_while_its_case_runs(echo, tmp_path):
         starter.kill()
     gone, alive = psutil.wait_procs(left, timeout=20)
     assert not alive and len(gone) == 2
+
+
+def test_where_the_server_started_nvidias_driver_each_case_starts_afresh_in_its_own_process(echo, folder,
+                                                                                            monkeypatch):
+    """CUDA cannot be used across a fork once its driver is started: a case forked from a server
+    holding the driver's files open (here a stand-in file) runs as a fresh interpreter instead,
+    keeping its pid, its parent and what it writes."""
+    standin = folder / "nvidiactl"
+    (folder / "driver_standin.py").write_text(
+        "from harness.measure.guards import preloaded\n"
+        f"preloaded.DRIVER_FILES = {str(standin)!r}\n"
+        "HELD = open(preloaded.DRIVER_FILES, 'w')\n")
+    monkeypatch.setattr(preloaded, "PRELOAD", (preloaded.__name__, "echo_marker", "driver_standin"))
+    with preloaded.cases():
+        done = preloaded.run([*ARGV, "4"], echo, timeout=60)
+    got = seen(done)
+    assert done.returncode == 4 and done.stderr.strip() == "to stderr" and got["argv"] == ["4"]
+    assert got["before_me"] == [] and got["pid"] == done.pid  # afresh, in the process forked
+    assert got["parent"] == int(got["told"]) != os.getpid()  # still the server's child, bound to it

@@ -21,6 +21,10 @@ What ``python -m`` would give the process, the child is given here:
   that started it ends (``lifeline.die_with_parent``, as it imports this module). So the server
   is started from the thread that enters ``cases()``, and stopped as that block ends.
 
+Should a preloaded library have started NVIDIA's driver in the server after all (CUDA cannot be
+used across a fork once its driver is started), each child finds the driver's files open and
+starts afresh in place (``execve``: the same pid, parent and output), as it would have cold.
+
 Any other argv, or a call outside ``cases()``, runs through ``subprocess`` as it always did.
 """
 from __future__ import annotations
@@ -43,6 +47,7 @@ from harness.measure.guards.lifeline import ORPHANED, PARENT_ENV, die_with_paren
 # what every case imports and nothing in it initialises CUDA.
 PRELOAD = (__name__, "torch", "torch._dynamo")
 SERVER_OF = "OOMBENCH_CASE_SERVER_OF"  # the starter's pid, in the server's environment alone
+DRIVER_FILES = "/dev/nvidia"  # what CUDA's driver opens as it starts: /dev/nvidiactl, /dev/nvidia0, ...
 
 
 @dataclass(frozen=True)
@@ -210,12 +215,28 @@ def _child(module: str, args: list, env: dict, out: str, err: str) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(fd, stream.fileno())
         os.close(fd)
+    if _driver_open():
+        # The server started NVIDIA's driver as it imported (a library asked what the GPU can do):
+        # a fork of it cannot use CUDA. The same process starts afresh instead, as it would cold.
+        os.execve(sys.executable, [sys.executable, "-m", module, *args], env)
     os.environ.clear()
     os.environ.update(env)
     # The server's path is its starter's; what PYTHONPATH adds comes first, as at a start.
     sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
     sys.argv = [module, *args]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+def _driver_open() -> bool:
+    """Whether this process holds one of NVIDIA's device files open (``DRIVER_FILES``): CUDA's
+    driver was initialised in it, or in the process it was forked from."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(DRIVER_FILES):
+                return True
+        except OSError:  # closed meanwhile (the listing's own)
+            continue
+    return False
 
 
 def _bind_server() -> None:
