@@ -1,8 +1,9 @@
 """``python3 -m harness try TARGET``: what fits each card, at what speed, for a model the user brings.
 
-Three steps, each case in a fresh process through the machinery ``run`` uses (``bench.measure``:
-the same records, the same writer, each record flushed as it comes, the run's folder locked, the
-GPU locked while cases run on it):
+Three steps, each case in a fresh process (forked from a server with torch imported once:
+``harness.measure.guards.preloaded``) through the machinery ``run`` uses (``bench.measure``: the
+same records, the same writer, each record flushed as it comes, the run's folder locked, the GPU
+locked while cases run on it):
 
 1. every way (``--ways``; by default ``user_model.default_ways``) trains the model at ``--batch``
    on the whole card, fp32 first, each way's loss held to fp32's curve;
