@@ -159,7 +159,7 @@ def test_the_ranks_fork_server_dies_with_the_agent_that_started_it(started_by_it
         try:
             agent = os.getppid() if started_by_its_parent else os.getppid() + 100_000
             os.environ[launcher.SERVER_OF] = str(agent)
-            launcher._bind_server()
+            launcher.bind_to_starter(launcher.SERVER_OF)  # what the launcher runs as the server imports it
             asked = ctypes.c_int(0)
             ctypes.CDLL("libc.so.6").prctl(2, ctypes.byref(asked), 0, 0, 0)  # PR_GET_PDEATHSIG
             code = 0 if asked.value == signal.SIGKILL and launcher.SERVER_OF not in os.environ else 2

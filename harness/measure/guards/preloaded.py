@@ -107,18 +107,38 @@ class _Server:
 
     def stop(self) -> None:
         """Ends this module's server (or a dead one left behind), and forgets it."""
-        server = forkserver._forkserver
-        pid = server._forkserver_pid
+        pid = forkserver._forkserver._forkserver_pid
         if pid is not None and (pid == self.pid or not _alive(pid)):
-            try:
-                os.kill(pid, signal.SIGKILL)  # else it would wait for every child's end
-            except ProcessLookupError:
-                pass
-            try:
-                server._stop()  # closes its pipe, reaps it, forgets it
-            except ChildProcessError:  # reaped already
-                server._forkserver_pid = None
+            end_forkserver()
         self.pid = self.env = None
+
+
+def end_forkserver() -> None:
+    """Ends multiprocessing's fork server of this process, where one runs, and forgets it: the
+    next ``ensure_running`` starts one afresh, with the preload and environment of that moment."""
+    server = forkserver._forkserver
+    if server._forkserver_pid is None:
+        return
+    try:
+        os.kill(server._forkserver_pid, signal.SIGKILL)  # else it would wait for every child's end
+    except ProcessLookupError:
+        pass
+    try:
+        server._stop()  # closes its pipe, reaps it, forgets it
+    except ChildProcessError:  # reaped already
+        server._forkserver_pid = None
+
+
+def bind_to_starter(variable: str) -> None:
+    """In a fork server, as it imports its first preload: die with the thread that started it
+    (its pid in ``variable``, in the server's environment alone, taken out of it here so that no
+    child inherits it), and at once where that starter is gone already. Nothing where the
+    variable is absent: any other process importing the module."""
+    starter = os.environ.pop(variable, "")
+    if starter.isdigit():
+        die_with_parent()
+        if os.getppid() != int(starter):
+            os._exit(ORPHANED)
 
 
 _SERVER = _Server()
@@ -239,14 +259,4 @@ def _driver_open() -> bool:
     return False
 
 
-def _bind_server() -> None:
-    """In the server, as it imports this module (the first of its preload): die with the thread
-    that started it, and at once where its starter is gone already."""
-    starter = os.environ.pop(SERVER_OF, "")
-    if starter.isdigit():
-        die_with_parent()
-        if os.getppid() != int(starter):
-            os._exit(ORPHANED)
-
-
-_bind_server()
+bind_to_starter(SERVER_OF)  # does nothing but in a server this module starts, which imports it first

@@ -48,6 +48,7 @@ from multiprocessing import forkserver
 
 from harness.measure.guards import locks
 from harness.measure.guards.lifeline import ORPHANED, die_with_parent
+from harness.measure.guards.preloaded import bind_to_starter, end_forkserver
 from harness.measure.outcomes import DoesNotFit, Skip, is_out_of_memory, requested_bytes
 from harness.measure.guards.safety import MULTICAST_OFF
 from harness.measure.guards.signals import handlers, kept
@@ -250,34 +251,14 @@ def _rank_server():
     parent-death signal names) and this environment, preloading what each rank imports; yields its
     pid, the ranks' parent. Killed at the end, so that a later launch's ranks get that launch's
     environment; one started before, with another preload or environment, is stopped first."""
-    _stop_rank_server()
+    end_forkserver()
     forkserver.set_forkserver_preload(list(PRELOAD))
     with _environment({SERVER_OF: str(os.getpid())}):
         forkserver.ensure_running()
     try:
         yield forkserver._forkserver._forkserver_pid  # no public name: the stdlib keeps one server per process
     finally:
-        _stop_rank_server()
-
-
-def _stop_rank_server() -> None:
-    server = forkserver._forkserver
-    if server._forkserver_pid is not None:
-        try:
-            os.kill(server._forkserver_pid, signal.SIGKILL)  # else it would wait for every rank's end
-        except ProcessLookupError:
-            pass
-        server._stop()  # closes its pipe, reaps it, forgets it: the next ensure_running starts one afresh
-
-
-def _bind_server() -> None:
-    """In the fork server, as it imports this module (its preload): die with the agent that
-    started it, which the ranks' parent-death signal (naming the server) does not reach."""
-    agent = os.environ.pop(SERVER_OF, "")
-    if agent.isdigit():
-        die_with_parent()
-        if os.getppid() != int(agent):
-            os._exit(ORPHANED)
+        end_forkserver()
 
 
 # ---- the other nodes of a box -------------------------------------------------------------------
@@ -393,4 +374,4 @@ def _outcome(where: str, message: str, trace: str) -> Exception:
     return LaunchError(f"{where} failed with {message}; all ranks were killed.\nIts traceback:\n{trace}")
 
 
-_bind_server()  # does nothing but in a launch's fork server, which imports this module first
+bind_to_starter(SERVER_OF)  # does nothing but in a launch's fork server, which imports this module first

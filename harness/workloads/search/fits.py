@@ -452,13 +452,16 @@ class SubprocessProber:
 
     def _run(self, n: int, began: float) -> tuple[int, int, str, str]:
         """(exit status, pid, stdout, stderr) of the probe at ``n``; killed past ``timeout_s``: TooSlow."""
-        env = dict(os.environ if self.env is None else self.env, **{PARENT_ENV: str(os.getpid())})
-        done = preloaded.run(self.argv_of(n), env, self.timeout_s)
+        done = preloaded.run(self.argv_of(n), self._environ(), self.timeout_s)
         if done.timed_out:
             self._answered({"fits": None, "too_slow": True, "pid": done.pid, "n": n,
                             "seconds": round(time.perf_counter() - began, 2)})
             raise TooSlow(n, self.timeout_s)
         return done.returncode, done.pid, done.stdout, done.stderr
+
+    def _environ(self) -> dict:
+        """A probe's environment: the one given (else this process's), and this process's pid."""
+        return dict(os.environ if self.env is None else self.env, **{PARENT_ENV: str(os.getpid())})
 
     def _answered(self, result: dict) -> None:
         self.results.append(result)
@@ -470,7 +473,7 @@ class SubprocessProber:
         one runs too slow, the smallest such size's TooSlow carries the others' answers."""
         from concurrent.futures import ThreadPoolExecutor
         if sizes:  # the fork server is started here: one started in a pool's thread would die with it
-            preloaded.ready(dict(os.environ if self.env is None else self.env, **{PARENT_ENV: str(os.getpid())}))
+            preloaded.ready(self._environ())
         with self._gpu_held(), ThreadPoolExecutor(len(sizes)) as pool:
             futures = [(n, pool.submit(self._probe, n)) for n in sizes]
         answered, slow = {}, []
