@@ -102,3 +102,23 @@ def test_a_programme_grows_on_the_law_its_recorded_sizes_draw_and_refuses_one_th
         grown({**at, 4: [alloc(0, 2200), *free(0)]}, 10)
     square = {n: [alloc(0, 7 * n * n + 5)] for n in (1, 2, 4)}
     assert grown(square, 8, degree=2)[0].size == 7 * 64 + 5
+
+
+def test_a_probe_writes_the_allocator_s_trace_as_the_programme_the_simulator_reads(tmp_path):
+    import gzip
+    import json
+    from types import SimpleNamespace
+
+    from harness.workloads.search import fits_probe, simulator
+    recorded = trace(("segment_alloc", 7, 2 * MB, 0), ("alloc", 7, 100, 0), ("free_requested", 7, 100, 0),
+                     ("free_completed", 7, 100, 0))
+    stopped = []
+    memory = SimpleNamespace(_snapshot=lambda: {"device_traces": [recorded]},
+                             _record_memory_history=lambda enabled: stopped.append(enabled))
+    torch = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: True, memory=memory))
+    fits_probe._recorded(torch, str(tmp_path / "p.json.gz"))
+    with gzip.open(tmp_path / "p.json.gz", "rt") as f:
+        assert simulator.load(json.load(f)) == programme(recorded) == [alloc(0, 100), *free(0)]
+    assert stopped == [None]  # recording stops once written
+    fits_probe._recorded(torch, None)  # nothing asked, nothing written
+    assert len(list(tmp_path.iterdir())) == 1

@@ -30,10 +30,11 @@ def sizes(over: str, n: int) -> dict:
     return GROWS[over](n)
 
 
-def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
+def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch", record: str | None = None) -> dict:
     """``params``: the ``tricks`` parameters of a validated config (the step the search starts
     from); the probe trains it grown to ``n`` along ``over``. Its ``budget`` is the whole card:
-    the probe's cap is ``cap_bytes``."""
+    the probe's cap is ``cap_bytes``. ``record`` (on a GPU): a path where the allocator's requests
+    go, as the simulator reads them (``harness.workloads.search.simulator``)."""
     from harness.workloads.training.allocator import use_torch
     from harness.workloads.training.precision import process
     from harness.workloads.training.tricks import make_trainer
@@ -46,6 +47,9 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
     if cuda:
         cap_torch(cap_bytes, 0)
     result = {"pid": os.getpid(), "n": n}
+    if cuda and record:
+        # no frames: the requests alone, which the probe's own run does not slow past recording them
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
     try:
         with process(way) as prec:  # as the tricks case runs it
             shape = {k: v for k, v in dict(params, **sizes(over, n)).items() if k not in ("budget", "technique")}
@@ -60,9 +64,11 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
     except Exception as e:
         if not is_out_of_memory(e):
             raise
+        _recorded(torch, record)
         # the memory that ran short: the device's, or the host's where a way out keeps data there
         return dict(result, fits=False, reason=(str(e).strip().splitlines() or [type(e).__name__])[0],
                     short_of=getattr(e, "memory", DEVICE))
+    _recorded(torch, record)
     if cuda:
         result["peak_allocated"] = int(torch.cuda.max_memory_allocated(0))
         result["peak_reserved"] = int(torch.cuda.max_memory_reserved(0))
@@ -76,6 +82,20 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch") -> dict:
             # context and the reserved peak together at the peak
             result.update(context_bytes=context, peak_device=context + result["peak_reserved"])
     return dict(result, fits=True)
+
+
+def _recorded(torch, path: str | None) -> None:
+    """The requests recorded since ``probe`` began, written to ``path`` (gzip'd JSON)."""
+    if not path or not torch.cuda.is_available():
+        return
+    import gzip
+    import json
+
+    from harness.workloads.search import simulator
+    trace = torch.cuda.memory._snapshot()["device_traces"][0]
+    torch.cuda.memory._record_memory_history(enabled=None)
+    with gzip.open(path, "wt") as f:
+        json.dump(simulator.dump(simulator.programme(trace)), f)
 
 
 def context_bytes(torch) -> int | None:

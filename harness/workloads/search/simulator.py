@@ -286,3 +286,17 @@ def _through(xs: list, ys: list):
             total += term
         return int(round(total))
     return at
+
+
+_CODES = {ALLOC: "a", RELEASED: "r", FREE: "f"}
+_ACTIONS = {v: k for k, v in _CODES.items()}
+
+
+def dump(requests: list[Request]) -> list[list]:
+    """A programme as JSON: one [action's letter, block, size, stream] a request."""
+    return [[_CODES[r.action], r.block, r.size, r.stream] for r in requests]
+
+
+def load(rows: list[list]) -> list[Request]:
+    """A programme ``dump`` wrote."""
+    return [Request(_ACTIONS[a], int(block), int(size), int(stream)) for a, block, size, stream in rows]
