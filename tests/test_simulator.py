@@ -122,3 +122,12 @@ def test_a_probe_writes_the_allocator_s_trace_as_the_programme_the_simulator_rea
     assert stopped == [None]  # recording stops once written
     fits_probe._recorded(torch, None)  # nothing asked, nothing written
     assert len(list(tmp_path.iterdir())) == 1
+
+
+def test_the_largest_size_is_the_last_whose_grown_programme_runs_under_the_cap():
+    from harness.workloads.search.simulator import largest
+    # 100 MiB and 50 MiB a sample in one block, 10 MiB a sample in another: 100 + 60 n MiB
+    at = {n: [alloc(0, 100 * MB + 50 * MB * n), alloc(1, 10 * MB * n)] for n in (1, 2, 4)}
+    assert largest(at, 1, 1000 * MB) == 15 and largest(at, 1, 1000 * MB - 1) == 14
+    assert largest(at, 1, 1000 * MB, unit=4) == 12 and largest(at, 1, 1000 * MB, top=9) == 9
+    assert largest(at, 1, 150 * MB) == 0  # not even one sample

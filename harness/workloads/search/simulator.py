@@ -300,3 +300,19 @@ def dump(requests: list[Request]) -> list[list]:
 def load(rows: list[list]) -> list[Request]:
     """A programme ``dump`` wrote."""
     return [Request(_ACTIONS[a], int(block), int(size), int(stream)) for a, block, size, stream in rows]
+
+
+def largest(programmes: dict, degree: int, cap: int, unit: int = 1, top: int = 2**20) -> int:
+    """The largest multiple of ``unit`` (up to ``top``) whose programme, grown from ``programmes``
+    (``grown``), the allocator runs under ``cap``; 0 where even ``unit`` does not. Found by
+    bisection: a larger step asks for no fewer bytes, request by request."""
+    def fits(k: int) -> bool:
+        return replay(grown(programmes, k * unit, degree), cap).fits
+    low, high = 0, 1
+    while high * unit <= top and fits(high):
+        low, high = high, 2 * high
+    high = min(high, top // unit + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low * unit
