@@ -18,8 +18,10 @@ segments, no ``max_split_size_mb``, no garbage collection threshold), one device
   on that retry.
 
 What it cannot see: memory taken outside the allocator (the CUDA context, a library's own
-``cudaMalloc``), which the cap it is handed must leave out, and the order of frees that wait on
-another stream, which it takes from the requests as recorded.
+``cudaMalloc``), which the cap it is handed must leave out; the order of frees that wait on
+another stream, which it takes from the requests as recorded; and the addresses ``cudaMalloc``
+returns, which break ties between free blocks of one size: here the older segment's block goes
+first, and within a segment the lower one.
 """
 from __future__ import annotations
 
@@ -39,8 +41,8 @@ ALLOC, FREE, RELEASED = "alloc", "free", "released"
 
 @dataclass(frozen=True)
 class Request:
-    """One step of the program, on ``stream``: ``alloc`` a block of ``size`` bytes known as
-    ``block``; ``released``: the program lets it go (it no longer counts as allocated); ``free``: the
+    """One step of the programme, on ``stream``: ``alloc`` a block of ``size`` bytes known as
+    ``block``; ``released``: the programme lets it go (it no longer counts as allocated); ``free``: the
     allocator takes it back (at once, or once another stream that used it is done with it)."""
     action: str
     block: int
