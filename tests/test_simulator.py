@@ -115,7 +115,7 @@ def test_a_probe_writes_the_allocator_s_trace_as_the_programme_the_simulator_rea
     stopped = []
     memory = SimpleNamespace(_snapshot=lambda: {"device_traces": [recorded]},
                              _record_memory_history=lambda enabled: stopped.append(enabled))
-    torch = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: True, memory=memory))
+    torch = SimpleNamespace(cuda=SimpleNamespace(memory=memory))
     fits_probe._recorded(torch, str(tmp_path / "p.json.gz"))
     with gzip.open(tmp_path / "p.json.gz", "rt") as f:
         assert simulator.load(json.load(f)) == programme(recorded) == [alloc(0, 100), *free(0)]

@@ -47,7 +47,8 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch", record: 
     if cuda:
         cap_torch(cap_bytes, 0)
     result = {"pid": os.getpid(), "n": n}
-    if cuda and record:
+    record = record if cuda else None  # torch records its CUDA allocator's requests alone
+    if record:
         # no frames: the requests alone, which the probe's own run does not slow past recording them
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
     try:
@@ -86,7 +87,7 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch", record: 
 
 def _recorded(torch, path: str | None) -> None:
     """The requests recorded since ``probe`` began, written to ``path`` (gzip'd JSON)."""
-    if not path or not torch.cuda.is_available():
+    if not path:
         return
     import gzip
     import json

@@ -339,7 +339,7 @@ def prediction(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, l
     # size grows) would put the answer past what the tensors alone can hold.
     top = min(x for x in (limit, bound, UNBOUNDED) if x is not None)
     largest = min(law.largest(reach, unit, limit), top)
-    among = tuple(_last(lambda n, side=side: law.peak(n) + side * law.band(n) <= reach + 0.5, unit, top)
+    among = tuple(last_multiple(lambda n, side=side: law.peak(n) + side * law.band(n) <= reach + 0.5, unit, top)
                   for side in (1, -1))
     made = Prediction(law, reach, largest, bound, among)
     if strict and max(largest - among[0], among[1] - largest) > unit:
@@ -353,7 +353,7 @@ def prediction(results: Sequence[Mapping], cap: int, over: str, unit: int = 1, l
 UNBOUNDED = 2**40
 
 
-def _last(under, unit: int, top: int) -> int:
+def last_multiple(under, unit: int, top: int) -> int:
     """The largest multiple of ``unit`` up to ``top`` for which ``under`` holds, where it holds up
     to a size and not past it; 0 where it does not hold at ``unit``."""
     if not under(unit):

@@ -92,7 +92,6 @@ class _State:
     blocks: dict = field(default_factory=dict)  # key -> free _Block
     live: dict = field(default_factory=dict)  # request's block id -> allocated _Block
     segments: dict = field(default_factory=dict)  # segment id -> its first _Block
-    sizes: dict = field(default_factory=dict)  # segment id -> bytes
     reserved: int = 0
     allocated: int = 0
     peak_reserved: int = 0
@@ -123,16 +122,16 @@ class _State:
         sid = self.next_segment
         self.next_segment += 1
         block = _Block(sid, 0, size, small, stream)
-        self.segments[sid], self.sizes[sid] = block, size
+        self.segments[sid] = block
         self.reserved += size
         self.peak_reserved = max(self.peak_reserved, self.reserved)
         return block
 
     def release_free_segments(self) -> None:
         for sid, first in list(self.segments.items()):
-            if first.free and first.next is None:
+            if first.free and first.next is None:  # one free block: the whole segment
                 self.remove(first)
-                self.reserved -= self.sizes.pop(sid)
+                self.reserved -= first.size
                 del self.segments[sid]
 
 
@@ -249,28 +248,36 @@ def grown(programmes: dict, n: int, degree: int = 1) -> list[Request]:
     (size -> requests): each request's bytes on the polynomial of ``degree`` through the smallest
     sizes recorded, which every larger one recorded must lie on exactly. ``Unlike`` where the
     programmes differ in anything but their requests' sizes, or a size lies off its law."""
-    sizes = sorted(programmes)
-    if len(sizes) < degree + 1:
-        raise Unlike(f"a law of degree {degree} needs {degree + 1} recorded sizes, got {len(sizes)}")
-    base = programmes[sizes[0]]
-    shape = [(r.action, r.block, r.stream) for r in base]
-    for m in sizes[1:]:
-        if [(r.action, r.block, r.stream) for r in programmes[m]] != shape:
-            raise Unlike(f"the programme at {m:,} is not the one at {sizes[0]:,} grown: its requests differ")
-    fit_on, check = sizes[:degree + 1], sizes[degree + 1:]
-    out = []
-    for i, request in enumerate(base):
-        if request.action != ALLOC:
-            out.append(request)
-            continue
-        ys = [programmes[m][i].size for m in fit_on]
-        law = _through(fit_on, ys)
-        for m in check:
-            if law(m) != programmes[m][i].size:
-                raise Unlike(f"request {i} asks {programmes[m][i].size:,} bytes at {m:,}, off the law "
-                             f"through {fit_on} ({law(m):,})")
-        out.append(Request(ALLOC, request.block, max(0, law(n)), request.stream))
-    return out
+    return Growth(programmes, degree).at(n)
+
+
+class Growth:
+    """One programme recorded at several sizes, checked once (``grown``), with each request's law
+    of the size read once: the programme at any size without reading them again."""
+
+    def __init__(self, programmes: dict, degree: int = 1):
+        sizes = sorted(programmes)
+        if len(sizes) < degree + 1:
+            raise Unlike(f"a law of degree {degree} needs {degree + 1} recorded sizes, got {len(sizes)}")
+        self.base = programmes[sizes[0]]
+        shape = [(r.action, r.block, r.stream) for r in self.base]
+        for m in sizes[1:]:
+            if [(r.action, r.block, r.stream) for r in programmes[m]] != shape:
+                raise Unlike(f"the programme at {m:,} is not the one at {sizes[0]:,} grown: its requests differ")
+        fit_on, check = sizes[:degree + 1], sizes[degree + 1:]
+        self.laws = {}  # request index -> its bytes as a function of the size
+        for i, request in enumerate(self.base):
+            if request.action != ALLOC:
+                continue
+            law = self.laws[i] = _through(fit_on, [programmes[m][i].size for m in fit_on])
+            for m in check:
+                if law(m) != programmes[m][i].size:
+                    raise Unlike(f"request {i} asks {programmes[m][i].size:,} bytes at {m:,}, off the law "
+                                 f"through {fit_on} ({law(m):,})")
+
+    def at(self, n: int) -> list[Request]:
+        return [Request(ALLOC, r.block, max(0, self.laws[i](n)), r.stream) if i in self.laws else r
+                for i, r in enumerate(self.base)]
 
 
 def _through(xs: list, ys: list):
@@ -307,14 +314,7 @@ def load(rows: list[list]) -> list[Request]:
 def largest(programmes: dict, degree: int, cap: int, unit: int = 1, top: int = 2**20) -> int:
     """The largest multiple of ``unit`` (up to ``top``) whose programme, grown from ``programmes``
     (``grown``), the allocator runs under ``cap``; 0 where even ``unit`` does not. Found by
-    bisection: a larger step asks for no fewer bytes, request by request."""
-    def fits(k: int) -> bool:
-        return replay(grown(programmes, k * unit, degree), cap).fits
-    low, high = 0, 1
-    while high * unit <= top and fits(high):
-        low, high = high, 2 * high
-    high = min(high, top // unit + 1)
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid)
-    return low * unit
+    bisection (``predict.last_multiple``): a larger step asks for no fewer bytes, request by request."""
+    from harness.workloads.search.predict import last_multiple
+    growth = Growth(programmes, degree)
+    return last_multiple(lambda n: replay(growth.at(n), cap).fits, unit, top)
