@@ -89,8 +89,28 @@ def trace(*entries):
 
 def test_a_trace_reads_as_requests_naming_each_block_by_the_order_it_was_asked_for():
     got = programme(trace(("segment_alloc", 100, 20 * MB, 0), ("alloc", 100, 5000, 0), ("free_requested", 100, 5000, 0),
-                          ("free_completed", 100, 5000, 0), ("alloc", 100, 7000, 0), ("oom", 0, 1, 0)))
-    assert got == [alloc(0, 5000), Request(RELEASED, 0), Request(FREE, 0), alloc(1, 7000)]
+                          ("free_completed", 100, 5000, 0), ("alloc", 100, 7000, 0), ("oom", None, 30 * MB, 0)))
+    # the request torch could not serve is asked of the replay too, which must run out there as well
+    assert got == [alloc(0, 5000), Request(RELEASED, 0), Request(FREE, 0), alloc(1, 7000), alloc(2, 30 * MB)]
+    assert not replay(got, 21 * MB).fits and replay(got, 50 * MB).fits
+
+
+def test_two_runs_of_one_programme_read_alike_whatever_their_stream_handles_and_order_of_give_backs():
+    def run(side, order):
+        entries = [("alloc", 1, 4000, 0), ("alloc", 2, 4000, side), ("alloc", 3, 4000, 0)]
+        entries += [(action, addr, 4000, stream) for addr, stream in order
+                    for action in ("free_requested", "free_completed")]
+        return programme(trace(*entries, ("alloc", 4, 9000, side)))
+    one = run(0x2FB85E00, [(1, 0), (3, 0), (2, 0x2FB85E00)])
+    other = run(0x4768BDF0, [(2, 0x4768BDF0), (3, 0), (1, 0)])  # another handle; autocast's cache order
+    assert one == other
+    assert [r.stream for r in one if r.action == ALLOC] == [0, 1, 0, 1]
+    assert [(r.action, r.block) for r in one[3:9]] == [(RELEASED, 0), (FREE, 0), (RELEASED, 1), (FREE, 1),
+                                                       (RELEASED, 2), (FREE, 2)]
+    # a give-back after an allocation stays after it: only a run between two allocations is sorted
+    late = programme(trace(("alloc", 1, 4000, 0), ("alloc", 2, 4000, 0), ("free_requested", 2, 4000, 0),
+                           ("alloc", 3, 4000, 0), ("free_requested", 1, 4000, 0)))
+    assert [(r.action, r.block) for r in late] == [(ALLOC, 0), (ALLOC, 1), (RELEASED, 1), (ALLOC, 2), (RELEASED, 0)]
 
 
 def test_a_programme_grows_on_the_law_its_recorded_sizes_draw_and_refuses_one_that_is_not_grown():

@@ -214,28 +214,48 @@ def replay(requests: Iterable[Request], cap: int) -> Outcome:
 
 # torch's memory history (``torch.cuda.memory._snapshot()["device_traces"]``): the actions a
 # programme is read from. A block's request is recorded as asked (unrounded); its segments are the
-# allocator's own doing, which the replay does again.
-TRACE = {"alloc": ALLOC, "free_requested": RELEASED, "free_completed": FREE}
+# allocator's own doing, which the replay does again. ``oom`` is the request the allocator could not
+# serve, rounded: the replay is asked it too, and must run out where the recorded run did.
+TRACE = {"alloc": ALLOC, "oom": ALLOC, "free_requested": RELEASED, "free_completed": FREE}
 
 
 def programme(trace: Iterable[dict]) -> list[Request]:
     """The requests of a recorded trace (each entry's ``action``, ``addr``, ``size``, ``stream``),
-    each block known by the order it was asked for in: the same programme at another size names
-    the same blocks."""
-    out, by_addr, asked = [], {}, 0
+    each block known by the order it was asked for in, each stream by the order it was first used
+    in (torch names a stream by its handle, which differs from run to run), and each run of blocks
+    given back between two requests in the order of their blocks (torch gives back some in the order
+    of their addresses, as when autocast empties its cache): the same programme at another size
+    names the same blocks and streams in the same order."""
+    out, by_addr, streams, asked = [], {}, {}, 0
     for entry in trace:
         action = TRACE.get(entry["action"])
         if action is None:
             continue
-        stream = int(entry.get("stream", 0))
+        stream = streams.setdefault(int(entry.get("stream") or 0), len(streams))
         if action == ALLOC:
-            by_addr[entry["addr"]] = asked
+            if entry["action"] == "alloc":  # an oom's block was never handed out: no address
+                by_addr[entry["addr"]] = asked
             out.append(Request(ALLOC, asked, int(entry["size"]), stream))
             asked += 1
         else:
             block = by_addr[entry["addr"]] if action == RELEASED else by_addr.pop(entry["addr"])
             out.append(Request(action, block, 0, stream))
-    return out
+    return _give_backs_in_order(out)
+
+
+def _give_backs_in_order(requests: list[Request]) -> list[Request]:
+    """``requests`` with each run of give-backs between two allocations sorted by block (a block's
+    ``released`` before its ``free``): the order within a run moves no peak (nothing is reserved or
+    allocated in it) and leaves the same free blocks after it (neighbours merge in any order)."""
+    out, run = [], []
+    for request in requests:
+        if request.action != ALLOC:
+            run.append(request)
+            continue
+        out += sorted(run, key=lambda r: (r.block, r.action == FREE))
+        run = []
+        out.append(request)
+    return out + sorted(run, key=lambda r: (r.block, r.action == FREE))
 
 
 class Unlike(ValueError):
