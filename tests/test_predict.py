@@ -1,6 +1,8 @@
 """The what-fits predictor on probes drawn from known laws (the answer recovered to the size), its
 refusals, and the replay of a search from a hand-made probe log: the rule's answer with fewer
 rounds of probes than the search before it. Nothing here starts a probe."""
+import dataclasses
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -296,7 +298,14 @@ def test_a_cell_is_scored_in_search_steps_and_by_its_peak_at_the_measured_answer
     # the measured one
     assert got["accelerate"] == (None, -0.5) and got["deepspeed"] == (None, None)
     assert got["megatron"][0] == 16 and got["megatron"][1] == pytest.approx(64 / 34 - 1)
-    assert estimates.rows_of([cell])[0][6:] == ["+3", "+0.0%", "-50.0%", "-", "-14", "+88.2%"]
+    assert got["replay"] == (None, None)  # no programme recorded for it
+    assert estimates.rows_of([cell])[0][6:] == ["+3", "+0.0%", "-", "-", "-50.0%", "-", "-14", "+88.2%"]
+    # the replay's answer counts where it was scored against this measured answer, and only then
+    replayed = dataclasses.replace(cell, replay={"measured": 30, "largest": 29, "peak": 35 * GiB})
+    assert estimates.scores(replayed)["replay"] == (29, pytest.approx(35 / 34 - 1))
+    assert estimates.rows_of([replayed])[0][8:10] == ["-1", "+2.9%"]
+    stale = dataclasses.replace(cell, replay={"measured": 31, "largest": 29, "peak": 35 * GiB})
+    assert estimates.scores(stale)["replay"] == (None, None)
 
 
 def test_the_score_counts_the_suites_refusals_apart_from_its_shares():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from harness.workloads.search.estimators import FILE, SHAPE
 STEP_BAR, PEAK_BAR = 1, 0.03  # the issue's bar: within one search step, and the peak within 3%
 COLD = 3  # a cold search's first sizes: its start, the double and the quadruple, one round side by side
 NONE = "-"
+REPLAYS = "replays.json"  # the replay estimator's answers (``harness.drive.commands.programmes.score``)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class Cell:
     cap: int
     others: dict  # estimators.json's figures for this shape, {} where it has none
     predicted: int | None = None  # the suite's largest size (``predict.prediction``)
+    key: dict = field(default_factory=dict)  # the search's parameters and axis, as its probes are logged
+    host_short: int | None = None  # the smallest size the host was seen not to hold (``predict.host_short``)
+    replay: dict = field(default_factory=dict)  # the replay's answer (``REPLAYS``), {} where none was scored
 
 
 def _key(record) -> dict:
@@ -112,8 +116,8 @@ def cells(rows: list[Row], results: Path) -> list[Cell]:
         ident = (machine_label(row), json.dumps(_key(rec), sort_keys=True), rec.params["budget"])
         if ident not in latest or rec.created > latest[ident].record.created:
             latest[ident] = row
-    figures = _estimators(results)
-    return sorted((_cell(row, results, figures) for row in latest.values()),
+    figures, replays = _estimators(results), _replays(results)
+    return sorted((_cell(row, results, figures, replays) for row in latest.values()),
                   key=lambda c: (c.gpu, c.over, c.technique, c.allocator, c.cap))
 
 
@@ -123,7 +127,14 @@ def _estimators(results: Path) -> dict:
     return {json.dumps(case["shape"], sort_keys=True): case for case in table}
 
 
-def _cell(row: Row, results: Path, figures: dict) -> Cell:
+def _replays(results: Path) -> dict:
+    """The replay's answers (``python3 -m harness programmes score``), by (GPU, key, budget)."""
+    path = Path(results) / REPLAYS
+    table = json.loads(path.read_text())["cells"] if path.exists() else []
+    return {(c["gpu"], json.dumps(c["key"], sort_keys=True), c["budget"]): c for c in table}
+
+
+def _cell(row: Row, results: Path, figures: dict, replays: dict | None = None) -> Cell:
     rec, key = row.record, _key(row.record)
     over, check = key["over"], rec.check
     answer, cap, unit = check[f"max_{over}"], check["budget_bytes"], check.get("search_unit", 1)
@@ -138,7 +149,10 @@ def _cell(row: Row, results: Path, figures: dict) -> Cell:
     return Cell(gpu=machine_label(row), technique=key["technique"], over=over, budget=rec.params["budget"],
                 allocator=key.get("allocator", "default"), measured=answer, unit=unit,
                 peak=at[-1]["peak_reserved"] if at else None, refused=refused, cap=cap, others=figures.get(shape, {}),
-                suite=None if made is None else made.law, predicted=None if made is None else made.largest)
+                suite=None if made is None else made.law, predicted=None if made is None else made.largest,
+                key=key, host_short=predict.host_short(fed),
+                replay=(replays or {}).get((machine_label(row), json.dumps(key, sort_keys=True), rec.params["budget"]),
+                                           {}))
 
 
 def _steps(cell: Cell, predicted: int | None) -> str:
@@ -168,13 +182,16 @@ def scores(cell: Cell) -> dict:
         out["suite"] = (None, None)
     for name in ("accelerate", "deepspeed"):
         out[name] = (None, _error(cell, cell.others.get(name)))
+    replay = cell.replay if cell.replay.get("measured") == cell.measured else {}  # scored against this answer
+    out["replay"] = (replay.get("largest"), _error(cell, replay.get("peak")))
     law = _megatron(cell)
     out["megatron"] = (None, None) if law is None else (law.largest(cell.cap, cell.unit, limit),
                                                           _error(cell, law.peak(cell.measured)))
     return out
 
 
-HEADER = ["GPU", "way", "over", "budget", "allocator", "measured", "suite", "suite peak", "accelerate peak",
+HEADER = ["GPU", "way", "over", "budget", "allocator", "measured", "suite", "suite peak", "replay", "replay peak",
+          "accelerate peak",
           "DeepSpeed peak", "Megatron", "Megatron peak"]
 
 
@@ -184,6 +201,7 @@ def rows_of(found: list[Cell]) -> list[list[str]]:
         s = scores(cell)
         body.append([cell.gpu, cell.technique, cell.over, cell.budget, cell.allocator, f"{cell.measured:,}",
                      _steps(cell, s["suite"][0]) + ("" if cell.suite else " ¹"), _pct(s["suite"][1]),
+                     _steps(cell, s["replay"][0]), _pct(s["replay"][1]),
                      _pct(s["accelerate"][1]), _pct(s["deepspeed"][1]), _steps(cell, s["megatron"][0]),
                      _pct(s["megatron"][1])])
     return body
@@ -200,7 +218,7 @@ def summary(found: list[Cell]) -> list[list[str]]:
     body = []
     for gpu in sorted({c.gpu for c in found}):
         mine = [c for c in found if c.gpu == gpu]
-        for name in ("suite", "accelerate", "deepspeed", "megatron"):
+        for name in ("suite", "replay", "accelerate", "deepspeed", "megatron"):
             near, peaks, _ = _tally(mine, name)
             refused = str(sum(c.refused is not None for c in mine)) if name == "suite" else NONE
             body.append([gpu, name, str(len(mine)), near, peaks, refused])
@@ -275,6 +293,10 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
               "a cap the allocator frees its cached blocks and tries again before it fails, so a size whose "
               "reserve passes the cap unpressed may still fit; and from the cold start alone (the smallest budget) "
               "the law is read far from the answer. "
+              "The replay (`python3 -m harness programmes`) does what the allocator does instead: the programme of "
+              "requests its GPU recorded at a few sizes (two batches, or three sequence lengths), each request "
+              "grown on its own law, is run through the caching allocator's rules under the cap; - where that GPU "
+              "recorded no programme of the way, or for another allocator setting. "
               "¹ the suite's predictor refused:", ""]
     lines += [f"- {markdown.code(reason)}" for reason in refused]
     return "\n".join(lines) + "\n"

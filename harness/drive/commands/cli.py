@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from harness.drive.asv import profiles
-from harness.drive.commands import bootstrap, tryout
+from harness.drive.commands import bootstrap, programmes, tryout
 
 
 def _refused(command: str, check) -> bool:
@@ -682,6 +682,13 @@ def _try(args) -> int:
 def _add_try(sub) -> None:
     tryout.add_parser(sub)
     sub.choices["try"].set_defaults(func=_try)
+    programmes.add_parser(sub)
+    sub.choices["programmes"].set_defaults(func=_programmes)
+
+
+def _programmes(args) -> int:
+    bootstrap.ensure("try")  # torch and the probe's needs, as try's
+    return programmes.main(args)
 
 
 def parse(argv=None) -> argparse.Namespace:

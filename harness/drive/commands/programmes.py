@@ -1,0 +1,143 @@
+"""``python3 -m harness programmes``: the allocator's programmes that the replay estimator grows.
+
+``record`` (on a GPU): the what-fits probe (``harness.cases.fits_probe``) of each way at each size,
+several side by side, each recording its allocator's requests; filed as one file under
+``results/programmes/<machine>/`` (``harness.measure.records.programmes``) with the environment
+and commit, as records are.
+
+``score`` (on the CPU): every committed what-fits cell (``harness.report.estimates.cells``) whose
+GPU recorded its way's programmes, answered by the replay (``harness.workloads.search.replayed``):
+the largest size under the cell's cap and the reserved peak at the measured answer, written to
+``results/replays.json``, which the error table reads. Replaying takes a minute on the CPU, so
+the figures are written once, as the other estimators' are, not worked out at every ``docs``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness.measure.guards.inputs import Refused
+from harness.measure.records.store import COMMITTED
+
+FILE = "replays.json"
+SHAPE = {"device": "cuda", "workload": "lm", "vocab": 32000, "width": 1024, "depth": 12, "seq_len": 1024}
+CAP = 40 * 10**9  # the probes' cap: far above what the recorded sizes reserve, so it never binds
+TIMEOUT_S = 300
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("programmes", help="record the allocator's programmes on a GPU, or score the replay on the CPU")
+    p.add_argument("action", choices=("record", "score"))
+    p.add_argument("--over", choices=("batch", "seq_len"), default="batch", help="what the sizes grow (record)")
+    p.add_argument("--sizes", default="4,8", help="comma-separated sizes to record each way at (record)")
+    p.add_argument("--ways", default="", help="comma-separated ways, as the fits case names them (record)")
+    p.add_argument("--side-by-side", type=int, default=6, help="probes at once (record)")
+    p.add_argument("--results", default=str(COMMITTED), metavar="DIR", help="the results folder (default results/)")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    try:
+        if args.action == "score":
+            print(score(Path(args.results)))
+            return 0
+        jobs = _jobs(args.ways, args.over, args.sizes)
+        print(record(jobs, Path(args.results), args.side_by_side))
+        return 0
+    except Refused as e:
+        print(f"python3 -m harness programmes: {e}", file=sys.stderr)
+        return 2
+
+
+def _jobs(ways: str, over: str, sizes: str) -> list[tuple[str, str, int]]:
+    """(way, axis, size) to record; refused before anything runs where an argument is wrong."""
+    from harness.workloads.training.ways import parse
+    names = [w for w in ways.split(",") if w]
+    if not names:
+        raise Refused("--ways names no way: give e.g. --ways fp32,checkpoint")
+    for name in names:
+        try:
+            parse(name)
+        except ValueError as e:
+            raise Refused(f"--ways: {e}") from None
+    try:
+        ns = [int(s) for s in sizes.split(",")]
+    except ValueError:
+        raise Refused(f"--sizes takes whole numbers separated by commas, got {sizes!r}") from None
+    if not ns or min(ns) < 1:
+        raise Refused(f"--sizes takes whole numbers from 1, got {sizes!r}")
+    return [(name, over, n) for name in names for n in ns]
+
+
+def record(jobs: list[tuple[str, str, int]], results: Path, width: int) -> Path:
+    """Each job's probe, ``width`` at once with the GPU locked, filed as one recording."""
+    import tempfile
+
+    from harness.measure.guards import locks
+    from harness.measure.instruments.devices import discover
+    from harness.measure.instruments.environment import snapshot
+    from harness.measure.instruments.machine import machine_name
+    from harness.measure.records import programmes
+    devices = discover()
+    if not devices.gpus:
+        raise Refused("recording programmes needs a CUDA GPU: run it on a GPU box")
+    with tempfile.TemporaryDirectory() as tmp, locks.gpus_held(locks.visible_gpu_uuids([0])), \
+            ThreadPoolExecutor(max(1, width)) as pool:
+        probes = list(pool.map(lambda job: _probe(job, Path(tmp)), jobs))
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[3]).stdout.strip() or "unknown"
+    return programmes.write(results, machine_name(devices), commit, snapshot(devices).to_dict(), probes)
+
+
+def _probe(job: tuple[str, str, int], tmp: Path) -> dict:
+    """One recording probe in its own process: its key, size, cap, answer and programme."""
+    import gzip
+
+    from harness.cases.fits import probe_config
+    from harness.measure.guards import preloaded
+    from harness.measure.guards.lifeline import PARENT_ENV
+    from harness.workloads.search import fits
+    from harness.workloads.training import allocator as settings
+    way, over, n = job
+    params = dict(SHAPE, technique=way)
+    path = tmp / f"{way}-{over}-{n}.json.gz"
+    argv = fits.probe_argv(probe_config(params), CAP, over)(n) + [str(path)]
+    env = dict(settings.environ_with("default", fits.probe_env()), **{PARENT_ENV: str(os.getpid())})
+    done = preloaded.run(argv, env, TIMEOUT_S)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines or not path.exists():
+        raise RuntimeError(f"the probe of {way} at {over}={n} failed (exit {done.returncode}): "
+                           f"{done.stderr.strip()[-2000:]}")
+    return {"key": dict(params, over=over), "n": n, "cap": CAP, "result": json.loads(lines[-1]),
+            "programme": json.load(gzip.open(path, "rt"))}
+
+
+def score(results: Path) -> Path:
+    """The replay's answer for every committed cell whose GPU recorded its programmes, to FILE."""
+    from harness.measure.guards.inputs import write_whole
+    from harness.measure.records import programmes
+    from harness.report import estimates
+    from harness.report.model import load_rows
+    from harness.workloads.search import fits, replayed, simulator
+    found = replayed.recorded(programmes.read(results))
+    out = []
+    for cell in estimates.cells(load_rows(results), results):
+        rec = found.get((cell.gpu, json.dumps(cell.key, sort_keys=True)))
+        if rec is None:
+            continue
+        entry = {"gpu": cell.gpu, "key": cell.key, "budget": cell.budget, "measured": cell.measured,
+                 "sizes": sorted(rec.programmes)}
+        try:
+            top = fits.LIMITS[cell.over] if cell.host_short is None else cell.host_short - 1
+            entry.update(largest=replayed.largest(rec, cell.cap, cell.unit, top),
+                         peak=replayed.peak(rec, cell.measured, cell.cap))
+        except simulator.Unlike as e:
+            entry["refused"] = str(e)
+        out.append(entry)
+    path = Path(results) / FILE
+    write_whole(path, json.dumps({"cells": out}, indent=1, sort_keys=True) + "\n")
+    return path

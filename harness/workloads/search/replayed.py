@@ -1,0 +1,62 @@
+"""The replay estimator of what fits: the programmes a GPU recorded for a (way, axis) at a few sizes
+(``harness.measure.records.programmes``), grown to any size (``simulator.Growth``) and run through
+the caching allocator's rules (``simulator.replay``) under the cap: the largest size that runs,
+and the reserved peak at a size.
+
+Each request's bytes grow on a polynomial of the size: of degree 1 along the batch, of degree 2
+along the sequence (attention's scores grow with its square), so a batch needs programmes at two
+sizes and a sequence at three, alike in all but their requests' sizes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from harness.measure.instruments.environment import Environment
+from harness.measure.instruments.machine import machine_label
+from harness.workloads.search import predict, simulator
+
+DEGREE = {"batch": 1, "seq_len": 2}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The programmes one GPU recorded for one search's key: size -> requests, and the probes'
+    own answers (the device's total and the context they held)."""
+    gpu: str
+    key: dict
+    programmes: dict = field(hash=False)
+    results: list = field(hash=False)
+
+    def growth(self) -> simulator.Growth:
+        """``simulator.Unlike`` where the programmes are no one programme grown."""
+        return simulator.Growth(self.programmes, DEGREE[self.key["over"]])
+
+    def reach(self, cap: int) -> int:
+        """What the allocator can reserve under ``cap`` on this GPU (``predict.reachable``)."""
+        return predict.reachable(cap, self.results)
+
+
+def recorded(recordings: list[dict]) -> dict:
+    """(GPU, key as sorted JSON) -> Recorded, from the files ``programmes.read`` returns; a later
+    recording of a size replaces an earlier one."""
+    found = {}
+    for recording in recordings:
+        gpu = machine_label(Environment.from_dict(recording["environment"]))
+        for probe in recording["probes"]:
+            ident = (gpu, json.dumps(probe["key"], sort_keys=True))
+            rec = found.setdefault(ident, Recorded(gpu, probe["key"], {}, []))
+            rec.programmes[int(probe["n"])] = simulator.load(probe["programme"])
+            rec.results.append(probe["result"])
+    return found
+
+
+def largest(rec: Recorded, cap: int, unit: int, top: int) -> int:
+    """The largest multiple of ``unit`` up to ``top`` whose grown programme runs under ``cap``."""
+    growth, reach = rec.growth(), rec.reach(cap)
+    return predict.last_multiple(lambda n: simulator.replay(growth.at(n), reach).fits, unit, top)
+
+
+def peak(rec: Recorded, n: int, cap: int) -> int:
+    """The reserved peak of the programme grown to ``n`` under ``cap`` (up to where it runs out)."""
+    return simulator.replay(rec.growth().at(n), rec.reach(cap)).peak_reserved
