@@ -1,0 +1,109 @@
+"""Recorded programmes (``harness.measure.records.programmes``), the replay estimator that grows them
+(``harness.workloads.search.replayed``) and the command that records and scores them
+(``harness.drive.commands.programmes``), on hand-made programmes whose answers are worked out by
+hand. Nothing here starts a probe."""
+import json
+import shutil
+from argparse import Namespace
+
+import pytest
+
+from conftest import FROZEN
+from harness.drive.commands import programmes as command
+from harness.measure.records import programmes
+from harness.workloads.search import replayed, simulator
+from harness.workloads.search.simulator import ALLOC, FREE, RELEASED, Request
+
+GiB = 2**30
+KEY = {"device": "cuda", "workload": "lm", "technique": "bf16_autocast", "vocab": 32000, "width": 1024,
+       "depth": 12, "seq_len": 1024, "over": "batch"}
+
+
+def step(n, over="batch"):
+    """A step whose one large block holds a GiB a sample (or a GiB per 1,024 tokens squared) beside
+    a 64 MiB weight: the allocator reserves exactly both."""
+    grows = GiB * n if over == "batch" else GiB * n * n // 1024**2
+    return simulator.dump([Request(ALLOC, 0, 64 * 2**20), Request(ALLOC, 1, grows), Request(RELEASED, 1),
+                           Request(FREE, 1)])
+
+
+def probe(n, key=KEY, **result):
+    return {"key": key, "n": n, "cap": 40 * 10**9, "result": {"fits": True, **result},
+            "programme": step(n, key["over"])}
+
+
+def environment():
+    from harness.report.model import load_rows
+    from harness.report.tables import machine_label
+    row = next(r for r in load_rows(FROZEN) if r.record.case == "fits" and machine_label(r) == "H100 80GB HBM3")
+    return row.record.environment.to_dict()
+
+
+def test_a_recording_is_filed_whole_under_its_machine_and_read_back(tmp_path):
+    path = programmes.write(tmp_path, "nvidia-h100-80gb-hbm3-x1", "0123456789abcdef", environment(), [probe(4)])
+    assert path.parent == tmp_path / "programmes" / "nvidia-h100-80gb-hbm3-x1"
+    assert path.name.startswith("01234567-") and path.name.endswith(".json.gz")
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # nothing written beside it is left
+    (got,) = programmes.read(tmp_path)
+    assert got["commit"] == "0123456789abcdef" and got["probes"] == [probe(4)]
+
+
+def test_the_replay_grows_a_gpus_programmes_and_answers_the_largest_size_and_its_peak():
+    found = replayed.recorded([{"environment": environment(), "probes": [probe(4), probe(8)]}])
+    rec = found[("H100 80GB HBM3", json.dumps(KEY, sort_keys=True))]
+    assert sorted(rec.programmes) == [4, 8]
+    # 64 MiB and n GiB under 20 GiB: 19 samples, not 20
+    assert replayed.largest(rec, 20 * GiB, 1, 2**20) == 19
+    assert replayed.peak(rec, 19, 20 * GiB) == 64 * 2**20 + 19 * GiB
+    assert replayed.largest(rec, 20 * GiB, 1, 10) == 10  # up to the top it is given (a host's bound)
+
+
+def test_the_device_binds_before_a_cap_past_it_and_a_sequence_needs_three_sizes():
+    beside = {"device_total": 30 * GiB, "context_bytes": GiB}
+    rec = replayed.Recorded("H100", KEY, {n: simulator.load(step(n)) for n in (4, 8)}, [beside])
+    assert replayed.largest(rec, 100 * GiB, 1, 2**20) == 28  # 29 GiB reachable, not the cap's 100
+    seq = dict(KEY, over="seq_len")
+    two = replayed.Recorded("H100", seq, {n: simulator.load(step(n, "seq_len")) for n in (4096, 8192)}, [])
+    with pytest.raises(simulator.Unlike, match="degree 2 needs 3"):
+        replayed.largest(two, 20 * GiB, 128, 2**20)
+    three = replayed.Recorded("H100", seq, {n: simulator.load(step(n, "seq_len")) for n in (2048, 4096, 8192)}, [])
+    # n^2 / 1024^2 GiB + 64 MiB under 20 GiB: n up to 4,576 tokens, the last multiple of 128 is 4,480
+    assert replayed.largest(three, 20 * GiB, 128, 2**20) == 4480
+
+
+@pytest.mark.parametrize("ways, sizes, message", [("", "4,8", "--ways names no way"),
+                                                  ("fp32,nope", "4,8", "unknown knob 'nope'"),
+                                                  ("fp32", "4,x", "whole numbers separated by commas"),
+                                                  ("fp32", "0,4", "whole numbers from 1")])
+def test_a_wrong_argument_is_refused_with_its_fix_before_anything_runs(ways, sizes, message, capsys):
+    args = Namespace(action="record", ways=ways, over="batch", sizes=sizes, side_by_side=2, results="unused")
+    assert command.main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_recording_without_a_gpu_is_refused_before_any_probe(monkeypatch, tmp_path, capsys):
+    from harness.measure.instruments import devices
+    monkeypatch.setattr(devices, "discover", lambda: devices.Devices(gpus=()))
+    monkeypatch.setattr(command, "_probe", lambda *a: pytest.fail("a probe ran"))
+    args = Namespace(action="record", ways="fp32", over="batch", sizes="4,8", side_by_side=2, results=str(tmp_path))
+    assert command.main(args) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err and not (tmp_path / "programmes").exists()
+
+
+def test_the_score_answers_each_cell_of_the_recording_gpu_and_the_error_table_shows_it(tmp_path):
+    from harness.report import estimates
+    from harness.report.model import load_rows
+    results = tmp_path / "results"
+    shutil.copytree(FROZEN, results)
+    programmes.write(results, "nvidia-h100-80gb-hbm3-x1", "0" * 40, environment(), [probe(4), probe(8)])
+    command.score(results)
+    table = json.loads((results / command.FILE).read_text())["cells"]
+    assert table and {c["gpu"] for c in table} == {"H100 80GB HBM3"}
+    assert {c["key"]["technique"] for c in table} == {"bf16_autocast"}  # the only way recorded
+    by_budget = {c["budget"]: c for c in table}
+    assert by_budget["16GB"]["largest"] == 14  # 64 MiB and n GiB within 16 * 10^9 bytes
+    cells = {c.budget: c for c in estimates.cells(load_rows(results), results)
+             if c.gpu == "H100 80GB HBM3" and c.technique == "bf16_autocast" and c.allocator == "default"}
+    assert estimates.scores(cells["16GB"])["replay"][0] == 14
+    other = [c for c in estimates.cells(load_rows(results), results) if c.technique != "bf16_autocast"]
+    assert other and all(estimates.scores(c)["replay"] == (None, None) for c in other)
