@@ -321,7 +321,8 @@ def test_the_score_counts_the_suites_refusals_apart_from_its_shares():
     assert row[:2] == ["H100", "suite"] and row[2] == "3"
     # 33 is the law's answer, 30 three steps under it; the law's peak at either is the one measured
     assert row[3:] == ["1/2 (50%)", "2/2 (100%)", "1"]
-    assert estimates.summary(found)[1][5] == "-"  # the others name no refusal
+    assert estimates.summary(found)[1][1::4] == ["replay", "0"]  # no programme refused: none recorded
+    assert estimates.summary(found)[2][5] == "-"  # the others name no refusal
 
 
 def test_the_suites_score_by_axis_counts_each_axis_apart_with_its_median_size_error():

@@ -28,8 +28,11 @@ def step(n, over="batch"):
 
 
 def probe(n, key=KEY, **result):
-    return {"key": key, "n": n, "cap": 40 * 10**9, "result": {"fits": True, **result},
-            "programme": step(n, key["over"])}
+    """A recorded probe whose own peaks are the step's: the 64 MiB weight and the grown block, each a
+    segment of its own size."""
+    held = 64 * 2**20 + simulator.load(step(n, key["over"]))[1].size
+    return {"key": key, "n": n, "cap": 40 * 10**9, "programme": step(n, key["over"]),
+            "result": {"fits": True, "peak_reserved": held, "peak_allocated": held, **result}}
 
 
 def environment():
@@ -49,7 +52,7 @@ def test_a_recording_is_filed_whole_under_its_machine_and_read_back(tmp_path):
 
 
 def test_the_replay_grows_a_gpus_programmes_and_answers_the_largest_size_and_its_peak():
-    found = replayed.recorded([{"environment": environment(), "probes": [probe(4), probe(8)]}])
+    found = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), probe(8)]}])
     rec = found[("H100 80GB HBM3", json.dumps(KEY, sort_keys=True))]
     assert sorted(rec.programmes) == [4, 8]
     # 64 MiB and n GiB under 20 GiB: 19 samples, not 20
@@ -107,3 +110,18 @@ def test_the_score_answers_each_cell_of_the_recording_gpu_and_the_error_table_sh
     assert estimates.scores(cells["16GB"])["replay"][0] == 14
     other = [c for c in estimates.cells(load_rows(results), results) if c.technique != "bf16_autocast"]
     assert other and all(estimates.scores(c)["replay"] == (None, None) for c in other)
+    # each recorded programme replayed as recorded gives its own probe's peaks, and the page says so
+    (recording,) = json.loads((results / command.FILE).read_text())["recordings"]
+    assert [p["replayed_reserved"] == p["peak_reserved"] for p in recording["probes"]] == [True, True]
+    assert estimates.replay_checks(results) == [
+        "- H100 80GB HBM3: 2 recorded probes; the replay runs out where the probe did in 2; of the 2 that ran in "
+        "both, 2 reserve and allocate the very bytes their probe measured, the worst reserved peak +0.0% off."]
+
+
+def test_a_replay_that_misses_its_probes_peak_says_by_how_much():
+    off = probe(8, peak_reserved=64 * 2**20 + 8 * GiB + 2**27)  # the probe reserved 128 MiB more
+    found = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), off]}])
+    (rec,) = found.values()
+    got = replayed.checked(rec)
+    assert [(p["n"], p["replayed_reserved"] == p["peak_reserved"]) for p in got] == [(4, True), (8, False)]
+    assert got[1]["peak_reserved"] - got[1]["replayed_reserved"] == 2**27 and rec.commits == {"c"}

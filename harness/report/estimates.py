@@ -134,6 +134,25 @@ def _replays(results: Path) -> dict:
     return {(c["gpu"], json.dumps(c["key"], sort_keys=True), c["budget"]): c for c in table}
 
 
+def replay_checks(results: Path) -> list[str]:
+    """Per GPU, how the replay of each recorded programme, as recorded, compares with the peaks its
+    own probe measured (``harness.drive.commands.programmes.score``): [] where none was recorded."""
+    path = Path(results) / REPLAYS
+    recordings = json.loads(path.read_text()).get("recordings", []) if path.exists() else []
+    lines = []
+    for gpu in sorted({r["gpu"] for r in recordings}):
+        probes = [p for r in recordings if r["gpu"] == gpu for p in r["probes"]]
+        ran = [p for p in probes if p["fits"] and p["replayed_fits"]]
+        same = sum(p["replayed_reserved"] == p["peak_reserved"] and p["replayed_allocated"] == p["peak_allocated"]
+                   for p in ran)
+        worst = max((abs(p["replayed_reserved"] / p["peak_reserved"] - 1) for p in ran), default=None)
+        agree = sum(p["fits"] == p["replayed_fits"] for p in probes)
+        lines.append(f"- {gpu}: {len(probes)} recorded probes; the replay runs out where the probe did in {agree}; "
+                     f"of the {len(ran)} that ran in both, {same} reserve and allocate the very bytes their probe "
+                     f"measured, the worst reserved peak {_pct(worst)} off.")
+    return lines
+
+
 def _cell(row: Row, results: Path, figures: dict, replays: dict | None = None) -> Cell:
     rec, key = row.record, _key(row.record)
     over, check = key["over"], rec.check
@@ -214,13 +233,15 @@ AXIS_HEADER = ["GPU", "over", "cells", "largest within one step", "peak within 3
 def summary(found: list[Cell]) -> list[list[str]]:
     """Per GPU and estimator: its cells, the share of those it sized within one step, the share
     whose peak at the measured answer is within 3%, and (the suite's) the cells it refused, which
-    neither share counts: a refusal is no answer, and says so where a guess would not."""
+    neither share counts: a refusal is no answer, and says so where a guess would not; (the replay's)
+    the cells whose recorded programmes were no one programme grown."""
     body = []
     for gpu in sorted({c.gpu for c in found}):
         mine = [c for c in found if c.gpu == gpu]
         for name in ("suite", "replay", "accelerate", "deepspeed", "megatron"):
             near, peaks, _ = _tally(mine, name)
-            refused = str(sum(c.refused is not None for c in mine)) if name == "suite" else NONE
+            refused = {"suite": str(sum(c.refused is not None for c in mine)),
+                       "replay": str(sum("refused" in c.replay for c in mine))}.get(name, NONE)
             body.append([gpu, name, str(len(mine)), near, peaks, refused])
     return body
 
@@ -277,6 +298,10 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     lines += ["", "The suite's predictor by axis, with the median of its size errors relative to the measured "
               "size:", ""]
     lines += markdown.table(*axis)
+    checks = replay_checks(results)
+    if checks:
+        lines += ["", "The replay against the allocator: each recorded programme replayed as recorded, under its "
+                  "probe's cap, beside the peaks its probe measured:", "", *checks]
     lines += ["", *search_cost.section(rows), "## Cell by cell", ""]
     lines += markdown.table(*cell)
     refused = sorted({c.refused for c in found if c.refused})

@@ -8,8 +8,10 @@ and commit, as records are.
 ``score`` (on the CPU): every committed what-fits cell (``harness.report.estimates.cells``) whose
 GPU recorded its way's programmes, answered by the replay (``harness.workloads.search.replayed``):
 the largest size under the cell's cap and the reserved peak at the measured answer, written to
-``results/replays.json``, which the error table reads. Replaying takes a minute on the CPU, so
-the figures are written once, as the other estimators' are, not worked out at every ``docs``.
+``results/replays.json``, which the error table reads, with each recorded programme replayed as
+recorded beside the peaks its own probe measured (the replay's check against the allocator).
+Replaying takes a minute on the CPU, so the figures are written once, as the other estimators'
+are, not worked out at every ``docs``.
 """
 from __future__ import annotations
 
@@ -130,7 +132,7 @@ def score(results: Path) -> Path:
         if rec is None:
             continue
         entry = {"gpu": cell.gpu, "key": cell.key, "budget": cell.budget, "measured": cell.measured,
-                 "sizes": sorted(rec.programmes)}
+                 "sizes": sorted(rec.programmes), "commits": sorted(rec.commits)}
         try:
             top = fits.LIMITS[cell.over] if cell.host_short is None else cell.host_short - 1
             entry.update(largest=replayed.largest(rec, cell.cap, cell.unit, top),
@@ -138,6 +140,8 @@ def score(results: Path) -> Path:
         except simulator.Unlike as e:
             entry["refused"] = str(e)
         out.append(entry)
+    checks = [{"gpu": rec.gpu, "key": rec.key, "commits": sorted(rec.commits), "probes": replayed.checked(rec)}
+              for rec in found.values()]
     path = Path(results) / FILE
-    write_whole(path, json.dumps({"cells": out}, indent=1, sort_keys=True) + "\n")
+    write_whole(path, json.dumps({"cells": out, "recordings": checks}, indent=1, sort_keys=True) + "\n")
     return path

@@ -36,5 +36,6 @@ def write(root: Path, machine: str, commit: str, environment: dict, probes: list
 
 
 def read(root: Path) -> list[dict]:
-    """Every recording filed under ``root``, oldest file name first within a machine."""
-    return [json.load(gzip.open(path, "rt")) for path in sorted((Path(root) / DIR).glob(f"*/*{SUFFIX}"))]
+    """Every recording filed under ``root``, the oldest first (a later one of a size replaces it)."""
+    found = [json.load(gzip.open(path, "rt")) for path in sorted((Path(root) / DIR).glob(f"*/*{SUFFIX}"))]
+    return sorted(found, key=lambda recording: recording["created"])

@@ -26,7 +26,8 @@ class Recorded:
     gpu: str
     key: dict
     programmes: dict = field(hash=False)
-    results: list = field(hash=False)
+    results: list = field(hash=False)  # each probe's answer, with its size (n) and cap
+    commits: set = field(default_factory=set, hash=False)  # what the recordings ran
 
     def growth(self) -> simulator.Growth:
         """``simulator.Unlike`` where the programmes are no one programme grown."""
@@ -47,8 +48,26 @@ def recorded(recordings: list[dict]) -> dict:
             ident = (gpu, json.dumps(probe["key"], sort_keys=True))
             rec = found.setdefault(ident, Recorded(gpu, probe["key"], {}, []))
             rec.programmes[int(probe["n"])] = simulator.load(probe["programme"])
-            rec.results.append(probe["result"])
+            rec.results.append(dict(probe["result"], n=int(probe["n"]), cap=int(probe["cap"])))
+            rec.commits.add(recording["commit"])
     return found
+
+
+def checked(rec: Recorded) -> list[dict]:
+    """Each recorded programme replayed as recorded, under its probe's own cap, beside the peaks its
+    probe measured: where the rules are the allocator's, the same bytes."""
+    out = []
+    for (n, requests), result in zip(sorted(rec.programmes.items()), _by_size(rec)):
+        got = simulator.replay(requests, predict.reachable(result["cap"], [result]))
+        out.append({"n": n, "fits": result.get("fits"), "replayed_fits": got.fits,
+                    "peak_reserved": result.get("peak_reserved"), "replayed_reserved": got.peak_reserved,
+                    "peak_allocated": result.get("peak_allocated"), "replayed_allocated": got.peak_allocated})
+    return out
+
+
+def _by_size(rec: Recorded) -> list[dict]:
+    by = {int(r["n"]): r for r in rec.results}
+    return [by[n] for n in sorted(rec.programmes)]
 
 
 def largest(rec: Recorded, cap: int, unit: int, top: int) -> int:
