@@ -74,6 +74,11 @@ def test_the_device_binds_before_a_cap_past_it_and_a_sequence_needs_three_sizes(
     assert replayed.largest(three, 20 * GiB, 128, 2**20) == 4480
 
 
+def test_an_unknown_action_is_refused_naming_both(capsys):
+    assert command.main(Namespace(action="recrod")) == 2
+    assert "say record (on a GPU) or score (on the CPU), got 'recrod'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("ways, sizes, message", [("", "4,8", "--ways names no way"),
                                                   ("fp32,nope", "4,8", "unknown knob 'nope'"),
                                                   ("fp32", "4,x", "whole numbers separated by commas"),

@@ -74,6 +74,7 @@ NEEDS = {
 NEEDS["compare"] = (tuple(dict.fromkeys(NEEDS["run"][0] + NEEDS["gate"][0])), "bench,torch,chainer,gate")
 NEEDS["mutate"] = ((*NEEDS["test"][0], "mutmut"), NEEDS["test"][1])  # the tests, under a mutation tester
 NEEDS["docs"] = NEEDS["pages"]  # the docs are written from the same records, with the same stack
+NEEDS["programmes"] = NEEDS["try"]  # the probe's training step, and the records the score reads
 # Chainer 7.8.1, the last release, is an sdist whose setup.py imports pkg_resources, which
 # setuptools 81 removed, and pip builds it in isolation with the newest setuptools. So it is
 # built once, as a wheel, in a throwaway environment with an older setuptools and no build

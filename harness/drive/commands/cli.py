@@ -687,7 +687,7 @@ def _add_try(sub) -> None:
 
 
 def _programmes(args) -> int:
-    bootstrap.ensure("try")  # torch and the probe's needs, as try's
+    bootstrap.ensure("programmes")
     return programmes.main(args)
 
 

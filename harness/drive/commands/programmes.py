@@ -33,7 +33,7 @@ TIMEOUT_S = 300
 
 def add_parser(sub) -> None:
     p = sub.add_parser("programmes", help="record the allocator's programmes on a GPU, or score the replay on the CPU")
-    p.add_argument("action", choices=("record", "score"))
+    p.add_argument("action", metavar="record|score", help="record on a GPU, or score on the CPU")
     p.add_argument("--over", choices=("batch", "seq_len"), default="batch", help="what the sizes grow (record)")
     p.add_argument("--sizes", default="4,8", help="comma-separated sizes to record each way at (record)")
     p.add_argument("--ways", default="", help="comma-separated ways, as the fits case names them (record)")
@@ -44,6 +44,8 @@ def add_parser(sub) -> None:
 
 def main(args) -> int:
     try:
+        if args.action not in ("record", "score"):
+            raise Refused(f"say record (on a GPU) or score (on the CPU), got {args.action!r}")
         if args.action == "score":
             print(score(Path(args.results)))
             return 0
