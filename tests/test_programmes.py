@@ -130,3 +130,26 @@ def test_a_replay_that_misses_its_probes_peak_says_by_how_much():
     got = replayed.checked(rec)
     assert [(p["n"], p["replayed_reserved"] == p["peak_reserved"]) for p in got] == [(4, True), (8, False)]
     assert got[1]["peak_reserved"] - got[1]["replayed_reserved"] == 2**27 and rec.commits == {"c"}
+
+
+def test_a_broken_probe_costs_only_its_own_programme(monkeypatch, tmp_path, capsys):
+    from harness.measure.guards import locks
+    from harness.measure.instruments import devices
+    from harness.measure.instruments import environment as env_mod
+    from conftest import fake_devices
+    monkeypatch.setattr(devices, "discover", lambda: fake_devices(count=1))
+    monkeypatch.setattr(locks, "visible_gpu_uuids", lambda ordinals: [])
+    monkeypatch.setattr(env_mod, "snapshot", lambda d: env_mod.Environment.from_dict(environment()))
+
+    def fake_probe(job, tmp):
+        way, over, n = job
+        if n == 8:
+            raise RuntimeError(f"the probe of {way} at {over}={n} failed (exit 1): boom")
+        return probe(n)
+    monkeypatch.setattr(command, "_probe", fake_probe)
+    args = Namespace(action="record", ways="bf16_autocast", over="batch", sizes="4,8", side_by_side=2,
+                     results=str(tmp_path))
+    assert command.main(args) == 1
+    assert "bf16_autocast at batch=8 failed (exit 1): boom" in capsys.readouterr().err
+    (got,) = programmes.read(tmp_path)
+    assert [p["n"] for p in got["probes"]] == [4]  # the one that ran is filed

@@ -50,8 +50,11 @@ def main(args) -> int:
             print(score(Path(args.results)))
             return 0
         jobs = _jobs(args.ways, args.over, args.sizes)
-        print(record(jobs, Path(args.results), args.side_by_side))
-        return 0
+        path, failed = record(jobs, Path(args.results), args.side_by_side)
+        for error in failed:
+            print(f"python3 -m harness programmes: {error}", file=sys.stderr)
+        print(path or "nothing recorded")
+        return 1 if failed else 0
     except Refused as e:
         print(f"python3 -m harness programmes: {e}", file=sys.stderr)
         return 2
@@ -77,8 +80,10 @@ def _jobs(ways: str, over: str, sizes: str) -> list[tuple[str, str, int]]:
     return [(name, over, n) for name in names for n in ns]
 
 
-def record(jobs: list[tuple[str, str, int]], results: Path, width: int) -> Path:
-    """Each job's probe, ``width`` at once with the GPU locked, filed as one recording."""
+def record(jobs: list[tuple[str, str, int]], results: Path, width: int) -> tuple[Path | None, list[str]]:
+    """Each job's probe, ``width`` at once with the GPU locked, filed as one recording: (its file,
+    None where no probe ran to its end; what went wrong with each probe that did not). A broken
+    probe costs only its own programme."""
     import tempfile
 
     from harness.measure.guards import locks
@@ -91,10 +96,21 @@ def record(jobs: list[tuple[str, str, int]], results: Path, width: int) -> Path:
         raise Refused("recording programmes needs a CUDA GPU: run it on a GPU box")
     with tempfile.TemporaryDirectory() as tmp, locks.gpus_held(locks.visible_gpu_uuids([0])), \
             ThreadPoolExecutor(max(1, width)) as pool:
-        probes = list(pool.map(lambda job: _probe(job, Path(tmp)), jobs))
+        done = list(pool.map(lambda job: _caught(job, Path(tmp)), jobs))
+    probes, failed = [d for d in done if isinstance(d, dict)], [d for d in done if isinstance(d, str)]
+    if not probes:
+        return None, failed
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[3]).stdout.strip() or "unknown"
-    return programmes.write(results, machine_name(devices), commit, snapshot(devices).to_dict(), probes)
+    return programmes.write(results, machine_name(devices), commit, snapshot(devices).to_dict(), probes), failed
+
+
+def _caught(job: tuple[str, str, int], tmp: Path) -> dict | str:
+    """The probe's recording, or what went wrong with it."""
+    try:
+        return _probe(job, tmp)
+    except RuntimeError as e:
+        return str(e)
 
 
 def _probe(job: tuple[str, str, int], tmp: Path) -> dict:
