@@ -61,6 +61,16 @@ def test_the_replay_grows_a_gpus_programmes_and_answers_the_largest_size_and_its
     assert replayed.largest(rec, 20 * GiB, 1, 10) == 10  # up to the top it is given (a host's bound)
 
 
+def test_the_replay_grows_from_the_largest_sizes_alike_past_the_small_ones_that_differ():
+    small = [Request(ALLOC, 0, 64 * 2**20), Request(ALLOC, 1, 2**20), Request(ALLOC, 2, GiB)]  # another kernel's
+    at = {1: small, **{n: simulator.load(step(n)) for n in (4, 8, 16)}}
+    rec = replayed.Recorded("H100", KEY, at, [])
+    assert replayed.largest(rec, 20 * GiB, 1, 2**20) == 19  # grown from 8 and 16, as from 4 and 8
+    only = replayed.Recorded("H100", KEY, {1: small, 8: at[8]}, [])
+    with pytest.raises(simulator.Unlike, match="degree 1 needs 2"):
+        replayed.largest(only, 20 * GiB, 1, 2**20)
+
+
 def test_the_device_binds_before_a_cap_past_it_and_a_sequence_needs_three_sizes():
     beside = {"device_total": 30 * GiB, "context_bytes": GiB}
     rec = replayed.Recorded("H100", KEY, {n: simulator.load(step(n)) for n in (4, 8)}, [beside])

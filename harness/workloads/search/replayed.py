@@ -30,12 +30,22 @@ class Recorded:
     commits: set = field(default_factory=set, hash=False)  # what the recordings ran
 
     def growth(self) -> simulator.Growth:
-        """``simulator.Unlike`` where the programmes are no one programme grown."""
-        return simulator.Growth(self.programmes, DEGREE[self.key["over"]])
+        """The programme grown from the largest sizes recorded that are alike (as many as its degree
+        needs): nearest the answers, and past the small sizes where the step takes other kernels
+        and workspaces. ``simulator.Unlike`` where too few are alike or their bytes follow no law."""
+        degree = DEGREE[self.key["over"]]
+        sizes = sorted(self.programmes, reverse=True)
+        shape = _shape(self.programmes[sizes[0]])
+        alike = [n for n in sizes if _shape(self.programmes[n]) == shape][:degree + 1]
+        return simulator.Growth({n: self.programmes[n] for n in alike}, degree)
 
     def reach(self, cap: int) -> int:
         """What the allocator can reserve under ``cap`` on this GPU (``predict.reachable``)."""
         return predict.reachable(cap, self.results)
+
+
+def _shape(requests: list) -> list:
+    return [(r.action, r.block, r.stream) for r in requests]
 
 
 def recorded(recordings: list[dict]) -> dict:
