@@ -64,22 +64,22 @@ def test_the_replay_grows_a_gpus_programmes_and_answers_the_largest_size_and_its
 def test_the_replay_grows_from_the_largest_sizes_alike_past_the_small_ones_that_differ():
     small = [Request(ALLOC, 0, 64 * 2**20), Request(ALLOC, 1, 2**20), Request(ALLOC, 2, GiB)]  # another kernel's
     at = {1: small, **{n: simulator.load(step(n)) for n in (4, 8, 16)}}
-    rec = replayed.Recorded("H100", KEY, at, [])
+    rec = replayed.Recorded("H100", KEY, at, {})
     assert replayed.largest(rec, 20 * GiB, 1, 2**20) == 19  # grown from 8 and 16, as from 4 and 8
-    only = replayed.Recorded("H100", KEY, {1: small, 8: at[8]}, [])
+    only = replayed.Recorded("H100", KEY, {1: small, 8: at[8]}, {})
     with pytest.raises(simulator.Unlike, match="degree 1 needs 2"):
         replayed.largest(only, 20 * GiB, 1, 2**20)
 
 
 def test_the_device_binds_before_a_cap_past_it_and_a_sequence_needs_three_sizes():
     beside = {"device_total": 30 * GiB, "context_bytes": GiB}
-    rec = replayed.Recorded("H100", KEY, {n: simulator.load(step(n)) for n in (4, 8)}, [beside])
+    rec = replayed.Recorded("H100", KEY, {n: simulator.load(step(n)) for n in (4, 8)}, {4: beside})
     assert replayed.largest(rec, 100 * GiB, 1, 2**20) == 28  # 29 GiB reachable, not the cap's 100
     seq = dict(KEY, over="seq_len")
-    two = replayed.Recorded("H100", seq, {n: simulator.load(step(n, "seq_len")) for n in (4096, 8192)}, [])
+    two = replayed.Recorded("H100", seq, {n: simulator.load(step(n, "seq_len")) for n in (4096, 8192)}, {})
     with pytest.raises(simulator.Unlike, match="degree 2 needs 3"):
         replayed.largest(two, 20 * GiB, 128, 2**20)
-    three = replayed.Recorded("H100", seq, {n: simulator.load(step(n, "seq_len")) for n in (2048, 4096, 8192)}, [])
+    three = replayed.Recorded("H100", seq, {n: simulator.load(step(n, "seq_len")) for n in (2048, 4096, 8192)}, {})
     # n^2 / 1024^2 GiB + 64 MiB under 20 GiB: n up to 4,576 tokens, the last multiple of 128 is 4,480
     assert replayed.largest(three, 20 * GiB, 128, 2**20) == 4480
 

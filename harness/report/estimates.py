@@ -117,7 +117,7 @@ def cells(rows: list[Row], results: Path) -> list[Cell]:
         if ident not in latest or rec.created > latest[ident].record.created:
             latest[ident] = row
     figures, replays = _estimators(results), _replays(results)
-    return sorted((_cell(row, results, figures, replays) for row in latest.values()),
+    return sorted((_cell(row, results, figures, replays.get(ident, {})) for ident, row in latest.items()),
                   key=lambda c: (c.gpu, c.over, c.technique, c.allocator, c.cap))
 
 
@@ -127,18 +127,22 @@ def _estimators(results: Path) -> dict:
     return {json.dumps(case["shape"], sort_keys=True): case for case in table}
 
 
-def _replays(results: Path) -> dict:
-    """The replay's answers (``python3 -m harness programmes score``), by (GPU, key, budget)."""
+def _replays_file(results: Path) -> dict:
+    """What ``python3 -m harness programmes score`` wrote: its cells and its recordings' checks."""
     path = Path(results) / REPLAYS
-    table = json.loads(path.read_text())["cells"] if path.exists() else []
-    return {(c["gpu"], json.dumps(c["key"], sort_keys=True), c["budget"]): c for c in table}
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _replays(results: Path) -> dict:
+    """The replay's answers, by (GPU, key, budget), as ``cells`` names a cell."""
+    return {(c["gpu"], json.dumps(c["key"], sort_keys=True), c["budget"]): c
+            for c in _replays_file(results).get("cells", [])}
 
 
 def replay_checks(results: Path) -> list[str]:
     """Per GPU, how the replay of each recorded programme, as recorded, compares with the peaks its
     own probe measured (``harness.drive.commands.programmes.score``): [] where none was recorded."""
-    path = Path(results) / REPLAYS
-    recordings = json.loads(path.read_text()).get("recordings", []) if path.exists() else []
+    recordings = _replays_file(results).get("recordings", [])
     lines = []
     for gpu in sorted({r["gpu"] for r in recordings}):
         probes = [p for r in recordings if r["gpu"] == gpu for p in r["probes"]]
@@ -153,7 +157,7 @@ def replay_checks(results: Path) -> list[str]:
     return lines
 
 
-def _cell(row: Row, results: Path, figures: dict, replays: dict | None = None) -> Cell:
+def _cell(row: Row, results: Path, figures: dict, replay: dict) -> Cell:
     rec, key = row.record, _key(row.record)
     over, check = key["over"], rec.check
     answer, cap, unit = check[f"max_{over}"], check["budget_bytes"], check.get("search_unit", 1)
@@ -169,9 +173,7 @@ def _cell(row: Row, results: Path, figures: dict, replays: dict | None = None) -
                 allocator=key.get("allocator", "default"), measured=answer, unit=unit,
                 peak=at[-1]["peak_reserved"] if at else None, refused=refused, cap=cap, others=figures.get(shape, {}),
                 suite=None if made is None else made.law, predicted=None if made is None else made.largest,
-                key=key, host_short=predict.host_short(fed),
-                replay=(replays or {}).get((machine_label(row), json.dumps(key, sort_keys=True), rec.params["budget"]),
-                                           {}))
+                key=key, host_short=predict.host_short(fed), replay=replay)
 
 
 def _steps(cell: Cell, predicted: int | None) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -86,6 +85,7 @@ def record(jobs: list[tuple[str, str, int]], results: Path, width: int) -> tuple
     probe costs only its own programme."""
     import tempfile
 
+    from harness.drive.asv.suite import head_commit
     from harness.measure.guards import locks
     from harness.measure.instruments.devices import discover
     from harness.measure.instruments.environment import snapshot
@@ -94,14 +94,13 @@ def record(jobs: list[tuple[str, str, int]], results: Path, width: int) -> tuple
     devices = discover()
     if not devices.gpus:
         raise Refused("recording programmes needs a CUDA GPU: run it on a GPU box")
+    commit = head_commit()  # a checkout without one is refused before any probe runs
     with tempfile.TemporaryDirectory() as tmp, locks.gpus_held(locks.visible_gpu_uuids([0])), \
             ThreadPoolExecutor(max(1, width)) as pool:
         done = list(pool.map(lambda job: _caught(job, Path(tmp)), jobs))
     probes, failed = [d for d in done if isinstance(d, dict)], [d for d in done if isinstance(d, str)]
     if not probes:
         return None, failed
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parents[3]).stdout.strip() or "unknown"
     return programmes.write(results, machine_name(devices), commit, snapshot(devices).to_dict(), probes), failed
 
 
@@ -132,8 +131,9 @@ def _probe(job: tuple[str, str, int], tmp: Path) -> dict:
     if done.returncode != 0 or not lines or not path.exists():
         raise RuntimeError(f"the probe of {way} at {over}={n} failed (exit {done.returncode}): "
                            f"{done.stderr.strip()[-2000:]}")
-    return {"key": dict(params, over=over), "n": n, "cap": CAP, "result": json.loads(lines[-1]),
-            "programme": json.load(gzip.open(path, "rt"))}
+    with gzip.open(path, "rt") as f:
+        recorded = json.load(f)
+    return {"key": dict(params, over=over), "n": n, "cap": CAP, "result": json.loads(lines[-1]), "programme": recorded}
 
 
 def score(results: Path) -> Path:

@@ -37,5 +37,10 @@ def write(root: Path, machine: str, commit: str, environment: dict, probes: list
 
 def read(root: Path) -> list[dict]:
     """Every recording filed under ``root``, the oldest first (a later one of a size replaces it)."""
-    found = [json.load(gzip.open(path, "rt")) for path in sorted((Path(root) / DIR).glob(f"*/*{SUFFIX}"))]
-    return sorted(found, key=lambda recording: recording["created"])
+    return sorted((_load(path) for path in (Path(root) / DIR).glob(f"*/*{SUFFIX}")),
+                  key=lambda recording: recording["created"])
+
+
+def _load(path: Path) -> dict:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)

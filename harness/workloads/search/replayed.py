@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from harness.measure.instruments.environment import Environment
 from harness.measure.instruments.machine import machine_label
@@ -21,18 +22,20 @@ DEGREE = {"batch": 1, "seq_len": 2}
 
 @dataclass(frozen=True)
 class Recorded:
-    """The programmes one GPU recorded for one search's key: size -> requests, and the probes'
-    own answers (the device's total and the context they held)."""
+    """The programmes one GPU recorded for one search's key: size -> requests, and size -> the
+    probe's own answer, with its cap (the device's total and the context it held)."""
     gpu: str
     key: dict
     programmes: dict = field(hash=False)
-    results: list = field(hash=False)  # each probe's answer, with its size (n) and cap
+    results: dict = field(hash=False)
     commits: set = field(default_factory=set, hash=False)  # what the recordings ran
 
+    @cached_property
     def growth(self) -> simulator.Growth:
         """The programme grown from the largest sizes recorded that are alike (as many as its degree
         needs): nearest the answers, and past the small sizes where the step takes other kernels
-        and workspaces. ``simulator.Unlike`` where too few are alike or their bytes follow no law."""
+        and workspaces. ``simulator.Unlike`` where too few are alike or their bytes follow no law.
+        Read once, once every recording is in: its laws serve every size asked of it."""
         degree = DEGREE[self.key["over"]]
         sizes = sorted(self.programmes, reverse=True)
         shape = _shape(self.programmes[sizes[0]])
@@ -41,7 +44,7 @@ class Recorded:
 
     def reach(self, cap: int) -> int:
         """What the allocator can reserve under ``cap`` on this GPU (``predict.reachable``)."""
-        return predict.reachable(cap, self.results)
+        return predict.reachable(cap, list(self.results.values()))
 
 
 def _shape(requests: list) -> list:
@@ -56,9 +59,10 @@ def recorded(recordings: list[dict]) -> dict:
         gpu = machine_label(Environment.from_dict(recording["environment"]))
         for probe in recording["probes"]:
             ident = (gpu, json.dumps(probe["key"], sort_keys=True))
-            rec = found.setdefault(ident, Recorded(gpu, probe["key"], {}, []))
-            rec.programmes[int(probe["n"])] = simulator.load(probe["programme"])
-            rec.results.append(dict(probe["result"], n=int(probe["n"]), cap=int(probe["cap"])))
+            rec = found.setdefault(ident, Recorded(gpu, probe["key"], {}, {}))
+            n = int(probe["n"])
+            rec.programmes[n] = simulator.load(probe["programme"])
+            rec.results[n] = dict(probe["result"], cap=int(probe["cap"]))
             rec.commits.add(recording["commit"])
     return found
 
@@ -67,7 +71,8 @@ def checked(rec: Recorded) -> list[dict]:
     """Each recorded programme replayed as recorded, under its probe's own cap, beside the peaks its
     probe measured: where the rules are the allocator's, the same bytes."""
     out = []
-    for (n, requests), result in zip(sorted(rec.programmes.items()), _by_size(rec)):
+    for n, requests in sorted(rec.programmes.items()):
+        result = rec.results[n]
         got = simulator.replay(requests, predict.reachable(result["cap"], [result]))
         out.append({"n": n, "fits": result.get("fits"), "replayed_fits": got.fits,
                     "peak_reserved": result.get("peak_reserved"), "replayed_reserved": got.peak_reserved,
@@ -75,17 +80,12 @@ def checked(rec: Recorded) -> list[dict]:
     return out
 
 
-def _by_size(rec: Recorded) -> list[dict]:
-    by = {int(r["n"]): r for r in rec.results}
-    return [by[n] for n in sorted(rec.programmes)]
-
-
 def largest(rec: Recorded, cap: int, unit: int, top: int) -> int:
     """The largest multiple of ``unit`` up to ``top`` whose grown programme runs under ``cap``."""
-    growth, reach = rec.growth(), rec.reach(cap)
+    growth, reach = rec.growth, rec.reach(cap)
     return predict.last_multiple(lambda n: simulator.replay(growth.at(n), reach).fits, unit, top)
 
 
 def peak(rec: Recorded, n: int, cap: int) -> int:
     """The reserved peak of the programme grown to ``n`` under ``cap`` (up to where it runs out)."""
-    return simulator.replay(rec.growth().at(n), rec.reach(cap)).peak_reserved
+    return simulator.replay(rec.growth.at(n), rec.reach(cap)).peak_reserved
