@@ -140,15 +140,20 @@ def test_a_local_run_cannot_change_what_the_docs_are_made_from(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     (folder / "a.jsonl").write_text('{"committed": 1}\n')
     (folder / "probes.fits-probes.ndjson").write_text("{}\n")
+    for other in (docs.ESTIMATORS, docs.REPLAYS):  # the other estimators' figures, the predictions page's too
+        (repo / other).write_text('{"committed": 1}\n')
     subprocess.run(["git", "add", "results"], cwd=repo, check=True)
+    (repo / docs.REPLAYS).write_text('{"local": 2}\n')
     (folder / "a.jsonl").write_text('{"committed": 1}\n{"local": 2}\n')
     (folder / "b.jsonl").write_text('{"local": 3}\n')
     (folder / "local.fits-probes.ndjson").write_text("{}\n")
     got = docs.committed_results(repo, tmp_path / "out")
     # a committed run's probes come too: the predictions page fits on them
-    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == [
-        "records/box/a.jsonl", "records/box/probes.fits-probes.ndjson"]
+    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == sorted([
+        "records/box/a.jsonl", "records/box/probes.fits-probes.ndjson",
+        *(Path(other).relative_to("results").as_posix() for other in (docs.ESTIMATORS, docs.REPLAYS))])
     assert (got / "records" / "box" / "a.jsonl").read_text() == '{"committed": 1}\n'
+    assert (got.parent / docs.REPLAYS).read_text() == '{"committed": 1}\n'
 
 
 def test_outside_a_git_checkout_it_says_why(tmp_path):
