@@ -89,12 +89,15 @@ def test_an_unknown_action_is_refused_naming_both(capsys):
     assert "say record (on a GPU) or score (on the CPU), got 'recrod'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("ways, sizes, message", [("", "4,8", "--ways names no way"),
-                                                  ("fp32,nope", "4,8", "unknown knob 'nope'"),
-                                                  ("fp32", "4,x", "whole numbers separated by commas"),
-                                                  ("fp32", "0,4", "whole numbers from 1")])
-def test_a_wrong_argument_is_refused_with_its_fix_before_anything_runs(ways, sizes, message, capsys):
-    args = Namespace(action="record", ways=ways, over="batch", sizes=sizes, side_by_side=2, results="unused")
+@pytest.mark.parametrize("ways, sizes, budget, message", [("", "4,8", "40GB", "--ways names no way"),
+                                                          ("fp32,nope", "4,8", "40GB", "unknown knob 'nope'"),
+                                                          ("fp32", "4,x", "40GB", "whole numbers separated by commas"),
+                                                          ("fp32", "0,4", "40GB", "whole numbers from 1"),
+                                                          ("fp32", "4", "card", "--budget takes one of 16GB, 24GB"),
+                                                          ("fp32", "4", "40", "--budget takes one of")])
+def test_a_wrong_argument_is_refused_with_its_fix_before_anything_runs(ways, sizes, budget, message, capsys):
+    args = Namespace(action="record", ways=ways, over="batch", sizes=sizes, side_by_side=2, results="unused",
+                     budget=budget, check=True)
     assert command.main(args) == 2
     assert message in capsys.readouterr().err
 
@@ -152,7 +155,7 @@ def test_a_broken_probe_costs_only_its_own_programme(monkeypatch, tmp_path, caps
     monkeypatch.setattr(env_mod, "snapshot", lambda d: env_mod.Environment.from_dict(environment()))
 
     def fake_probe(job, tmp):
-        way, over, n = job
+        way, over, n, cap = job
         if n == 8:
             raise RuntimeError(f"the probe of {way} at {over}={n} failed (exit 1): boom")
         return probe(n)
@@ -163,3 +166,46 @@ def test_a_broken_probe_costs_only_its_own_programme(monkeypatch, tmp_path, caps
     assert "bf16_autocast at batch=8 failed (exit 1): boom" in capsys.readouterr().err
     (got,) = programmes.read(tmp_path)
     assert [p["n"] for p in got["probes"]] == [4]  # the one that ran is filed
+
+
+def test_probes_recorded_to_test_the_replay_are_never_grown_from_and_are_foreseen_by_the_grown_programme():
+    # the test probe at 20 carries another step (two GiB a sample): grown from, it would move every answer
+    odd = dict(probe(20), programme=step(40), cap=20 * GiB)
+    odd["result"] = {"fits": False, "device_total": 80 * GiB, "context_bytes": 0}
+    tests = [dict(probe(19), cap=20 * GiB), odd]
+    found = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), probe(8)]},
+                               {"environment": environment(), "commit": "t", "probes": tests,
+                                "purpose": programmes.CHECK}])
+    (rec,) = found.values()
+    assert sorted(rec.programmes) == [4, 8] and rec.commits == {"c"}
+    assert replayed.largest(rec, 20 * GiB, 1, 2**20) == 19
+    # grown to 19 it fits in 20 GiB with the probe's very peak; grown to 20 it runs out, as the probe did
+    assert [(t["n"], t["fits"], t["replayed_fits"]) for t in replayed.foreseen(rec)] == [(19, True, True),
+                                                                                       (20, False, False)]
+    assert replayed.foreseen(rec)[0]["replayed_reserved"] == rec.tests[(19, 20 * GiB)]["peak_reserved"]
+
+
+def test_a_check_recording_is_filed_under_its_cap_as_a_test_and_the_page_counts_it(monkeypatch, tmp_path):
+    from harness.measure.guards import locks
+    from harness.measure.instruments import devices
+    from harness.measure.instruments import environment as env_mod
+    from harness.report import estimates
+    from conftest import fake_devices
+    monkeypatch.setattr(devices, "discover", lambda: fake_devices(count=1))
+    monkeypatch.setattr(locks, "visible_gpu_uuids", lambda ordinals: [])
+    monkeypatch.setattr(env_mod, "snapshot", lambda d: env_mod.Environment.from_dict(environment()))
+    monkeypatch.setattr(command, "_probe", lambda job, tmp: dict(probe(job[2]), cap=job[3]))
+    base = dict(action="record", ways="bf16_autocast", over="batch", side_by_side=2, results=str(tmp_path))
+    assert command.main(Namespace(**base, sizes="4,8", budget="40GB", check=False)) == 0
+    assert command.main(Namespace(**base, sizes="15", budget="16GB", check=True)) == 0
+    grown, test = programmes.read(tmp_path)
+    assert (grown["purpose"], test["purpose"]) == (programmes.GROW, programmes.CHECK)
+    assert [p["cap"] for p in grown["probes"]] == [40 * 10**9] * 2 and test["probes"][0]["cap"] == 16 * 10**9
+    (rec,) = replayed.recorded([grown, test]).values()
+    (seen,) = replayed.foreseen(rec)  # 64 MiB and 15 GiB pass 16 * 10^9 bytes: the replay runs out
+    assert (seen["n"], seen["replayed_fits"]) == (15, False)
+    recordings = [{"gpu": rec.gpu, "probes": replayed.checked(rec), "foreseen": replayed.foreseen(rec)}]
+    (tmp_path / command.FILE).write_text(json.dumps({"recordings": recordings}))
+    assert estimates.replay_checks(tmp_path)[1] == (
+        "- H100 80GB HBM3, grown: 1 probes recorded to test the replay, at sizes and caps it did not grow from; "
+        "the grown programme runs out where the probe did in 0.")

@@ -154,7 +154,20 @@ def replay_checks(results: Path) -> list[str]:
         lines.append(f"- {gpu}: {len(probes)} recorded probes; the replay runs out where the probe did in {agree}; "
                      f"of the {len(ran)} that ran in both, {same} reserve and allocate the very bytes their probe "
                      f"measured, the worst reserved peak {_pct(worst)} off.")
+        lines += _foreseen(gpu, [p for r in recordings if r["gpu"] == gpu for p in r.get("foreseen", [])])
     return lines
+
+
+def _foreseen(gpu: str, tests: list[dict]) -> list[str]:
+    """How the grown programme did at sizes recorded to test it (``programmes record --check``)."""
+    if not tests:
+        return []
+    agree = sum(t["fits"] == t["replayed_fits"] for t in tests)
+    ran = [t for t in tests if t["fits"] and t["replayed_fits"]]
+    worst = max((abs(t["replayed_reserved"] / t["peak_reserved"] - 1) for t in ran), default=None)
+    return [f"- {gpu}, grown: {len(tests)} probes recorded to test the replay, at sizes and caps it did not grow "
+            f"from; the grown programme runs out where the probe did in {agree}"
+            + (f"; of the {len(ran)} that ran in both, the worst reserved peak {_pct(worst)} off." if ran else ".")]
 
 
 def _cell(row: Row, results: Path, figures: dict, replay: dict) -> Cell:
@@ -303,7 +316,9 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     checks = replay_checks(results)
     if checks:
         lines += ["", "The replay against the allocator: each recorded programme replayed as recorded, under its "
-                  "probe's cap, beside the peaks its probe measured:", "", *checks]
+                  "probe's cap, beside the peaks its probe measured; and (grown) the programme grown from them to "
+                  "sizes recorded apart to test it (`programmes record --check`), under those probes' caps:", "",
+                  *checks]
     lines += ["", *search_cost.section(rows), "## Cell by cell", ""]
     lines += markdown.table(*cell)
     refused = sorted({c.refused for c in found if c.refused})

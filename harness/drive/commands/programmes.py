@@ -3,7 +3,9 @@
 ``record`` (on a GPU): the what-fits probe (``harness.cases.fits_probe``) of each way at each size,
 several side by side, each recording its allocator's requests; filed as one file under
 ``results/programmes/<machine>/`` (``harness.measure.records.programmes``) with the environment
-and commit, as records are.
+and commit, as records are. ``--check`` files them as a test of the replay instead: the replay
+never grows from them, and ``score`` sets its grown programme's answer at each of their sizes,
+under their cap (``--budget``), beside what the probe measured.
 
 ``score`` (on the CPU): every committed what-fits cell (``harness.report.estimates.cells``) whose
 GPU recorded its way's programmes, answered by the replay (``harness.workloads.search.replayed``):
@@ -21,12 +23,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.measure.guards.budget import CAPS, size_bytes
 from harness.measure.guards.inputs import Refused
 from harness.measure.records.store import COMMITTED
 
 FILE = "replays.json"
 SHAPE = {"device": "cuda", "workload": "lm", "vocab": 32000, "width": 1024, "depth": 12, "seq_len": 1024}
-CAP = 40 * 10**9  # the probes' cap: far above what the recorded sizes reserve, so it never binds
+CAP = "40GB"  # the recording probes' cap: far above what the sizes they grow from reserve, so it never binds
 TIMEOUT_S = 300
 
 
@@ -37,6 +40,9 @@ def add_parser(sub) -> None:
     p.add_argument("--sizes", default="4,8", help="comma-separated sizes to record each way at (record)")
     p.add_argument("--ways", default="", help="comma-separated ways, as the fits case names them (record)")
     p.add_argument("--side-by-side", type=int, default=6, help="probes at once (record)")
+    p.add_argument("--budget", default=CAP, help=f"the probes' cap, one of {', '.join(CAPS)} (record)")
+    p.add_argument("--check", action="store_true",
+                   help="file the probes as a test of the replay at their sizes, not as sizes it grows from (record)")
     p.add_argument("--results", default=str(COMMITTED), metavar="DIR", help="the results folder (default results/)")
     p.set_defaults(func=main)
 
@@ -48,8 +54,8 @@ def main(args) -> int:
         if args.action == "score":
             print(score(Path(args.results)))
             return 0
-        jobs = _jobs(args.ways, args.over, args.sizes)
-        path, failed = record(jobs, Path(args.results), args.side_by_side)
+        jobs = _jobs(args.ways, args.over, args.sizes, getattr(args, "budget", CAP))
+        path, failed = record(jobs, Path(args.results), args.side_by_side, getattr(args, "check", False))
         for error in failed:
             print(f"python3 -m harness programmes: {error}", file=sys.stderr)
         print(path or "nothing recorded")
@@ -59,8 +65,8 @@ def main(args) -> int:
         return 2
 
 
-def _jobs(ways: str, over: str, sizes: str) -> list[tuple[str, str, int]]:
-    """(way, axis, size) to record; refused before anything runs where an argument is wrong."""
+def _jobs(ways: str, over: str, sizes: str, budget: str = CAP) -> list[tuple[str, str, int, int]]:
+    """(way, axis, size, cap) to record; refused before anything runs where an argument is wrong."""
     from harness.workloads.training.ways import parse
     names = [w for w in ways.split(",") if w]
     if not names:
@@ -76,13 +82,17 @@ def _jobs(ways: str, over: str, sizes: str) -> list[tuple[str, str, int]]:
         raise Refused(f"--sizes takes whole numbers separated by commas, got {sizes!r}") from None
     if not ns or min(ns) < 1:
         raise Refused(f"--sizes takes whole numbers from 1, got {sizes!r}")
-    return [(name, over, n) for name in names for n in ns]
+    if budget not in CAPS:
+        raise Refused(f"--budget takes one of {', '.join(CAPS)}, got {budget!r}")
+    cap = size_bytes(budget, 0)
+    return [(name, over, n, cap) for name in names for n in ns]
 
 
-def record(jobs: list[tuple[str, str, int]], results: Path, width: int) -> tuple[Path | None, list[str]]:
-    """Each job's probe, ``width`` at once with the GPU locked, filed as one recording: (its file,
-    None where no probe ran to its end; what went wrong with each probe that did not). A broken
-    probe costs only its own programme."""
+def record(jobs: list[tuple[str, str, int, int]], results: Path, width: int,
+           check: bool = False) -> tuple[Path | None, list[str]]:
+    """Each job's probe, ``width`` at once with the GPU locked, filed as one recording (a test of
+    the replay where ``check``): (its file, None where no probe ran to its end; what went wrong
+    with each probe that did not). A broken probe costs only its own programme."""
     import tempfile
 
     from harness.drive.asv.suite import head_commit
@@ -101,10 +111,11 @@ def record(jobs: list[tuple[str, str, int]], results: Path, width: int) -> tuple
     probes, failed = [d for d in done if isinstance(d, dict)], [d for d in done if isinstance(d, str)]
     if not probes:
         return None, failed
-    return programmes.write(results, machine_name(devices), commit, snapshot(devices).to_dict(), probes), failed
+    return programmes.write(results, machine_name(devices), commit, snapshot(devices).to_dict(), probes,
+                            programmes.CHECK if check else programmes.GROW), failed
 
 
-def _caught(job: tuple[str, str, int], tmp: Path) -> dict | str:
+def _caught(job: tuple[str, str, int, int], tmp: Path) -> dict | str:
     """The probe's recording, or what went wrong with it."""
     try:
         return _probe(job, tmp)
@@ -112,7 +123,7 @@ def _caught(job: tuple[str, str, int], tmp: Path) -> dict | str:
         return str(e)
 
 
-def _probe(job: tuple[str, str, int], tmp: Path) -> dict:
+def _probe(job: tuple[str, str, int, int], tmp: Path) -> dict:
     """One recording probe in its own process: its key, size, cap, answer and programme."""
     import gzip
 
@@ -121,10 +132,10 @@ def _probe(job: tuple[str, str, int], tmp: Path) -> dict:
     from harness.measure.guards.lifeline import PARENT_ENV
     from harness.workloads.search import fits
     from harness.workloads.training import allocator as settings
-    way, over, n = job
+    way, over, n, cap = job
     params = dict(SHAPE, technique=way)
-    path = tmp / f"{way}-{over}-{n}.json.gz"
-    argv = fits.probe_argv(probe_config(params), CAP, over)(n) + [str(path)]
+    path = tmp / f"{way}-{over}-{n}-{cap}.json.gz"
+    argv = fits.probe_argv(probe_config(params), cap, over)(n) + [str(path)]
     env = dict(settings.environ_with("default", fits.probe_env()), **{PARENT_ENV: str(os.getpid())})
     done = preloaded.run(argv, env, TIMEOUT_S)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -133,7 +144,7 @@ def _probe(job: tuple[str, str, int], tmp: Path) -> dict:
                            f"{done.stderr.strip()[-2000:]}")
     with gzip.open(path, "rt") as f:
         recorded = json.load(f)
-    return {"key": dict(params, over=over), "n": n, "cap": CAP, "result": json.loads(lines[-1]), "programme": recorded}
+    return {"key": dict(params, over=over), "n": n, "cap": cap, "result": json.loads(lines[-1]), "programme": recorded}
 
 
 def score(results: Path) -> Path:
@@ -147,7 +158,7 @@ def score(results: Path) -> Path:
     out = []
     for cell in estimates.cells(load_rows(results), results):
         rec = found.get((cell.gpu, json.dumps(cell.key, sort_keys=True)))
-        if rec is None:
+        if rec is None or not rec.programmes:  # only tested, never grown
             continue
         entry = {"gpu": cell.gpu, "key": cell.key, "budget": cell.budget, "measured": cell.measured,
                  "sizes": sorted(rec.programmes), "commits": sorted(rec.commits)}
@@ -158,8 +169,8 @@ def score(results: Path) -> Path:
         except simulator.Unlike as e:
             entry["refused"] = str(e)
         out.append(entry)
-    checks = [{"gpu": rec.gpu, "key": rec.key, "commits": sorted(rec.commits), "probes": replayed.checked(rec)}
-              for rec in found.values()]
+    checks = [{"gpu": rec.gpu, "key": rec.key, "commits": sorted(rec.commits), "probes": replayed.checked(rec),
+               "foreseen": replayed.foreseen(rec)} for rec in found.values()]
     path = Path(results) / FILE
     write_whole(path, json.dumps({"cells": out, "recordings": checks}, indent=1, sort_keys=True) + "\n")
     return path

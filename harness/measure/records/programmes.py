@@ -6,9 +6,10 @@ recording a file::
 
 Each file holds the environment it was recorded in (as a record's), the commit, and per probe its
 key (the search's parameters and axis, as the fits case logs its probes), its size, its cap, the
-probe's own answer (its peaks) and its programme (``harness.workloads.search.simulator.dump``).
-The replay estimator (``harness.workloads.search.replayed``) reads them back. A file is written
-whole or not at all.
+probe's own answer (its peaks) and its programme (``harness.workloads.search.simulator.dump``),
+and its purpose: sizes the replay estimator (``harness.workloads.search.replayed``) grows its
+programmes from, or sizes that test it (set apart, so that no test is also an input). A file is
+written whole or not at all.
 """
 from __future__ import annotations
 
@@ -20,19 +21,36 @@ from pathlib import Path
 
 DIR = "programmes"
 SUFFIX = ".json.gz"
+GROW, CHECK = "grow", "check"  # a recording's purpose: the replay grows from it, or it tests the replay
 
 
-def write(root: Path, machine: str, commit: str, environment: dict, probes: list[dict]) -> Path:
+def write(root: Path, machine: str, commit: str, environment: dict, probes: list[dict], purpose: str = GROW) -> Path:
     """One recording's file under ``root`` (``results``): written beside its place, then moved there."""
     folder = Path(root) / DIR / machine
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{commit[:8]}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}{SUFFIX}"
-    body = {"commit": commit, "created": time.time(), "environment": environment, "probes": probes}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    stem = f"{commit[:8]}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    body = {"commit": commit, "created": time.time(), "environment": environment, "probes": probes,
+            "purpose": purpose}
+    tmp = folder / f".{stem}.{os.getpid()}.tmp"
     with gzip.open(tmp, "wt") as f:
         json.dump(body, f, separators=(",", ":"))
-    os.replace(tmp, path)
-    return path
+    try:
+        return _linked(tmp, folder, stem)
+    finally:
+        tmp.unlink()
+
+
+def _linked(tmp: Path, folder: Path, stem: str) -> Path:
+    """``tmp`` linked under the first free name of ``stem``: a link never replaces a file, so two
+    recordings filed in one second both stay."""
+    for i in range(1, 1000):
+        path = folder / f"{stem}{'' if i == 1 else f'-{i}'}{SUFFIX}"
+        try:
+            os.link(tmp, path)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free name for {stem}")
 
 
 def read(root: Path) -> list[dict]:

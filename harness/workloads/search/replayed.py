@@ -15,6 +15,7 @@ from functools import cached_property
 
 from harness.measure.instruments.environment import Environment
 from harness.measure.instruments.machine import machine_label
+from harness.measure.records import programmes
 from harness.workloads.search import predict, simulator
 
 DEGREE = {"batch": 1, "seq_len": 2}
@@ -23,12 +24,14 @@ DEGREE = {"batch": 1, "seq_len": 2}
 @dataclass(frozen=True)
 class Recorded:
     """The programmes one GPU recorded for one search's key: size -> requests, and size -> the
-    probe's own answer, with its cap (the device's total and the context it held)."""
+    probe's own answer, with its cap (the device's total and the context it held); and the probes
+    recorded to test the replay: (size, cap) -> answer."""
     gpu: str
     key: dict
     programmes: dict = field(hash=False)
     results: dict = field(hash=False)
     commits: set = field(default_factory=set, hash=False)  # what the recordings ran
+    tests: dict = field(default_factory=dict, hash=False)
 
     @cached_property
     def growth(self) -> simulator.Growth:
@@ -53,16 +56,21 @@ def _shape(requests: list) -> list:
 
 def recorded(recordings: list[dict]) -> dict:
     """(GPU, key as sorted JSON) -> Recorded, from the files ``programmes.read`` returns; a later
-    recording of a size replaces an earlier one."""
+    recording of a size replaces an earlier one. A test's probes (``programmes.CHECK``) are kept
+    apart from the programmes the replay grows from."""
     found = {}
     for recording in recordings:
         gpu = machine_label(Environment.from_dict(recording["environment"]))
+        test = recording.get("purpose", programmes.GROW) == programmes.CHECK
         for probe in recording["probes"]:
             ident = (gpu, json.dumps(probe["key"], sort_keys=True))
             rec = found.setdefault(ident, Recorded(gpu, probe["key"], {}, {}))
-            n = int(probe["n"])
+            n, answer = int(probe["n"]), dict(probe["result"], cap=int(probe["cap"]))
+            if test:
+                rec.tests[(n, answer["cap"])] = answer
+                continue
             rec.programmes[n] = simulator.load(probe["programme"])
-            rec.results[n] = dict(probe["result"], cap=int(probe["cap"]))
+            rec.results[n] = answer
             rec.commits.add(recording["commit"])
     return found
 
@@ -77,6 +85,24 @@ def checked(rec: Recorded) -> list[dict]:
         out.append({"n": n, "fits": result.get("fits"), "replayed_fits": got.fits,
                     "peak_reserved": result.get("peak_reserved"), "replayed_reserved": got.peak_reserved,
                     "peak_allocated": result.get("peak_allocated"), "replayed_allocated": got.peak_allocated})
+    return out
+
+
+def foreseen(rec: Recorded) -> list[dict]:
+    """The grown programme at each size recorded to test it, under that probe's cap, beside what the
+    probe measured: the replay's answers where no programme it grew from was recorded. [] where it
+    has nothing to grow from."""
+    if not rec.tests or not rec.programmes:
+        return []
+    try:
+        growth = rec.growth
+    except simulator.Unlike:
+        return []
+    out = []
+    for (n, cap), answer in sorted(rec.tests.items()):
+        got = simulator.replay(growth.at(n), predict.reachable(cap, [answer]))
+        out.append({"n": n, "cap": cap, "fits": answer.get("fits"), "replayed_fits": got.fits,
+                    "peak_reserved": answer.get("peak_reserved"), "replayed_reserved": got.peak_reserved})
     return out
 
 
