@@ -116,12 +116,27 @@ def test_two_runs_of_one_programme_read_alike_whatever_their_stream_handles_and_
 def test_a_programme_grows_on_the_law_its_recorded_sizes_draw_and_refuses_one_that_is_not_grown():
     at = {n: [alloc(0, 1000 + 300 * n), alloc(1, 64), *free(0)] for n in (1, 2, 4)}
     assert [r.size for r in grown(at, 10)] == [4000, 64, 0, 0]
-    with pytest.raises(Unlike, match="request 0 asks 2,201 bytes at 4"):
-        grown({**at, 4: [alloc(0, 2201), alloc(1, 64), *free(0)]}, 10)
+    with pytest.raises(Unlike, match="request 0 asks 1,300 bytes at 1, off its law through"):
+        grown({**at, 4: [alloc(0, 2203), alloc(1, 64), *free(0)]}, 10)
     with pytest.raises(Unlike, match="requests differ"):
         grown({**at, 4: [alloc(0, 2200), *free(0)]}, 10)
     square = {n: [alloc(0, 7 * n * n + 5)] for n in (1, 2, 4)}
     assert grown(square, 8, degree=2)[0].size == 7 * 64 + 5
+
+
+def test_a_request_that_stopped_growing_stays_where_it_stopped_and_grows_on_its_law_under_it():
+    # a workspace of 8 bytes a sample up to 132 bytes (it stops between 16 and 17) beside an
+    # activation of 10 bytes a sample, recorded at 4, 8, 17 and 18
+    at = {n: [alloc(0, min(8 * n, 132)), alloc(1, 10 * n)] for n in (4, 8, 17, 18)}
+    assert [(n, [r.size for r in grown(at, n)]) for n in (6, 16, 17, 40)] == [
+        (6, [48, 60]), (16, [128, 160]), (17, [132, 170]), (40, [132, 400])]
+    # along a sequence (degree 2): stopped at the two largest, whatever the parabola through all three
+    seq = {n: [alloc(0, 128 if n == 4096 else 132)] for n in (4096, 8192, 16384)}
+    assert grown(seq, 51456, degree=2)[0].size == 132
+    # recorded at two sizes only, it cannot be told from a request that grows: it grows on
+    assert grown({n: at[n] for n in (4, 8)}, 40)[0].size == 320
+    with pytest.raises(Unlike, match="request 0 asks 100 bytes at 4"):  # it shrank first: on no law
+        grown({**at, 4: [alloc(0, 100), alloc(1, 40)]}, 20)
 
 
 def test_a_probe_writes_the_allocator_s_trace_as_the_programme_the_simulator_reads(tmp_path):

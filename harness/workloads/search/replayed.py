@@ -35,15 +35,15 @@ class Recorded:
 
     @cached_property
     def growth(self) -> simulator.Growth:
-        """The programme grown from the largest sizes recorded that are alike (as many as its degree
-        needs): nearest the answers, and past the small sizes where the step takes other kernels
-        and workspaces. ``simulator.Unlike`` where too few are alike or their bytes follow no law.
-        Read once, once every recording is in: its laws serve every size asked of it."""
-        degree = DEGREE[self.key["over"]]
+        """The programme grown from the sizes recorded that are alike with the largest: past the
+        small sizes where the step takes other kernels and workspaces, each request's law read
+        through the largest of them (``simulator.Growth``). ``simulator.Unlike`` where too few are
+        alike or their bytes follow no law. Read once, once every recording is in: its laws serve
+        every size asked of it."""
         sizes = sorted(self.programmes, reverse=True)
         shape = _shape(self.programmes[sizes[0]])
-        alike = [n for n in sizes if _shape(self.programmes[n]) == shape][:degree + 1]
-        return simulator.Growth({n: self.programmes[n] for n in alike}, degree)
+        alike = [n for n in sizes if _shape(self.programmes[n]) == shape]
+        return simulator.Growth({n: self.programmes[n] for n in alike}, DEGREE[self.key["over"]])
 
     def reach(self, cap: int) -> int:
         """What the allocator can reserve under ``cap`` on this GPU (``predict.reachable``)."""

@@ -265,15 +265,20 @@ class Unlike(ValueError):
 
 def grown(programmes: dict, n: int, degree: int = 1) -> list[Request]:
     """The programme at size ``n`` from the same programme recorded at ``degree + 1`` sizes or more
-    (size -> requests): each request's bytes on the polynomial of ``degree`` through the smallest
-    sizes recorded, which every larger one recorded must lie on exactly. ``Unlike`` where the
+    (size -> requests), each request's bytes on its law (``Growth``). ``Unlike`` where the
     programmes differ in anything but their requests' sizes, or a size lies off its law."""
     return Growth(programmes, degree).at(n)
 
 
 class Growth:
     """One programme recorded at several sizes, checked once (``grown``), with each request's law
-    of the size read once: the programme at any size without reading them again."""
+    of the size read once: the programme at any size without reading them again.
+
+    A request's law is the polynomial of ``degree`` through the largest sizes recorded, which every
+    smaller one recorded must lie on exactly; but a request that stopped growing (the same bytes at
+    the two largest sizes, fewer at a smaller one: a kernel's workspace that is as large as the
+    GPU's multiprocessors can use, however large the step) stays there from the larger-but-one,
+    and under it grows on the law through the smallest sizes up to where it stopped."""
 
     def __init__(self, programmes: dict, degree: int = 1):
         sizes = sorted(programmes)
@@ -284,20 +289,28 @@ class Growth:
         for m in sizes[1:]:
             if [(r.action, r.block, r.stream) for r in programmes[m]] != shape:
                 raise Unlike(f"the programme at {m:,} is not the one at {sizes[0]:,} grown: its requests differ")
-        fit_on, check = sizes[:degree + 1], sizes[degree + 1:]
         self.laws = {}  # request index -> its bytes as a function of the size
         for i, request in enumerate(self.base):
             if request.action != ALLOC:
                 continue
-            law = self.laws[i] = _through(fit_on, [programmes[m][i].size for m in fit_on])
-            for m in check:
-                if law(m) != programmes[m][i].size:
-                    raise Unlike(f"request {i} asks {programmes[m][i].size:,} bytes at {m:,}, off the law "
-                                 f"through {fit_on} ({law(m):,})")
+            ys = [programmes[m][i].size for m in sizes]
+            law = self.laws[i] = _law(sizes, ys, degree)
+            for m, y in zip(sizes, ys):
+                if law(m) != y:
+                    raise Unlike(f"request {i} asks {y:,} bytes at {m:,}, off its law through "
+                                 f"{sizes[-(degree + 1):]} ({law(m):,})")
 
     def at(self, n: int) -> list[Request]:
         return [Request(ALLOC, r.block, max(0, self.laws[i](n)), r.stream) if i in self.laws else r
                 for i, r in enumerate(self.base)]
+
+
+def _law(sizes: list, ys: list, degree: int):
+    """A request's bytes as a function of the size (``Growth``)."""
+    if len(ys) > 1 and ys[-1] == ys[-2] != ys[0] and ys == sorted(ys):  # it grew, then stopped
+        top, stop, below = ys[-1], sizes[-2], _through(sizes[:degree + 1], ys[:degree + 1])
+        return lambda n: top if n >= stop else min(below(n), top)
+    return _through(sizes[-(degree + 1):], ys[-(degree + 1):])
 
 
 def _through(xs: list, ys: list):
