@@ -146,6 +146,13 @@ def no_earlier_compares(tmp_path_factory, monkeypatch):
     monkeypatch.setattr("harness.report.gate.COMPARES", tmp_path_factory.mktemp("no-compares"))
 
 
+@pytest.fixture(autouse=True)
+def no_recorded_programmes(tmp_path_factory, monkeypatch):
+    """The what-fits search starts from the replay where the committed results hold its GPU's
+    programmes; tests see none unless they plant them, whatever is committed."""
+    monkeypatch.setattr("harness.cases.fits.PROGRAMMES", tmp_path_factory.mktemp("no-programmes"))
+
+
 def chromium() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if not path:

@@ -291,6 +291,51 @@ def test_on_a_roomy_card_the_guess_and_its_neighbours_are_probed_side_by_side(mo
     assert rec.timing.median_s < 3 * 0.5 + 2  # two rounds of half a second, not six
 
 
+# A probe whose step is a weight of 477 segments of 2 MiB and 48 such a sample: what the replay of
+# that programme reserves, so that the replay's answer is the probes' own.
+SEGMENT_PROBE = ("import json, os, sys; n = int(sys.argv[1]); peak = 2**21 * (477 + 48 * n); "
+                 "print(json.dumps({'fits': peak <= int(sys.argv[2]), 'pid': os.getpid(), "
+                 "'peak_reserved': peak, 'peak_allocated': peak}))")
+
+
+@pytest.mark.parametrize("recorded_segments", [48, 40])
+def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_replay(recorded_segments, monkeypatch,
+                                                                                 tmp_path):
+    from conftest import fake_devices
+    from harness.cases import fits as fits_case
+    from harness.measure.instruments import devices
+    from harness.measure.instruments.environment import snapshot
+    from harness.measure.instruments.machine import machine_name
+    from harness.measure.records import programmes
+    from harness.workloads.search import simulator
+    from harness.workloads.search.simulator import ALLOC, Request
+    monkeypatch.setattr(devices, "discover", lambda: fake_devices())
+    monkeypatch.setattr(fits_case, "_card", lambda d: (200 * 10**9, 200 * 10**9))
+    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
+        lambda n: [sys.executable, "-S", "-c", SEGMENT_PROBE, str(n), str(cap)]))
+    params = {k: v for k, v in CASE_PARAMS.items() if k not in ("budget", "over", "allocator")}
+    step = {n: simulator.dump([Request(ALLOC, 0, 2**21 * 477), Request(ALLOC, 1, 2**21 * recorded_segments * n)])
+            for n in (4, 8)}
+    env = snapshot(fake_devices()).to_dict()
+    programmes.write(tmp_path, machine_name(fake_devices()), "0" * 40, env,
+                     [{"key": dict(params, over="batch"), "n": n, "cap": 40 * 10**9, "programme": step[n],
+                       "result": {"fits": True}} for n in (4, 8)])
+    monkeypatch.setattr(fits_case, "PROGRAMMES", tmp_path)
+    set_run(monkeypatch, tmp_path / "records")
+    rec = execute("fits", CASE_PARAMS)
+    assert rec.outcome == "ok", rec.reason
+    # (16e9 bytes - the weight) / a sample's 48 segments: 149; one round proves it, 150 and 151 beside it
+    replay = (16 * 10**9 - 2**21 * 477) // (2**21 * recorded_segments)
+    assert rec.check["prediction"] == {"by": "replay", "largest": replay, "recorded_sizes": [4, 8],
+                                       "recorded_at": ["0" * 40]}
+    # right, one round proves it; wrong (a programme recorded smaller than the step), the search
+    # goes on from there and its answer is as exact
+    assert rec.check["max_batch"] == 149 and (rec.check["probes"] == 3) == (replay == 149)
+    # another allocator setting is not the replay's: its search starts cold, as before
+    other = execute("fits", dict(CASE_PARAMS, allocator="expandable"))
+    assert other.check["max_batch"] == 149 and other.check["prediction"].get("by") != "replay"
+
+
 @pytest.mark.parametrize("technique", ["save_on_cpu", "bf16_autocast+checkpoint+save_on_cpu"])
 def test_probes_of_a_technique_that_grows_in_host_memory_run_one_at_a_time(monkeypatch, records_dir, technique):
     # the same roomy card as above: only the technique differs. save_on_cpu's probes would each

@@ -14,7 +14,9 @@ fit span a factor of four, a guess on the line through their peaks, a gallop fro
 then the sizes just after the answer, one fresh process per probe; where earlier runs searched the
 case, on this machine or, failing that, another (a budget caps the same bytes on every card), the
 sizes they found either side of the answer are probed first and their peaks join the line, and
-``earlier_runs`` ([here, elsewhere]) and ``earlier_bracket`` say so); its time says what the search
+``earlier_runs`` ([here, elsewhere]) and ``earlier_bracket`` say so; where none did and this GPU
+recorded the search's programmes (``python3 -m harness programmes``), the replay's answer and the
+two sizes after it are probed first, and ``prediction`` says ``"by": "replay"``); its time says what the search
 cost, nothing about training. The answer is in the check: ``max_batch``, the largest batch that
 fits, with the two after it seen not to (``fits.largest_fitting``), ``failed_below`` (the smaller
 sizes the search saw fail all the same: fitting was not monotone there; absent from records filed
@@ -32,11 +34,12 @@ not fit, the case does not fit.
 """
 from __future__ import annotations
 
-from harness.workloads.search import fits, predict, probe_log
+from harness.workloads.search import fits, predict, probe_log, replayed
 from harness.measure.guards import preloaded
 from harness.measure.guards.budget import BUDGETS, ENFORCED, is_whole_card, resolve
 from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, Skip
-from harness.measure.records.store import RecordStore
+from harness.measure.instruments.machine import machine_name, named_gpus
+from harness.measure.records.store import COMMITTED, RecordStore
 from harness.cases.base import Case, Config
 from harness.measure.workload import Workload
 from harness.workloads.training.tricks import (DEPTHS, DEVICES, IMAGE_MODELS, SEQ_LENS, TECHNIQUES, TOKEN_MODELS,
@@ -46,6 +49,7 @@ from harness.workloads.training import allocator as settings
 
 NAME = "fits"
 SEARCHED = "tricks"  # the case whose step the search probes, found in the registry when a search runs
+PROGRAMMES = COMMITTED  # where this GPU's recorded programmes are (``python3 -m harness programmes``)
 # The tricks case's shapes, from where it declares them too.
 PARAMS = {"device": DEVICES, "workload": WORKLOADS, "technique": TECHNIQUES, "budget": BUDGETS, "over": fits.OVER,
           "allocator": tuple(settings.TORCH), "vocab": VOCABS, "width": WIDTHS, "depth": DEPTHS, "seq_len": SEQ_LENS}
@@ -138,6 +142,12 @@ def probe_config(search: dict) -> Config:
     return Config.of(SEARCHED, dict(search, batch=1, micro_batch=1, budget="card"))
 
 
+def _replayed(rec, cap: int, over: str, limit: int) -> dict:
+    """The replay's answer under ``cap``, as the record keeps a prediction."""
+    return {"by": "replay", "largest": replayed.largest(rec, cap, fits.UNITS[over], limit),
+            "recorded_sizes": sorted(rec.programmes), "recorded_at": sorted(rec.commits)}
+
+
 def search_key(params: dict, over: str, allocator: str) -> dict:
     """What a search's probes are logged under: its parameters and axis, and the allocator
     setting where it is not the default (so that logs from before the setting was a parameter
@@ -181,10 +191,18 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     # take the host's share its guard allows, and together they would run the host out.
     width = 1 if way.grows_on_host else fits.side_by_side(cap, free)
 
+    aim = hint
+    replay = replayed.for_search(PROGRAMMES, machine_name(devices), named_gpus(devices), key) if devices.gpus else None
+    if replay is not None and hint == (None, None):
+        # No earlier run's bracket: the replay's answer is probed first, with the sizes after it,
+        # which is the whole of the rule's proof where it is right.
+        found["prediction"] = _replayed(replay, cap, over, limit)
+        aim = (found["prediction"]["largest"] or None, None)
+
     def estimate():
         """The predicted largest size from the probes so far (this run's and earlier runs'; the
         device and host this run's alone); the first one made is kept for the record, beside the
-        answer it aimed at."""
+        answer it aimed at, where the replay's is not."""
         here = log.entries(key)
         made = predict.prediction(here + earlier.entries(key), cap, over, fits.UNITS[over], limit, here=here)
         if made is None:
@@ -205,7 +223,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
                 prober, start=start, limit=limit, known=log.answers(key, cap),
                 probe_many=prober.many if width > 1 else None,
                 estimate=estimate, unit=fits.UNITS[over], confirm=True,
-                hint=hint,
+                hint=aim,
                 slow=log.too_slow(key))  # known under any budget: time does not depend on it
         if search.largest == 0 and search.too_slow:
             raise CheckFailed(f"no answer: the first probe, at {over} {start}, ran past {prober.timeout_s:g} s",

@@ -47,9 +47,12 @@ def _name(devices: Devices, cpu: str) -> str:
 def machine_label(env: Environment) -> str:
     """The box as people name it: its GPU ("H100 80GB HBM3", "H200 x2"), or its CPU without one.
     Tables, docs and the gate all label machines with this."""
-    gpus = env.devices.gpus
-    if not gpus:
-        return env.cpu or machine_name(env.devices)
+    return named_gpus(env.devices) if env.devices.gpus else env.cpu or machine_name(env.devices)
+
+
+def named_gpus(devices: Devices) -> str:
+    """The GPUs as people name them ("H100 80GB HBM3", "H200 x2"): ``machine_label`` of a GPU box."""
+    gpus = devices.gpus
     name = re.sub(r"^NVIDIA\s+", "", gpus[0].name)
     return name if len(gpus) == 1 else f"{name} x{len(gpus)}"
 

@@ -53,9 +53,10 @@ def _linked(tmp: Path, folder: Path, stem: str) -> Path:
     raise FileExistsError(f"{folder}: no free name for {stem}")
 
 
-def read(root: Path) -> list[dict]:
-    """Every recording filed under ``root``, the oldest first (a later one of a size replaces it)."""
-    return sorted((_load(path) for path in (Path(root) / DIR).glob(f"*/*{SUFFIX}")),
+def read(root: Path, machine: str = "*") -> list[dict]:
+    """Every recording filed under ``root`` (``machine``'s alone where named), the oldest first (a
+    later one of a size replaces it)."""
+    return sorted((_load(path) for path in (Path(root) / DIR).glob(f"{machine}/*{SUFFIX}")),
                   key=lambda recording: recording["created"])
 
 

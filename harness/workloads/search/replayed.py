@@ -75,6 +75,19 @@ def recorded(recordings: list[dict]) -> dict:
     return found
 
 
+def for_search(root, machine: str, gpu: str, key: dict) -> Recorded | None:
+    """What ``machine`` (its folder under ``root``) recorded for a search's key on ``gpu``, ready
+    to grow; None where it recorded nothing for it, or nothing the replay can grow. A search of
+    another allocator setting has a key no recording has: the replay is the default allocator's."""
+    rec = recorded(programmes.read(root, machine)).get((gpu, json.dumps(key, sort_keys=True)))
+    if rec is None or not rec.programmes:
+        return None
+    try:
+        return rec if rec.growth else None
+    except simulator.Unlike:
+        return None
+
+
 def checked(rec: Recorded) -> list[dict]:
     """Each recorded programme replayed as recorded, under its probe's own cap, beside the peaks its
     probe measured: where the rules are the allocator's, the same bytes."""
