@@ -80,10 +80,15 @@ def for_search(root, machine: str, gpu: str, key: dict) -> Recorded | None:
     to grow; None where it recorded nothing for it, or nothing the replay can grow. A search of
     another allocator setting has a key no recording has: the replay is the default allocator's."""
     rec = recorded(programmes.read(root, machine)).get((gpu, json.dumps(key, sort_keys=True)))
-    if rec is None or not rec.programmes:
+    return rec if rec is not None and _grows(rec) is not None else None
+
+
+def _grows(rec: Recorded) -> simulator.Growth | None:
+    """``rec``'s growth; None where it recorded no programme to grow, or none the replay can grow."""
+    if not rec.programmes:
         return None
     try:
-        return rec if rec.growth else None
+        return rec.growth
     except simulator.Unlike:
         return None
 
@@ -105,11 +110,8 @@ def foreseen(rec: Recorded) -> list[dict]:
     """The grown programme at each size recorded to test it, under that probe's cap, beside what the
     probe measured: the replay's answers where no programme it grew from was recorded. [] where it
     has nothing to grow from."""
-    if not rec.tests or not rec.programmes:
-        return []
-    try:
-        growth = rec.growth
-    except simulator.Unlike:
+    growth = _grows(rec) if rec.tests else None
+    if growth is None:
         return []
     out = []
     for (n, cap), answer in sorted(rec.tests.items()):
