@@ -183,6 +183,9 @@ def test_probes_recorded_to_test_the_replay_are_never_grown_from_and_are_foresee
     assert [(t["n"], t["fits"], t["replayed_fits"]) for t in replayed.foreseen(rec)] == [(19, True, True),
                                                                                        (20, False, False)]
     assert replayed.foreseen(rec)[0]["replayed_reserved"] == rec.tests[(19, 20 * GiB)]["peak_reserved"]
+    # 19 fits and 20 does not, as probed: the replay's answer under 20 GiB was probed as it has it
+    assert replayed.probed(rec, 19, 20 * GiB, 1) is True
+    assert replayed.probed(rec, 18, 20 * GiB, 1) is None and replayed.probed(rec, 19, 24 * GiB, 1) is None
 
 
 def test_a_check_recording_is_filed_under_its_cap_as_a_test_and_the_page_counts_it(monkeypatch, tmp_path):

@@ -235,7 +235,8 @@ def rows_of(found: list[Cell]) -> list[list[str]]:
         s = scores(cell)
         body.append([cell.gpu, cell.technique, cell.over, cell.budget, cell.allocator, f"{cell.measured:,}",
                      _steps(cell, s["suite"][0]) + ("" if cell.suite else " ¹"), _pct(s["suite"][1]),
-                     _steps(cell, s["replay"][0]), _pct(s["replay"][1]),
+                     _steps(cell, s["replay"][0]) + (" ²" if s["replay"][0] is not None and cell.replay.get("probed")
+                                                     else ""), _pct(s["replay"][1]),
                      _pct(s["accelerate"][1]), _pct(s["deepspeed"][1]), _steps(cell, s["megatron"][0]),
                      _pct(s["megatron"][1])])
     return body
@@ -339,6 +340,9 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
               "requests its GPU recorded at a few sizes (two batches, or three sequence lengths), each request "
               "grown on its own law, is run through the caching allocator's rules under the cap; - where that GPU "
               "recorded no programme of the way, or for another allocator setting. "
+              "² probed since (`programmes record --check`): the replay's size fits under this cap and the size "
+              "after it does not, as the replay has them; where the replay's size is the larger, more than the "
+              "search's answer trains under the cap. "
               "¹ the suite's predictor refused:", ""]
     lines += [f"- {markdown.code(reason)}" for reason in refused]
     return "\n".join(lines) + "\n"

@@ -166,6 +166,7 @@ def score(results: Path) -> Path:
             top = fits.LIMITS[cell.over] if cell.host_short is None else cell.host_short - 1
             entry.update(largest=replayed.largest(rec, cell.cap, cell.unit, top),
                          peak=replayed.peak(rec, cell.measured, cell.cap))
+            entry["probed"] = replayed.probed(rec, entry["largest"], cell.cap, cell.unit)
         except simulator.Unlike as e:
             entry["refused"] = str(e)
         out.append(entry)

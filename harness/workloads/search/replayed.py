@@ -121,6 +121,15 @@ def foreseen(rec: Recorded) -> list[dict]:
     return out
 
 
+def probed(rec: Recorded, n: int, cap: int, unit: int) -> bool | None:
+    """Whether probes recorded to test the replay (``tests``) found ``n`` fitting under ``cap`` and
+    the size after it not; None where they did not probe both."""
+    at, after = rec.tests.get((n, cap)), rec.tests.get((n + unit, cap))
+    if at is None or after is None:
+        return None
+    return bool(at.get("fits")) and after.get("fits") is False
+
+
 def largest(rec: Recorded, cap: int, unit: int, top: int) -> int:
     """The largest multiple of ``unit`` up to ``top`` whose grown programme runs under ``cap``."""
     growth, reach = rec.growth, rec.reach(cap)
