@@ -112,7 +112,10 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     left is widest, a failure is the case outgrowing the cap), so ``CONFIRM_ABOVE`` failures in a
     row are the top, not a spike. Under it the answer is the same whatever the path (known
     sizes, hints, guesses). The margin is a trade: each size of it is a probe more in every
-    search; two see past a lone spike.
+    search; two see past a lone spike. Where the assumption fails (the allocator's replay,
+    ``harness.workloads.search.replayed``, finds runs of failing sizes with fits past them, and
+    probes at its sizes agree), the answer is the top of the run the path met, so a search aims
+    at the replay's answer first where one was recorded.
 
     ``known`` maps sizes already answered to whether they fit, from probes already run
     (``probe_log.ProbeLog.answers``): they are never probed again, and the search brackets from
