@@ -300,7 +300,7 @@ SEGMENT_PROBE = ("import json, os, sys; n = int(sys.argv[1]); peak = 2**21 * (47
 
 @pytest.mark.parametrize("recorded_segments", [48, 40])
 def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_replay(recorded_segments, monkeypatch,
-                                                                                 tmp_path):
+                                                                                 tmp_path, capsys):
     from conftest import fake_devices
     from harness.cases import fits as fits_case
     from harness.measure.instruments import devices
@@ -331,6 +331,11 @@ def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_repla
     # right, one round proves it; wrong (a programme recorded smaller than the step), the search
     # goes on from there and its answer is as exact
     assert rec.check["max_batch"] == 149 and (rec.check["probes"] == 3) == (replay == 149)
+    # a recording that cannot be read aims no search: the search starts cold and answers as exactly
+    (tmp_path / programmes.DIR / machine_name(fake_devices()) / "zz-broken.json.gz").write_bytes(b"not gzip")
+    broken = execute("fits", dict(CASE_PARAMS, budget="24GB"))
+    assert broken.outcome == "ok" and broken.check["prediction"].get("by") != "replay"
+    assert "cannot be read" in capsys.readouterr().err
     # another allocator setting is not the replay's: its search starts cold, as before
     other = execute("fits", dict(CASE_PARAMS, allocator="expandable"))
     assert other.check["max_batch"] == 149 and other.check["prediction"].get("by") != "replay"

@@ -212,3 +212,12 @@ def test_a_check_recording_is_filed_under_its_cap_as_a_test_and_the_page_counts_
     assert estimates.replay_checks(tmp_path)[1] == (
         "- H100 80GB HBM3, grown: 1 probes recorded to test the replay, at sizes and caps it did not grow from; "
         "the grown programme runs out where the probe did in 0.")
+
+
+def test_a_recording_that_cannot_be_read_is_refused_by_the_score_naming_the_fix(tmp_path, capsys):
+    folder = tmp_path / programmes.DIR / "nvidia-h100-80gb-hbm3-x1"
+    folder.mkdir(parents=True)
+    (folder / "0000-broken.json.gz").write_bytes(b"not gzip")
+    assert command.main(Namespace(action="score", results=str(tmp_path))) == 2
+    err = capsys.readouterr().err
+    assert "cannot be read" in err and "programmes record" in err and not (tmp_path / command.FILE).exists()

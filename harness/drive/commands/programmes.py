@@ -154,7 +154,11 @@ def score(results: Path) -> Path:
     from harness.report import estimates
     from harness.report.model import load_rows
     from harness.workloads.search import fits, replayed, simulator
-    found = replayed.recorded(programmes.read(results))
+    try:
+        found = replayed.recorded(programmes.read(results))
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+        raise Refused(f"a recording under {results / programmes.DIR} cannot be read ({type(e).__name__}: {e}): "
+                      "remove it, or record it again with `python3 -m harness programmes record`") from None
     out = []
     for cell in estimates.cells(load_rows(results), results):
         rec = found.get((cell.gpu, json.dumps(cell.key, sort_keys=True)))

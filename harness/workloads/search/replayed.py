@@ -10,6 +10,7 @@ sizes and a sequence at three, alike in all but their requests' sizes.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -78,8 +79,17 @@ def recorded(recordings: list[dict]) -> dict:
 def for_search(root, machine: str, gpu: str, key: dict) -> Recorded | None:
     """What ``machine`` (its folder under ``root``) recorded for a search's key on ``gpu``, ready
     to grow; None where it recorded nothing for it, or nothing the replay can grow. A search of
-    another allocator setting has a key no recording has: the replay is the default allocator's."""
-    rec = recorded(programmes.read(root, machine)).get((gpu, json.dumps(key, sort_keys=True)))
+    another allocator setting has a key no recording has: the replay is the default allocator's.
+    A recording that cannot be read only aims no search: it says so, and the search starts as
+    though none were recorded."""
+    try:
+        found = recorded(programmes.read(root, machine))
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+        print(f"oombench: the recorded programmes under {root}/{programmes.DIR}/{machine} cannot be read "
+              f"({type(e).__name__}: {e}): the search starts without the replay; record them again with "
+              f"`python3 -m harness programmes record`", file=sys.stderr)
+        return None
+    rec = found.get((gpu, json.dumps(key, sort_keys=True)))
     return rec if rec is not None and _grows(rec) is not None else None
 
 
