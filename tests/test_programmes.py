@@ -106,7 +106,8 @@ def test_recording_without_a_gpu_is_refused_before_any_probe(monkeypatch, tmp_pa
     from harness.measure.instruments import devices
     monkeypatch.setattr(devices, "discover", lambda: devices.Devices(gpus=()))
     monkeypatch.setattr(command, "_probe", lambda *a: pytest.fail("a probe ran"))
-    args = Namespace(action="record", ways="fp32", over="batch", sizes="4,8", side_by_side=2, results=str(tmp_path))
+    args = Namespace(action="record", ways="fp32", over="batch", sizes="4,8", side_by_side=2, results=str(tmp_path),
+                     budget="40GB", check=False)
     assert command.main(args) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err and not (tmp_path / "programmes").exists()
 
@@ -161,7 +162,7 @@ def test_a_broken_probe_costs_only_its_own_programme(monkeypatch, tmp_path, caps
         return probe(n)
     monkeypatch.setattr(command, "_probe", fake_probe)
     args = Namespace(action="record", ways="bf16_autocast", over="batch", sizes="4,8", side_by_side=2,
-                     results=str(tmp_path))
+                     results=str(tmp_path), budget="40GB", check=False)
     assert command.main(args) == 1
     assert "bf16_autocast at batch=8 failed (exit 1): boom" in capsys.readouterr().err
     (got,) = programmes.read(tmp_path)

@@ -192,8 +192,9 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     width = 1 if way.grows_on_host else fits.side_by_side(cap, free)
 
     aim = hint
-    replay = replayed.for_search(PROGRAMMES, machine_name(devices), named_gpus(devices), key) if devices.gpus else None
-    if replay is not None and hint == (None, None):
+    replay = (replayed.for_search(PROGRAMMES, machine_name(devices), named_gpus(devices), key)
+              if devices.gpus and hint == (None, None) else None)
+    if replay is not None:
         # No earlier run's bracket: the replay's answer is probed first, with the sizes after it,
         # which is the whole of the rule's proof where it is right.
         found["prediction"] = _replayed(replay, cap, over, limit)

@@ -145,7 +145,8 @@ def replay_checks(results: Path) -> list[str]:
     recordings = _replays_file(results).get("recordings", [])
     lines = []
     for gpu in sorted({r["gpu"] for r in recordings}):
-        probes = [p for r in recordings if r["gpu"] == gpu for p in r["probes"]]
+        mine = [r for r in recordings if r["gpu"] == gpu]
+        probes = [p for r in mine for p in r["probes"]]
         ran = [p for p in probes if p["fits"] and p["replayed_fits"]]
         same = sum(p["replayed_reserved"] == p["peak_reserved"] and p["replayed_allocated"] == p["peak_allocated"]
                    for p in ran)
@@ -154,7 +155,7 @@ def replay_checks(results: Path) -> list[str]:
         lines.append(f"- {gpu}: {len(probes)} recorded probes; the replay runs out where the probe did in {agree}; "
                      f"of the {len(ran)} that ran in both, {same} reserve and allocate the very bytes their probe "
                      f"measured, the worst reserved peak {_pct(worst)} off.")
-        lines += _foreseen(gpu, [p for r in recordings if r["gpu"] == gpu for p in r.get("foreseen", [])])
+        lines += _foreseen(gpu, [t for r in mine for t in r.get("foreseen", [])])
     return lines
 
 

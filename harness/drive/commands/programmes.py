@@ -54,8 +54,8 @@ def main(args) -> int:
         if args.action == "score":
             print(score(Path(args.results)))
             return 0
-        jobs = _jobs(args.ways, args.over, args.sizes, getattr(args, "budget", CAP))
-        path, failed = record(jobs, Path(args.results), args.side_by_side, getattr(args, "check", False))
+        jobs = _jobs(args.ways, args.over, args.sizes, args.budget)
+        path, failed = record(jobs, Path(args.results), args.side_by_side, args.check)
         for error in failed:
             print(f"python3 -m harness programmes: {error}", file=sys.stderr)
         print(path or "nothing recorded")

@@ -83,7 +83,8 @@ def for_search(root, machine: str, gpu: str, key: dict) -> Recorded | None:
     A recording that cannot be read only aims no search: it says so, and the search starts as
     though none were recorded."""
     try:
-        found = recorded(programmes.read(root, machine))
+        mine = [dict(r, probes=[p for p in r["probes"] if p["key"] == key]) for r in programmes.read(root, machine)]
+        found = recorded(mine)
     except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
         print(f"oombench: the recorded programmes under {root}/{programmes.DIR}/{machine} cannot be read "
               f"({type(e).__name__}: {e}): the search starts without the replay; record them again with "

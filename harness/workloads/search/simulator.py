@@ -276,9 +276,9 @@ class Growth:
 
     A request's law is the polynomial of ``degree`` through the largest sizes recorded, which every
     smaller one recorded must lie on exactly; but a request that stopped growing (the same bytes at
-    the two largest sizes, fewer at a smaller one: a kernel's workspace that is as large as the
-    GPU's multiprocessors can use, however large the step) stays there from the larger-but-one,
-    and under it grows on the law through the smallest sizes up to where it stopped."""
+    the two largest sizes, fewer at a smaller one: recorded steps ask for some blocks that grow with
+    the size up to a bound and no further) stays there from the larger-but-one, and under it grows
+    on the law through the smallest sizes up to where it stopped."""
 
     def __init__(self, programmes: dict, degree: int = 1):
         sizes = sorted(programmes)
