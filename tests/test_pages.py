@@ -480,4 +480,9 @@ def test_the_predict_page_shows_the_docs_score_per_axis_and_cell_tables_of_the_s
     assert shown == [[estimates.SCORE_HEADER, *estimates.summary(found)],
                      [estimates.AXIS_HEADER, *estimates.by_axis(found)],
                      [estimates.HEADER, *estimates.rows_of(found)]]
+    # the cells' marks are said under them, as on the docs' page, with each refusal's reason
+    text = unescape(re.sub(r"<[^>]+>", "", page))
+    assert "² probed since (programmes record --check)" in text and estimates.REFUSED_MARK in text
+    refused = {c.refused for c in found if c.refused}
+    assert refused and all(reason in text for reason in refused)
     assert '<a href="predict.html">' in (frozen_pages / "index.html").read_text()  # reached from every page's nav

@@ -30,6 +30,11 @@ STEP_BAR, PEAK_BAR = 1, 0.03  # the issue's bar: within one search step, and the
 COLD = 3  # a cold search's first sizes: its start, the double and the quadruple, one round side by side
 NONE = "-"
 REPLAYS = "replays.json"  # the replay estimator's answers (``harness.drive.commands.programmes.score``)
+# The cell table's marks, said under it wherever it is shown (the docs' page and the site's).
+PROBED_MARK = ("² probed since (`programmes record --check`): the replay's size fits under this cap and the size "
+               "after it does not, as the replay has them; where the replay's size is the larger, more than the "
+               "search's answer trains under the cap.")
+REFUSED_MARK = "¹ the suite's predictor refused:"
 
 
 @dataclass(frozen=True)
@@ -341,9 +346,6 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
               "requests its GPU recorded at a few sizes (two batches, or three sequence lengths), each request "
               "grown on its own law, is run through the caching allocator's rules under the cap; - where that GPU "
               "recorded no programme of the way, or for another allocator setting. "
-              "² probed since (`programmes record --check`): the replay's size fits under this cap and the size "
-              "after it does not, as the replay has them; where the replay's size is the larger, more than the "
-              "search's answer trains under the cap. "
-              "¹ the suite's predictor refused:", ""]
+              f"{PROBED_MARK} {REFUSED_MARK}", ""]
     lines += [f"- {markdown.code(reason)}" for reason in refused]
     return "\n".join(lines) + "\n"

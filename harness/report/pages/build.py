@@ -151,8 +151,10 @@ def predict_view(rows: list[Row], results: Path) -> dict:
     ``docs/results/predict.md`` (``harness.report.estimates``): the score per GPU, the suite's per
     axis, and cell by cell; empty tables where no what-fits search is on file."""
     found = estimates.cells(rows, results)
+    refused = sorted({c.refused for c in found if c.refused})
     return {"title": PREDICT.title, "text": PREDICT.text, "bench": expression(FITS_BATCH.bench + FITS_SEQUENCE.bench),
-            "tables": estimates.tables(found) if found else []}
+            "tables": estimates.tables(found) if found else [], "checks": estimates.replay_checks(results),
+            "marks": (estimates.PROBED_MARK, estimates.REFUSED_MARK) if found else (), "refused": refused}
 
 
 def headline_view(rows: list[Row]) -> dict | None:
