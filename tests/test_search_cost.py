@@ -50,3 +50,49 @@ def test_the_section_sums_each_gpus_pairs_and_names_the_latest_commits():
 def test_without_a_cell_searched_twice_the_section_says_so():
     lines = search_cost.section(rows(search("24GB", 16, 30.0, "20990102T000000-bbbbbb", 2.0)))
     assert "No cell has been searched by two runs yet." in lines and not any(r.startswith("| ") for r in lines)
+
+
+def alone(rec: dict, replay: int | None = None) -> dict:
+    """``rec`` searched in a results folder with no earlier run; aimed by the replay at ``replay``."""
+    rec["check"]["earlier_runs"] = [0, 0]
+    if replay is not None:
+        rec["check"]["prediction"] = {"by": "replay", "largest": replay}
+    return rec
+
+
+def test_a_search_from_nothing_filed_last_is_not_taken_for_a_search_again():
+    again = search("24GB", 16, 12.0, "20990103T000000-cccccc", 3.0)
+    again["check"]["earlier_runs"] = [1, 0]
+    found = search_cost.pairs(rows(
+        search("24GB", 16, 30.0, "20990102T000000-bbbbbb", 2.0), again,
+        alone(search("24GB", 16, 90.0, "20990104T000000-dddddd", 4.0)),
+        alone(search("24GB", 16, 9.0, "20990105T000000-eeeeee", 5.0), replay=16)))
+    assert [p.seconds() for p in found["H100 80GB HBM3"]] == [(30.0, 12.0)]
+
+
+def test_one_hosts_searches_from_nothing_are_set_against_its_searches_aimed_by_the_replay():
+    found = search_cost.fresh_pairs(rows(
+        alone(search("24GB", 16, 45.0, "20990104T000000-dddddd", 4.0)),
+        alone(search("24GB", 16, 11.0, "20990105T000000-eeeeee", 5.0), replay=16),
+        alone(search("40GB", 28, 50.0, "20990104T000000-dddddd", 4.0)),
+        alone(search("40GB", 27, 10.0, "20990105T000000-eeeeee", 5.0), replay=27),
+        alone(search("80GB", 56, 60.0, "20990104T000000-dddddd", 4.0)),  # never aimed: no pair
+        alone(search("16GB", 11, 20.0, "20990104T000000-dddddd", 4.0)),
+        alone(fits("16GB", 11, median=5.0, host="host-b", run="20990105T000000-eeeeee", created=5.0), replay=11),
+        search("24GB", 16, 3.0, "20990106T000000-ffffff", 6.0, predicted=True),  # aimed by earlier runs: not alone
+    ))
+    pairs = sorted(found["H100 80GB HBM3"], key=lambda p: p.latest.record.params["budget"])
+    assert [p.seconds() for p in pairs] == [(45.0, 11.0), (50.0, 10.0)]
+    assert [p.same_answer() for p in pairs] == [True, False]
+
+
+def test_the_section_sums_the_searches_from_nothing_and_aimed_even_where_none_was_searched_again():
+    lines = search_cost.section(rows(
+        alone(search("24GB", 16, 45.0, "20990104T000000-dddddd", 4.0, commit="a" * 40)),
+        alone(search("24GB", 16, 11.0, "20990105T000000-eeeeee", 5.0, commit="b" * 40), replay=16),
+        alone(search("40GB", 28, 55.0, "20990104T000000-dddddd", 4.0, commit="a" * 40)),
+        alone(search("40GB", 28, 10.0, "20990105T000000-eeeeee", 5.0, commit="b" * 40), replay=28)))
+    assert "No cell has been searched by two runs yet." in lines
+    [line] = [row for row in lines if row.startswith("| H100")]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == ["H100 80GB HBM3", "2", "2 of 2", "100 s", "21 s", "0.21", "aaaaaaaa, bbbbbbbb"]

@@ -1,5 +1,6 @@
 """What the what-fits searches cost in device time: each cell searched more than once, its latest
-search against the one before it, and whether both answered the same.
+search against the one before it, and whether both answered the same; and, where one box searched a
+cell from nothing and again aimed by the replay (each in a results folder of its own), the two.
 
 A search's record times the whole search (its probes, each a fresh process, side by side or not)
 as its one sample. Two searches of one cell on two boxes of one kind differ with the host as any
@@ -10,12 +11,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from harness.measure.instruments.machine import host_key
 from harness.report import markdown
 from harness.report.model import Row
 from harness.report.tables import machine_label
 
 HEADER = ["GPU", "cells searched again", "same answer", "earlier searches", "latest searches", "latest / earlier",
           "latest from the predictor", "latest commits"]
+FRESH_HEADER = ["GPU", "cells", "same answer", "from nothing", "aimed by the replay", "aimed / from nothing",
+                "commits"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,16 @@ def _searched(row: Row) -> bool:
     return answered and rec.timing is not None
 
 
+def _alone(row: Row) -> bool:
+    """A search that saw no earlier run's probes (its results folder held none): it searched
+    anew, not again. Records from before searches counted earlier runs say nothing: not alone."""
+    return row.record.check.get("earlier_runs") == [0, 0]
+
+
+def _by_replay(row: Row) -> bool:
+    return (row.record.check.get("prediction") or {}).get("by") == "replay"
+
+
 def pairs(rows: list[Row]) -> dict[str, list[Pair]]:
     """For each GPU, one pair a cell that two runs or more searched: the latest search and the one
     before it, from another run."""
@@ -53,31 +67,68 @@ def pairs(rows: list[Row]) -> dict[str, list[Pair]]:
     found = defaultdict(list)
     for (gpu, _), searched in sorted(runs.items()):
         searched.sort(key=lambda r: r.record.created)
-        latest = searched[-1]
-        earlier = [r for r in searched if r.record.run_id != latest.record.run_id]
+        again = [r for r in searched if not _alone(r)]  # a search from nothing is set against its own kind
+        if not again:
+            continue
+        latest = again[-1]
+        earlier = [r for r in searched
+                   if r.record.run_id != latest.record.run_id and r.record.created < latest.record.created]
         if earlier:
             found[gpu].append(Pair(earlier[-1], latest))
     return dict(found)
 
 
-def _line(gpu: str, found: list[Pair]) -> list[str]:
+def fresh_pairs(rows: list[Row]) -> dict[str, list[Pair]]:
+    """For each GPU, one pair a cell that one host searched from nothing twice: aimed by the replay
+    (``latest``) and not (``earlier``), the latest of each kind, each in a folder with no earlier run."""
+    kinds = defaultdict(dict)
+    for row in sorted((r for r in rows if _searched(r) and _alone(r)), key=lambda r: r.record.created):
+        kinds[(machine_label(row), host_key(row.record.environment), row.params_key)][_by_replay(row)] = row
+    found = defaultdict(list)
+    for (gpu, _, _), kind in sorted(kinds.items()):
+        if True in kind and False in kind:
+            found[gpu].append(Pair(kind[False], kind[True]))
+    return dict(found)
+
+
+def _sums(gpu: str, found: list[Pair]) -> list[str]:
     before = sum(p.seconds()[0] for p in found)
     after = sum(p.seconds()[1] for p in found)
-    commits = sorted({p.latest.record.commit[:8] for p in found})
     return [gpu, str(len(found)), f"{sum(p.same_answer() for p in found)} of {len(found)}", f"{before:,.0f} s",
-            f"{after:,.0f} s", f"{after / before:.2f}" if before else "-",
-            f"{sum(p.predicted() for p in found)} of {len(found)}", ", ".join(markdown.inline(c) for c in commits)]
+            f"{after:,.0f} s", f"{after / before:.2f}" if before else "-"]
+
+
+def _commits(rows: list[Row]) -> str:
+    return ", ".join(markdown.inline(c) for c in sorted({r.record.commit[:8] for r in rows}))
+
+
+def _line(gpu: str, found: list[Pair]) -> list[str]:
+    return [*_sums(gpu, found), f"{sum(p.predicted() for p in found)} of {len(found)}",
+            _commits([p.latest for p in found])]
+
+
+def _fresh_lines(rows: list[Row]) -> list[str]:
+    found = fresh_pairs(rows)
+    if not found:
+        return []
+    lines = ["A search from nothing against one aimed by the replay: the cells one host searched both ways, each "
+             "in a results folder with no earlier run (`--results` a new folder), without and with this GPU's "
+             "recorded programmes, in device seconds a search takes:", ""]
+    body = [[*_sums(gpu, found[gpu]), _commits([r for p in found[gpu] for r in (p.earlier, p.latest)])]
+            for gpu in sorted(found)]
+    return lines + markdown.table(FRESH_HEADER, body) + [""]
 
 
 def section(rows: list[Row]) -> list[str]:
-    """The markdown section: a line a GPU, or a sentence where no cell was searched twice."""
+    """The markdown section: a line a GPU, or a sentence where no cell was searched twice; then
+    the searches from nothing against those aimed by the replay, where a host made both."""
     found = pairs(rows)
     lines = ["## What the searches cost", ""]
     if not found:
-        return lines + ["No cell has been searched by two runs yet.", ""]
+        return lines + ["No cell has been searched by two runs yet.", "", *_fresh_lines(rows)]
     lines += ["Each cell that two runs or more searched: its latest search against the one before it (another "
               "run), in device seconds a search takes (its probes included), summed over the cells; "
               "\"from the predictor\": the latest search's record keeps the prediction it started from. "
               "Host-bound probes differ between boxes of one kind as any host-bound step does.", ""]
     lines += markdown.table(HEADER, [_line(gpu, found[gpu]) for gpu in sorted(found)])
-    return lines + [""]
+    return lines + ["", *_fresh_lines(rows)]
