@@ -470,19 +470,23 @@ def test_the_index_opens_with_the_readmes_headline_each_cell_linked_to_its_recor
     assert cells == [t for _, line in made.lines for t, row in line if row is not None] and cells
 
 
-def test_the_predict_page_shows_the_docs_score_per_axis_and_cell_tables_of_the_same_records(frozen_pages):
-    from harness.report import estimates
-    found = estimates.cells(model.load_rows(FROZEN), FROZEN)
+def test_the_predict_page_shows_the_docs_score_per_axis_cell_and_cost_tables_of_the_same_records(frozen_pages):
+    from harness.report import estimates, search_cost
+    rows = model.load_rows(FROZEN)
+    found = estimates.cells(rows, FROZEN)
     assert found  # the frozen records hold what-fits searches with their probes
     page = (frozen_pages / "predict.html").read_text()
     shown = [[[unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", tr)] for tr in re.findall(r"<tr>(.*?)</tr>", t)]
              for t in re.findall(r'<table class="predict-table">(.*?)</table>', page, re.S)]
+    costs = [[head, *lines] for _, head, lines in search_cost.tables(rows) if lines]
+    assert costs  # the frozen records hold cells searched again
     assert shown == [[estimates.SCORE_HEADER, *estimates.summary(found)],
                      [estimates.AXIS_HEADER, *estimates.by_axis(found)],
-                     [estimates.HEADER, *estimates.rows_of(found)]]
+                     [estimates.HEADER, *estimates.rows_of(found)], *costs]
     # the cells' marks are said under them, as on the docs' page, with each refusal's reason
     text = unescape(re.sub(r"<[^>]+>", "", page))
     assert "² probed since (programmes record --check)" in text and estimates.REFUSED_MARK in text
     refused = {c.refused for c in found if c.refused}
     assert refused and all(reason in text for reason in refused)
+    assert all(said.replace("`", "") in text for said, _, _ in search_cost.tables(rows))  # what each table is
     assert '<a href="predict.html">' in (frozen_pages / "index.html").read_text()  # reached from every page's nav

@@ -99,7 +99,7 @@ def _sums(gpu: str, found: list[Pair]) -> list[str]:
 
 
 def _commits(rows: list[Row]) -> str:
-    return ", ".join(markdown.inline(c) for c in sorted({r.record.commit[:8] for r in rows}))
+    return ", ".join(sorted({r.record.commit[:8] for r in rows}))
 
 
 def _line(gpu: str, found: list[Pair]) -> list[str]:
@@ -107,28 +107,36 @@ def _line(gpu: str, found: list[Pair]) -> list[str]:
             _commits([p.latest for p in found])]
 
 
-def _fresh_lines(rows: list[Row]) -> list[str]:
-    found = fresh_pairs(rows)
-    if not found:
-        return []
-    lines = ["A search from nothing against one aimed by the replay: the cells one host searched both ways, each "
-             "in a results folder with no earlier run (`--results` a new folder), without and with this GPU's "
-             "recorded programmes, in device seconds a search takes:", ""]
-    body = [[*_sums(gpu, found[gpu]), _commits([r for p in found[gpu] for r in (p.earlier, p.latest)])]
-            for gpu in sorted(found)]
-    return lines + markdown.table(FRESH_HEADER, body) + [""]
+AGAIN = ("Each cell that two runs or more searched: its latest search against the one before it (another run), in "
+         "device seconds a search takes (its probes included), summed over the cells; \"from the predictor\": the "
+         "latest search's record keeps the prediction it started from. Host-bound probes differ between boxes of "
+         "one kind as any host-bound step does.")
+NONE_AGAIN = "No cell has been searched by two runs yet."
+FRESH = ("A search from nothing against one aimed by the replay: the cells one host searched both ways, each in a "
+         "results folder with no earlier run (`--results` a new folder), without and with this GPU's recorded "
+         "programmes, in device seconds a search takes:")
+
+
+def tables(rows: list[Row]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(text, header, lines) of what the section shows: the cells searched again (no lines, and
+    a sentence that says so, where none was), then the searches from nothing against those aimed
+    by the replay, where a host made both; the last column the commits, plain."""
+    found, fresh = pairs(rows), fresh_pairs(rows)
+    out = [(AGAIN, HEADER, [_line(gpu, found[gpu]) for gpu in sorted(found)]) if found else (NONE_AGAIN, HEADER, [])]
+    if fresh:
+        out.append((FRESH, FRESH_HEADER, [[*_sums(gpu, fresh[gpu]),
+                                           _commits([r for p in fresh[gpu] for r in (p.earlier, p.latest)])]
+                                          for gpu in sorted(fresh)]))
+    return out
 
 
 def section(rows: list[Row]) -> list[str]:
     """The markdown section: a line a GPU, or a sentence where no cell was searched twice; then
     the searches from nothing against those aimed by the replay, where a host made both."""
-    found = pairs(rows)
     lines = ["## What the searches cost", ""]
-    if not found:
-        return lines + ["No cell has been searched by two runs yet.", "", *_fresh_lines(rows)]
-    lines += ["Each cell that two runs or more searched: its latest search against the one before it (another "
-              "run), in device seconds a search takes (its probes included), summed over the cells; "
-              "\"from the predictor\": the latest search's record keeps the prediction it started from. "
-              "Host-bound probes differ between boxes of one kind as any host-bound step does.", ""]
-    lines += markdown.table(HEADER, [_line(gpu, found[gpu]) for gpu in sorted(found)])
-    return lines + ["", *_fresh_lines(rows)]
+    for text, head, body in tables(rows):
+        lines += [text, ""]
+        if body:
+            coded = [[*line[:-1], ", ".join(markdown.inline(c) for c in line[-1].split(", "))] for line in body]
+            lines += [*markdown.table(head, coded), ""]
+    return lines

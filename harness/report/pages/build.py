@@ -22,7 +22,7 @@ from harness.measure.instruments.devices import describe
 from harness.measure.outcomes import DOES_NOT_FIT, OK
 from harness.measure.records.store import COMMITTED, REPO
 from harness.report.efficiency import Ceilings, best_pageable, efficiency, host_bound
-from harness.report import estimates
+from harness.report import estimates, search_cost
 from harness.report.pages import charts, chooser, headline, versions
 from harness.report.families import family, memory_name
 from harness.report.pages.names import Names, UnsafePath, inside, names
@@ -149,12 +149,14 @@ def seeds_view(rows: list[Row]) -> list[dict]:
 def predict_view(rows: list[Row], results: Path) -> dict:
     """The what-fits estimators against the measured answers, the tables of
     ``docs/results/predict.md`` (``harness.report.estimates``): the score per GPU, the suite's per
-    axis, and cell by cell; empty tables where no what-fits search is on file."""
+    axis, and cell by cell, and what the searches cost (``harness.report.search_cost``); empty tables
+    where no what-fits search is on file."""
     found = estimates.cells(rows, results)
     refused = sorted({c.refused for c in found if c.refused})
     return {"title": PREDICT.title, "text": PREDICT.text, "bench": expression(FITS_BATCH.bench + FITS_SEQUENCE.bench),
             "tables": estimates.tables(found) if found else [], "checks": estimates.replay_checks(results),
-            "marks": (estimates.PROBED_MARK, estimates.REFUSED_MARK) if found else (), "refused": refused}
+            "marks": (estimates.PROBED_MARK, estimates.REFUSED_MARK) if found else (), "refused": refused,
+            "costs": search_cost.tables(rows) if found else []}
 
 
 def headline_view(rows: list[Row]) -> dict | None:
