@@ -101,8 +101,13 @@ def test_no_page_scrolls_sideways_and_no_value_breaks_inside_a_word(tab, pages):
         assert tab.evaluate(BROKEN_WORDS) == [], path.name
 
 
+DRAWN = "() => [...document.querySelectorAll('figure.chart canvas')].map(c => !!Chart.getChart(c))"
+
+
 def charts_of(tab) -> list[dict]:
-    """Each chart's plot area, key and canvas in page pixels, its HTML text's sizes, its axes' lower ends."""
+    """Each chart's plot area, key and canvas in page pixels, its HTML text's sizes, its axes' lower
+    ends; once every chart is drawn (one in a section just opened is drawn on its toggle event)."""
+    tab.wait_for_function(f"({DRAWN})().every(Boolean)", timeout=10_000)
     return tab.evaluate("""() => [...document.querySelectorAll('figure.chart')].map(fig => {
       const canvas = fig.querySelector('canvas'), chart = Chart.getChart(canvas), c = canvas.getBoundingClientRect();
       const a = chart.chartArea, s = chart.scales;
@@ -117,6 +122,17 @@ def charts_of(tab) -> list[dict]:
 def overlap(a: dict, b: dict) -> bool:
     return (min(a["right"], b["right"]) > max(a["left"], b["left"])
             and min(a["bottom"], b["bottom"]) > max(a["top"], b["top"]))
+
+
+def test_a_chart_is_drawn_once_no_closed_section_holds_it(tab, pages):
+    """On arrival the open section's chart is drawn and the closed one's is not; opening the
+    closed section draws it, the size its section gives it."""
+    tab.goto((pages / "parallel_lm.html").as_uri())
+    assert tab.evaluate(DRAWN) == [True, False]
+    tab.evaluate("document.querySelectorAll('details.gpu')[1].open = true")
+    tab.wait_for_function(f"({DRAWN})().every(Boolean)", timeout=10_000)
+    widths = tab.evaluate("[...document.querySelectorAll('figure.chart canvas')].map(c => c.clientWidth)")
+    assert widths[0] > 0 and widths[1] == widths[0]
 
 
 def test_charts_are_readable_their_key_off_the_plot_and_their_axes_from_zero(tab, pages):

@@ -1,5 +1,5 @@
 // Each figure.chart drawn by Chart.js from the JSON the page holds (a file:// page fetches
-// nothing): hovering or tapping a point names it with its figures; a click opens its record (on a
+// nothing), once it is in no closed section: hovering or tapping a point names it with its figures; a click opens its record (on a
 // touch screen the first tap names the point, a second tap on it opens the record). Both axes
 // start at zero. The key is the list under the canvas, never over it. Text is 12 px whatever the
 // screen: the canvas is drawn at its own width, never scaled down.
@@ -7,7 +7,19 @@
   if (!window.Chart) return;  // the library beside the page is missing: the key still names every point
   Chart.defaults.font.size = 12;
   Chart.defaults.color = "#333";
-  document.querySelectorAll("figure.chart").forEach(draw);
+  // A chart in a closed section is drawn when the section opens, not at load: a page of many
+  // GPUs' sections would otherwise spend a phone's core on charts no one has opened.
+  var waiting = [];
+  document.querySelectorAll("figure.chart").forEach(function (fig) {
+    if (fig.closest("details:not([open])")) waiting.push(fig); else draw(fig);
+  });
+  document.addEventListener("toggle", function () {  // toggle does not bubble: caught on its way down
+    waiting = waiting.filter(function (fig) {
+      if (fig.closest("details:not([open])")) return true;
+      draw(fig);
+      return false;
+    });
+  }, true);
 
   function draw(fig) {
     var d = JSON.parse(fig.querySelector("script.chart-data").textContent);
