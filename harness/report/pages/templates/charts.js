@@ -1,8 +1,9 @@
 // Each figure.chart drawn by Chart.js from the JSON the page holds (a file:// page fetches
-// nothing), once it is in no closed section: hovering or tapping a point names it with its figures; a click opens its record (on a
-// touch screen the first tap names the point, a second tap on it opens the record). Both axes
-// start at zero. The key is the list under the canvas, never over it. Text is 12 px whatever the
-// screen: the canvas is drawn at its own width, never scaled down.
+// nothing), once no closed section holds it: hovering or tapping a point names it with its
+// figures; a click opens its record (on a touch screen the first tap names the point, a second
+// tap on it opens the record). Both axes start at zero. The key is the list under the canvas,
+// never over it. Text is 12 px whatever the screen: the canvas is drawn at its own width, never
+// scaled down.
 (function () {
   if (!window.Chart) return;  // the library beside the page is missing: the key still names every point
   Chart.defaults.font.size = 12;
