@@ -310,6 +310,11 @@ def _share(part: int, whole: int) -> str:
     return NONE if not whole else f"{part}/{whole} ({100 * part / whole:.0f}%)"
 
 
+def refusals(found: list[Cell]) -> list[str]:
+    """Each reason the suite's predictor gave for refusing a cell, once: what the ¹ mark points to."""
+    return sorted({c.refused for c in found if c.refused})
+
+
 def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     found = cells(rows, results)
     if not found:
@@ -328,7 +333,7 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
                   *checks]
     lines += ["", *search_cost.section(rows), "## Cell by cell", ""]
     lines += markdown.table(*cell)
-    refused = sorted({c.refused for c in found if c.refused})
+    refused = refusals(found)
     lines += ["", "Sizes are the predicted largest size less the measured one, in search steps (one sample, or "
               "128 tokens); peaks are the estimate at the measured answer against the reserved peak its probe "
               "measured. accelerate and DeepSpeed count model states alone: they name a peak, no size (-). The "

@@ -156,7 +156,7 @@ def score(results: Path) -> Path:
     from harness.workloads.search import fits, replayed, simulator
     try:
         found = replayed.recorded(programmes.read(results))
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+    except programmes.UNREADABLE as e:
         raise Refused(f"a recording under {results / programmes.DIR} cannot be read ({type(e).__name__}: {e}): "
                       "remove it, or record it again with `python3 -m harness programmes record`") from None
     out = []

@@ -22,6 +22,9 @@ from pathlib import Path
 DIR = "programmes"
 SUFFIX = ".json.gz"
 GROW, CHECK = "grow", "check"  # a recording's purpose: the replay grows from it, or it tests the replay
+# What reading a recording raises where its file is not one (cut short, not gzip, not JSON, or JSON
+# of another shape): the errors whoever reads recordings names the file's fix for.
+UNREADABLE = (OSError, EOFError, ValueError, KeyError, TypeError)
 
 
 def write(root: Path, machine: str, commit: str, environment: dict, probes: list[dict], purpose: str = GROW) -> Path:

@@ -152,11 +152,10 @@ def predict_view(rows: list[Row], results: Path) -> dict:
     axis, and cell by cell, and what the searches cost (``harness.report.search_cost``); empty tables
     where no what-fits search is on file."""
     found = estimates.cells(rows, results)
-    refused = sorted({c.refused for c in found if c.refused})
     return {"title": PREDICT.title, "text": PREDICT.text, "bench": expression(FITS_BATCH.bench + FITS_SEQUENCE.bench),
             "tables": estimates.tables(found) if found else [], "checks": estimates.replay_checks(results),
-            "marks": (estimates.PROBED_MARK, estimates.REFUSED_MARK) if found else (), "refused": refused,
-            "costs": search_cost.tables(rows) if found else []}
+            "marks": (estimates.PROBED_MARK, estimates.REFUSED_MARK) if found else (),
+            "refused": estimates.refusals(found), "costs": search_cost.tables(rows) if found else []}
 
 
 def headline_view(rows: list[Row]) -> dict | None:

@@ -85,7 +85,7 @@ def for_search(root, machine: str, gpu: str, key: dict) -> Recorded | None:
     try:
         mine = [dict(r, probes=[p for p in r["probes"] if p["key"] == key]) for r in programmes.read(root, machine)]
         found = recorded(mine)
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+    except programmes.UNREADABLE as e:
         print(f"oombench: the recorded programmes under {root}/{programmes.DIR}/{machine} cannot be read "
               f"({type(e).__name__}: {e}): the search starts without the replay; record them again with "
               f"`python3 -m harness programmes record`", file=sys.stderr)
