@@ -93,7 +93,7 @@ def test_an_unknown_action_is_refused_naming_both(capsys):
                                                           ("fp32,nope", "4,8", "40GB", "unknown knob 'nope'"),
                                                           ("fp32", "4,x", "40GB", "whole numbers separated by commas"),
                                                           ("fp32", "0,4", "40GB", "whole numbers from 1"),
-                                                          ("fp32", "4", "card", "--budget takes one of 16GB, 24GB"),
+                                                          ("fp32", "4", "a100", "--budget takes one of 16GB, 24GB"),
                                                           ("fp32", "4", "40", "--budget takes one of")])
 def test_a_wrong_argument_is_refused_with_its_fix_before_anything_runs(ways, sizes, budget, message, capsys):
     args = Namespace(action="record", ways=ways, over="batch", sizes=sizes, side_by_side=2, results="unused",
@@ -167,6 +167,24 @@ def test_a_broken_probe_costs_only_its_own_programme(monkeypatch, tmp_path, caps
     assert "bf16_autocast at batch=8 failed (exit 1): boom" in capsys.readouterr().err
     (got,) = programmes.read(tmp_path)
     assert [p["n"] for p in got["probes"]] == [4]  # the one that ran is filed
+
+
+def test_the_whole_card_s_probes_cap_at_the_gpu_s_total_as_its_search_does(monkeypatch, tmp_path):
+    from harness.measure.guards import locks
+    from harness.measure.instruments import devices
+    from harness.measure.instruments import environment as env_mod
+    from conftest import fake_devices
+    monkeypatch.setattr(devices, "discover", lambda: fake_devices(count=1, total=80 * GiB))
+    monkeypatch.setattr(locks, "visible_gpu_uuids", lambda ordinals: [])
+    monkeypatch.setattr(env_mod, "snapshot", lambda d: env_mod.Environment.from_dict(environment()))
+    caps = []
+    monkeypatch.setattr(command, "_probe", lambda job, tmp: caps.append(job[3]) or dict(probe(job[2]), cap=job[3]))
+    args = Namespace(action="record", ways="fp32", over="batch", sizes="66,67", side_by_side=2,
+                     results=str(tmp_path), budget="card", check=True)
+    assert command.main(args) == 0
+    assert caps == [80 * GiB, 80 * GiB]
+    (got,) = programmes.read(tmp_path)
+    assert [p["cap"] for p in got["probes"]] == [80 * GiB, 80 * GiB] and got["purpose"] == programmes.CHECK
 
 
 def test_probes_recorded_to_test_the_replay_are_never_grown_from_and_are_foreseen_by_the_grown_programme():

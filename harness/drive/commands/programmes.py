@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.measure.guards.budget import CAPS, size_bytes
+from harness.measure.guards.budget import CAPS, CARD, size_bytes
 from harness.measure.guards.inputs import Refused
 from harness.measure.records.store import COMMITTED
 
@@ -40,7 +40,8 @@ def add_parser(sub) -> None:
     p.add_argument("--sizes", default="4,8", help="comma-separated sizes to record each way at (record)")
     p.add_argument("--ways", default="", help="comma-separated ways, as the fits case names them (record)")
     p.add_argument("--side-by-side", type=int, default=6, help="probes at once (record)")
-    p.add_argument("--budget", default=CAP, help=f"the probes' cap, one of {', '.join(CAPS)} (record)")
+    p.add_argument("--budget", default=CAP, help=f"the probes' cap, one of {', '.join(CAPS)}, or {CARD}: the "
+                                                 "whole card, as a what-fits search of it caps (record)")
     p.add_argument("--check", action="store_true",
                    help="file the probes as a test of the replay at their sizes, not as sizes it grows from (record)")
     p.add_argument("--results", default=str(COMMITTED), metavar="DIR", help="the results folder (default results/)")
@@ -65,8 +66,9 @@ def main(args) -> int:
         return 2
 
 
-def _jobs(ways: str, over: str, sizes: str, budget: str = CAP) -> list[tuple[str, str, int, int]]:
-    """(way, axis, size, cap) to record; refused before anything runs where an argument is wrong."""
+def _jobs(ways: str, over: str, sizes: str, budget: str = CAP) -> list[tuple[str, str, int, int | None]]:
+    """(way, axis, size, cap) to record, the cap None for the whole card (its bytes are the GPU's,
+    read where it runs); refused before anything runs where an argument is wrong."""
     from harness.workloads.training.ways import parse
     names = [w for w in ways.split(",") if w]
     if not names:
@@ -82,13 +84,13 @@ def _jobs(ways: str, over: str, sizes: str, budget: str = CAP) -> list[tuple[str
         raise Refused(f"--sizes takes whole numbers separated by commas, got {sizes!r}") from None
     if not ns or min(ns) < 1:
         raise Refused(f"--sizes takes whole numbers from 1, got {sizes!r}")
-    if budget not in CAPS:
-        raise Refused(f"--budget takes one of {', '.join(CAPS)}, got {budget!r}")
-    cap = size_bytes(budget, 0)
+    if budget not in (*CAPS, CARD):
+        raise Refused(f"--budget takes one of {', '.join(CAPS)} or {CARD}, got {budget!r}")
+    cap = None if budget == CARD else size_bytes(budget, 0)
     return [(name, over, n, cap) for name in names for n in ns]
 
 
-def record(jobs: list[tuple[str, str, int, int]], results: Path, width: int,
+def record(jobs: list[tuple[str, str, int, int | None]], results: Path, width: int,
            check: bool = False) -> tuple[Path | None, list[str]]:
     """Each job's probe, ``width`` at once with the GPU locked, filed as one recording (a test of
     the replay where ``check``): (its file, None where no probe ran to its end; what went wrong
@@ -97,6 +99,7 @@ def record(jobs: list[tuple[str, str, int, int]], results: Path, width: int,
 
     from harness.drive.asv.suite import head_commit
     from harness.measure.guards import locks
+    from harness.measure.guards.workingset import card_total
     from harness.measure.instruments.devices import discover
     from harness.measure.instruments.environment import snapshot
     from harness.measure.instruments.machine import machine_name
@@ -105,6 +108,9 @@ def record(jobs: list[tuple[str, str, int, int]], results: Path, width: int,
     if not devices.gpus:
         raise Refused("recording programmes needs a CUDA GPU: run it on a GPU box")
     commit = head_commit()  # a checkout without one is refused before any probe runs
+    # The whole card caps at its total, as the what-fits case's ``resolve`` does: the device binds first.
+    total = card_total(devices)
+    jobs = [(way, over, n, total if cap is None else cap) for way, over, n, cap in jobs]
     with tempfile.TemporaryDirectory() as tmp, locks.gpus_held(locks.visible_gpu_uuids([0])), \
             ThreadPoolExecutor(max(1, width)) as pool:
         done = list(pool.map(lambda job: _caught(job, Path(tmp)), jobs))
