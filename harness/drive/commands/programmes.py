@@ -66,8 +66,8 @@ def main(args) -> int:
         return 2
 
 
-def _jobs(ways: str, over: str, sizes: str, budget: str = CAP) -> list[tuple[str, str, int, int | None]]:
-    """(way, axis, size, cap) to record, the cap None for the whole card (its bytes are the GPU's,
+def _jobs(ways: str, over: str, sizes: str, budget: str = CAP) -> list[tuple[str, str, int, str]]:
+    """(way, axis, size, budget) to record, the budget by name (the whole card's bytes are the GPU's,
     read where it runs); refused before anything runs where an argument is wrong."""
     from harness.workloads.training.ways import parse
     names = [w for w in ways.split(",") if w]
@@ -86,11 +86,10 @@ def _jobs(ways: str, over: str, sizes: str, budget: str = CAP) -> list[tuple[str
         raise Refused(f"--sizes takes whole numbers from 1, got {sizes!r}")
     if budget not in (*CAPS, CARD):
         raise Refused(f"--budget takes one of {', '.join(CAPS)} or {CARD}, got {budget!r}")
-    cap = None if budget == CARD else size_bytes(budget, 0)
-    return [(name, over, n, cap) for name in names for n in ns]
+    return [(name, over, n, budget) for name in names for n in ns]
 
 
-def record(jobs: list[tuple[str, str, int, int | None]], results: Path, width: int,
+def record(jobs: list[tuple[str, str, int, str]], results: Path, width: int,
            check: bool = False) -> tuple[Path | None, list[str]]:
     """Each job's probe, ``width`` at once with the GPU locked, filed as one recording (a test of
     the replay where ``check``): (its file, None where no probe ran to its end; what went wrong
@@ -108,9 +107,9 @@ def record(jobs: list[tuple[str, str, int, int | None]], results: Path, width: i
     if not devices.gpus:
         raise Refused("recording programmes needs a CUDA GPU: run it on a GPU box")
     commit = head_commit()  # a checkout without one is refused before any probe runs
-    # The whole card caps at its total, as the what-fits case's ``resolve`` does: the device binds first.
+    # Each budget's bytes as the what-fits case's ``resolve`` has them: the whole card caps at its total.
     total = card_total(devices)
-    jobs = [(way, over, n, total if cap is None else cap) for way, over, n, cap in jobs]
+    jobs = [(way, over, n, size_bytes(budget, total)) for way, over, n, budget in jobs]
     with tempfile.TemporaryDirectory() as tmp, locks.gpus_held(locks.visible_gpu_uuids([0])), \
             ThreadPoolExecutor(max(1, width)) as pool:
         done = list(pool.map(lambda job: _caught(job, Path(tmp)), jobs))
