@@ -84,6 +84,26 @@ def test_the_device_binds_before_a_cap_past_it_and_a_sequence_needs_three_sizes(
     assert replayed.largest(three, 20 * GiB, 128, 2**20) == 4480
 
 
+def pinning(n):
+    """A step where a 1.5 MiB block lands in what a 2 MiB segment left over from the block freed
+    before it, where that is room enough (n = 1 or 2, modulo 8), and pins the segment: the cap
+    cannot release it for the last block, so those sizes fail under sizes that run."""
+    mib = 2**20
+    return [Request(ALLOC, 0, 100 * mib + n * mib // 4), Request(ALLOC, 1, 3 * mib // 2),
+            Request(RELEASED, 0), Request(FREE, 0), Request(ALLOC, 2, 200 * mib + n * mib)]
+
+
+def test_a_run_of_failing_sizes_under_a_larger_one_that_runs_does_not_hide_it():
+    rec = replayed.Recorded("H100", KEY, {4: pinning(4), 8: pinning(8)}, {})
+    cap = 240 * 2**20  # the 1.5 MiB block's own 20 MiB segment and the last block, up to 220 MiB of it
+    runs = [n for n in range(1, 40) if simulator.replay(rec.growth.at(n), cap).fits]
+    assert runs == [3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 19, 20]  # 1, 2, 9, 10, 17, 18 pinned
+    # bisection would stop at the first failure (1); the largest size that runs is the answer
+    assert replayed.largest(rec, cap, 1, 2**20) == 20
+    assert replayed.largest(rec, cap, 1, 18) == 16  # under a top the host sets, the largest under it
+    assert simulator.live_peak(rec.growth.at(20)) == 3 * 2**19 + 220 * 2**20  # the 1.5 MiB block and the last
+
+
 def test_an_unknown_action_is_refused_naming_both(capsys):
     assert command.main(Namespace(action="recrod")) == 2
     assert "say record (on a GPU) or score (on the CPU), got 'recrod'" in capsys.readouterr().err

@@ -142,9 +142,16 @@ def probed(rec: Recorded, n: int, cap: int, unit: int) -> bool | None:
 
 
 def largest(rec: Recorded, cap: int, unit: int, top: int) -> int:
-    """The largest multiple of ``unit`` up to ``top`` whose grown programme runs under ``cap``."""
+    """The largest multiple of ``unit`` up to ``top`` whose grown programme runs under ``cap``: each
+    size tried from the last whose blocks alone stay within what the allocator can reach (past it
+    none runs, however it packs them) down to the first that runs. Down, not by bisection: where a
+    run of sizes fails under a larger one that runs (a block split for one request and too small
+    for the next), bisection answers the boundary it happens on, and the larger size is the answer."""
     growth, reach = rec.growth, rec.reach(cap)
-    return predict.last_multiple(lambda n: simulator.replay(growth.at(n), reach).fits, unit, top)
+    n = predict.last_multiple(lambda m: simulator.live_peak(growth.at(m)) <= reach, unit, top)
+    while n > 0 and not simulator.replay(growth.at(n), reach).fits:
+        n -= unit
+    return n
 
 
 def peak(rec: Recorded, n: int, cap: int) -> int:

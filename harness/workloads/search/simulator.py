@@ -212,6 +212,21 @@ def replay(requests: Iterable[Request], cap: int) -> Outcome:
     return Outcome(state.peak_reserved, state.peak_allocated, True)
 
 
+def live_peak(requests: Iterable[Request]) -> int:
+    """The most bytes the programme's blocks hold at once, each rounded as the allocator rounds it:
+    what any cap must leave room for, whatever blocks and segments the allocator hands out (it
+    never holds less than its blocks ask)."""
+    live, peak, held = {}, 0, 0
+    for request in requests:
+        if request.action == ALLOC:
+            live[request.block] = round_size(request.size)
+            held += live[request.block]
+            peak = max(peak, held)
+        elif request.action == RELEASED:
+            held -= live.pop(request.block)
+    return peak
+
+
 # torch's memory history (``torch.cuda.memory._snapshot()["device_traces"]``): the actions a
 # programme is read from. A block's request is recorded as asked (unrounded); its segments are the
 # allocator's own doing, which the replay does again. ``oom`` is the request the allocator could not
