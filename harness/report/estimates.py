@@ -349,8 +349,9 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
               "the law is read far from the answer. "
               "The replay (`python3 -m harness programmes`) does what the allocator does instead: the programme of "
               "requests its GPU recorded at a few sizes (two batches, or three sequence lengths), each request "
-              "grown on its own law, is run through the caching allocator's rules under the cap; - where that GPU "
-              "recorded no programme of the way, or for another allocator setting. "
+              "grown on its own law, is run through the caching allocator's rules under the cap, and its answer is the "
+              "largest size that runs there, each size tried down from the last whose blocks alone fit; - where "
+              "that GPU recorded no programme of the way, or for another allocator setting. "
               f"{PROBED_MARK} {REFUSED_MARK}", ""]
     lines += [f"- {markdown.code(reason)}" for reason in refused]
     return "\n".join(lines) + "\n"
