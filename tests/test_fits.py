@@ -298,9 +298,10 @@ SEGMENT_PROBE = ("import json, os, sys; n = int(sys.argv[1]); peak = 2**21 * (47
                  "'peak_reserved': peak, 'peak_allocated': peak}))")
 
 
+@pytest.mark.parametrize("one_at_a_time", [False, True])
 @pytest.mark.parametrize("recorded_segments", [48, 40])
-def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_replay(recorded_segments, monkeypatch,
-                                                                                 tmp_path, capsys):
+def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_replay(recorded_segments, one_at_a_time,
+                                                                                 monkeypatch, tmp_path, capsys):
     from conftest import fake_devices
     from harness.cases import fits as fits_case
     from harness.measure.instruments import devices
@@ -321,6 +322,8 @@ def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_repla
                      [{"key": dict(params, over="batch"), "n": n, "cap": 40 * 10**9, "programme": step[n],
                        "result": {"fits": True}} for n in (4, 8)])
     monkeypatch.setattr(fits_case, "PROGRAMMES", tmp_path)
+    if one_at_a_time:  # as a way that grows in host memory, or a cap too large for two
+        monkeypatch.setattr(fits, "side_by_side", lambda cap, free: 1)
     set_run(monkeypatch, tmp_path / "records")
     rec = execute("fits", CASE_PARAMS)
     assert rec.outcome == "ok", rec.reason
@@ -331,6 +334,7 @@ def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_repla
     # right, one round proves it; wrong (a programme recorded smaller than the step), the search
     # goes on from there and its answer is as exact
     assert rec.check["max_batch"] == 149 and (rec.check["probes"] == 3) == (replay == 149)
+    assert rec.check["side_by_side"] == (1 if one_at_a_time else 3)
     # a recording that cannot be read aims no search: the search starts cold and answers as exactly
     (tmp_path / programmes.DIR / machine_name(fake_devices()) / "zz-broken.json.gz").write_bytes(b"not gzip")
     broken = execute("fits", dict(CASE_PARAMS, budget="24GB"))

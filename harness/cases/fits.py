@@ -196,9 +196,12 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
               if devices.gpus and hint == (None, None) else None)
     if replay is not None:
         # No earlier run's bracket: the replay's answer is probed first, with the sizes after it,
-        # which is the whole of the rule's proof where it is right.
+        # which is the whole of the rule's proof where it is right. The replay says the size after
+        # its answer fails, as a bracket does: one probe at a time, that is the next probe, not a
+        # doubling from the answer.
         found["prediction"] = _replayed(replay, cap, over, limit)
-        aim = (found["prediction"]["largest"] or None, None)
+        largest = found["prediction"]["largest"]
+        aim = (largest, largest + fits.UNITS[over]) if largest else (None, None)
 
     def estimate():
         """The predicted largest size from the probes so far (this run's and earlier runs'; the
