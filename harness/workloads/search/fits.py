@@ -120,9 +120,10 @@ def largest_fitting(probe, start: int = 1, limit: int = LIMIT, estimate=None, kn
     ``known`` maps sizes already answered to whether they fit, from probes already run
     (``probe_log.ProbeLog.answers``): they are never probed again, and the search brackets from
     the largest fit among them and the smallest failure over it. ``hint`` is (a size that fit,
-    one that did not) as another run found them (``probe_log.EarlierRuns.bracket``): both are
-    probed first, where they lie inside what is known, so an answer that has not moved costs
-    them and the size after; one that has moved costs a few more, never its exactness.
+    one that did not) as another run found them (``probe_log.EarlierRuns.bracket``), or as the
+    allocator's replay predicts them (its answer and the size after it): both are probed first,
+    where they lie inside what is known, so an answer that has not moved costs them and the size
+    after; one that has moved costs a few more, never its exactness.
 
     ``estimate()``, where given, guesses the answer from the probes so far (None until it can):
     the search probes the guess, then gallops from it (one step, two, four...) until the boundary
