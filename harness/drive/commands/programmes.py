@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.measure.guards.budget import CAPS, CARD, size_bytes
+from harness.measure.guards.budget import BUDGETS, CAPS, CARD, size_bytes
 from harness.measure.guards.inputs import Refused
 from harness.measure.records.store import COMMITTED
 
@@ -84,7 +84,7 @@ def _jobs(ways: str, over: str, sizes: str, budget: str = CAP) -> list[tuple[str
         raise Refused(f"--sizes takes whole numbers separated by commas, got {sizes!r}") from None
     if not ns or min(ns) < 1:
         raise Refused(f"--sizes takes whole numbers from 1, got {sizes!r}")
-    if budget not in (*CAPS, CARD):
+    if budget not in BUDGETS:
         raise Refused(f"--budget takes one of {', '.join(CAPS)} or {CARD}, got {budget!r}")
     return [(name, over, n, budget) for name in names for n in ns]
 
