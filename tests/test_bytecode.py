@@ -81,6 +81,7 @@ def test_warming_compiles_what_the_cache_lacks_once_past_a_module_that_fails(sou
     (source / "src/pkg/sub/deep.py").write_text("Y = 2\n")
     (source / "src/broken.py").write_text("raise RuntimeError('needs a GPU')\n")
     monkeypatch.syspath_prepend(str(source / "src"))
+    monkeypatch.setattr(bytecode, "library_folders", lambda: [source / "src"])  # none of it installed by pip
     cache = source / "cache"
     env = {k: v for k, v in os.environ.items() if k != OFF} | {PREFIX: str(cache), "PYTHONPATH": str(source / "src")}
     wanted = ("broken", "pkg.sub.deep", "mod")
@@ -97,3 +98,76 @@ def test_warming_compiles_what_the_cache_lacks_once_past_a_module_that_fails(sou
     assert not bytecode.cached("fresh", cache) and not bytecode.cached("fresh", None)
     on = {k: v for k, v in env.items() if k not in (PREFIX, OFF)}
     assert bytecode.warm(on, ("fresh",)) is True and bytecode.cached("fresh", None)  # beside it, as Python keeps it
+
+
+@pytest.fixture
+def installed(source, monkeypatch):
+    """``source/src`` as pip leaves a package: its bytecode compiled beside it, in ``__pycache__``,
+    with an optimised level and another interpreter's file there too; the only library folder."""
+    import py_compile
+    (source / "src/pkg").mkdir()
+    (source / "src/pkg/__init__.py").write_text("")
+    (source / "src/pkg/mod2.py").write_text("X = 1\n")
+    shipped = source / "src/pkg/__pycache__"
+    for name in ("__init__", "mod2"):  # beside the source, whatever prefix this process has
+        tagged = f"{name}.{sys.implementation.cache_tag}.pyc"
+        py_compile.compile(str(source / f"src/pkg/{name}.py"), str(shipped / tagged), doraise=True)
+    (shipped / "mod2.cpython-27.pyc").write_bytes(b"another interpreter's")
+    (shipped / f"mod2.{sys.implementation.cache_tag}.opt-1.pyc").write_bytes(b"python -O's")
+    monkeypatch.setattr(bytecode, "library_folders", lambda: [source / "src"])
+    monkeypatch.syspath_prepend(str(source / "src"))
+    return source
+
+
+def import_prints(tmp_path, cache, code: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != OFF} | {PREFIX: str(cache), "PYTHONPATH": str(tmp_path / "src")}
+    return subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+def test_a_fresh_cache_reads_the_bytecode_installed_beside_the_sources_and_compiles_none(installed, monkeypatch,
+                                                                                         link):
+    if link == "symbolic":  # the cache on another file system than the packages
+        monkeypatch.setattr(os, "link", lambda *a: (_ for _ in ()).throw(OSError(18, "cross-device link")))
+    cache = installed / "cache"
+    shipped = installed / "src/pkg/__pycache__" / f"mod2.{sys.implementation.cache_tag}.pyc"
+    assert not bytecode.cached("pkg.mod2", cache)
+    assert bytecode.seed(cache, [installed / "src"]) == 2  # pkg/__init__ and pkg/mod2, this interpreter's only
+    assert sorted(p.name for p in cache.rglob("*.pyc")) == sorted(
+        f"{m}.{sys.implementation.cache_tag}.pyc" for m in ("__init__", "mod2"))
+    [kept] = cache.rglob("mod2.*.pyc")
+    assert kept.samefile(shipped) and kept.is_symlink() == (link == "symbolic")
+    assert bytecode.cached("pkg.mod2", cache) and bytecode.warm(
+        {k: v for k, v in os.environ.items() if k != OFF} | {PREFIX: str(cache)}, ("pkg.mod2",)) is False
+    linked = kept.lstat().st_ino, kept.lstat().st_mtime_ns
+    assert import_prints(installed, cache, "import pkg.mod2; print(pkg.mod2.X)") == "1"
+    assert (kept.lstat().st_ino, kept.lstat().st_mtime_ns) == linked and kept.samefile(shipped)  # read, not written
+    assert bytecode.seed(cache, [installed / "src"]) == 0
+
+
+def test_a_stale_linked_file_is_compiled_again_in_the_cache_and_the_package_s_own_left_as_pip_wrote_it(installed):
+    cache = installed / "cache"
+    shipped = installed / "src/pkg/__pycache__" / f"mod2.{sys.implementation.cache_tag}.pyc"
+    pip_wrote = shipped.read_bytes()
+    bytecode.seed(cache, [installed / "src"])
+    (installed / "src/pkg/mod2.py").write_text("X = 22\n")  # edited after install: another size
+    assert import_prints(installed, cache, "import pkg.mod2; print(pkg.mod2.X)") == "22"
+    [kept] = cache.rglob("mod2.*.pyc")
+    assert not kept.samefile(shipped) and not kept.is_symlink() and shipped.read_bytes() == pip_wrote
+
+
+def test_the_cache_is_linked_again_only_where_a_library_folder_changed(installed):
+    env = {PREFIX: str(installed / "cache")}
+    assert bytecode.seeded(env) is env and len(list((installed / "cache").rglob("*.pyc"))) == 2
+    for pyc in (installed / "cache").rglob("*.pyc"):
+        pyc.unlink()
+    bytecode.seeded(env)
+    assert list((installed / "cache").rglob("*.pyc")) == []  # nothing changed: no walk
+    (installed / "src/new").mkdir()  # pip adds a package
+    (installed / "src/new/__pycache__").mkdir()
+    (installed / "src/new/__pycache__" / f"m.{sys.implementation.cache_tag}.pyc").write_bytes(b"")
+    bytecode.seeded(env)
+    assert len(list((installed / "cache").rglob("*.pyc"))) == 3
+    bytecode.seeded({})  # no cache named: nothing to seed, nothing written
+    assert not (installed / "src/cache").exists()

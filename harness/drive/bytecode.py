@@ -7,12 +7,21 @@ the whole of a small case. So where the setting is on and no ``PYTHONPYCACHEPREF
 processes the harness starts write and read their bytecode under ``.asv/pycache`` instead: never
 beside the sources, so the image's packages and the repository stay as the setting keeps them.
 What a case measures is untouched: it times its steps, long after the imports.
+
+A cache named that way is read in place of the ``__pycache__`` folders pip compiles beside each
+package it installs, so a fresh cache would compile again all that pip compiled: ``seed`` links
+that bytecode into it first. Python checks each file against its source as it reads it, so a
+stale one is compiled again, written over the link, never into the package.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
+import os
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,6 +30,7 @@ from harness.measure.records.store import LOCAL
 CACHE = LOCAL.parent / "pycache"
 OFF = "PYTHONDONTWRITEBYTECODE"
 PREFIX = "PYTHONPYCACHEPREFIX"
+SEEDED = "seeded.json"  # in the cache: the library folders last linked from, and when each last changed
 
 
 def for_children(environ: Mapping[str, str], cache: Path = CACHE) -> dict[str, str]:
@@ -51,6 +61,69 @@ def cached(module: str, cache: str | Path | None) -> bool:
         sys.pycache_prefix = kept
 
 
+def library_folders() -> list[Path]:
+    """Where this interpreter's standard library and installed packages live (one may hold another)."""
+    paths = sysconfig.get_paths()
+    return sorted({Path(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths})
+
+
+def outermost(folders: list[Path]) -> list[Path]:
+    """``folders`` less those inside another of them: each walked once."""
+    return [f for f in folders if not any(f != o and f.is_relative_to(o) for o in folders)]
+
+
+def seeded(environ: Mapping[str, str]) -> Mapping[str, str]:
+    """``environ``, once the cache it names (if it names one) holds the bytecode this interpreter's
+    libraries were installed with. Walked again only where a library folder changed since (pip
+    adds, replaces or removes a package's folder there)."""
+    if not environ.get(PREFIX):
+        return environ
+    folders = library_folders()
+    stamp = Path(environ[PREFIX]) / SEEDED
+    seen = json.dumps({str(f): f.stat().st_mtime_ns for f in folders if f.is_dir()}, sort_keys=True)
+    with contextlib.suppress(OSError):
+        if stamp.read_text() == seen:
+            return environ
+    seed(stamp.parent, outermost(folders))
+    with contextlib.suppress(OSError):
+        stamp.write_text(seen)
+    return environ
+
+
+def seed(cache: str | Path, roots: list[Path]) -> int:
+    """Link into ``cache`` each module's bytecode that sits under ``roots`` in ``__pycache__``
+    for this interpreter, where ``cache`` lacks it: the file Python would look for there under
+    that prefix. A hard link where one can be made, else a symbolic one. Returns how many were
+    linked."""
+    cache, suffix, made = Path(cache), f".{sys.implementation.cache_tag}.pyc", 0
+    for root in roots:
+        for folder, _, files in os.walk(root):
+            if Path(folder).name != "__pycache__" or Path(folder).is_relative_to(cache):
+                continue
+            # An optimised level (name.tag.opt-1.pyc) is not what a plain run reads.
+            shipped = [f for f in files if f.endswith(suffix) and f.count(".") == 2]
+            made += _link_all(Path(folder), cache / Path(folder).parent.relative_to("/"), shipped)
+    return made
+
+
+def _link_all(source: Path, dest: Path, names: list[str]) -> int:
+    made = 0
+    for name in names:
+        target = dest / name
+        if target.exists():
+            continue
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source / name, target)
+            except OSError:  # another file system
+                os.symlink(source / name, target)
+            made += 1
+        except OSError:
+            pass  # another process linked it first, or the cache is not writable: compiled as before
+    return made
+
+
 def warm(environ: Mapping[str, str], modules: tuple[str, ...]) -> bool:
     """Compile ``modules`` where ``environ`` keeps bytecode (the cache it names, else beside the
     sources), by importing them in one process, where any of them is not there yet; False where
@@ -59,6 +132,7 @@ def warm(environ: Mapping[str, str], modules: tuple[str, ...]) -> bool:
     cache = environ.get(PREFIX)
     if environ.get(OFF) and not cache:
         return False  # nothing compiled would be kept
+    seeded(environ)
     todo = [m for m in modules if not cached(m, cache)]
     if not todo:
         return False

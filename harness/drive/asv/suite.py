@@ -313,8 +313,9 @@ def _locked_run(store, chosen: Selection, allow_oversubscription, publish, resum
 def _measure(ctx: RunContext, regexes, quick, allow_oversubscription, publish, pythons, results) -> int:
     args = ["--machine", ctx.machine, *environments(pythons), "--set-commit-hash", ctx.commit, "--show-stderr",
             *[a for regex in regexes for a in ("--bench", regex)], *(["--quick"] if quick else [])]
+    env = bytecode.seeded(asv_environment(ctx, allow_oversubscription))
     with private_config(REPO, results) as conf:
-        rc = asv_run("run", "--config", str(conf), *args, env=asv_environment(ctx, allow_oversubscription))
+        rc = asv_run("run", "--config", str(conf), *args, env=env)
     for rec in begun.file_lost(ctx, snapshot()):
         print(f"oombench: {rec.case} {rec.params}: failed, {rec.reason}", flush=True)
     report(ctx.path, ctx.run_id)
