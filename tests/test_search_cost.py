@@ -96,3 +96,22 @@ def test_the_section_sums_the_searches_from_nothing_and_aimed_even_where_none_wa
     [line] = [row for row in lines if row.startswith("| H100")]
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells == ["H100 80GB HBM3", "2", "2 of 2", "100 s", "21 s", "0.21", "aaaaaaaa, bbbbbbbb"]
+
+
+def along_the_sequence(rec: dict) -> dict:
+    """``rec`` searched one sequence's length: its answer filed under ``max_seq_len``."""
+    rec["params"]["over"] = "seq_len"
+    rec["check"]["max_seq_len"] = rec["check"].pop("max_batch") * 128
+    return rec
+
+
+def test_searches_along_the_sequence_are_costed_beside_those_over_the_batch():
+    found = search_cost.fresh_pairs(rows(
+        alone(search("24GB", 16, 45.0, "20990104T000000-dddddd", 4.0)),
+        alone(search("24GB", 16, 11.0, "20990105T000000-eeeeee", 5.0), replay=16),
+        along_the_sequence(alone(search("24GB", 120, 30.0, "20990104T000000-dddddd", 4.0))),
+        along_the_sequence(alone(search("24GB", 121, 6.0, "20990105T000000-eeeeee", 5.0), replay=121 * 128)),
+    ))
+    pairs = sorted(found["H100 80GB HBM3"], key=lambda p: p.latest.record.params.get("over", "batch"))
+    assert [p.seconds() for p in pairs] == [(45.0, 11.0), (30.0, 6.0)]
+    assert [p.same_answer() for p in pairs] == [True, False]  # 15,360 tokens against 15,488

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from harness.measure.instruments.machine import host_key
 from harness.report import markdown
+from harness.report.gate import answer_key
 from harness.report.model import Row
 from harness.report.tables import machine_label
 
@@ -31,7 +32,7 @@ class Pair:
         return _seconds(self.earlier), _seconds(self.latest)
 
     def same_answer(self) -> bool:
-        return self.earlier.record.check.get("max_batch") == self.latest.record.check.get("max_batch")
+        return _answer(self.earlier) == _answer(self.latest)
 
     def predicted(self) -> bool:
         return bool(self.latest.record.check.get("prediction"))
@@ -41,10 +42,15 @@ def _seconds(row: Row) -> float:
     return float(row.record.timing.median_s)
 
 
+def _answer(row: Row) -> int | None:
+    """The search's answer, along the axis it searched (a batch, or one sequence's length)."""
+    key = answer_key(row.record)
+    return row.record.check.get(key) if key else None
+
+
 def _searched(row: Row) -> bool:
     rec = row.record
-    answered = rec.case == "fits" and rec.outcome == "ok" and rec.check.get("max_batch") is not None
-    return answered and rec.timing is not None
+    return rec.outcome == "ok" and _answer(row) is not None and rec.timing is not None
 
 
 def _alone(row: Row) -> bool:
