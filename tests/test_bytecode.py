@@ -17,10 +17,10 @@ from harness.measure.records.store import RecordStore, RunContext
 OFF, PREFIX = "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"
 
 
-def imported(tmp_path, env) -> None:
-    """A fresh python that imports a module of ``tmp_path/src`` under ``env``."""
-    subprocess.run([sys.executable, "-c", "import mod"], cwd=tmp_path, check=True,
-                   env={**env, "PYTHONPATH": str(tmp_path / "src")})
+def imported(tmp_path, env, code: str = "import mod") -> str:
+    """A fresh python that runs ``code`` (imports of ``tmp_path/src``) under ``env``: what it printed."""
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(tmp_path / "src")}).stdout.strip()
 
 
 def pycs(root) -> list:
@@ -120,9 +120,7 @@ def installed(source, monkeypatch):
 
 
 def import_prints(tmp_path, cache, code: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k != OFF} | {PREFIX: str(cache), "PYTHONPATH": str(tmp_path / "src")}
-    return subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return imported(tmp_path, {k: v for k, v in os.environ.items() if k != OFF} | {PREFIX: str(cache)}, code)
 
 
 @pytest.mark.parametrize("link", ["hard", "symbolic"])
