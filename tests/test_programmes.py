@@ -61,6 +61,22 @@ def test_the_replay_grows_a_gpus_programmes_and_answers_the_largest_size_and_its
     assert replayed.largest(rec, 20 * GiB, 1, 10) == 10  # up to the top it is given (a host's bound)
 
 
+def test_under_a_failed_answer_the_replay_names_the_next_size_it_runs_above_what_fit_and_near_it():
+    found = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), probe(8)]}])
+    rec = found[("H100 80GB HBM3", json.dumps(KEY, sort_keys=True))]
+    # the replay runs up to 19 under 20 GiB: under a failed 25, 19; under 19 itself, 18
+    assert replayed.runs_below(rec, 20 * GiB, 1, 4, 25) == 19
+    assert replayed.runs_below(rec, 20 * GiB, 1, 4, 19) == 18
+    assert replayed.runs_below(rec, 20 * GiB, 1, 18, 19) is None  # nothing between what fit and the failure
+    # it looks no further than BELOW_STEPS under the failure: a replay wrong by more names nothing
+    far = 19 + replayed.BELOW_STEPS
+    assert replayed.runs_below(rec, 20 * GiB, 1, 4, far) == 19
+    assert replayed.runs_below(rec, 20 * GiB, 1, 4, far + 1) is None
+    # in the search's units: multiples of 128 tokens only
+    assert replayed.runs_below(rec, 20 * GiB, 128, 0, 24 * 128) is None  # 2,944 and down: none runs
+    assert replayed.runs_below(rec, 200 * GiB, 128, 0, 2 * 128) == 128
+
+
 def test_the_replay_grows_from_the_largest_sizes_alike_past_the_small_ones_that_differ():
     small = [Request(ALLOC, 0, 64 * 2**20), Request(ALLOC, 1, 2**20), Request(ALLOC, 2, GiB)]  # another kernel's
     at = {1: small, **{n: simulator.load(step(n)) for n in (4, 8, 16)}}

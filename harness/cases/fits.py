@@ -9,28 +9,29 @@ CUDA allocator every probe runs under (``harness.workloads.training.allocator``:
 ``expandable``, ``async``, ``gc0.6``, ``split512``; under ``async`` the cap holds the bytes in
 use, not the driver pool's reserve). A budget larger than the card skips with the reason.
 
-The one timed "step" is the whole search (``harness.workloads.search.fits``: doubling until the sizes that
-fit span a factor of four, a guess on the line through their peaks, a gallop from it and bisection,
-then the sizes just after the answer, one fresh process per probe; where earlier runs searched the
-case, on this machine or, failing that, another (a budget caps the same bytes on every card), the
-sizes they found either side of the answer are probed first and their peaks join the line, and
-``earlier_runs`` ([here, elsewhere]) and ``earlier_bracket`` say so; where none did and this GPU
-recorded the search's programmes (``python3 -m harness programmes``), the replay's answer and the
-two sizes after it are probed first, and ``prediction`` says ``"by": "replay"``); its time says what the search
-cost, nothing about training. The answer is in the check: ``max_batch``, the largest batch that
-fits, with the two after it seen not to (``fits.largest_fitting``), ``failed_below`` (the smaller
-sizes the search saw fail all the same: fitting was not monotone there; absent from records filed
-before), the probes it took, the budget in bytes, the peak the probe at the answer allocated,
-``search_limit`` (an answer there is a lower bound: the search stops at it), ``too_slow_at`` (the
-size whose probe ran past ``probe_timeout_s``, where the search stopped: its answer too is a lower
-bound, more may fit in memory), ``host_killed_at`` (the smallest size whose probe the kernel killed
-when host memory ran out), ``host_short_at`` (the smallest size the host's memory could not hold:
-killed, or stopped by the guard of a way out that keeps data on the host; where it is the size
-after the answer, the host, not the budget, set the answer: ``host_bound``), and
-``budget_bytes_per_sample`` (budget / max_batch) or ``budget_bytes_per_token`` (budget /
-max_seq_len), the figure asv tracks because bigger is worse there. One sequence is searched in
-steps of ``search_unit`` (128) tokens, a batch sample by sample. When even the smallest size does
-not fit, the case does not fit.
+The one timed "step" is the whole search (``harness.workloads.search.fits``: doubling until the
+sizes that fit span a factor of four, a guess on the line through their peaks, a gallop from it and
+bisection, then the sizes just after the answer, one fresh process per probe; where earlier runs
+searched the case, on this machine or, failing that, another (a budget caps the same bytes on every
+card), the sizes they found either side of the answer are probed first and their peaks join the
+line, and ``earlier_runs`` ([here, elsewhere]) and ``earlier_bracket`` say so; where none did and
+this GPU recorded the search's programmes (``python3 -m harness programmes``), the replay's answer
+and the two sizes after it are probed first, and ``prediction`` says ``"by": "replay"``; where the
+GPU fails that answer, the next size under it the replay runs is the search's first guess, kept as
+its ``then``); its time says what the search cost, nothing about training. The answer is in the
+check: ``max_batch``, the largest batch that fits, with the two after it seen not to
+(``fits.largest_fitting``), ``failed_below`` (the smaller sizes the search saw fail all the same:
+fitting was not monotone there; absent from records filed before), the probes it took, the budget in
+bytes, the peak the probe at the answer allocated, ``search_limit`` (an answer there is a lower
+bound: the search stops at it), ``too_slow_at`` (the size whose probe ran past ``probe_timeout_s``,
+where the search stopped: its answer too is a lower bound, more may fit in memory),
+``host_killed_at`` (the smallest size whose probe the kernel killed when host memory ran out),
+``host_short_at`` (the smallest size the host's memory could not hold: killed, or stopped by the
+guard of a way out that keeps data on the host; where it is the size after the answer, the host, not
+the budget, set the answer: ``host_bound``), and ``budget_bytes_per_sample`` (budget / max_batch) or
+``budget_bytes_per_token`` (budget / max_seq_len), the figure asv tracks because bigger is worse
+there. One sequence is searched in steps of ``search_unit`` (128) tokens, a batch sample by sample.
+When even the smallest size does not fit, the case does not fit.
 """
 from __future__ import annotations
 
@@ -148,6 +149,22 @@ def _replayed(rec, cap: int, over: str, limit: int) -> dict:
             "recorded_sizes": sorted(rec.programmes), "recorded_at": sorted(rec.commits)}
 
 
+def _under_failed_aim(replay, answers: dict, cap: int, over: str, prediction: dict) -> int | None:
+    """Where the GPU failed the replay's answer (``prediction``'s largest): the next size under it
+    that the replay runs, above every size known to fit under it (``replayed.runs_below``), kept
+    in the prediction as ``then``. Where the GPU does not fit monotonically, the replay, which packs
+    the blocks as the allocator does, names where a fit past a run of failing sizes may lie, while a
+    search from under them (doubling, the law's guess, bisection) answers the top of whichever run it
+    meets first. None where there is no replay, its answer fit or is not yet probed, or this was
+    asked once."""
+    aim = prediction.get("largest")
+    if replay is None or not aim or "then" in prediction or answers.get(aim) is not False:
+        return None
+    above = max((n for n, ok in answers.items() if ok and n < aim), default=0)
+    prediction["then"] = replayed.runs_below(replay, cap, fits.UNITS[over], above, aim)
+    return prediction["then"]
+
+
 def search_key(params: dict, over: str, allocator: str) -> dict:
     """What a search's probes are logged under: its parameters and axis, and the allocator
     setting where it is not the default (so that logs from before the setting was a parameter
@@ -206,7 +223,11 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     def estimate():
         """The predicted largest size from the probes so far (this run's and earlier runs'; the
         device and host this run's alone); the first one made is kept for the record, beside the
-        answer it aimed at, where the replay's is not."""
+        answer it aimed at, where the replay's is not. Where the GPU failed the replay's answer,
+        first (once) the next size under it that the replay runs."""
+        again = _under_failed_aim(replay, log.answers(key, cap), cap, over, found.get("prediction", {}))
+        if again is not None:
+            return again
         here = log.entries(key)
         made = predict.prediction(here + earlier.entries(key), cap, over, fits.UNITS[over], limit, here=here)
         if made is None:

@@ -154,6 +154,28 @@ def largest(rec: Recorded, cap: int, unit: int, top: int) -> int:
     return n
 
 
+# How far under its failed answer the replay looks for the next size it runs: its runs of failing
+# sizes lie near the top, where the allocations near the cap, and each size is one replay of the
+# whole programme.
+BELOW_STEPS = 16
+
+
+def runs_below(rec: Recorded, cap: int, unit: int, above: int, below: int) -> int | None:
+    """The largest multiple of ``unit`` between ``above`` and ``below`` (both excluded), at most
+    ``BELOW_STEPS`` of them under ``below``, whose grown programme runs under ``cap``: where the
+    GPU failed the replay's answer, the next size the replay has fitting, a fit past the run of
+    failures a search from under it would stop at. None where it runs none of them."""
+    growth, reach = rec.growth, rec.reach(cap)
+    n = (below - 1) // unit * unit
+    for _ in range(BELOW_STEPS):
+        if n <= above:
+            return None
+        if simulator.replay(growth.at(n), reach).fits:
+            return n
+        n -= unit
+    return None
+
+
 def peak(rec: Recorded, n: int, cap: int) -> int:
     """The reserved peak of the programme grown to ``n`` under ``cap`` (up to where it runs out)."""
     return simulator.replay(rec.growth.at(n), rec.reach(cap)).peak_reserved
