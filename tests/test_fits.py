@@ -298,10 +298,10 @@ SEGMENT_PROBE = ("import json, os, sys; n = int(sys.argv[1]); peak = 2**21 * (47
                  "'peak_reserved': peak, 'peak_allocated': peak}))")
 
 
-@pytest.mark.parametrize("one_at_a_time", [False, True])
-@pytest.mark.parametrize("recorded_segments", [48, 40])
-def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_replay(recorded_segments, one_at_a_time,
-                                                                                 monkeypatch, tmp_path, capsys):
+def aimed_by_a_recording(monkeypatch, folder, probe_code: str, sample_bytes: int) -> None:
+    """A roomy fake GPU whose probes run ``probe_code`` (size, cap), and whose programmes, filed
+    under ``folder``, ask for the 477 segments of 2 MiB of a weight and ``sample_bytes`` a sample,
+    recorded at 4 and 8 samples: what the search's replay grows."""
     from conftest import fake_devices
     from harness.cases import fits as fits_case
     from harness.measure.instruments import devices
@@ -313,15 +313,23 @@ def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_repla
     monkeypatch.setattr(devices, "discover", lambda: fake_devices())
     monkeypatch.setattr(fits_case, "_card", lambda d: (200 * 10**9, 200 * 10**9))
     monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
-        lambda n: [sys.executable, "-S", "-c", SEGMENT_PROBE, str(n), str(cap)]))
+        lambda n: [sys.executable, "-S", "-c", probe_code, str(n), str(cap)]))
     params = {k: v for k, v in CASE_PARAMS.items() if k not in ("budget", "over", "allocator")}
-    step = {n: simulator.dump([Request(ALLOC, 0, 2**21 * 477), Request(ALLOC, 1, 2**21 * recorded_segments * n)])
-            for n in (4, 8)}
-    env = snapshot(fake_devices()).to_dict()
-    programmes.write(tmp_path, machine_name(fake_devices()), "0" * 40, env,
+    step = {n: simulator.dump([Request(ALLOC, 0, 2**21 * 477), Request(ALLOC, 1, sample_bytes * n)]) for n in (4, 8)}
+    programmes.write(folder, machine_name(fake_devices()), "0" * 40, snapshot(fake_devices()).to_dict(),
                      [{"key": dict(params, over="batch"), "n": n, "cap": 40 * 10**9, "programme": step[n],
                        "result": {"fits": True}} for n in (4, 8)])
-    monkeypatch.setattr(fits_case, "PROGRAMMES", tmp_path)
+    monkeypatch.setattr(fits_case, "PROGRAMMES", folder)
+
+
+@pytest.mark.parametrize("one_at_a_time", [False, True])
+@pytest.mark.parametrize("recorded_segments", [48, 40])
+def test_where_this_gpu_recorded_the_programmes_the_search_starts_from_the_replay(recorded_segments, one_at_a_time,
+                                                                                 monkeypatch, tmp_path, capsys):
+    from conftest import fake_devices
+    from harness.measure.instruments.machine import machine_name
+    from harness.measure.records import programmes
+    aimed_by_a_recording(monkeypatch, tmp_path, SEGMENT_PROBE, 2**21 * recorded_segments)
     if one_at_a_time:  # as a way that grows in host memory, or a cap too large for two
         monkeypatch.setattr(fits, "side_by_side", lambda cap, free: 1)
     set_run(monkeypatch, tmp_path / "records")
@@ -358,25 +366,9 @@ SPIKED_PROBE = ("import json, os, sys; n = int(sys.argv[1]); "
 @pytest.mark.parametrize("again", [True, False])
 def test_where_the_gpu_fails_the_replays_answer_the_search_probes_the_size_under_it_the_replay_runs(
         again, monkeypatch, tmp_path):
-    from conftest import fake_devices
-    from harness.cases import fits as fits_case
-    from harness.measure.instruments import devices
-    from harness.measure.instruments.environment import snapshot
-    from harness.measure.instruments.machine import machine_name
-    from harness.measure.records import programmes
-    from harness.workloads.search import replayed, simulator
-    from harness.workloads.search.simulator import ALLOC, Request
-    monkeypatch.setattr(devices, "discover", lambda: fake_devices())
-    monkeypatch.setattr(fits_case, "_card", lambda d: (200 * 10**9, 200 * 10**9))
-    monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
-        lambda n: [sys.executable, "-S", "-c", SPIKED_PROBE, str(n), str(cap)]))
+    from harness.workloads.search import replayed
     # recorded at 47.5 segments a sample: the replay runs 150 (one over) and every size under it
-    params = {k: v for k, v in CASE_PARAMS.items() if k not in ("budget", "over", "allocator")}
-    step = {n: simulator.dump([Request(ALLOC, 0, 2**21 * 477), Request(ALLOC, 1, 2**20 * 95 * n)]) for n in (4, 8)}
-    programmes.write(tmp_path, machine_name(fake_devices()), "0" * 40, snapshot(fake_devices()).to_dict(),
-                     [{"key": dict(params, over="batch"), "n": n, "cap": 40 * 10**9, "programme": step[n],
-                       "result": {"fits": True}} for n in (4, 8)])
-    monkeypatch.setattr(fits_case, "PROGRAMMES", tmp_path)
+    aimed_by_a_recording(monkeypatch, tmp_path, SPIKED_PROBE, 2**20 * 95)
     if not again:  # the search as it was: from under the run of failures, it answers the top it meets
         monkeypatch.setattr(replayed, "runs_below", lambda *args: None)
     set_run(monkeypatch, tmp_path / "records")
