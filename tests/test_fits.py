@@ -298,10 +298,12 @@ SEGMENT_PROBE = ("import json, os, sys; n = int(sys.argv[1]); peak = 2**21 * (47
                  "'peak_reserved': peak, 'peak_allocated': peak}))")
 
 
-def aimed_by_a_recording(monkeypatch, folder, probe_code: str, sample_bytes: int) -> None:
-    """A roomy fake GPU whose probes run ``probe_code`` (size, cap), and whose programmes, filed
-    under ``folder``, ask for the 477 segments of 2 MiB of a weight and ``sample_bytes`` a sample,
-    recorded at 4 and 8 samples: what the search's replay grows."""
+def aimed_by_a_recording(monkeypatch, folder, probe_code: str, sample_bytes: int, technique: str = "fp32",
+                         result=lambda n: {}) -> None:
+    """A roomy fake GPU whose probes run ``probe_code`` (size, cap), and whose programmes of
+    ``technique``, filed under ``folder``, ask for the 477 segments of 2 MiB of a weight and
+    ``sample_bytes`` a sample, recorded at 4 and 8 samples (each probe's ``result(n)`` beside its
+    answer): what the search's replay grows."""
     from conftest import fake_devices
     from harness.cases import fits as fits_case
     from harness.measure.instruments import devices
@@ -314,11 +316,12 @@ def aimed_by_a_recording(monkeypatch, folder, probe_code: str, sample_bytes: int
     monkeypatch.setattr(fits_case, "_card", lambda d: (200 * 10**9, 200 * 10**9))
     monkeypatch.setattr(fits, "probe_argv", lambda config, cap, over: (
         lambda n: [sys.executable, "-S", "-c", probe_code, str(n), str(cap)]))
-    params = {k: v for k, v in CASE_PARAMS.items() if k not in ("budget", "over", "allocator")}
+    params = {k: v for k, v in dict(CASE_PARAMS, technique=technique).items()
+              if k not in ("budget", "over", "allocator")}
     step = {n: simulator.dump([Request(ALLOC, 0, 2**21 * 477), Request(ALLOC, 1, sample_bytes * n)]) for n in (4, 8)}
     programmes.write(folder, machine_name(fake_devices()), "0" * 40, snapshot(fake_devices()).to_dict(),
                      [{"key": dict(params, over="batch"), "n": n, "cap": 40 * 10**9, "programme": step[n],
-                       "result": {"fits": True}} for n in (4, 8)])
+                       "result": {"fits": True, **result(n)}} for n in (4, 8)])
     monkeypatch.setattr(fits_case, "PROGRAMMES", folder)
 
 
@@ -382,6 +385,35 @@ def test_where_the_gpu_fails_the_replays_answer_the_search_probes_the_size_under
     else:
         assert rec.check["prediction"]["then"] is None
         assert rec.check["max_batch"] == 145
+
+
+# The card fits 149 (as SEGMENT_PROBE); the host, which the probe's guard holds to its share of a
+# GiB kept a sample in power-of-two blocks, 128.
+SHARE_PROBE = ("import json, os, sys; n = int(sys.argv[1]); "
+              "dev = 2**21 * (477 + 48 * n) <= int(sys.argv[2]); host = n <= 128; "
+              "print(json.dumps({'fits': dev and host, 'pid': os.getpid(), "
+              "**({} if host else {'short_of': 'host'})}))")
+
+
+@pytest.mark.parametrize("share_read", [True, False])
+def test_a_way_that_keeps_what_it_saves_on_the_host_is_aimed_under_the_hosts_share_as_well(
+        share_read, monkeypatch, tmp_path):
+    from harness.cases import fits as fits_case
+    aimed_by_a_recording(monkeypatch, tmp_path, SHARE_PROBE, 2**21 * 48, technique="save_on_cpu",
+                         result=lambda n: {"host_packs": [n * 2**30]})
+    monkeypatch.setattr(fits_case, "host_available", lambda: 256 * 2**30)  # a share of 128 GiB
+    if not share_read:  # as before the replay knew the host: the card's answer
+        monkeypatch.setattr(fits_case, "host_share", lambda available: None)
+    set_run(monkeypatch, tmp_path / "records")
+    rec = execute("fits", dict(CASE_PARAMS, technique="save_on_cpu"))
+    assert rec.outcome == "ok", rec.reason
+    assert rec.check["max_batch"] == 128 and rec.check["host_short_at"] == 129
+    if share_read:  # one round, one probe at a time: 128 fits, 129 and 130 do not
+        assert rec.check["prediction"]["largest"] == 128 and rec.check["probes"] == 3
+        assert rec.check["host_limit_bytes"] == 128 * 2**30
+    else:
+        assert rec.check["prediction"]["largest"] == 149 and rec.check["probes"] > 3
+        assert "host_limit_bytes" not in rec.check
 
 
 @pytest.mark.parametrize("technique", ["save_on_cpu", "bf16_autocast+checkpoint+save_on_cpu"])

@@ -77,6 +77,28 @@ def test_under_a_failed_answer_the_replay_names_the_next_size_it_runs_above_what
     assert replayed.runs_below(rec, 200 * GiB, 128, 0, 2 * 128) == 128
 
 
+def test_where_the_way_keeps_what_it_saves_on_the_host_the_replay_answers_under_the_hosts_share_too():
+    # two tensors kept a forward: 1 GiB and 0.75 GiB a sample, each pinned in a power-of-two block
+    kept = {n: [GiB * n, 3 * GiB * n // 4] for n in (4, 8)}
+    found = replayed.recorded([{"environment": environment(), "commit": "c",
+                                "probes": [probe(n, host_packs=kept[n], host_limit=30 * GiB) for n in (4, 8)]}])
+    rec = found[("H100 80GB HBM3", json.dumps(KEY, sort_keys=True))]
+    # at 9 samples: blocks of 16 and 8 GiB (9 and 6.75 rounded up); at 16: 16 and 16; at 17: 32 and 16
+    assert [rec.host(n) for n in (8, 9, 16, 17)] == [16 * GiB, 24 * GiB, 32 * GiB, 48 * GiB]
+    # 64 MiB and n GiB under 100 GiB: the card holds 99; a share of 30 GiB 10 (16 + 8; 11 keeps 16 + 16),
+    # one of 48 GiB 21 (32 + 16; 22 keeps 32 + 32), however the device packs them
+    assert replayed.largest(rec, 100 * GiB, 1, 2**20) == 99  # no share read: the card's answer, as before
+    assert replayed.largest(rec, 100 * GiB, 1, 2**20, 30 * GiB) == 10
+    assert replayed.largest(rec, 100 * GiB, 1, 2**20, 48 * GiB) == 21
+    assert replayed.largest(rec, 5 * GiB, 1, 2**20, 48 * GiB) == 4  # the card binds first
+    # no packs at a size, or not the same tensors at each: no host bound, the card's answer
+    for odd in ({4: kept[4]}, {4: kept[4], 8: kept[8][:1]}):
+        found = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [
+            probe(n, **({"host_packs": odd[n]} if n in odd else {})) for n in (4, 8)]}])
+        rec = found[("H100 80GB HBM3", json.dumps(KEY, sort_keys=True))]
+        assert rec.host is None and replayed.largest(rec, 100 * GiB, 1, 2**20, 30 * GiB) == 99
+
+
 def test_the_replay_grows_from_the_largest_sizes_alike_past_the_small_ones_that_differ():
     small = [Request(ALLOC, 0, 64 * 2**20), Request(ALLOC, 1, 2**20), Request(ALLOC, 2, GiB)]  # another kernel's
     at = {1: small, **{n: simulator.load(step(n)) for n in (4, 8, 16)}}

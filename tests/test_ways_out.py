@@ -180,6 +180,32 @@ def test_save_on_cpu_past_the_hosts_share_is_does_not_fit_with_the_bytes_it_held
     assert execute("tricks", dict(RESNET, technique="save_on_cpu")).outcome == "ok"
 
 
+def test_a_recording_probe_files_each_tensor_save_on_cpu_kept_and_the_share_its_guard_allowed(monkeypatch):
+    from harness.measure.guards.workingset import HOST_MEMORY_ENV
+    from harness.workloads.search.fits_probe import kept_on_host
+    monkeypatch.setenv(HOST_MEMORY_ENV, "100")
+    kept = {}
+    for batch in (2, 4):
+        trainer, _ = make_trainer(**dict(STEP, way=parse("save_on_cpu"), batch=batch, micro_batch=batch))
+        try:
+            trainer.step()
+            kept[batch] = kept_on_host(trainer)
+        finally:
+            trainer.close()
+    assert kept[2]["host_limit"] == kept[4]["host_limit"] == 50 * 10**9  # half the 100 GB stated
+    # the same tensors at both batches, an activation twice the bytes at twice the batch, a weight
+    # the same: each on a law of the batch, which the replay grows
+    pairs = list(zip(kept[2]["host_packs"], kept[4]["host_packs"], strict=True))
+    assert len(pairs) > 10 and all(b > 0 for b, _ in pairs)
+    assert all(at4 in (at2, 2 * at2) for at2, at4 in pairs)
+    assert sum(at4 == 2 * at2 for at2, at4 in pairs) > len(pairs) / 2
+    trainer, _ = make_trainer(**dict(STEP, way=parse("checkpoint")))
+    try:
+        assert kept_on_host(trainer) == {}  # kept where it was made: nothing on the host
+    finally:
+        trainer.close()
+
+
 def test_a_pinned_activation_takes_the_power_of_two_block_the_host_allocator_gives_it():
     from harness.workloads.training.offload import host_block
     assert [host_block(n, True) for n in (0, 1, 4096, 4097, 3 * 2**30)] == [0, 1, 4096, 8192, 4 * 2**30]

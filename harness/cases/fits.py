@@ -38,6 +38,7 @@ from __future__ import annotations
 from harness.workloads.search import fits, predict, probe_log, replayed
 from harness.measure.guards import preloaded
 from harness.measure.guards.budget import BUDGETS, ENFORCED, is_whole_card, resolve
+from harness.measure.guards.workingset import host_available, host_share
 from harness.measure.outcomes import DOES_NOT_FIT, OK, CheckFailed, DoesNotFit, Skip
 from harness.measure.instruments.machine import machine_name, named_gpus
 from harness.measure.records.store import COMMITTED, RecordStore
@@ -143,9 +144,10 @@ def probe_config(search: dict) -> Config:
     return Config.of(SEARCHED, dict(search, batch=1, micro_batch=1, budget="card"))
 
 
-def _replayed(rec, cap: int, over: str, limit: int) -> dict:
-    """The replay's answer under ``cap``, as the record keeps a prediction."""
-    return {"by": "replay", "largest": replayed.largest(rec, cap, fits.UNITS[over], limit),
+def _replayed(rec, cap: int, over: str, limit: int, host_limit: int | None) -> dict:
+    """The replay's answer under ``cap`` (and the host's share, where the way keeps what it saves
+    there), as the record keeps a prediction."""
+    return {"by": "replay", "largest": replayed.largest(rec, cap, fits.UNITS[over], limit, host_limit),
             "recorded_sizes": sorted(rec.programmes), "recorded_at": sorted(rec.commits)}
 
 
@@ -207,6 +209,9 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     # Probes of a technique that grows in host memory run one at a time: side by side, each would
     # take the host's share its guard allows, and together they would run the host out.
     width = 1 if way.grows_on_host else fits.side_by_side(cap, free)
+    # The host's share such a way's guard allows one forward (``offload.saving``), read here as each
+    # of its probes, one at a time, reads it: the replay's bound on the host, as the cap's on the card.
+    host_limit = host_share(host_available()) if way.grows_on_host else None
 
     aim = hint
     replay = (replayed.for_search(PROGRAMMES, machine_name(devices), named_gpus(devices), key)
@@ -216,7 +221,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
         # which is the whole of the rule's proof where it is right. The replay says the size after
         # its answer fails, as a bracket does: one probe at a time, that is the next probe, not a
         # doubling from the answer.
-        found["prediction"] = _replayed(replay, cap, over, limit)
+        found["prediction"] = _replayed(replay, cap, over, limit, host_limit)
         largest = found["prediction"]["largest"]
         aim = (largest, largest + fits.UNITS[over]) if largest else (None, None)
 
@@ -266,6 +271,7 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
                 "search_unit": fits.UNITS[over],
                 "too_slow_at": found["search"].too_slow, "probe_timeout_s": prober.timeout_s,
                 "host_killed_at": log.host_killed(key), "host_short_at": log.host_short(key),
+                **({"host_limit_bytes": host_limit} if host_limit is not None else {}),
                 "probe_pids": len({r["pid"] for r in prober.results}),
                 "side_by_side": width, "known_fit": found["known"][0], "known_not_fit": found["known"][1],
                 "earlier_runs": earlier.runs(key), "earlier_bracket": list(hint),

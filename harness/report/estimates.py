@@ -55,6 +55,7 @@ class Cell:
     key: dict = field(default_factory=dict)  # the search's parameters and axis, as its probes are logged
     host_short: int | None = None  # the smallest size the host was seen not to hold (``predict.host_short``)
     replay: dict = field(default_factory=dict)  # the replay's answer (``REPLAYS``), {} where none was scored
+    host_limit: int | None = None  # the host's share the way's guard allowed, where its search read it
 
 
 def _key(record) -> dict:
@@ -192,7 +193,7 @@ def _cell(row: Row, results: Path, figures: dict, replay: dict) -> Cell:
                 allocator=key.get("allocator", "default"), measured=answer, unit=unit,
                 peak=at[-1]["peak_reserved"] if at else None, refused=refused, cap=cap, others=figures.get(shape, {}),
                 suite=None if made is None else made.law, predicted=None if made is None else made.largest,
-                key=key, host_short=predict.host_short(fed), replay=replay)
+                key=key, host_short=predict.host_short(fed), replay=replay, host_limit=check.get("host_limit_bytes"))
 
 
 def _steps(cell: Cell, predicted: int | None) -> str:

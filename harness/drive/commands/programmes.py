@@ -173,7 +173,7 @@ def score(results: Path) -> Path:
                  "sizes": sorted(rec.programmes), "commits": sorted(rec.commits)}
         try:
             top = fits.LIMITS[cell.over] if cell.host_short is None else cell.host_short - 1
-            entry.update(largest=replayed.largest(rec, cell.cap, cell.unit, top),
+            entry.update(largest=replayed.largest(rec, cell.cap, cell.unit, top, cell.host_limit),
                          peak=replayed.peak(rec, cell.measured, cell.cap))
             entry["probed"] = replayed.probed(rec, entry["largest"], cell.cap, cell.unit)
         except simulator.Unlike as e:

@@ -64,9 +64,14 @@ def host_available(environ=None) -> int:
     return stated if stated is not None else int(psutil.virtual_memory().available)
 
 
+def host_share(available: int) -> int:
+    """The share of the host's available memory one process may take (``HOST_CAP_FRACTION``)."""
+    return int(available * HOST_CAP_FRACTION)
+
+
 def need_host(nbytes: int, what: str, available: int | None = None) -> None:
     available = host_available() if available is None else available
-    cap = int(available * HOST_CAP_FRACTION)
+    cap = host_share(available)
     if nbytes > cap:
         raise Skip(f"{what} needs {gb(nbytes)} of host memory; the limit is {HOST_CAP_FRACTION:g} of the "
                    f"{gb(available)} available ({gb(cap)}): run it on a host with more memory "

@@ -70,6 +70,8 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch", record: 
         return dict(result, fits=False, reason=(str(e).strip().splitlines() or [type(e).__name__])[0],
                     short_of=getattr(e, "memory", DEVICE))
     _recorded(torch, record)
+    if record:
+        result.update(kept_on_host(trainer))
     if cuda:
         result["peak_allocated"] = int(torch.cuda.max_memory_allocated(0))
         result["peak_reserved"] = int(torch.cuda.max_memory_reserved(0))
@@ -83,6 +85,16 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch", record: 
             # context and the reserved peak together at the peak
             result.update(context_bytes=context, peak_device=context + result["peak_reserved"])
     return dict(result, fits=True)
+
+
+def kept_on_host(trainer) -> dict:
+    """Where the way keeps what the forward saves on the host: the bytes of each tensor its latest
+    forward kept there and the share its guard allowed (``offload.activations_on_host``), which a
+    recording files for the replay's host bound (``replayed.Recorded.host``); {} where it keeps none."""
+    saving = trainer.saving
+    if not hasattr(saving, "packed"):
+        return {}
+    return {"host_packs": list(saving.packed), "host_limit": int(saving.limit)}
 
 
 def _recorded(torch, path: str | None) -> None:

@@ -46,6 +46,21 @@ class Recorded:
         alike = [n for n in sizes if _shape(self.programmes[n]) == shape]
         return simulator.Growth({n: self.programmes[n] for n in alike}, DEGREE[self.key["over"]])
 
+    @cached_property
+    def host(self):
+        """The host memory one forward keeps at a size, where the way keeps what it saves there and
+        its recordings say which tensors (``host_packs``): each tensor's bytes grown on its own law
+        through the sizes the programme grows from (``simulator.law_of``), each taken as the pinned
+        block the host allocator gives it (``offload.host_block``), as the way's guard counts them.
+        None where the recordings name none, or not the same count at each size."""
+        from harness.workloads.training.offload import host_block
+        sizes = sorted(self.growth.sizes)
+        packs = [self.results[n].get("host_packs") for n in sizes]
+        if any(p is None for p in packs) or len({len(p) for p in packs}) != 1:
+            return None
+        laws = [simulator.law_of(sizes, list(ys), DEGREE[self.key["over"]]) for ys in zip(*packs)]
+        return lambda n: sum(host_block(max(0, law(n)), True) for law in laws)
+
     def reach(self, cap: int) -> int:
         """What the allocator can reserve under ``cap`` on this GPU (``predict.reachable``)."""
         return predict.reachable(cap, list(self.results.values()))
@@ -141,13 +156,17 @@ def probed(rec: Recorded, n: int, cap: int, unit: int) -> bool | None:
     return bool(at.get("fits")) and after.get("fits") is False
 
 
-def largest(rec: Recorded, cap: int, unit: int, top: int) -> int:
+def largest(rec: Recorded, cap: int, unit: int, top: int, host_limit: int | None = None) -> int:
     """The largest multiple of ``unit`` up to ``top`` whose grown programme runs under ``cap``: each
     size tried from the last whose blocks alone stay within what the allocator can reach (past it
     none runs, however it packs them) down to the first that runs. Down, not by bisection: where a
     run of sizes fails under a larger one that runs (a block split for one request and too small
-    for the next), bisection answers the boundary it happens on, and the larger size is the answer."""
+    for the next), bisection answers the boundary it happens on, and the larger size is the answer.
+    ``host_limit``: the host's share the way's guard allows what one forward keeps there; no size
+    whose kept tensors pass it (``Recorded.host``) fits, whatever the device holds."""
     growth, reach = rec.growth, rec.reach(cap)
+    if host_limit is not None and rec.host is not None:
+        top = predict.last_multiple(lambda m: rec.host(m) <= host_limit, unit, top)
     n = predict.last_multiple(lambda m: simulator.live_peak(growth.at(m)) <= reach, unit, top)
     while n > 0 and not simulator.replay(growth.at(n), reach).fits:
         n -= unit

@@ -299,7 +299,7 @@ class Growth:
         sizes = sorted(programmes)
         if len(sizes) < degree + 1:
             raise Unlike(f"a law of degree {degree} needs {degree + 1} recorded sizes, got {len(sizes)}")
-        self.base = programmes[sizes[0]]
+        self.sizes, self.base = sizes, programmes[sizes[0]]
         shape = [(r.action, r.block, r.stream) for r in self.base]
         for m in sizes[1:]:
             if [(r.action, r.block, r.stream) for r in programmes[m]] != shape:
@@ -309,7 +309,7 @@ class Growth:
             if request.action != ALLOC:
                 continue
             ys = [programmes[m][i].size for m in sizes]
-            law = self.laws[i] = _law(sizes, ys, degree)
+            law = self.laws[i] = law_of(sizes, ys, degree)
             for m, y in zip(sizes, ys):
                 if law(m) != y:
                     raise Unlike(f"request {i} asks {y:,} bytes at {m:,}, off its law through "
@@ -320,8 +320,9 @@ class Growth:
                 for i, r in enumerate(self.base)]
 
 
-def _law(sizes: list, ys: list, degree: int):
-    """A request's bytes as a function of the size (``Growth``)."""
+def law_of(sizes: list, ys: list, degree: int):
+    """A request's bytes as a function of the size (``Growth``): any byte count recorded at
+    ``sizes`` that grows with them as a request does."""
     if len(ys) > 1 and ys[-1] == ys[-2] != ys[0] and ys == sorted(ys):  # it grew, then stopped
         top, stop, below = ys[-1], sizes[-2], _through(sizes[:degree + 1], ys[:degree + 1])
         return lambda n: top if n >= stop else min(below(n), top)

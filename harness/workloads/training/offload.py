@@ -38,15 +38,21 @@ def host_block(nbytes: int, pinned: bool) -> int:
 def activations_on_host(torch, pinned: bool, limit_bytes: int, available_bytes: int):
     """A context class like ``torch.autograd.graph.save_on_cpu(pin_memory=pinned)`` (its
     subclass: it packs and unpacks as torch does) that raises DoesNotFit, with the bytes held so
-    far, before what one forward keeps on the host passes ``limit_bytes``."""
+    far, before what one forward keeps on the host passes ``limit_bytes``. The class keeps the
+    limit (``limit``) and the bytes of each tensor the latest forward kept (``packed``, as asked,
+    before the host allocator rounds them): what the replay of a probe grows the host's share from."""
 
     class Bounded(torch.autograd.graph.save_on_cpu):
+        limit, packed = limit_bytes, []
+
         def __init__(self):
             super().__init__(pin_memory=pinned)
-            pack, held = self.pack_hook, [0]
+            pack, held, sizes = self.pack_hook, [0], []
+            type(self).packed = sizes
 
             def counted(tensor):
-                held[0] += host_block(tensor.numel() * tensor.element_size(), pinned)
+                sizes.append(tensor.numel() * tensor.element_size())
+                held[0] += host_block(sizes[-1], pinned)
                 if held[0] > limit_bytes:
                     raise DoesNotFit(
                         f"does not fit: the activations kept on the host pass {gb(held[0])} of "
@@ -99,6 +105,6 @@ def saving(torch, way, device):
     was made (None)."""
     if way.offload != "save_on_cpu":
         return None
-    from harness.measure.guards.workingset import HOST_CAP_FRACTION, host_available
+    from harness.measure.guards.workingset import host_available, host_share
     available = host_available()
-    return activations_on_host(torch, device == "cuda", int(available * HOST_CAP_FRACTION), available)
+    return activations_on_host(torch, device == "cuda", host_share(available), available)
