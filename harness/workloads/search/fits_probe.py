@@ -60,6 +60,9 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch", record: 
                     trainer.step()
                 if cuda:
                     torch.cuda.synchronize()
+                    # read before the trainer closes: what its step set up outside the pool (a
+                    # process group's communication buffers) held the device through the step
+                    context = context_bytes(torch)
             finally:
                 trainer.close()
     except Exception as e:
@@ -79,7 +82,6 @@ def probe(params: Mapping, n: int, cap_bytes: int, over: str = "batch", record: 
         # the device's total as torch sees it (less than NVML's): on the whole card it, less the
         # context, binds before the cap (``predict.reachable``)
         result["device_total"] = int(torch.cuda.get_device_properties(0).total_memory)
-        context = context_bytes(torch)
         if context is not None:
             # torch keeps what it reserved (nothing here empties its cache): the device held the
             # context and the reserved peak together at the peak
