@@ -18,6 +18,7 @@ are read (``harness.measure.guards.inputs.open_regular``), a line at most ``MAX_
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -189,7 +190,32 @@ def read_lines(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str]
 
 def load_file(path: Path) -> Loaded:
     """Every valid record of one file, and "file:line: why" for each line that is not one, in
-    file order whichever check caught it."""
+    file order whichever check caught it. A regular file read before and unchanged since (the same
+    file, size and times) is not parsed again: the report, the gate and the docs read the same
+    files many times over in one process."""
+    version = _version(path)
+    if version is None:
+        return _parsed(path)
+    once = _parsed_once(str(path), version)
+    return Loaded(list(once.entries), list(once.problems))
+
+
+def _version(path: Path) -> tuple | None:
+    """What a regular file's records depend on: the file (device and inode), its size and its times
+    of change, to the nanosecond; None for anything else, which is read each time."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISREG(st.st_mode) else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_once(path: str, version: tuple) -> Loaded:
+    return _parsed(Path(path))
+
+
+def _parsed(path: Path) -> Loaded:
     out = Loaded()
     lines, bad = read_lines(path)
     where, seen = Path(path), []  # seen: the environment its records share, read once (Record.from_dict)
