@@ -384,3 +384,22 @@ def test_a_run_s_selection_is_read_back_from_its_state_and_none_where_it_cannot_
     RecordStore.run_state(run).unlink()
     RecordStore.run_state(run).mkdir()
     assert RecordStore.selection(run) is None
+
+
+RUNS = [f"20990101T00000{i}-aaaaaa" for i in range(4)]
+
+
+def test_a_file_read_again_gives_what_it_holds_now_after_an_append_or_a_whole_rewrite(tmp_path):
+    # a file unchanged since it was read is not parsed again: every write a reader may miss changes
+    # what it is read under (an append its size, a file written whole and moved there its inode)
+    path = write(tmp_path / "r.jsonl", [record(run=RUNS[0])])
+    first = load_file(path)
+    first.entries.clear()  # a reader's changes to what it got stay its own
+    assert [r.run_id for r in load_file(path).records] == RUNS[:1]
+    append_line(path, record(run=RUNS[1]))
+    assert [r.run_id for r in load_file(path).records] == RUNS[:2]
+    whole = write(tmp_path / "next.jsonl", [record(run=RUNS[2]), record(run=RUNS[3])])
+    os.replace(whole, path)
+    assert [r.run_id for r in load_file(path).records] == RUNS[2:]
+    path.write_text("not json\n")  # in place, another size
+    assert load_file(path).records == [] and len(load_file(path).problems) == 1
