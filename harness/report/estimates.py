@@ -351,7 +351,10 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
               "The replay (`python3 -m harness programmes`) does what the allocator does instead: the programme of "
               "requests its GPU recorded at a few sizes (two batches, or three sequence lengths), each request "
               "grown on its own law, is run through the caching allocator's rules under the cap, and its answer is the "
-              "largest size that runs there, each size tried down from the last whose blocks alone fit; - where "
+              "largest size that runs there, each size tried down from the last whose blocks alone fit, and "
+              "where the way keeps what the forward saves on the host and its recording names those tensors, "
+              "under the host's share its guard allows, each tensor grown on its own law and pinned in a "
+              "power-of-two block (read by the search, as its probes read it); - where "
               "that GPU recorded no programme of the way, or for another allocator setting. "
               f"{PROBED_MARK} {REFUSED_MARK}", ""]
     lines += [f"- {markdown.code(reason)}" for reason in refused]
