@@ -166,3 +166,14 @@ def test_the_largest_size_is_the_last_whose_grown_programme_runs_under_the_cap()
     assert largest(at, 1, 1000 * MB) == 15 and largest(at, 1, 1000 * MB - 1) == 14
     assert largest(at, 1, 1000 * MB, unit=4) == 12 and largest(at, 1, 1000 * MB, top=9) == 9
     assert largest(at, 1, 150 * MB) == 0  # not even one sample
+
+
+def test_a_tie_between_free_blocks_of_one_size_goes_to_the_newest_segment_whose_address_is_lowest():
+    # two 64 MiB segments, the older then the newer, each a 48 MiB block and 16 MiB free: a tie
+    two = [alloc(0, 64 * MB), *free(0), alloc(1, 48 * MB), alloc(2, 64 * MB), *free(2), alloc(3, 48 * MB)]
+    # 16 MiB takes the newer segment's (cudaMalloc hands each segment out below the last); the older
+    # empties, is released under the cap, and 100 MiB fits in its place
+    out = replay([*two, alloc(4, 16 * MB), *free(1), alloc(5, 100 * MB)], 164 * MB)
+    assert out.fits and out.peak_reserved == 164 * MB and out.peak_allocated == 48 * MB + 16 * MB + 100 * MB
+    # the older segment's taken instead, neither would empty: nothing to release, and 100 MiB fails
+    assert replay([*two, alloc(4, 16 * MB), *free(3), alloc(5, 100 * MB)], 164 * MB).fits is False

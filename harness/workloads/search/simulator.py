@@ -20,12 +20,15 @@ segments, no ``max_split_size_mb``, no garbage collection threshold), one device
 What it cannot see: memory taken outside the allocator (the CUDA context, a library's own
 ``cudaMalloc``), which the cap it is handed must leave out; the order of frees that wait on
 another stream, which it takes from the requests as recorded; and the addresses ``cudaMalloc``
-returns, which break ties between free blocks of one size: here the older segment's block goes
-first, and within a segment the lower one.
+returns, which break ties between free blocks of one size. The driver hands each new segment out
+below the ones before it, so here the newest segment's block goes first, and within a segment the
+lower one: taking the oldest first instead packs a step's small blocks into a segment the GPU
+keeps whole, and then releases, or fails where the GPU runs.
 """
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -82,7 +85,9 @@ class _Block:
     next: "_Block | None" = None
 
     def key(self) -> tuple:
-        return (self.size, self.segment, self.offset)
+        """Where a free block stands in its pool: by size, then by address (the newest segment
+        lowest, ``cudaMalloc`` handing each out below the last)."""
+        return (self.size, -self.segment, self.offset)
 
 
 @dataclass
@@ -113,7 +118,7 @@ class _State:
 
     def best_fit(self, size: int, small: bool, stream: int) -> _Block | None:
         keys = self.pool(small, stream)
-        i = bisect.bisect_left(keys, (size, -1, -1))
+        i = bisect.bisect_left(keys, (size, -math.inf))
         return self.blocks[keys[i]] if i < len(keys) else None
 
     def reserve(self, size: int, small: bool, stream: int) -> _Block | None:
