@@ -91,8 +91,8 @@ def test_where_the_way_keeps_what_it_saves_on_the_host_the_replay_answers_under_
     assert replayed.largest(rec, 100 * GiB, 1, 2**20, 30 * GiB) == 10
     assert replayed.largest(rec, 100 * GiB, 1, 2**20, 48 * GiB) == 21
     assert replayed.largest(rec, 5 * GiB, 1, 2**20, 48 * GiB) == 4  # the card binds first
-    # no packs at a size, or not the same tensors at each: no host bound, the card's answer
-    for odd in ({4: kept[4]}, {4: kept[4], 8: kept[8][:1]}):
+    # no packs at a size, not the same tensors at each, or not byte counts: no host bound, the card's answer
+    for odd in ({4: kept[4]}, {4: kept[4], 8: kept[8][:1]}, {4: kept[4], 8: ["1 GiB", 1]}, {4: 4, 8: 8}):
         found = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [
             probe(n, **({"host_packs": odd[n]} if n in odd else {})) for n in (4, 8)]}])
         rec = found[("H100 80GB HBM3", json.dumps(KEY, sort_keys=True))]

@@ -52,11 +52,13 @@ class Recorded:
         its recordings say which tensors (``host_packs``): each tensor's bytes grown on its own law
         through the sizes the programme grows from (``simulator.law_of``), each taken as the pinned
         block the host allocator gives it (``offload.host_block``), as the way's guard counts them.
-        None where the recordings name none, or not the same count at each size."""
+        None where the recordings name none, not the same count at each size, or anything but
+        byte counts."""
         from harness.workloads.training.offload import host_block
         sizes = sorted(self.growth.sizes)
         packs = [self.results[n].get("host_packs") for n in sizes]
-        if any(p is None for p in packs) or len({len(p) for p in packs}) != 1:
+        if not all(isinstance(p, list) and all(type(b) is int and b >= 0 for b in p) for p in packs) \
+                or len({len(p) for p in packs}) != 1:
             return None
         laws = [simulator.law_of(sizes, list(ys), DEGREE[self.key["over"]]) for ys in zip(*packs)]
         return lambda n: sum(host_block(max(0, law(n)), True) for law in laws)
