@@ -291,6 +291,27 @@ def test_a_check_recording_is_filed_under_its_cap_as_a_test_and_the_page_counts_
         "the grown programme runs out where the probe did in 0.")
 
 
+def test_a_replays_size_a_search_of_its_gpu_saw_fit_with_the_next_failing_is_marked_probed():
+    from types import SimpleNamespace
+    found = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), probe(8)],
+                                "purpose": programmes.GROW}])
+    (rec,) = found.values()
+    # the search answered 28; an earlier search of the same GPU, key and cap saw 33 fit and 34 not
+    cell = SimpleNamespace(cap=16 * 10**9, unit=1, measured=28, seen={28: True, 29: False, 33: True, 34: False})
+    assert command._probed(rec, cell, 33) is True
+    assert command._probed(rec, SimpleNamespace(**dict(vars(cell), seen={33: True, 34: True})), 33) is False
+    assert command._probed(rec, SimpleNamespace(**dict(vars(cell), seen={33: True})), 33) is None  # 34 not probed
+    # at the search's own answer only a probe recorded to test the replay counts: the search's own
+    # probes are what it is scored against
+    assert command._probed(rec, cell, 28) is None
+    tested = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), probe(8)]},
+                                {"environment": environment(), "commit": "c", "purpose": programmes.CHECK,
+                                 "probes": [dict(probe(28), cap=16 * 10**9),
+                                            dict(probe(29), cap=16 * 10**9, result={"fits": False})]}])
+    (rec,) = tested.values()
+    assert command._probed(rec, cell, 28) is True
+
+
 def test_a_recording_that_cannot_be_read_is_refused_by_the_score_naming_the_fix(tmp_path, capsys):
     folder = tmp_path / programmes.DIR / "nvidia-h100-80gb-hbm3-x1"
     folder.mkdir(parents=True)

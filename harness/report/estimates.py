@@ -31,9 +31,10 @@ COLD = 3  # a cold search's first sizes: its start, the double and the quadruple
 NONE = "-"
 REPLAYS = "replays.json"  # the replay estimator's answers (``harness.drive.commands.programmes.score``)
 # The cell table's marks, said under it wherever it is shown (the docs' page and the site's).
-PROBED_MARK = ("² probed since (`programmes record --check`): the replay's size fits under this cap and the size "
-               "after it does not, as the replay has them; where the replay's size is the larger, more than the "
-               "search's answer trains under the cap.")
+PROBED_MARK = ("² probed (by `programmes record --check`, or, where the replay's size is not the answer, by a search "
+               "of that GPU under the same cap): the replay's size fits under this cap and the size after it does "
+               "not, as the replay has them; where the replay's size is the larger, more than the search's answer "
+               "trains under the cap.")
 REFUSED_MARK = "¹ the suite's predictor refused:"
 
 
@@ -56,6 +57,7 @@ class Cell:
     host_short: int | None = None  # the smallest size the host was seen not to hold (``predict.host_short``)
     replay: dict = field(default_factory=dict)  # the replay's answer (``REPLAYS``), {} where none was scored
     host_limit: int | None = None  # the host's share the way's guard allowed, where its search read it
+    seen: dict = field(default_factory=dict)  # size -> whether it fit, for this GPU's probes of the key under the cap
 
 
 def _key(record) -> dict:
@@ -193,7 +195,18 @@ def _cell(row: Row, results: Path, figures: dict, replay: dict) -> Cell:
                 allocator=key.get("allocator", "default"), measured=answer, unit=unit,
                 peak=at[-1]["peak_reserved"] if at else None, refused=refused, cap=cap, others=figures.get(shape, {}),
                 suite=None if made is None else made.law, predicted=None if made is None else made.largest,
-                key=key, host_short=predict.host_short(fed), replay=replay, host_limit=check.get("host_limit_bytes"))
+                key=key, host_short=predict.host_short(fed), replay=replay, host_limit=check.get("host_limit_bytes"),
+                seen=_seen(here, key, cap))
+
+
+def _seen(here: list[dict], key: dict, cap: int) -> dict:
+    """Size -> whether it fit, for this machine's probes of ``key`` under ``cap`` (any run up to the
+    cell's); a size seen both ways is left out."""
+    outcomes = {}
+    for e in here:
+        if e["key"] == key and e["cap"] == cap:
+            outcomes.setdefault(e["n"], set()).add(bool(e["fits"]))
+    return {n: got.pop() for n, got in outcomes.items() if len(got) == 1}
 
 
 def _steps(cell: Cell, predicted: int | None) -> str:

@@ -152,6 +152,18 @@ def _probe(job: tuple[str, str, int, int], tmp: Path) -> dict:
     return {"key": dict(params, over=over), "n": n, "cap": cap, "result": json.loads(lines[-1]), "programme": recorded}
 
 
+def _probed(rec, cell, n: int) -> bool | None:
+    """Whether the GPU was seen to fit the replay's size ``n`` under the cell's cap and not the size
+    after it: by probes recorded to test the replay, or, where ``n`` is not the search's answer, by
+    any search of that GPU under the cap (``estimates.Cell.seen``); None where neither probed both."""
+    from harness.workloads.search import replayed
+    tested = replayed.probed(rec, n, cell.cap, cell.unit)
+    at, after = cell.seen.get(n), cell.seen.get(n + cell.unit)
+    if tested is not None or n == cell.measured or at is None or after is None:
+        return tested
+    return at and not after
+
+
 def score(results: Path) -> Path:
     """The replay's answer for every committed cell whose GPU recorded its programmes, to FILE."""
     from harness.measure.guards.inputs import write_whole
@@ -175,7 +187,7 @@ def score(results: Path) -> Path:
             top = fits.LIMITS[cell.over] if cell.host_short is None else cell.host_short - 1
             entry.update(largest=replayed.largest(rec, cell.cap, cell.unit, top, cell.host_limit),
                          peak=replayed.peak(rec, cell.measured, cell.cap))
-            entry["probed"] = replayed.probed(rec, entry["largest"], cell.cap, cell.unit)
+            entry["probed"] = _probed(rec, cell, entry["largest"])
         except simulator.Unlike as e:
             entry["refused"] = str(e)
         out.append(entry)
