@@ -306,7 +306,7 @@ def test_a_cell_is_scored_in_search_steps_and_by_its_peak_at_the_measured_answer
     assert estimates.rows_of([replayed])[0][8:10] == ["-1", "+2.9%"]
     stale = dataclasses.replace(cell, replay={"measured": 31, "largest": 29, "peak": 35 * GiB})
     assert estimates.scores(stale)["replay"] == (None, None)
-    # probed since as the replay has it: marked, and only where its answer is scored
+    # probed as the replay has it: marked, and only where its answer is scored
     probed = dataclasses.replace(cell, replay={"measured": 30, "largest": 33, "peak": 34 * GiB, "probed": True})
     assert estimates.rows_of([probed])[0][8] == "+3 ²"
     assert estimates.rows_of([dataclasses.replace(stale, replay={**stale.replay, "probed": True})])[0][8] == "-"
