@@ -403,3 +403,9 @@ def test_a_file_read_again_gives_what_it_holds_now_after_an_append_or_a_whole_re
     assert [r.run_id for r in load_file(path).records] == RUNS[2:]
     path.write_text("not json\n")  # in place, another size
     assert load_file(path).records == [] and len(load_file(path).problems) == 1
+    # one version kept a file: a file read again after each line it gains is held once, the latest
+    held = len(store._PARSED)
+    for i in range(3):
+        append_line(path, record(run=RUNS[i]))
+        assert len(load_file(path).records) == i + 1
+    assert len(store._PARSED) == held and len(store._PARSED[str(path)][1].entries) == 3

@@ -18,7 +18,6 @@ are read (``harness.measure.guards.inputs.open_regular``), a line at most ``MAX_
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import stat
@@ -196,8 +195,19 @@ def load_file(path: Path) -> Loaded:
     version = _version(path)
     if version is None:
         return _parsed(path)
-    once = _parsed_once(str(path), version)
-    return Loaded(list(once.entries), list(once.problems))
+    key = str(path)
+    kept = _PARSED.get(key)
+    if kept is None or kept[0] != version:
+        if key not in _PARSED and len(_PARSED) >= _PARSED_FILES:
+            del _PARSED[next(iter(_PARSED))]  # the file read longest ago
+        kept = _PARSED[key] = (version, _parsed(path))
+    return Loaded(list(kept[1].entries), list(kept[1].problems))
+
+
+# path -> (its version, its records) for the files read so far: one version a file, the latest, so
+# that a run file read again after each record it gains holds its records once, not once a read.
+_PARSED: dict = {}
+_PARSED_FILES = 4096
 
 
 def _version(path: Path) -> tuple | None:
@@ -208,11 +218,6 @@ def _version(path: Path) -> tuple | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISREG(st.st_mode) else None
-
-
-@functools.lru_cache(maxsize=4096)
-def _parsed_once(path: str, version: tuple) -> Loaded:
-    return _parsed(Path(path))
 
 
 def _parsed(path: Path) -> Loaded:
