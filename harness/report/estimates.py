@@ -201,7 +201,9 @@ def _cell(row: Row, results: Path, figures: dict, replay: dict) -> Cell:
 
 def _seen(here: list[dict], key: dict, cap: int) -> dict:
     """Size -> whether it fit, for this machine's probes of ``key`` under ``cap`` (any run up to the
-    cell's); a size seen both ways is left out."""
+    cell's); a size seen both ways is left out. Not ``ProbeLog.answers``: there a failure outweighs
+    a fit, which bounds a search safely but would mark a size probed whose next size is the
+    search's own answer (where one run failed it)."""
     outcomes = {}
     for e in here:
         if e["key"] == key and e["cap"] == cap:
