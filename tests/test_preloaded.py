@@ -107,12 +107,21 @@ def test_a_thread_other_than_the_block_s_starts_no_server_that_would_die_with_it
         worker = threading.Thread(target=lambda: out.update(before=seen(preloaded.run([*ARGV, "0"], echo, 60))))
         worker.start()
         worker.join()
-        assert preloaded.ready(echo)  # started here, in the block's thread: other threads use it
+        assert preloaded.ready(ARGV, echo)  # started here, in the block's thread: other threads use it
         worker = threading.Thread(target=lambda: out.update(after=seen(preloaded.run([*ARGV, "0"], echo, 60))))
         worker.start()
         worker.join()
     assert out["before"]["before_me"] == [] and out["before"]["parent"] == os.getpid()
     assert out["after"]["before_me"] == ["echo_marker"] and out["after"]["parent"] != os.getpid()
+
+
+def test_a_server_is_readied_only_for_what_run_would_fork_from_it(echo):
+    cold = [sys.executable, "-S", "-c", "print(1)"]  # a command run would start cold
+    with preloaded.cases():
+        assert not preloaded.ready(cold, echo) and preloaded._SERVER.pid is None
+        assert preloaded.run(cold, echo, timeout=60).stdout == "1\n" and preloaded._SERVER.pid is None
+        assert preloaded.ready(ARGV, echo) and psutil.pid_exists(preloaded._SERVER.pid)
+    assert not preloaded.ready(ARGV, echo)  # outside a block nothing is readied
 
 
 KILLED = """\

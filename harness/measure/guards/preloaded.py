@@ -159,10 +159,11 @@ def cases():
                 _SERVER.stop()
 
 
-def ready(env: Mapping[str, str]) -> bool:
-    """Starts the server for ``env`` from this thread where it can be (see ``acquire``): for a
-    caller about to run cases from other threads, which may only use one started already."""
-    if not _SERVER.open or _SERVER.acquire(dict(env)) is None:
+def ready(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Starts the server for ``env`` from this thread where it can be (see ``acquire``) and ``run``
+    would fork ``argv`` from it: for a caller about to run such cases from other threads, which may
+    only use one started already. Nothing is started for an argv that ``run`` starts cold."""
+    if not (_SERVER.open and _module(argv)) or _SERVER.acquire(dict(env)) is None:
         return False
     _SERVER.release()
     return True
@@ -172,7 +173,7 @@ def run(argv: Sequence[str], env: Mapping[str, str], timeout: float | None = Non
     """``argv`` run to its end in ``env``, killed past ``timeout`` seconds: forked from the
     preloaded server where it is ``[sys.executable, "-m", MODULE, ...]`` inside ``cases()``."""
     env = dict(env)
-    module = argv[2] if len(argv) > 2 and argv[0] == sys.executable and argv[1] == "-m" else None
+    module = _module(argv)
     server = _SERVER.acquire(env) if module and _SERVER.open else None
     if server is None:
         return _cold(list(argv), env, timeout)
@@ -180,6 +181,11 @@ def run(argv: Sequence[str], env: Mapping[str, str], timeout: float | None = Non
         return _forked(module, list(argv[3:]), dict(env, **{PARENT_ENV: str(server)}), timeout)
     finally:
         _SERVER.release()
+
+
+def _module(argv: Sequence[str]) -> str | None:
+    """MODULE where ``argv`` is ``[sys.executable, "-m", MODULE, ...]``, the one form forked."""
+    return argv[2] if len(argv) > 2 and argv[0] == sys.executable and argv[1] == "-m" else None
 
 
 def _alive(pid: int | None) -> bool:

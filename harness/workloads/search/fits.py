@@ -477,7 +477,7 @@ class SubprocessProber:
         one runs too slow, the smallest such size's TooSlow carries the others' answers."""
         from concurrent.futures import ThreadPoolExecutor
         if sizes:  # the fork server is started here: one started in a pool's thread would die with it
-            preloaded.ready(self._environ())
+            preloaded.ready(self.argv_of(sizes[0]), self._environ())
         with self._gpu_held(), ThreadPoolExecutor(len(sizes)) as pool:
             futures = [(n, pool.submit(self._probe, n)) for n in sizes]
         answered, slow = {}, []
