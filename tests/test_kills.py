@@ -94,26 +94,37 @@ def records_of(tmp_path) -> tuple[list, list]:
     return loaded.records, loaded.problems
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_a_killed_run_leaves_nothing_measuring_and_resumes_without_gaps_or_duplicates(tmp_path, sig):
-    """asv was started with a plain subprocess call: after a kill it went on measuring under PID 1."""
-    proc = harness_run(tmp_path)
-    seen = tree_until(psutil.Process(proc.pid), measuring)
-    time.sleep(random.uniform(0, 1.0))
-    seen.update({p.pid: p for p in psutil.Process(proc.pid).children(recursive=True)})
-    proc.send_signal(sig)
-    out = proc.communicate(timeout=GONE_WITHIN_S)[0]
-    assert gone_within(seen.values()) == [], out
-    run_id = out.split("oombench: run ", 1)[1].split(",", 1)[0]
-    before, problems = records_of(tmp_path)
-    assert problems == []
-    time.sleep(1)  # a straggler would append now
-    assert len(records_of(tmp_path)[0]) == len(before)
+def test_a_killed_run_leaves_nothing_measuring_and_resumes_without_gaps_or_duplicates(tmp_path):
+    """asv was started with a plain subprocess call: after a kill it went on measuring under PID 1.
+    The run is stopped by SIGTERM (its handler ends what it started), its resume by SIGKILL (no
+    handler runs: what it started dies with it), and a second resume measures what is left."""
+    run_id = None
+    for sig, within_s in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 0.3)):  # the resume may have one case left
+        proc = harness_run(tmp_path, *(("--resume", run_id) if run_id else ()), **({"select": ()} if run_id else {}))
+        out = _killed_while_measuring(proc, sig, within_s)
+        run_id = run_id or out.split("oombench: run ", 1)[1].split(",", 1)[0]
+        before, problems = records_of(tmp_path)
+        assert problems == [] and {r.run_id for r in before} <= {run_id}, out
+        time.sleep(1)  # a straggler would append now
+        assert len(records_of(tmp_path)[0]) == len(before)
     done = harness_run(tmp_path, "--resume", run_id, select=())  # as the skips say: the run's own cases
     assert done.wait(timeout=120) == 0, done.stdout.read()
     records, problems = records_of(tmp_path)
     assert problems == [] and {r.run_id for r in records} == {run_id}
     assert sorted(r.params["probe"] for r in records) == ["cpu_matmul_fp32", "host_copy"]
+
+
+def _killed_while_measuring(proc: subprocess.Popen, sig, within_s: float) -> str:
+    """What ``proc`` printed, sent ``sig`` at a random moment in the first ``within_s`` seconds a
+    case measures; every process of its tree seen gone within ``GONE_WITHIN_S``."""
+    seen = tree_until(psutil.Process(proc.pid), measuring)
+    time.sleep(random.uniform(0, within_s))
+    seen.update({p.pid: p for p in psutil.Process(proc.pid).children(recursive=True)})
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=GONE_WITHIN_S)[0]
+    assert proc.returncode != 0, out  # stopped by the signal, not ended before it
+    assert gone_within(seen.values()) == [], out
+    return out
 
 
 def test_a_case_killed_while_measuring_is_filed_failed_and_not_measured_again(tmp_path):

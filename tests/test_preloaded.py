@@ -1,4 +1,4 @@
-"""Cases forked from a server that has torch imported: each still a process of its own, given what
+"""Cases forked from a server that has their imports preloaded: each still a process of its own, given what
 ``python -m`` would give it, and none outliving what started it."""
 import json
 import os
@@ -42,8 +42,8 @@ def folder(tmp_path_factory):
 
 @pytest.fixture
 def echo(folder, monkeypatch):
-    """The environment of the echo case. Its server preloads a module of nothing (a server that
-    imports torch takes seconds to start), but for the test that asks for torch's."""
+    """The environment of the echo case. Its server preloads a module of nothing: a server that
+    imports torch takes seconds to start."""
     monkeypatch.syspath_prepend(str(folder))  # the server's path is its starter's
     monkeypatch.setattr(preloaded, "PRELOAD", (preloaded.__name__, "echo_marker"))
     monkeypatch.delenv("NOT_IN_ENV", raising=False)
@@ -57,15 +57,16 @@ def seen(done: preloaded.Finished) -> dict:
 ARGV = [sys.executable, "-m", "echo_case"]
 
 
-def test_a_case_in_a_block_is_forked_with_torch_imported_and_sees_what_python_m_would_give_it(echo, monkeypatch):
-    monkeypatch.setattr(preloaded, "PRELOAD", preloaded.PRELOAD[:1] + ("torch", "torch._dynamo"))
+def test_a_case_in_a_block_is_forked_with_the_preload_imported_and_sees_what_python_m_would_give_it(echo, monkeypatch):
+    # A stand-in preload: a case forked from a server with torch itself imported is the what-fits
+    # probe's forked run in test_fits.py, which trains.
     monkeypatch.setenv("NOT_IN_ENV", "the caller's alone")
     with preloaded.cases():
         first = preloaded.run([*ARGV, "3", "x y"], echo, timeout=60)
         again = preloaded.run([*ARGV, "0"], echo, timeout=60)
     one, two = seen(first), seen(again)
     assert first.returncode == 3 and again.returncode == 0 and not first.timed_out
-    assert one["before_me"] == ["torch", "torch._dynamo"] and one["argv"] == ["3", "x y"]
+    assert one["before_me"] == ["echo_marker"] and one["argv"] == ["3", "x y"]
     assert one["main"] == "__main__" and one["only_in_env"] == "yes" and one["not_in_env"] is None
     assert first.stderr.strip() == "to stderr" and one["pid"] == first.pid != os.getpid()
     # its parent is the server, which it is told (lifeline binds it there); one server for both
