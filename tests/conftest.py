@@ -86,6 +86,26 @@ def pytest_configure(config):
     bytecode.warm(os.environ, WARM_FOR_TESTS)
 
 
+# Files whose tests import Hugging Face's libraries (transformers, peft, torchao: seconds of CPU each
+# import) are handed to one worker as one unit, so that one worker imports them rather than each.
+SHARED_IMPORTS = dict.fromkeys(("test_try.py", "test_tricks.py", "test_try_newer.py", "test_ways_newer.py"),
+                               "hugging-face-libraries")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, each file a unit but the files of ``SHARED_IMPORTS``, which share one."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedImports(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SHARED_IMPORTS.get(Path(path).name, path)
+
+    return SharedImports(config, log)
+
+
 def pytest_collection_modifyitems(items):
     first = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: each file's own order kept
