@@ -84,6 +84,23 @@ def pytest_configure(config):
         return  # the workers keep no bytecode either: nothing compiled here would serve them
     sys.pycache_prefix, sys.dont_write_bytecode = prefix, False  # where and as the workers will
     bytecode.warm(os.environ, WARM_FOR_TESTS)
+    _rewrite_once()
+
+
+def _rewrite_once() -> None:
+    """Each worker collects every test file: where most of them lack their assert-rewritten
+    bytecode (a fresh clone, another Python or pytest), every worker would rewrite and compile them
+    all, and the harness modules they import, at once. One collection in one process does it first;
+    a few files edited since are left to the workers, cheaper than a process more."""
+    from _pytest.assertion.rewrite import PYTEST_TAG, get_cache_dir
+    files = sorted(Path(__file__).parent.glob("test_*.py"))
+    lacking = [f for f in files if not (get_cache_dir(f) / f"{f.stem}.{PYTEST_TAG}.pyc").exists()]
+    if len(lacking) * 4 < len(files):
+        return
+    print(f"oombench: compiling {len(lacking)} test files and what they import (once)", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider",
+                    *map(str, lacking)], cwd=Path(__file__).parents[1], stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
 # Files whose tests import Hugging Face's libraries (transformers, peft, torchao: seconds of CPU each
