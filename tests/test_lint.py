@@ -14,9 +14,30 @@ def test_ruff_finds_nothing():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_files_handed_out_first_are_test_files_of_this_folder():
-    # A renamed file would silently fall back to pytest's order, and run last again.
-    from conftest import LONGEST_FIRST
+def test_the_files_handed_out_first_or_together_are_test_files_of_this_folder():
+    # A renamed file would silently fall back to pytest's order, and run last again, or to a unit
+    # of its own, importing again what its group's worker imported.
+    from conftest import LONGEST_FIRST, SHARED_IMPORTS
     here = Path(__file__).parent
     assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
-    assert [n for n in LONGEST_FIRST if not n.startswith("test_") or not (here / n).is_file()] == []
+    named = [*LONGEST_FIRST, *SHARED_IMPORTS]
+    assert [n for n in named if not n.startswith("test_") or not (here / n).is_file()] == []
+
+
+def test_a_file_of_a_shared_unit_goes_with_the_others_and_any_other_file_alone():
+    from conftest import SHARED_IMPORTS, pytest_xdist_make_scheduler
+
+    class Config:
+        option = type("Option", (), {"loadscopereorder": False, "maxschedchunk": None})()
+
+        def __init__(self, dist):
+            self.dist = dist
+
+        def getvalue(self, name):
+            return {"dist": self.dist, "tx": ["2*popen"]}.get(name)
+
+    assert pytest_xdist_make_scheduler(Config("load"), None) is None  # another --dist is xdist's own
+    scheduler = pytest_xdist_make_scheduler(Config("loadfile"), None)
+    shared = {scheduler._split_scope(f"tests/{name}::test_x[1]") for name in SHARED_IMPORTS}
+    assert len(shared) == 1 and len(SHARED_IMPORTS) > 1
+    assert scheduler._split_scope("tests/test_lint.py::test_x") == "tests/test_lint.py"
