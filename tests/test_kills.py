@@ -100,7 +100,7 @@ def test_a_killed_run_leaves_nothing_measuring_and_resumes_without_gaps_or_dupli
     handler runs: what it started dies with it), and a second resume measures what is left."""
     run_id = None
     for sig, within_s in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 0.3)):  # the resume may have one case left
-        proc = harness_run(tmp_path, *(("--resume", run_id) if run_id else ()), **({"select": ()} if run_id else {}))
+        proc = harness_run(tmp_path, "--resume", run_id, select=()) if run_id else harness_run(tmp_path)
         out = _killed_while_measuring(proc, sig, within_s)
         run_id = run_id or out.split("oombench: run ", 1)[1].split(",", 1)[0]
         before, problems = records_of(tmp_path)
