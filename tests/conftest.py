@@ -90,8 +90,9 @@ def pytest_configure(config):
 def _rewrite_once() -> None:
     """Each worker collects every test file: where a quarter of them or more lack their
     assert-rewritten bytecode (a fresh clone, another Python or pytest), every worker would rewrite
-    and compile them all, and the harness modules they import, at once. One collection in one process does it first;
-    a few files edited since are left to the workers, cheaper than a process more."""
+    and compile them all, and the harness modules they import, at once. One collection in one
+    process does it first; a few files edited since are left to the workers, cheaper than a process
+    more."""
     from _pytest.assertion.rewrite import PYTEST_TAG, get_cache_dir
     files = sorted(Path(__file__).parent.glob("test_*.py"))
     lacking = [f for f in files if not (get_cache_dir(f) / f"{f.stem}.{PYTEST_TAG}.pyc").exists()]

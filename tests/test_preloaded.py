@@ -1,5 +1,5 @@
-"""Cases forked from a server that has their imports preloaded: each still a process of its own, given what
-``python -m`` would give it, and none outliving what started it."""
+"""Cases forked from a server that has their imports preloaded: each still a process of its own,
+given what ``python -m`` would give it, and none outliving what started it."""
 import json
 import os
 import signal

@@ -199,7 +199,7 @@ def load_file(path: Path) -> Loaded:
     kept = _PARSED.get(key)
     if kept is None or kept[0] != version:
         if key not in _PARSED and len(_PARSED) >= _PARSED_FILES:
-            del _PARSED[next(iter(_PARSED))]  # the file read longest ago
+            del _PARSED[next(iter(_PARSED))]  # the file first kept longest ago
         kept = _PARSED[key] = (version, _parsed(path))
     return Loaded(list(kept[1].entries), list(kept[1].problems))
 
