@@ -84,24 +84,30 @@ def pytest_configure(config):
         return  # the workers keep no bytecode either: nothing compiled here would serve them
     sys.pycache_prefix, sys.dont_write_bytecode = prefix, False  # where and as the workers will
     bytecode.warm(os.environ, WARM_FOR_TESTS)
-    _rewrite_once()
+    _rewrite_once(config)
 
 
-def _rewrite_once() -> None:
+def _rewrite_once(config, folder: Path = Path(__file__).parent) -> None:
     """Each worker collects every test file: where a quarter of them or more lack their
     assert-rewritten bytecode (a fresh clone, another Python or pytest), every worker would rewrite
-    and compile them all, and the harness modules they import, at once. One collection in one
-    process does it first; a few files edited since are left to the workers, cheaper than a process
-    more."""
-    from _pytest.assertion.rewrite import PYTEST_TAG, get_cache_dir
-    files = sorted(Path(__file__).parent.glob("test_*.py"))
-    lacking = [f for f in files if not (get_cache_dir(f) / f"{f.stem}.{PYTEST_TAG}.pyc").exists()]
-    if len(lacking) * 4 < len(files):
+    and compile them all at once. The controller rewrites them first, as pytest's import hook
+    would, without importing them; a few files edited since are left to the workers. The hook's
+    helpers are pytest's own but private: where they are gone, the workers rewrite as they would."""
+    try:
+        from _pytest.assertion.rewrite import PYTEST_TAG, _rewrite_test, _write_pyc, assertstate_key, get_cache_dir
+    except ImportError:
         return
-    print(f"oombench: compiling {len(lacking)} test files and what they import (once)", file=sys.stderr, flush=True)
-    subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider",
-                    *map(str, lacking)], cwd=Path(__file__).parents[1], stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    state = config.stash.get(assertstate_key, None)  # absent under --assert=plain: nothing to rewrite
+    files = sorted(folder.glob("test_*.py"))
+    pycs = {f: get_cache_dir(f) / f"{f.stem}.{PYTEST_TAG}.pyc" for f in files}
+    lacking = [f for f in files if not pycs[f].exists()]
+    if state is None or len(lacking) * 4 < len(files):
+        return
+    print(f"oombench: rewriting the asserts of {len(lacking)} test files (once)", file=sys.stderr, flush=True)
+    for f in lacking:
+        stamp, code = _rewrite_test(f, config)  # the source's hash (pytest 9) or stat (8), as _write_pyc takes
+        pycs[f].parent.mkdir(parents=True, exist_ok=True)
+        _write_pyc(state, code, stamp, pycs[f])
 
 
 # Files whose tests import Hugging Face's libraries (transformers, peft, torchao: seconds of CPU each

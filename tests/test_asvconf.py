@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from asv.config import Config
 
 from harness.drive import scratch
@@ -38,8 +39,9 @@ def test_the_config_holds_the_repository_s_paths_wherever_it_lies():
 # A command started from a terminal: Python turns SIGINT into KeyboardInterrupt only where the
 # process did not inherit it ignored, as a job started in the background of a script does.
 HOLD = """
-import signal, sys, time
+import faulthandler, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, if it ever does
 from pathlib import Path
 from harness.drive import scratch
 from harness.drive.asv import asvconf
@@ -56,15 +58,28 @@ def from_a_terminal() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def stacks_of(proc: subprocess.Popen) -> str:
+    """What a hung HOLD's threads were doing (its faulthandler's dump), and then it killed."""
+    proc.send_signal(signal.SIGUSR1)
+    try:
+        return proc.communicate(timeout=5)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()[1]
+
+
 def test_a_signal_removes_the_command_s_folders(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(REPO))
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(REPO)], env=env, stdout=subprocess.PIPE, text=True,
-                                preexec_fn=from_a_terminal)
+        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(REPO)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=from_a_terminal)
         made = [Path(p) for p in proc.stdout.readline().split()]
         assert len(made) == 2 and all(p.is_dir() for p in made)
         proc.send_signal(sig)
-        proc.communicate(timeout=60)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{sig!r} left the command running; its threads' stacks then:\n{stacks_of(proc)}")
         assert proc.returncode != 0 and not any(p.exists() for p in made), sig
 
 
