@@ -36,10 +36,15 @@ def test_the_config_holds_the_repository_s_paths_wherever_it_lies():
         assert Path(conf.repo) == REPO
 
 
-# A command started from a terminal: Python turns SIGINT into KeyboardInterrupt only where the
-# process did not inherit it ignored, as a job started in the background of a script does.
+# A command started from a terminal: SIGTERM and SIGHUP at their defaults, whatever started the
+# tests (under nohup SIGHUP comes ignored, and the command rightly leaves it so); SIGINT turned into
+# KeyboardInterrupt, which Python does only where the process did not inherit it ignored, as a job
+# started in the background of a script does. Set in the command itself: a preexec_fn runs Python
+# in a child forked from a worker with threads, which Python's documentation warns against.
 HOLD = """
 import faulthandler, signal, sys, time
+for sig in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, signal.SIG_DFL)
 signal.signal(signal.SIGINT, signal.default_int_handler)
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, if it ever does
 from pathlib import Path
@@ -51,28 +56,25 @@ with scratch.private_dir("asv") as tmp, asvconf.private_config(Path(sys.argv[1])
 """
 
 
-def from_a_terminal() -> None:
-    """A terminal's job gets SIGTERM and SIGHUP at their defaults, whatever started the tests (under
-    nohup, SIGHUP comes ignored, and the command rightly leaves it so)."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-
-
 def stacks_of(proc: subprocess.Popen) -> str:
-    """What a hung HOLD's threads were doing (its faulthandler's dump), and then it killed."""
+    """How a hung HOLD holds its signals (the kernel's masks) and what its threads were doing (its
+    faulthandler's dump); then it is killed."""
+    masks = [line for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+             if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))]
     proc.send_signal(signal.SIGUSR1)
     try:
-        return proc.communicate(timeout=5)[1]
+        dump = proc.communicate(timeout=5)[1]
     except subprocess.TimeoutExpired:
         proc.kill()
-        return proc.communicate()[1]
+        dump = proc.communicate()[1]
+    return "\n".join([*masks, dump])
 
 
 def test_a_signal_removes_the_command_s_folders(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(REPO))
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         proc = subprocess.Popen([sys.executable, "-c", HOLD, str(REPO)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, preexec_fn=from_a_terminal)
+                                stderr=subprocess.PIPE, text=True)
         made = [Path(p) for p in proc.stdout.readline().split()]
         assert len(made) == 2 and all(p.is_dir() for p in made)
         proc.send_signal(sig)
