@@ -40,7 +40,9 @@ def test_the_config_holds_the_repository_s_paths_wherever_it_lies():
 # tests (under nohup SIGHUP comes ignored, and the command rightly leaves it so); SIGINT turned into
 # KeyboardInterrupt, which Python does only where the process did not inherit it ignored, as a job
 # started in the background of a script does. Set in the command itself: a preexec_fn runs Python
-# in a child forked from a worker with threads, which Python's documentation warns against.
+# in a child forked from a worker with threads, which Python's documentation warns against. Python
+# runs a handler between bytecodes: a signal that arrives after the last check and before one long
+# C call (a 300 s sleep) would wait for that call to end, so the command sleeps in short steps.
 HOLD = """
 import faulthandler, signal, sys, time
 for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -52,7 +54,8 @@ from harness.drive import scratch
 from harness.drive.asv import asvconf
 with scratch.private_dir("asv") as tmp, asvconf.private_config(Path(sys.argv[1]), tmp) as conf:
     print(tmp, conf.parent, flush=True)
-    time.sleep(300)
+    for _ in range(3000):  # short sleeps: a signal that lands just before one is handled when it ends
+        time.sleep(0.1)
 """
 
 
