@@ -84,7 +84,7 @@ def test_a_signal_removes_the_command_s_folders(tmp_path):
         try:
             proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"{sig!r} left the command running; its threads' stacks then:\n{stacks_of(proc)}")
+            pytest.fail(f"{sig!r} left the command running; its signals and stacks then:\n{stacks_of(proc)}")
         assert proc.returncode != 0 and not any(p.exists() for p in made), sig
 
 
