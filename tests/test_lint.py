@@ -65,7 +65,8 @@ def test_the_controller_rewrites_the_asserts_of_test_files_as_pytest_s_hook_then
     with pytest.raises(AssertionError, match=re.escape("assert (99 + 1) == 0")):  # pytest's own explanation
         namespace["test"]()
 
-    # One file lacking of five is left to the workers; any of them edited is read afresh by its hash.
+    # One file lacking of five is left to the workers; an edited file's pyc is not read: pytest checks
+    # each against its source.
     pyc["e"].unlink()
     _rewrite_once(pytestconfig, folder)
     assert not pyc["e"].exists() and all(p.stat().st_mtime_ns == made[n] for n, p in pyc.items() if n != "e")
