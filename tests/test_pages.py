@@ -486,6 +486,7 @@ def test_the_predict_page_shows_the_docs_score_per_axis_cell_and_cost_tables_of_
     # the cells' marks are said under them, as on the docs' page, with each refusal's reason
     text = unescape(re.sub(r"<[^>]+>", "", page))
     assert estimates.PROBED_MARK.replace("`", "") in text and estimates.REFUSED_MARK in text
+    assert estimates.STOPPED_MARK in text and estimates.RULE_MARK.replace("`", "") in text
     refused = {c.refused for c in found if c.refused}
     assert refused and all(reason in text for reason in refused)
     assert all(said.replace("`", "") in text for said, _, _ in search_cost.tables(rows))  # what each table is

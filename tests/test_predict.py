@@ -310,6 +310,29 @@ def test_a_cell_is_scored_in_search_steps_and_by_its_peak_at_the_measured_answer
     probed = dataclasses.replace(cell, replay={"measured": 30, "largest": 33, "peak": 34 * GiB, "probed": True})
     assert estimates.rows_of([probed])[0][8] == "+3 ²"
     assert estimates.rows_of([dataclasses.replace(stale, replay={**stale.replay, "probed": True})])[0][8] == "-"
+    # stopping where the search did, beside either mark or alone; not where the answer is not scored
+    stops = dict(probed.replay, probed=None, stops_at_measured=True)
+    assert estimates.rows_of([dataclasses.replace(cell, replay=stops)])[0][8] == "+3 ³"
+    assert estimates.rows_of([dataclasses.replace(cell, replay={**stops, "probed": True})])[0][8] == "+3 ² ³"
+    assert estimates.rows_of([dataclasses.replace(stale, replay={**stale.replay, "stops_at_measured": True})])[0][8] \
+        == "-"
+
+
+def test_an_answer_searched_before_today_s_rule_is_marked_and_left_out_of_the_rule_s_share():
+    from harness.report import estimates
+
+    def cell(gpu, measured, largest, ruled=True):
+        return estimates.Cell(gpu=gpu, technique="fp32", over="batch", budget="40GB", allocator="default",
+                              measured=measured, unit=1, peak=None, suite=None, refused="-", cap=CAP, others={},
+                              replay={"measured": measured, "largest": largest}, ruled=ruled)
+    found = [cell("H100", 30, 31), cell("H100", 30, 35), cell("H100", 30, 40, ruled=False),
+             cell("H200", 30, 40, ruled=False), cell("H200", 20, 20)]
+    assert [row[5] for row in estimates.rows_of(found)] == ["30", "30", "30 ⁴", "30 ⁴", "20"]
+    assert estimates.summary(found)[1][3] == "1/3 (33%)"  # the score counts every cell
+    assert estimates.under_the_rule(found) == (
+        "Where the latest search kept today's rule (the two sizes after its answer seen not to fit; ⁴ marks the "
+        "others), the replay sized the answer within one step: H100 1/2 (50%); H200 1/1 (100%).")
+    assert estimates.under_the_rule([cell("H100", 30, 40, ruled=False)]) == ""
 
 
 def test_the_score_counts_the_suites_refusals_apart_from_its_shares():

@@ -195,6 +195,52 @@ def test_the_score_answers_each_cell_of_the_recording_gpu_and_the_error_table_sh
         "both, 2 reserve and allocate the very bytes their probe measured, the worst reserved peak +0.0% off."]
 
 
+def test_the_score_replays_every_probe_of_the_searches_that_capped_at_their_budget_s_own_bytes(tmp_path):
+    from harness.measure.records.store import RecordStore
+    from harness.report import estimates
+    results = tmp_path / "results"
+    shutil.copytree(FROZEN, results)
+    programmes.write(results, "nvidia-h100-80gb-hbm3-x1", "0" * 40, environment(), [probe(4), probe(8)])
+    folder = results / "records" / "nvidia-h100-80gb-hbm3-x1"
+
+    def log(run, *entries):
+        other = {"key": dict(KEY, technique="fp32"), "n": 1, "cap": 16 * 10**9, "fits": True}  # another way's
+        lines = [json.dumps({"key": KEY, **e}) for e in entries] + [json.dumps(other)]
+        RecordStore.probe_log(folder / run).write_text("\n".join(lines) + "\n")
+    sixteen, card = 16 * 10**9, 85520809984
+    # a run whose searches capped at the budget's bytes (16, 24, 40, 80 GB)
+    log("9009c493-20261125T171513-718970.jsonl", {"n": 13, "cap": sixteen, "fits": True},
+        {"n": 14, "cap": sixteen, "fits": False, "short_of": "device"},
+        {"n": 15, "cap": sixteen, "fits": False, "reason": "CUDA out of memory. Tried to allocate 15.00 GiB."},
+        {"n": 16, "cap": sixteen, "fits": False, "short_of": "host"},
+        {"n": 17, "cap": sixteen, "fits": False, "reason": "does not fit: 9 GB of pinned host memory over 8 GB"},
+        {"n": 18, "cap": sixteen, "fits": False, "too_slow": True},
+        {"n": 19, "cap": sixteen, "fits": False, "killed": True},
+        {"n": 22, "cap": 24 * 10**9, "fits": True}, {"n": 9, "cap": 17 * 10**9, "fits": True},  # no search of 17 GB
+        {"n": 14, "cap": sixteen, "fits": False, "short_of": "device"})  # probed again: named once, counted twice
+    # a run that capped short of 16 GB, and searched the whole card too, which it never capped
+    log("d570cdd1-20261123T171831-930423.jsonl", {"n": 12, "cap": sixteen, "fits": False, "short_of": "device"},
+        {"n": 70, "cap": card, "fits": True})
+    command.score(results)
+    (recording,) = json.loads((results / command.FILE).read_text())["recordings"]
+    got = sorted((t["cap"], t["n"], t["fits"], t["replayed_fits"]) for t in recording["searched"])
+    # 64 MiB and n GiB: 14 runs in 16 * 10^9 bytes, where the probe ran out; 15 does not
+    assert got == [(sixteen, 13, True, True), (sixteen, 14, False, True), (sixteen, 14, False, True),
+                   (sixteen, 15, False, False), (24 * 10**9, 22, True, True), (card, 70, True, True)]
+    assert estimates.replay_checks(results)[1] == (
+        "- H100 80GB HBM3, searched: 6 probes of its what-fits searches under their budget's own bytes, each a size "
+        "the device held or ran out at; the grown programme runs where the probe fit and runs out where it ran out "
+        "in 4; not: bf16_autocast at batch 14 under 16.0 GB (ran out, 2 probes).")
+
+
+def test_the_replay_stops_where_a_search_would_only_where_it_runs_the_size_and_not_the_two_after_it(monkeypatch):
+    runs = {10: True, 11: False, 12: True, 13: False, 14: False, 15: True}
+    monkeypatch.setattr(replayed, "runs", lambda rec, n, cap: runs[n])
+    assert [n for n in range(10, 13) if replayed.stops_at(None, n, 0, 1)] == [12]
+    runs = {128 * k: ok for k, ok in runs.items()}
+    assert [n for n in (1280, 1408, 1536) if replayed.stops_at(None, n, 0, 128)] == [1536]
+
+
 def test_a_replay_that_misses_its_probes_peak_says_by_how_much():
     off = probe(8, peak_reserved=64 * 2**20 + 8 * GiB + 2**27)  # the probe reserved 128 MiB more
     found = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), off]}])

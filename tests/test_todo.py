@@ -25,9 +25,9 @@ def plant(results: Path, machine: str, benches_and_outcomes, name: str = "0123ab
           created: float | None = None) -> Path:
     """A results folder whose machine holds one record per (bench, outcome[, check]), made from a real record."""
     template = json.loads(FITS_RECORD.read_text().splitlines()[0])
-    # as today's search files it (it stopped at an older limit and capped torch at a fraction of
-    # NVML's total, either of which would make it still to do)
-    template["check"] = dict(template["check"], search_limit=LIMITS["seq_len"])
+    # as today's search files it (it stopped at an older limit, capped torch at a fraction of NVML's
+    # total and kept no failures under its answer, any of which would make it still to do)
+    template["check"] = dict(template["check"], search_limit=LIMITS["seq_len"], failed_below=[])
     template["budget"] = dict(template["budget"], enforced=budget.ENFORCED["torch"])
     folder = results / "records" / machine
     folder.mkdir(parents=True, exist_ok=True)
@@ -76,7 +76,7 @@ def test_a_what_fits_answer_that_stopped_at_a_limit_lower_than_todays_is_still_t
     folder.mkdir(parents=True)
     (folder / FITS_RECORD.name).write_text(FITS_RECORD.read_text())
     exact = bench("WhatFitsSequence", "('fp32', '16GB')")
-    plant(tmp_path / "results", "box", [(exact, "ok", {"max_seq_len": 9856})])  # under the old limit
+    plant(tmp_path / "results", "box", [(exact, "ok", {"max_seq_len": 9856, "failed_below": []})])  # under it
     left = todo.missing("budget", "box", tmp_path / "results", BENCHES)
     assert bench("WhatFitsSequence", "('fp32', 'card')") in left and exact not in left
 
@@ -174,13 +174,36 @@ def test_a_what_fits_answer_whose_probes_capped_torch_short_of_its_budget_is_sti
     (fit,) = [r for r in recs if r["case"] == "fits"]
     assert fit["budget"]["enforced"] == "torch.cuda.set_per_process_memory_fraction"
     assert searched in write(*recs)
-    today = dict(fit, budget=dict(fit["budget"], enforced=budget.ENFORCED["torch"]))
+    ruled = dict(fit, check=dict(fit["check"], failed_below=[]))  # searched under today's rule as well
+    today = dict(ruled, budget=dict(fit["budget"], enforced=budget.ENFORCED["torch"]))
     assert searched not in write(today)
     whole = bench("WhatFits", "('checkpoint', 'card')")  # the whole card was never capped
-    assert whole not in write(dict(fit, params=dict(fit["params"], budget="card"),
+    assert whole not in write(dict(ruled, params=dict(fit["params"], budget="card"),
                                    budget=dict(fit["budget"], name="card")))
     skipped = dict(fit, outcome="skipped", budget={}, check={}, reason="no GPU")  # a search that never ran
     assert searched not in write(skipped)
+
+
+def test_a_what_fits_answer_searched_before_the_two_sizes_after_it_had_to_fail_is_still_to_do(tmp_path):
+    # bf16 autocast at 16GB on the H100, under today's cap: 13 fit and 14 did not, and the search
+    # stopped there; today's also probes 15, and moves past a size after 13 that fits
+    source = FROZEN / "records/nvidia-h100-80gb-hbm3-x1/9009c493-20261125T171513-718970.jsonl"
+    folder = tmp_path / "results" / "records" / "box"
+    folder.mkdir(parents=True)
+    (fit,) = [r for r in map(json.loads, source.read_text().splitlines()) if r["case"] == "fits"
+              and r["params"]["technique"] == "bf16_autocast" and r["params"]["budget"] == "16GB"]
+    searched = bench("WhatFits", "('bf16_autocast', '16GB')")
+
+    def missing(**changes):
+        (folder / source.name).write_text(json.dumps(dict(fit, **changes)) + "\n")
+        return todo.missing("budget", "box", tmp_path / "results", BENCHES)
+
+    assert fit["budget"]["enforced"] == budget.ENFORCED["torch"] and "failed_below" not in fit["check"]
+    assert searched in missing()
+    assert searched not in missing(check=dict(fit["check"], failed_below=[]))  # today's rule: no failure under it
+    assert searched not in missing(check=dict(fit["check"], host_short_at=14))  # the host set it: 15 fails too
+    assert searched not in missing(check=dict(fit["check"], too_slow_at=14))  # stopped before a probe too slow
+    assert searched not in missing(outcome="does_not_fit", check={})  # no size fit: nothing after it to probe
 
 
 def test_an_answer_the_hosts_memory_set_under_the_old_cap_is_not_to_do_again(tmp_path):

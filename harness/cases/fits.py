@@ -123,9 +123,14 @@ def capped_short(record) -> bool:
     again. The whole card was never capped, a search that did not run capped nothing, and an
     answer the host's memory set (``host_bound``) is today's too: a larger cap on the device
     leaves the host's share as it was."""
-    return (record.outcome in (OK, DOES_NOT_FIT) and not is_whole_card(record.params.get("budget"))
-            and record.budget.get("enforced") != ENFORCED["torch"]
+    return (record.outcome in (OK, DOES_NOT_FIT) and not exact_cap(record)
             and not host_bound(NAME, record.check, f"max_{_over(record)}"))
+
+
+def exact_cap(record) -> bool:
+    """Whether a search's probes ran under its budget's own bytes: the whole card (never capped),
+    or a cap that is a fraction of torch's total (``capped_short`` says why not of NVML's)."""
+    return is_whole_card(record.params.get("budget")) or record.budget.get("enforced") == ENFORCED["torch"]
 
 
 def old_cap(record, key: str | None) -> bool:
@@ -133,8 +138,20 @@ def old_cap(record, key: str | None) -> bool:
     return _answer(record.case, record.check, key) is not None and capped_short(record)
 
 
+def before_the_rule(record) -> bool:
+    """Whether a search answered before an answer needed the ``CONFIRM_ABOVE`` sizes after it seen
+    not to fit (its record keeps no ``failed_below``): where fitting is not monotone near the top,
+    such an answer is the top of whichever run of fitting sizes its path met, and today's search may
+    answer past it, so ``harness todo`` lists it again. Not an answer the host's memory set, nor one
+    where the search stopped at a limit: probes past them change nothing."""
+    over = f"max_{_over(record)}"
+    return (record.outcome == OK and _answer(NAME, record.check, over) is not None
+            and "failed_below" not in record.check and not host_bound(NAME, record.check, over)
+            and not lower_bound(NAME, record.check, over))
+
+
 def outdated(record) -> bool:
-    return stopped_short(record) or capped_short(record)
+    return stopped_short(record) or capped_short(record) or before_the_rule(record)
 
 
 def probe_config(search: dict) -> Config:

@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from harness.cases.fits import before_the_rule, exact_cap
 from harness.measure.records.store import PROBES_SUFFIX, RecordStore, read_lines
 from harness.report import markdown, search_cost
 from harness.report.model import Row
 from harness.report.tables import machine_label
+from harness.units import gb
 from harness.workloads.search import fits, predict
 from harness.workloads.search.estimators import FILE, SHAPE
+from harness.workloads.search.probe_log import device_answer
 
 STEP_BAR, PEAK_BAR = 1, 0.03  # the issue's bar: within one search step, and the peak within 3%
 COLD = 3  # a cold search's first sizes: its start, the double and the quadruple, one round side by side
@@ -35,6 +38,12 @@ PROBED_MARK = ("² probed (by `programmes record --check`, or, where the replay'
                "of that GPU under the same cap): the replay's size fits under this cap and the size after it does "
                "not, as the replay has them; where the replay's size is the larger, more than the search's answer "
                "trains under the cap.")
+STOPPED_MARK = ("³ the replay stops where the search did: it runs the measured size and runs out at the two sizes "
+                "after it, as the GPU did; its own answer is a larger size past them that it runs, which a search "
+                "climbing from under them does not reach (probed only where ² says so).")
+RULE_MARK = ("⁴ searched before today's rule: the search stopped at the first size after its answer that did not "
+             "fit, without probing the next, so where fitting is not monotone near the top its answer is the top of "
+             "the run of fitting sizes its path met (`harness todo` lists it again).")
 REFUSED_MARK = "¹ the suite's predictor refused:"
 
 
@@ -58,6 +67,7 @@ class Cell:
     replay: dict = field(default_factory=dict)  # the replay's answer (``REPLAYS``), {} where none was scored
     host_limit: int | None = None  # the host's share the way's guard allowed, where its search read it
     seen: dict = field(default_factory=dict)  # size -> whether it fit, for this GPU's probes of the key under the cap
+    ruled: bool = True  # its search kept today's rule (``harness.cases.fits.before_the_rule``)
 
 
 def _key(record) -> dict:
@@ -164,6 +174,7 @@ def replay_checks(results: Path) -> list[str]:
                      f"of the {len(ran)} that ran in both, {same} reserve and allocate the very bytes their probe "
                      f"measured, the worst reserved peak {_pct(worst)} off.")
         lines += _foreseen(gpu, [t for r in mine for t in r.get("foreseen", [])])
+        lines += _searched(gpu, [dict(t, key=r["key"]) for r in mine for t in r.get("searched", [])])
     return lines
 
 
@@ -177,6 +188,27 @@ def _foreseen(gpu: str, tests: list[dict]) -> list[str]:
     return [f"- {gpu}, grown: {len(tests)} probes recorded to test the replay, at sizes and caps it did not grow "
             f"from; the grown programme runs out where the probe did in {agree}"
             + (f"; of the {len(ran)} that ran in both, the worst reserved peak {_pct(worst)} off." if ran else ".")]
+
+
+SHOWN_MISSES = 6  # the replay's disagreements with the searches' probes named on the page; the rest counted
+
+
+def _searched(gpu: str, tests: list[dict]) -> list[str]:
+    """How the grown programme did at every size and cap the GPU's searches probed: [] where none."""
+    if not tests:
+        return []
+    missed = [t for t in tests if t["fits"] != t["replayed_fits"]]
+    kinds = {}  # one size probed by several searches is named once, with how many
+    for t in missed:
+        said = f"{t['key']['technique']} at {t['key']['over']} {t['n']:,} under {gb(t['cap'])} "
+        said += "(fit" if t["fits"] else "(ran out"
+        kinds[said] = kinds.get(said, 0) + 1
+    named = [said + (f", {count} probes)" if count > 1 else ")") for said, count in list(kinds.items())[:SHOWN_MISSES]]
+    more = f" and {len(kinds) - SHOWN_MISSES} more" if len(kinds) > SHOWN_MISSES else ""
+    tail = f"; not: {'; '.join(named)}{more}." if missed else "."
+    return [f"- {gpu}, searched: {len(tests)} probes of its what-fits searches under their budget's own bytes, "
+            f"each a size the device held or ran out at; the grown programme runs where the probe fit and runs out "
+            f"where it ran out in {len(tests) - len(missed)}{tail}"]
 
 
 def _cell(row: Row, results: Path, figures: dict, replay: dict) -> Cell:
@@ -196,7 +228,7 @@ def _cell(row: Row, results: Path, figures: dict, replay: dict) -> Cell:
                 peak=at[-1]["peak_reserved"] if at else None, refused=refused, cap=cap, others=figures.get(shape, {}),
                 suite=None if made is None else made.law, predicted=None if made is None else made.largest,
                 key=key, host_short=predict.host_short(fed), replay=replay, host_limit=check.get("host_limit_bytes"),
-                seen=_seen(here, key, cap))
+                seen=_seen(here, key, cap), ruled=not before_the_rule(rec))
 
 
 def _seen(here: list[dict], key: dict, cap: int) -> dict:
@@ -209,6 +241,25 @@ def _seen(here: list[dict], key: dict, cap: int) -> dict:
         if e["key"] == key and e["cap"] == cap:
             outcomes.setdefault(e["n"], set()).add(bool(e["fits"]))
     return {n: got.pop() for n, got in outcomes.items() if len(got) == 1}
+
+
+def searched(rows: list[Row], results: Path) -> dict:
+    """(GPU, key as sorted JSON) -> every probe the filed what-fits searches ran that says what the
+    device held (``probe_log.device_answer``): each search's own, from its run's log, of its key
+    under its cap, where that cap was its budget's bytes (``fits.exact_cap``; a probe capped short
+    tests no replay at the cap it names). Each probe once, whichever records of its run name it."""
+    found, taken = {}, set()
+    for row in rows:
+        rec = row.record
+        if rec.case != "fits" or rec.check.get("budget_bytes") is None or not exact_cap(rec):
+            continue
+        log, key, cap = RecordStore.probe_log(Path(results).parent / row.source), _key(rec), rec.check["budget_bytes"]
+        if (log, json.dumps(key, sort_keys=True), cap) in taken:
+            continue
+        taken.add((log, json.dumps(key, sort_keys=True), cap))
+        mine = [e for e in _log(log) if e["key"] == key and e["cap"] == cap and device_answer(e) is not None]
+        found.setdefault((machine_label(row), json.dumps(key, sort_keys=True)), []).extend(mine)
+    return found
 
 
 def _steps(cell: Cell, predicted: int | None) -> str:
@@ -246,6 +297,13 @@ def scores(cell: Cell) -> dict:
     return out
 
 
+def _replay_marks(cell: Cell, largest: int | None) -> str:
+    """² where the replay's size was probed as it has it, ³ where it stops where the search did."""
+    if largest is None:
+        return ""
+    return (" ²" if cell.replay.get("probed") else "") + (" ³" if cell.replay.get("stops_at_measured") else "")
+
+
 HEADER = ["GPU", "way", "over", "budget", "allocator", "measured", "suite", "suite peak", "replay", "replay peak",
           "accelerate peak",
           "DeepSpeed peak", "Megatron", "Megatron peak"]
@@ -255,10 +313,10 @@ def rows_of(found: list[Cell]) -> list[list[str]]:
     body = []
     for cell in found:
         s = scores(cell)
-        body.append([cell.gpu, cell.technique, cell.over, cell.budget, cell.allocator, f"{cell.measured:,}",
+        body.append([cell.gpu, cell.technique, cell.over, cell.budget, cell.allocator,
+                     f"{cell.measured:,}" + ("" if cell.ruled else " ⁴"),
                      _steps(cell, s["suite"][0]) + ("" if cell.suite else " ¹"), _pct(s["suite"][1]),
-                     _steps(cell, s["replay"][0]) + (" ²" if s["replay"][0] is not None and cell.replay.get("probed")
-                                                     else ""), _pct(s["replay"][1]),
+                     _steps(cell, s["replay"][0]) + _replay_marks(cell, s["replay"][0]), _pct(s["replay"][1]),
                      _pct(s["accelerate"][1]), _pct(s["deepspeed"][1]), _steps(cell, s["megatron"][0]),
                      _pct(s["megatron"][1])])
     return body
@@ -308,6 +366,20 @@ def _tally(mine: list[Cell], name: str) -> tuple[str, str, list[float]]:
             [abs(n - c.measured) / c.measured for c, n in sized])
 
 
+def under_the_rule(found: list[Cell]) -> str:
+    """The replay's share within one step over the cells whose latest search kept today's rule, per
+    GPU: the answers a search makes today, which ``RULE_MARK``'s may not be. "" where it sized none."""
+    shares = []
+    for gpu in sorted({c.gpu for c in found}):
+        near = _tally([c for c in found if c.gpu == gpu and c.ruled], "replay")[0]
+        if near != NONE:
+            shares.append(f"{gpu} {near}")
+    if not shares:
+        return ""
+    return ("Where the latest search kept today's rule (the two sizes after its answer seen not to fit; ⁴ marks the "
+            f"others), the replay sized the answer within one step: {'; '.join(shares)}.")
+
+
 def tables(found: list[Cell]) -> list[tuple[list[str], list[list[str]]]]:
     """(header, rows) of the score per GPU and estimator, the suite's per axis, and cell by cell:
     what the docs' page and the site's show."""
@@ -338,15 +410,18 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
     score, axis, cell = tables(found)
     lines = [f"# {title}", "", text, "", "## Score", ""]
     lines += markdown.table(*score)
+    ruled = under_the_rule(found)
+    lines += ["", ruled] if ruled else []
     lines += ["", "The suite's predictor by axis, with the median of its size errors relative to the measured "
               "size:", ""]
     lines += markdown.table(*axis)
     checks = replay_checks(results)
     if checks:
         lines += ["", "The replay against the allocator: each recorded programme replayed as recorded, under its "
-                  "probe's cap, beside the peaks its probe measured; and (grown) the programme grown from them to "
-                  "sizes recorded apart to test it (`programmes record --check`), under those probes' caps:", "",
-                  *checks]
+                  "probe's cap, beside the peaks its probe measured; (grown) the programme grown from them to "
+                  "sizes recorded apart to test it (`programmes record --check`), under those probes' caps; and "
+                  "(searched) grown to every size the GPU's what-fits searches probed, under each probe's cap, "
+                  "beside whether the device held it:", "", *checks]
     lines += ["", *search_cost.section(rows), "## Cell by cell", ""]
     lines += markdown.table(*cell)
     refused = refusals(found)
@@ -371,6 +446,6 @@ def page(rows: list[Row], results: Path, title: str, text: str) -> str:
               "under the host's share its guard allows, each tensor grown on its own law and pinned in a "
               "power-of-two block (read by the search, as its probes read it); - where "
               "that GPU recorded no programme of the way, or for another allocator setting. "
-              f"{PROBED_MARK} {REFUSED_MARK}", ""]
+              f"{PROBED_MARK} {STOPPED_MARK} {RULE_MARK} {REFUSED_MARK}", ""]
     lines += [f"- {markdown.code(reason)}" for reason in refused]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,8 @@ under their cap (``--budget``), beside what the probe measured.
 GPU recorded its way's programmes, answered by the replay (``harness.workloads.search.replayed``):
 the largest size under the cell's cap and the reserved peak at the measured answer, written to
 ``results/replays.json``, which the error table reads, with each recorded programme replayed as
-recorded beside the peaks its own probe measured (the replay's check against the allocator).
+recorded beside the peaks its own probe measured (the replay's check against the allocator), and
+the grown programme at every size and cap the GPU's searches probed, beside what the device held.
 Replaying takes a minute on the CPU, so the figures are written once, as the other estimators'
 are, not worked out at every ``docs``.
 """
@@ -164,6 +165,14 @@ def _probed(rec, cell, n: int) -> bool | None:
     return at and not after
 
 
+def _checked(rec, probes: list[dict]) -> dict:
+    """A recording's tests: its programmes replayed as recorded, the grown programme at the sizes
+    recorded to test it, and at every size its GPU's searches probed (``probes``)."""
+    from harness.workloads.search import replayed
+    return {"gpu": rec.gpu, "key": rec.key, "commits": sorted(rec.commits), "probes": replayed.checked(rec),
+            "foreseen": replayed.foreseen(rec), "searched": replayed.searched(rec, probes)}
+
+
 def score(results: Path) -> Path:
     """The replay's answer for every committed cell whose GPU recorded its programmes, to FILE."""
     from harness.measure.guards.inputs import write_whole
@@ -176,8 +185,9 @@ def score(results: Path) -> Path:
     except programmes.UNREADABLE as e:
         raise Refused(f"a recording under {results / programmes.DIR} cannot be read ({type(e).__name__}: {e}): "
                       "remove it, or record it again with `python3 -m harness programmes record`") from None
+    rows = load_rows(results)
     out = []
-    for cell in estimates.cells(load_rows(results), results):
+    for cell in estimates.cells(rows, results):
         rec = found.get((cell.gpu, json.dumps(cell.key, sort_keys=True)))
         if rec is None or not rec.programmes:  # only tested, never grown
             continue
@@ -188,11 +198,13 @@ def score(results: Path) -> Path:
             entry.update(largest=replayed.largest(rec, cell.cap, cell.unit, top, cell.host_limit),
                          peak=replayed.peak(rec, cell.measured, cell.cap))
             entry["probed"] = _probed(rec, cell, entry["largest"])
+            if entry["largest"] > cell.measured + cell.unit:
+                entry["stops_at_measured"] = replayed.stops_at(rec, cell.measured, cell.cap, cell.unit)
         except simulator.Unlike as e:
             entry["refused"] = str(e)
         out.append(entry)
-    checks = [{"gpu": rec.gpu, "key": rec.key, "commits": sorted(rec.commits), "probes": replayed.checked(rec),
-               "foreseen": replayed.foreseen(rec)} for rec in found.values()]
+    probes = estimates.searched(rows, results)
+    checks = [_checked(rec, probes.get((rec.gpu, json.dumps(rec.key, sort_keys=True)), [])) for rec in found.values()]
     path = Path(results) / FILE
     write_whole(path, json.dumps({"cells": out, "recordings": checks}, indent=1, sort_keys=True) + "\n")
     return path

@@ -154,7 +154,9 @@ def predict_view(rows: list[Row], results: Path) -> dict:
     found = estimates.cells(rows, results)
     return {"title": PREDICT.title, "text": PREDICT.text, "bench": expression(FITS_BATCH.bench + FITS_SEQUENCE.bench),
             "tables": estimates.tables(found) if found else [], "checks": estimates.replay_checks(results),
-            "marks": (estimates.PROBED_MARK, estimates.REFUSED_MARK) if found else (),
+            "marks": (estimates.PROBED_MARK, estimates.STOPPED_MARK, estimates.RULE_MARK,
+                      estimates.REFUSED_MARK) if found else (),
+            "ruled": estimates.under_the_rule(found),
             "refused": estimates.refusals(found), "costs": search_cost.tables(rows) if found else []}
 
 

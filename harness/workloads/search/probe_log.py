@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.measure.outcomes import HOST
+from harness.measure.outcomes import DEVICE, HOST
 from harness.measure.records.store import append_line, read_lines
 
 
@@ -139,3 +139,16 @@ def _agreed(logs, key: dict, cap: int) -> tuple:
 def _host_short(entry: dict) -> bool:
     """Whether a probe failed for the host's memory, which no device cap moves."""
     return entry["fits"] is False and (bool(entry.get("killed")) or entry.get("short_of") == HOST)
+
+
+def device_answer(entry: dict) -> bool | None:
+    """What a probe says of the device alone: True where its size fit, False where the device's
+    memory ran out; None where the host's memory stopped it (its guard, or the kernel's killer) or
+    its time limit did, which says nothing of the device. Entries from before probes said which
+    memory ran short name the host's in their reason, as records of that time do."""
+    if entry["fits"]:
+        return True
+    if entry.get("killed") or entry.get("too_slow"):
+        return None
+    short = entry.get("short_of") or (HOST if "host memory" in (entry.get("reason") or "") else DEVICE)
+    return False if short == DEVICE else None

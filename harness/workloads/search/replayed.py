@@ -18,6 +18,8 @@ from harness.measure.instruments.environment import Environment
 from harness.measure.instruments.machine import machine_label
 from harness.measure.records import programmes
 from harness.workloads.search import predict, simulator
+from harness.workloads.search.fits import CONFIRM_ABOVE
+from harness.workloads.search.probe_log import device_answer
 
 DEGREE = {"batch": 1, "seq_len": 2}
 
@@ -147,6 +149,28 @@ def foreseen(rec: Recorded) -> list[dict]:
         out.append({"n": n, "cap": cap, "fits": answer.get("fits"), "replayed_fits": got.fits,
                     "peak_reserved": answer.get("peak_reserved"), "replayed_reserved": got.peak_reserved})
     return out
+
+
+def runs(rec: Recorded, n: int, cap: int) -> bool:
+    """Whether the programme grown to ``n`` runs under ``cap``."""
+    return simulator.replay(rec.growth.at(n), rec.reach(cap)).fits
+
+
+def searched(rec: Recorded, probes: list[dict]) -> list[dict]:
+    """The grown programme at each size and cap the GPU's searches probed (their log's entries,
+    each saying what the device held: ``probe_log.device_answer``), beside the probe's answer:
+    every probe a test of the replay, the sizes that fit past a run that did not among them. [] where
+    it has nothing to grow from."""
+    if not probes or _grows(rec) is None:
+        return []
+    return [{"n": e["n"], "cap": e["cap"], "fits": device_answer(e), "replayed_fits": runs(rec, e["n"], e["cap"])}
+            for e in probes]
+
+
+def stops_at(rec: Recorded, n: int, cap: int, unit: int) -> bool:
+    """Whether the grown programme runs ``n`` under ``cap`` and runs out at the ``CONFIRM_ABOVE``
+    sizes after it: the replay too has a search stop at ``n`` (``fits.largest_fitting``'s rule)."""
+    return runs(rec, n, cap) and not any(runs(rec, n + i * unit, cap) for i in range(1, CONFIRM_ABOVE + 1))
 
 
 def probed(rec: Recorded, n: int, cap: int, unit: int) -> bool | None:
