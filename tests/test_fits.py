@@ -387,6 +387,21 @@ def test_where_the_gpu_fails_the_replays_answer_the_search_probes_the_size_under
         assert rec.check["max_batch"] == 145
 
 
+def test_the_replay_aims_before_an_earlier_runs_bracket_and_finds_the_fit_past_the_run_it_stopped_under(
+        monkeypatch, tmp_path):
+    from harness.cases import fits as fits_case
+    aimed_by_a_recording(monkeypatch, tmp_path / "recorded", SPIKED_PROBE, 2**21 * 48)  # the replay: 149
+    recorded = fits_case.PROGRAMMES
+    monkeypatch.setattr(fits_case, "PROGRAMMES", tmp_path / "none")  # a run before the GPU recorded any
+    first = execute("fits", CASE_PARAMS, run=set_run(monkeypatch, tmp_path / "records", run_id="run1"))
+    assert first.check["max_batch"] == 145 and first.check["prediction"].get("by") != "replay"  # under 146, 147
+    monkeypatch.setattr(fits_case, "PROGRAMMES", recorded)
+    second = execute("fits", CASE_PARAMS, run=set_run(monkeypatch, tmp_path / "records", run_id="run2"))
+    assert second.check["earlier_bracket"] == [145, 146] and second.check["prediction"]["largest"] == 149
+    # one round: 149 fits, 150 and 151 do not; the earlier bracket would have proved 145 again
+    assert (second.check["max_batch"], second.check["probes"]) == (149, 3)
+
+
 # The card fits 149 (as SEGMENT_PROBE); the host, which the probe's guard holds to its share of a
 # GiB kept a sample in power-of-two blocks, 128.
 SHARE_PROBE = ("import json, os, sys; n = int(sys.argv[1]); "

@@ -14,9 +14,9 @@ sizes that fit span a factor of four, a guess on the line through their peaks, a
 bisection, then the sizes just after the answer, one fresh process per probe; where earlier runs
 searched the case, on this machine or, failing that, another (a budget caps the same bytes on every
 card), the sizes they found either side of the answer are probed first and their peaks join the
-line, and ``earlier_runs`` ([here, elsewhere]) and ``earlier_bracket`` say so; where none did and
-this GPU recorded the search's programmes (``python3 -m harness programmes``), the replay's answer
-and the two sizes after it are probed first, and ``prediction`` says ``"by": "replay"``; where the
+line, and ``earlier_runs`` ([here, elsewhere]) and ``earlier_bracket`` say so; where this GPU
+recorded the search's programmes (``python3 -m harness programmes``), the replay's answer and the
+two sizes after it are probed first instead, and ``prediction`` says ``"by": "replay"``; where the
 GPU fails that answer, the next size under it the replay runs is the search's first guess, kept as
 its ``then``); its time says what the search cost, nothing about training. The answer is in the
 check: ``max_batch``, the largest batch that fits, with the two after it seen not to
@@ -231,13 +231,14 @@ def build(device, workload, technique, budget, over, allocator, vocab, width, de
     host_limit = host_share(host_available()) if way.grows_on_host else None
 
     aim = hint
-    replay = (replayed.for_search(PROGRAMMES, machine_name(devices), named_gpus(devices), key)
-              if devices.gpus and hint == (None, None) else None)
+    replay = replayed.for_search(PROGRAMMES, machine_name(devices), named_gpus(devices), key) if devices.gpus else None
     if replay is not None:
-        # No earlier run's bracket: the replay's answer is probed first, with the sizes after it,
-        # which is the whole of the rule's proof where it is right. The replay says the size after
-        # its answer fails, as a bracket does: one probe at a time, that is the next probe, not a
-        # doubling from the answer.
+        # The replay's answer is probed first, with the sizes after it, which is the whole of the
+        # rule's proof where it is right; before an earlier run's bracket too: where fitting is not
+        # monotone, a search from under a run of failing sizes stops at the top of the run of fits
+        # it met first, and the replay, which packs the blocks as the allocator does, names the
+        # last. The replay says the size after its answer fails, as a bracket does: one probe at a
+        # time, that is the next probe, not a doubling from the answer.
         found["prediction"] = _replayed(replay, cap, over, limit, host_limit)
         largest = found["prediction"]["largest"]
         aim = (largest, largest + fits.UNITS[over]) if largest else (None, None)
