@@ -234,11 +234,27 @@ def test_the_score_replays_every_probe_of_the_searches_that_capped_at_their_budg
 
 
 def test_the_replay_stops_where_a_search_would_only_where_it_runs_the_size_and_not_the_two_after_it(monkeypatch):
-    runs = {10: True, 11: False, 12: True, 13: False, 14: False, 15: True}
-    monkeypatch.setattr(replayed, "runs", lambda rec, n, cap: runs[n])
-    assert [n for n in range(10, 13) if replayed.stops_at(None, n, 0, 1)] == [12]
-    runs = {128 * k: ok for k, ok in runs.items()}
-    assert [n for n in (1280, 1408, 1536) if replayed.stops_at(None, n, 0, 128)] == [1536]
+    table = {10: True, 11: False, 12: True, 13: False, 14: False, 15: True, 20: True, 21: True, 22: False,
+             23: False}
+
+    def runs(rec, n, cap):
+        assert (rec, cap) == ("grown", 16 * 10**9)  # the programme and cap asked about, at every size
+        return table[n // unit]
+    monkeypatch.setattr(replayed, "runs", runs)
+    for unit in (1, 128):  # in the search's steps: a sample, or 128 tokens
+        stops = [n for n in (10, 11, 12, 20, 21) if replayed.stops_at("grown", n * unit, 16 * 10**9, unit)]
+        assert stops == [12, 21]  # 10: 12 runs past 11; 20: 21 runs after it
+
+
+def test_the_searches_probes_of_a_recording_that_grows_nothing_are_no_test_of_it():
+    odd = dict(probe(8), programme=step(8)[:2])  # two requests where the one at 4 has four: not one programme
+    (rec,) = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), odd]}]).values()
+    assert replayed.searched(rec, [{"n": 9, "cap": 20 * GiB, "fits": True}]) == []
+    (rec,) = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), probe(8)]}]).values()
+    assert replayed.searched(rec, []) == []
+    # at the cap's very bytes the blocks still fit; under a weight's worth of bytes nothing runs
+    assert replayed.largest(rec, 64 * 2**20 + 19 * GiB, 1, 2**20) == 19
+    assert replayed.largest(rec, 32 * 2**20, 1, 2**20) == 0
 
 
 def test_a_replay_that_misses_its_probes_peak_says_by_how_much():
@@ -306,6 +322,8 @@ def test_probes_recorded_to_test_the_replay_are_never_grown_from_and_are_foresee
     assert [(t["n"], t["fits"], t["replayed_fits"]) for t in replayed.foreseen(rec)] == [(19, True, True),
                                                                                        (20, False, False)]
     assert replayed.foreseen(rec)[0]["replayed_reserved"] == rec.tests[(19, 20 * GiB)]["peak_reserved"]
+    assert {(t["cap"], t["peak_reserved"]) for t in replayed.foreseen(rec)} == {
+        (20 * GiB, rec.tests[(19, 20 * GiB)]["peak_reserved"]), (20 * GiB, None)}  # the probe's own, beside it
     # 19 fits and 20 does not, as probed: the replay's answer under 20 GiB was probed as it has it
     assert replayed.probed(rec, 19, 20 * GiB, 1) is True
     assert replayed.probed(rec, 18, 20 * GiB, 1) is None and replayed.probed(rec, 19, 24 * GiB, 1) is None
@@ -356,6 +374,12 @@ def test_a_replays_size_a_search_of_its_gpu_saw_fit_with_the_next_failing_is_mar
                                             dict(probe(29), cap=16 * 10**9, result={"fits": False})]}])
     (rec,) = tested.values()
     assert command._probed(rec, cell, 28) is True
+    failed = replayed.recorded([{"environment": environment(), "commit": "c", "probes": [probe(4), probe(8)]},
+                                {"environment": environment(), "commit": "c", "purpose": programmes.CHECK,
+                                 "probes": [dict(probe(28), cap=16 * 10**9, result={"fits": False}),
+                                            dict(probe(29), cap=16 * 10**9, result={"fits": False})]}])
+    (rec,) = failed.values()
+    assert replayed.probed(rec, 28, 16 * 10**9, 1) is False  # the replay's size itself failed
 
 
 def test_a_recording_that_cannot_be_read_is_refused_by_the_score_naming_the_fix(tmp_path, capsys):

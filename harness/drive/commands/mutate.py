@@ -51,6 +51,8 @@ TESTS = {
                                       "tests/test_tables_cells.py", "tests/test_efficiency.py"),
     # test_fits.py starts processes
     "harness/workloads/search/fits.py": ("tests/test_fits_search.py", "tests/test_fits_rule.py"),
+    # the replay estimator: grown programmes, their answers and their tests against the probes
+    "harness/workloads/search/replayed.py": ("tests/test_programmes.py", "tests/test_fits.py"),
     "harness/workloads/training/tricks.py": ("tests/test_loss_check.py",),  # test_tricks.py trains: minutes a mutant
     "harness/workloads/training/reference.py": ("tests/test_loss_check.py",),
     "harness/units.py": ("tests/test_units.py",),

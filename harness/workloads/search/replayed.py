@@ -81,7 +81,8 @@ def recorded(recordings: list[dict]) -> dict:
     found = {}
     for recording in recordings:
         gpu = machine_label(Environment.from_dict(recording["environment"]))
-        test = recording.get("purpose", programmes.GROW) == programmes.CHECK
+        purpose = recording.get("purpose", programmes.GROW)  # pragma: no mutate (any default but CHECK reads alike)
+        test = purpose == programmes.CHECK
         for probe in recording["probes"]:
             ident = (gpu, json.dumps(probe["key"], sort_keys=True))
             rec = found.setdefault(ident, Recorded(gpu, probe["key"], {}, {}))
@@ -140,7 +141,7 @@ def foreseen(rec: Recorded) -> list[dict]:
     """The grown programme at each size recorded to test it, under that probe's cap, beside what the
     probe measured: the replay's answers where no programme it grew from was recorded. [] where it
     has nothing to grow from."""
-    growth = _grows(rec) if rec.tests else None
+    growth = _grows(rec) if rec.tests else None  # pragma: no mutate (without tests the loop makes [] either way)
     if growth is None:
         return []
     out = []
