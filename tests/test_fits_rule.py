@@ -166,14 +166,15 @@ def fit(answer: int, **check) -> Record:
     return Record.from_dict(spiked("24GB", answer, **check))
 
 
-def test_the_tables_say_which_smaller_size_did_not_fit_and_older_records_read_as_before(tmp_path):
+def test_the_tables_say_which_smaller_size_did_not_fit_and_mark_an_older_record_searched_before_the_rule(tmp_path):
     machine = tmp_path / "results" / "records" / "nvidia-h100-80gb-hbm3-x1"
     machine.mkdir(parents=True)
     write(machine / "a.jsonl", [spiked("16GB", 27, failed_below=[20, 22]), spiked("24GB", 40)])
     text, notes = render(load_rows(tmp_path / "results"), "fits", ["technique", "machine"], "budget",
                          ["check:max_batch"])
-    assert "| 27 (20, 22 did not fit)≁ | 40 |" in text
+    assert "| 27 (20, 22 did not fit)≁ | 40△ |" in text  # 40's record keeps no failures: filed before the rule
     assert any(n.startswith("≁ not monotone") and "the two after it seen not to" in n for n in notes)
+    assert any(n.startswith("△ searched before an answer needed the two sizes after it") for n in notes)
 
 
 def test_the_gate_compares_the_answer_and_not_the_sizes_that_failed_under_it():

@@ -294,6 +294,10 @@ def test_the_fits_page_marks_only_the_answers_searched_under_the_old_short_cap(t
     # the mark's title is the markdown tables' note for it, in the same words
     title = re.search(r'<span class="old-cap" title="([^"]*)"', row).group(1)
     assert unescape(title) == tables.NOTES[tables.OLD_CAP][2:]
+    # each of these searches was filed before today's rule, and is marked so, in the note's words too
+    assert row.count('<span class="before-rule"') == len(answers) == 5
+    title = re.search(r'<span class="before-rule" title="([^"]*)"', row).group(1)
+    assert unescape(title) == tables.NOTES[tables.BEFORE_RULE][2:]
 
 
 # -- safe pages ----------------------------------------------------------------------------------

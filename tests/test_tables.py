@@ -54,9 +54,9 @@ def fits_table(root) -> list[str]:
 def test_the_fits_table_holds_each_cards_answers_in_the_declared_budget_order(tmp_path):
     lines = fits_table(results_with(tmp_path, H100_FITS, H200_FITS))
     assert lines[0] == "| technique, machine | budget 16GB | budget 24GB | budget 40GB | budget 80GB | budget card |"
-    # searched under the old cap (∘), which the whole card never had
-    assert lines[2] == "| fp32, H100 80GB HBM3 | 9∘ | 16∘ | 27∘ | 56∘ | 59 |"
-    assert lines[3] == "| fp32, H200 | 9∘ | 16∘ | 27∘ | 56∘ | 106 |"
+    # searched under the old cap (∘), which the whole card never had, and before today's rule (△)
+    assert lines[2] == "| fp32, H100 80GB HBM3 | 9∘△ | 16∘△ | 27∘△ | 56∘△ | 59△ |"
+    assert lines[3] == "| fp32, H200 | 9∘△ | 16∘△ | 27∘△ | 56∘△ | 106△ |"
 
 
 def test_the_newest_record_of_a_case_wins_and_a_missing_one_says_not_run(tmp_path):
@@ -65,10 +65,10 @@ def test_the_newest_record_of_a_case_wins_and_a_missing_one_says_not_run(tmp_pat
     rec["created"] += 3600
     rec["check"]["max_batch"] = 105
     (root / "records" / H200_FITS.parent.name / "later.jsonl").write_text(json.dumps(rec) + "\n")
-    assert fits_table(root)[2].endswith("| 56∘ | 105 |")
+    assert fits_table(root)[2].endswith("| 56∘△ | 105△ |")
     rec["params"]["technique"] = "checkpoint"
     (root / "records" / H200_FITS.parent.name / "later.jsonl").write_text(json.dumps(rec) + "\n")
-    assert fits_table(root)[3] == "| checkpoint, H200 | not run | not run | not run | not run | 105 |"
+    assert fits_table(root)[3] == "| checkpoint, H200 | not run | not run | not run | not run | 105△ |"
 
 
 def test_a_machine_measured_under_several_stacks_shows_its_newest_releases_not_its_latest_run(tmp_path):
@@ -372,9 +372,9 @@ def test_an_answer_searched_under_the_old_short_cap_is_marked_until_a_search_und
         return row.split(" | ")[-1].strip("| "), [line for line in lines if line.startswith("∘")]
 
     answer, notes = checkpoint(results_with(tmp_path / "old", old))
-    assert answer == "77∘" and notes and "today's search may fit one size more" in notes[0]
+    assert answer == "77∘△" and notes and "today's search may fit one size more" in notes[0]
     answer, notes = checkpoint(results_with(tmp_path / "both", old, new))
-    assert (answer, notes) == ("78", [])
+    assert (answer, notes) == ("78△", [])  # searched before today's rule all the same
     # the whole card was never capped: the same record under it is no old-cap answer
     recs = [json.loads(line) for line in old.read_text().splitlines()]
     root = results_with(tmp_path / "card", old)
@@ -382,7 +382,26 @@ def test_an_answer_searched_under_the_old_short_cap_is_marked_until_a_search_und
         rec["params"]["budget"] = "card"
     (root / "records" / old.parent.name / old.name).write_text("".join(json.dumps(r) + "\n" for r in recs))
     lines = table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"]).splitlines()
-    assert any("| 77 |" in line for line in lines) and not any("∘" in line for line in lines)
+    assert any("| 77△ |" in line for line in lines) and not any("∘" in line for line in lines)
+
+
+def test_an_answer_searched_before_today_s_rule_is_marked_until_one_searched_under_it_replaces_it(tmp_path):
+    # checkpoint at 40GB on the H100, at the budget's bytes: 78, with only 79 seen not to fit
+    new = RECORDS / "nvidia-h100-80gb-hbm3-x1/9009c493-20261125T171513-718970.jsonl"
+
+    def checkpoint(root):
+        lines = table(load_rows(root), "fits", ["technique", "machine"], "budget", ["check:max_batch"],
+                      {"technique": "checkpoint"}).splitlines()
+        row = next(line for line in lines if line.startswith("| checkpoint, H100"))
+        return [c.strip() for c in row.strip("|").split("|")][3], [line for line in lines if line.startswith("△")]
+
+    answer, notes = checkpoint(results_with(tmp_path / "before", new))
+    assert answer == "78△" and notes and "harness todo` lists it to search again" in notes[0]
+    recs = [json.loads(line) for line in new.read_text().splitlines()]
+    root = results_with(tmp_path / "ruled", new)
+    ruled = [dict(r, check=dict(r["check"], failed_below=[])) if r["case"] == "fits" else r for r in recs]
+    (root / "records" / new.parent.name / new.name).write_text("".join(json.dumps(r) + "\n" for r in ruled))
+    assert checkpoint(root) == ("78", [])
 
 
 def test_a_rate_is_read_against_its_own_hosts_ceiling_though_a_later_host_of_the_kind_measured_one(tmp_path):

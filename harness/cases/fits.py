@@ -150,6 +150,11 @@ def before_the_rule(record) -> bool:
             and not lower_bound(NAME, record.check, over))
 
 
+def before_rule(record, key: str | None) -> bool:
+    """Whether ``key`` is a what-fits answer its search found before today's rule (``before_the_rule``)."""
+    return _answer(record.case, record.check, key) is not None and before_the_rule(record)
+
+
 def outdated(record) -> bool:
     return stopped_short(record) or capped_short(record) or before_the_rule(record)
 

@@ -31,6 +31,7 @@ SHOWS = ("step", "rate", "eff", "peak", "scaling", "loss", "compile")  # and che
 MACHINE = "machine"
 OTHER_HOST, WHOLE_CASE, PART_CHECKED, OTHER_RATE = "§", "‡", "°", "◊"
 HOST_SET, OLD_CAP, NOT_MONOTONE, PAST_CARD, NOT_THIS_CARD = "⌂", "∘", "≁", "↑", "⊘"
+BEFORE_RULE = "△"
 NOTES = {
     HOST_BOUND: HOST_BOUND_NOTE,
     OTHER_HOST: f"{OTHER_HOST} read against the latest ceiling of another host of the same kind: this host "
@@ -48,6 +49,9 @@ NOTES = {
     OLD_CAP: f"{OLD_CAP} searched with torch capped short of this budget, by what the driver keeps of the card "
              "(the cap was then a share of NVML's total, not of torch's): today's search may fit one size more. "
              "`python3 -m harness todo` lists it to search again.",
+    BEFORE_RULE: f"{BEFORE_RULE} searched before an answer needed the two sizes after it seen not to fit: where "
+                 "fitting is not monotone near the top, today's search may answer a larger size. `python3 -m harness "
+                 "todo` lists it to search again.",
     NOT_MONOTONE: f"{NOT_MONOTONE} not monotone: the sizes in brackets, under the answer, did not fit where the "
                   "answer did (the allocator's blocks can leave one size's request unplaced and not a larger "
                   "one's). The answer is the largest size that fits, the two after it seen not to.",
@@ -231,6 +235,7 @@ def _answer(rec, key: str, view: View) -> str:
     elif fits.host_bound(rec.case, rec.check, key):
         text += view.mark(HOST_SET)
     text += view.mark(OLD_CAP) if fits.old_cap(rec, key) else ""
+    text += view.mark(BEFORE_RULE) if fits.before_rule(rec, key) else ""
     also = fits.not_monotone(rec.case, rec.check, key)
     return text + (f" ({also}){view.mark(NOT_MONOTONE)}" if also else "")
 

@@ -31,8 +31,8 @@ from harness.report.pages.tableview import family_table
 from harness.report.model import Row, latest, load_rows, newest_stack, what_fits
 from harness.report.selection import expression
 from harness.report.specs import FITS_BATCH, FITS_SEQUENCE, HEADLINE, PREDICT, SEEDS, SEEDS_INTRO
-from harness.report.tables import (ALL_WHOLE_CASE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP, WHOLE_CASE,
-                                   does_not_fit)
+from harness.report.tables import (ALL_WHOLE_CASE, BEFORE_RULE, HOST_BOUND, HOST_SET, NOT_MONOTONE, NOTES, OLD_CAP,
+                                   WHOLE_CASE, does_not_fit)
 from harness.units import figure, gb
 
 MARK = ".oombench-pages"  # lists what a build wrote: a folder holding only that, a build may replace whole
@@ -102,10 +102,10 @@ def answers_view(column: str, rows: list[Row]) -> dict:
     """The sizes each check found (``max_*``), one row per machine and remaining parameters, one
     column per value of ``column`` (the budget), in the order the case declares them; each cell
     (row, key, size, whether the size is where the search stopped: a lower bound, whether the
-    host's memory set it, whether it was searched under the old, short cap, which smaller sizes
-    did not fit where it did: None where none was seen)."""
+    host's memory set it, whether it was searched under the old, short cap, whether before today's
+    rule, which smaller sizes did not fit where it did: None where none was seen)."""
     from harness import cases
-    from harness.cases.fits import host_bound, lower_bound, not_monotone, old_cap
+    from harness.cases.fits import before_rule, host_bound, lower_bound, not_monotone, old_cap
     values = {r.record.params[column] for r in rows if column in r.record.params}
     columns = (cases.get(rows[0].case).ordered(column, values) if rows and rows[0].case in cases.names()
                else sorted(values, key=str))
@@ -116,7 +116,7 @@ def answers_view(column: str, rows: list[Row]) -> dict:
         key, value = next(iter(found.items()), (None, None))
         table[(r.machine, fmt_params(rest))][r.record.params.get(column)] = (
             r, key, value, lower_bound(r.case, r.record.check, key), host_bound(r.case, r.record.check, key),
-            old_cap(r.record, key), not_monotone(r.case, r.record.check, key))
+            old_cap(r.record, key), before_rule(r.record, key), not_monotone(r.case, r.record.check, key))
     return {"column": column, "columns": columns, "table": dict(table)}
 
 
@@ -256,7 +256,8 @@ def jinja(rows: list[Row], pages: Names, linked: set | None = None) -> Environme
     env.globals.update(prov=prov, chart_spec=lambda chart: charts.spec(chart, prov), chart_script=charts.SCRIPT,
                        OK=OK, DOES_NOT_FIT=DOES_NOT_FIT, eff=eff, busy=busy, WHOLE_CASE=WHOLE_CASE,
                        HOST_BOUND_NOTE=NOTES[HOST_BOUND], HOST_SET_NOTE=NOTES[HOST_SET][2:],
-                       OLD_CAP_NOTE=NOTES[OLD_CAP][2:], NOT_MONOTONE_NOTE=NOTES[NOT_MONOTONE][2:])
+                       OLD_CAP_NOTE=NOTES[OLD_CAP][2:], BEFORE_RULE_NOTE=NOTES[BEFORE_RULE][2:],
+                       NOT_MONOTONE_NOTE=NOTES[NOT_MONOTONE][2:])
     return env
 
 
