@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -198,12 +199,11 @@ def _searched(gpu: str, tests: list[dict]) -> list[str]:
     if not tests:
         return []
     missed = [t for t in tests if t["fits"] != t["replayed_fits"]]
-    kinds = {}  # one size probed by several searches is named once, with how many
-    for t in missed:
-        said = f"{t['key']['technique']} at {t['key']['over']} {t['n']:,} under {gb(t['cap'])} "
-        said += "(fit" if t["fits"] else "(ran out"
-        kinds[said] = kinds.get(said, 0) + 1
-    named = [said + (f", {count} probes)" if count > 1 else ")") for said, count in list(kinds.items())[:SHOWN_MISSES]]
+    # one size probed by several searches is named once, with how many
+    kinds = Counter((t["key"]["technique"], t["key"]["over"], t["n"], t["cap"], t["fits"]) for t in missed)
+    named = [f"{way} at {over} {n:,} under {gb(cap)} ({'fit' if fit else 'ran out'}"
+             + (f", {count} probes)" if count > 1 else ")")
+             for (way, over, n, cap, fit), count in list(kinds.items())[:SHOWN_MISSES]]
     more = f" and {len(kinds) - SHOWN_MISSES} more" if len(kinds) > SHOWN_MISSES else ""
     tail = f"; not: {'; '.join(named)}{more}." if missed else "."
     return [f"- {gpu}, searched: {len(tests)} probes of its what-fits searches under their budget's own bytes, "
@@ -254,11 +254,12 @@ def searched(rows: list[Row], results: Path) -> dict:
         if rec.case != "fits" or rec.check.get("budget_bytes") is None or not exact_cap(rec):
             continue
         log, key, cap = RecordStore.probe_log(Path(results).parent / row.source), _key(rec), rec.check["budget_bytes"]
-        if (log, json.dumps(key, sort_keys=True), cap) in taken:
+        named = json.dumps(key, sort_keys=True)
+        if (log, named, cap) in taken:
             continue
-        taken.add((log, json.dumps(key, sort_keys=True), cap))
+        taken.add((log, named, cap))
         mine = [e for e in _log(log) if e["key"] == key and e["cap"] == cap and device_answer(e) is not None]
-        found.setdefault((machine_label(row), json.dumps(key, sort_keys=True)), []).extend(mine)
+        found.setdefault((machine_label(row), named), []).extend(mine)
     return found
 
 

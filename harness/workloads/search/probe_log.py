@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.measure.outcomes import DEVICE, HOST
+from harness.measure.outcomes import HOST
 from harness.measure.records.store import append_line, read_lines
 
 
@@ -148,7 +148,5 @@ def device_answer(entry: dict) -> bool | None:
     memory ran short name the host's in their reason, as records of that time do."""
     if entry["fits"]:
         return True
-    if entry.get("killed") or entry.get("too_slow"):
-        return None
-    short = entry.get("short_of") or (HOST if "host memory" in (entry.get("reason") or "") else DEVICE)
-    return False if short == DEVICE else None
+    older_host = not entry.get("short_of") and "host memory" in (entry.get("reason") or "")
+    return None if entry.get("too_slow") or _host_short(entry) or older_host else False
