@@ -115,3 +115,36 @@ def test_searches_along_the_sequence_are_costed_beside_those_over_the_batch():
     pairs = sorted(found["H100 80GB HBM3"], key=lambda p: p.latest.record.params.get("over", "batch"))
     assert [p.seconds() for p in pairs] == [(45.0, 11.0), (30.0, 6.0)]
     assert [p.same_answer() for p in pairs] == [True, False]  # 15,360 tokens against 15,488
+
+
+def ruled(rec: dict) -> dict:
+    """``rec`` searched under today's rule: the two sizes after its answer seen not to fit."""
+    rec["check"]["failed_below"] = [rec["check"]["max_batch"] + 1, rec["check"]["max_batch"] + 2]
+    return rec
+
+
+def test_the_answers_that_differ_are_told_apart_by_an_outdated_earlier_search_and_by_one_step():
+    lines = search_cost.section(rows(
+        ruled(search("16GB", 11, 30.0, "20990102T000000-bbbbbb", 2.0)),  # today's, one step under: differs
+        ruled(search("16GB", 12, 12.0, "20990103T000000-cccccc", 3.0)),
+        search("24GB", 16, 30.0, "20990102T000000-bbbbbb", 2.0),  # before the rule, answered the same
+        ruled(search("24GB", 16, 12.0, "20990103T000000-cccccc", 3.0)),
+        search("40GB", 25, 50.0, "20990102T000000-bbbbbb", 2.0),  # before the rule, three steps under
+        ruled(search("40GB", 28, 20.0, "20990103T000000-cccccc", 3.0)),
+        ruled(search("24GB", 21, 25.0, "20990102T000000-bbbbbb", 2.0, gpu=H200)),
+        ruled(search("24GB", 21, 15.0, "20990103T000000-cccccc", 3.0, gpu=H200))))
+    said = [line for line in lines if line.startswith("Where a cell's two searches answered otherwise")]
+    assert said == ["Where a cell's two searches answered otherwise, H100 80GB HBM3: 2 cells; in 1 the earlier "
+                    "search is one `harness todo` lists again (made before today's rule, cap or search limit); "
+                    "in 1 the two answers are one search step apart."]
+
+
+def test_a_step_along_the_sequence_is_its_search_unit():
+    earlier = along_the_sequence(search("24GB", 120, 30.0, "20990102T000000-bbbbbb", 2.0))
+    latest = along_the_sequence(search("24GB", 121, 6.0, "20990103T000000-cccccc", 3.0))
+    latest["check"]["search_unit"] = 128  # 15,360 tokens against 15,488
+    far = along_the_sequence(search("24GB", 122, 6.0, "20990103T000000-cccccc", 3.0))
+    far["check"]["search_unit"] = 128
+    [near] = search_cost.pairs(rows(earlier, latest))["H100 80GB HBM3"]
+    [two] = search_cost.pairs(rows(earlier, far))["H100 80GB HBM3"]
+    assert near.one_step_apart() and not two.one_step_apart()

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from harness.cases.fits import outdated
 from harness.measure.instruments.machine import host_key
 from harness.report import markdown
 from harness.report.gate import answer_key
 from harness.report.model import Row
 from harness.report.tables import machine_label
+from harness.workloads.search.fits import UNITS
 
 HEADER = ["GPU", "cells searched again", "same answer", "earlier searches", "latest searches", "latest / earlier",
           "latest from the predictor", "latest commits"]
@@ -36,6 +38,12 @@ class Pair:
 
     def predicted(self) -> bool:
         return bool(self.latest.record.check.get("prediction"))
+
+    def one_step_apart(self) -> bool:
+        """Whether the two answers are one search step apart, along the axis the latest searched."""
+        rec, a, b = self.latest.record, _answer(self.earlier), _answer(self.latest)
+        unit = rec.check.get("search_unit") or UNITS[rec.params.get("over", "batch")]
+        return a is not None and b is not None and abs(a - b) == unit
 
 
 def _seconds(row: Row) -> float:
@@ -117,10 +125,26 @@ AGAIN = ("Each cell that two runs or more searched: its latest search against th
          "device seconds a search takes (its probes included), summed over the cells; \"from the predictor\": the "
          "latest search's record keeps the prediction it started from. Host-bound probes differ between boxes of "
          "one kind as any host-bound step does.")
+DIFFER = ("Where a cell's two searches answered otherwise, {gpu}: {n} cells; in {outdated} the earlier search is one "
+          "`harness todo` lists again (made before today's rule, cap or search limit); in {step} the two answers are "
+          "one search step apart.")
 NONE_AGAIN = "No cell has been searched by two runs yet."
 FRESH = ("A search from nothing against one aimed by the replay: the cells one host searched both ways, each in a "
          "results folder with no earlier run (`--results` a new folder), without and with this GPU's recorded "
          "programmes, in device seconds a search takes:")
+
+
+def differ(found: dict[str, list[Pair]]) -> str | None:
+    """Per GPU whose pairs did not all answer the same, why they may not: how many set an answer
+    ``harness todo`` lists again (``harness.cases.fits.outdated``) against today's, and how many
+    are a search step apart; None where every pair answered the same."""
+    said = []
+    for gpu in sorted(found):
+        other = [p for p in found[gpu] if not p.same_answer()]
+        if other:
+            said.append(DIFFER.format(gpu=gpu, n=len(other), outdated=sum(outdated(p.earlier.record) for p in other),
+                                      step=sum(p.one_step_apart() for p in other)))
+    return " ".join(said) or None
 
 
 def tables(rows: list[Row]) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -129,6 +153,9 @@ def tables(rows: list[Row]) -> list[tuple[str, list[str], list[list[str]]]]:
     by the replay, where a host made both; the last column the commits, plain."""
     found, fresh = pairs(rows), fresh_pairs(rows)
     out = [(AGAIN, HEADER, [_line(gpu, found[gpu]) for gpu in sorted(found)]) if found else (NONE_AGAIN, HEADER, [])]
+    said = differ(found)
+    if said:
+        out.append((said, [], []))  # a sentence, no table
     if fresh:
         out.append((FRESH, FRESH_HEADER, [[*_sums(gpu, fresh[gpu]),
                                            _commits([r for p in fresh[gpu] for r in (p.earlier, p.latest)])]
