@@ -224,3 +224,40 @@ def test_an_answer_the_hosts_memory_set_under_the_old_cap_is_not_to_do_again(tmp
     assert searched not in missing({"host_short_at": 33})
     assert searched in missing({"host_short_at": 40})  # the device stopped 33: the cap may have
     assert searched in missing({"host_short_at": None})
+
+
+@pytest.fixture
+def run_seen(monkeypatch):
+    """``harness run``'s arguments as the suite would get them, on a box named ``box``, set-up skipped."""
+    from harness.drive.asv import suite
+    from harness.drive.commands import bootstrap
+    seen = []
+    monkeypatch.setattr(bootstrap, "ensure", lambda command: None)
+    monkeypatch.setattr(suite, "run", lambda **kw: seen.append(kw) or 0)
+    monkeypatch.setattr(todo, "this_machine", lambda: "box")
+    return seen
+
+
+def test_run_todo_runs_exactly_what_todo_lists_for_this_box_from_the_results_folder(tmp_path, run_seen):
+    wanted = todo.selected("budget", BENCHES)
+    results = plant(tmp_path / "results", "box", [(b, "ok") for b in wanted[1:]])
+    plant(results, "other", [(wanted[0], "ok")])  # another box's answer does not count here
+    assert cli.main(["run", "--todo", "--profile", "budget", "--results", str(results)]) == 0
+    [kw] = run_seen
+    left = todo.missing("budget", "box", results, BENCHES)
+    assert wanted[0] in left and kw["results"] == results
+    assert {b for b in BENCHES if any(re.search(kw["bench"], n) for n in b.names())} == set(left)
+
+
+def test_run_todo_with_nothing_left_runs_nothing_and_says_so(tmp_path, run_seen, capsys):
+    results = plant(tmp_path / "results", "box", [(b, "ok") for b in todo.selected("budget", BENCHES)])
+    assert cli.main(["run", "--todo", "--profile", "budget", "--results", str(results)]) == 0
+    assert run_seen == [] and "nothing of profile budget is left to do on box" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, named", [(["--bench", "tricks"], "--bench"), (["--resume", "20261123T182937-9004fb"],
+                                                                                "--resume")])
+def test_run_todo_refuses_a_bench_or_a_resume_before_set_up(run_seen, capsys, extra, named):
+    assert cli.main(["run", "--todo", *extra]) == 2
+    err = capsys.readouterr().err
+    assert run_seen == [] and "--todo chooses the benchmarks itself" in err and f"without {named}" in err

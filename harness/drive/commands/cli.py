@@ -74,6 +74,9 @@ def _run_refusal(args) -> str | None:
                 f"got {args.resume!r}")
     if args.results is not None and args.file:
         return "--file and --results both say where results go: give one of them"
+    if args.todo and (args.bench is not None or args.resume is not None):
+        return ("--todo chooses the benchmarks itself (what `harness todo` lists for this box): give it without "
+                f"{'--bench' if args.bench is not None else '--resume'}")
     for py in args.python or []:
         if not os.access(py, os.X_OK) or os.path.isdir(py):
             return (f"--python {py} is not an executable python: pass the interpreter of an environment that has "
@@ -104,6 +107,10 @@ def _run(args) -> int:
     from harness.measure.guards.inputs import disk_full, disk_is_full
     if args.bench is not None and _refused("run", lambda: todo.unmatched(args.bench)):
         return 2
+    if args.todo:
+        args.bench = _todo_bench(args)
+        if args.bench is None:
+            return 0
     try:
         return suite.run(bench=args.bench, quick=args.quick, allow_oversubscription=args.allow_oversubscription,
                          publish=not args.no_publish, pythons=args.python, resume=args.resume,
@@ -118,6 +125,23 @@ def _run(args) -> int:
         print(f"oombench run: {disk_full(e.filename or _results(args))}; what was measured is kept: "
               "`python3 -m harness run --resume RUN_ID` (the id it printed) measures the rest", file=sys.stderr)
         return 1
+
+
+def _todo_bench(args) -> str | None:
+    """``run --todo``: the expression that runs what the profile still lacks on this box, read as
+    ``harness todo`` reads it (``--results DIR``: that folder alone; else the committed results
+    and this checkout's local runs); None, said, where nothing is left."""
+    from harness.drive.asv import profiles
+    from harness.drive.commands import todo
+    from harness.measure.records.store import COMMITTED, LOCAL
+    profile = args.profile or profiles.DEFAULT
+    folders = [Path(args.results)] if args.results is not None else [COMMITTED, LOCAL]
+    machine = todo.this_machine()
+    bench = todo.bench_left(profile, machine, folders)
+    if bench is None:
+        print(f"oombench run: nothing of profile {profile} is left to do on {machine} "
+              f"(`python3 -m harness todo --profile {profile}` lists it)", file=sys.stderr)
+    return bench
 
 
 def _test(args) -> int:
@@ -468,6 +492,9 @@ def _add_run(sub) -> None:
                    help="how much to run: quick (one value per family), standard (what the pages compare; "
                         "the default), budget (past emulated 16 to 80 GB cards), full (everything); "
                         "--bench overrides it; a --resume goes on with its run's own")
+    r.add_argument("--todo", action="store_true",
+                   help="only what the profile still lacks on this box, as `harness todo` lists it: a GPU lent in "
+                        "slices measures a profile over several runs")
     r.add_argument("--file", action="store_true",
                    help="file the results into results/ (for committing); by default they go to .asv/results/")
     r.add_argument("--results", metavar="DIR", help="file the results into DIR (asv's files and records/)")

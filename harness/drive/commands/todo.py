@@ -128,6 +128,14 @@ def this_machine() -> str:
     return machine_name(env.devices, env.cpu)
 
 
+def bench_left(profile: str, machine: str, folders: list[Path]) -> str | None:
+    """The one ``--bench`` expression that runs what ``profile`` still lacks on ``machine``, as
+    ``report`` lists it from ``folders`` (an answer in any is one); None where nothing is left."""
+    wanted = [b for b in selected(profile, benches()) if runs_on(b, machine)]
+    todo = left(wanted, filed_anywhere(folders).get(machine, set()))
+    return expression(todo) if todo else None
+
+
 def unmatched(bench: str, all_benches: list[Bench] | None = None) -> str | None:
     """Why ``--bench`` would run nothing (the fix named), or None where it selects a benchmark.
     asv matches a benchmark's name alone or followed by its parameter set; so does this."""
