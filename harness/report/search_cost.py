@@ -149,8 +149,9 @@ def differ(found: dict[str, list[Pair]]) -> str | None:
 
 def tables(rows: list[Row]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(text, header, lines) of what the section shows: the cells searched again (no lines, and
-    a sentence that says so, where none was), then the searches from nothing against those aimed
-    by the replay, where a host made both; the last column the commits, plain."""
+    a sentence that says so, where none was), why their answers differ where some do (a sentence
+    alone), then the searches from nothing against those aimed by the replay, where a host made
+    both; the last column the commits, plain."""
     found, fresh = pairs(rows), fresh_pairs(rows)
     out = [(AGAIN, HEADER, [_line(gpu, found[gpu]) for gpu in sorted(found)]) if found else (NONE_AGAIN, HEADER, [])]
     said = differ(found)
