@@ -95,11 +95,17 @@ def not_monotone(case: str, check: dict, key: str | None) -> str | None:
     return f"{', '.join(f'{m:,}' for m in failed)} did not fit" if failed else None
 
 
+def search_unit(check: dict, over: str) -> int:
+    """The step a search went up by along ``over``: as its record keeps it, or for a record filed
+    before it kept one, its axis's (a sequence was searched in whole blocks then too)."""
+    return check.get("search_unit") or fits.UNITS[over]
+
+
 def host_bound(case: str, check: dict, key: str | None) -> bool:
     """Whether the host's memory, not the budget, set a record's answer ``check[key]``: the size
     after it is one the host could not hold. A host with more memory may fit more."""
     n, short = _answer(case, check, key), check.get("host_short_at")
-    return n is not None and short is not None and short <= n + check.get("search_unit", 1)
+    return n is not None and short is not None and short <= n + search_unit(check, key.removeprefix("max_"))
 
 
 def _over(record) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from harness.cases.fits import before_the_rule, exact_cap
+from harness.cases.fits import before_the_rule, exact_cap, search_unit
 from harness.measure.records.store import PROBES_SUFFIX, RecordStore, read_lines
 from harness.report import markdown, search_cost
 from harness.report.model import Row
@@ -214,7 +214,7 @@ def _searched(gpu: str, tests: list[dict]) -> list[str]:
 def _cell(row: Row, results: Path, figures: dict, replay: dict) -> Cell:
     rec, key = row.record, _key(row.record)
     over, check = key["over"], rec.check
-    answer, cap, unit = check[f"max_{over}"], check["budget_bytes"], check.get("search_unit", 1)
+    answer, cap, unit = check[f"max_{over}"], check["budget_bytes"], search_unit(check, over)
     here, elsewhere = _logs(results, row)
     at = [e for e in here if e["key"] == key and e["n"] == answer and e["fits"] and e.get("peak_reserved")]
     fed, mine = seen_before(here, elsewhere, key, cap)

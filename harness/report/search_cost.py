@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from harness.cases.fits import outdated
+from harness.cases.fits import outdated, search_unit
 from harness.measure.instruments.machine import host_key
 from harness.report import markdown
 from harness.report.gate import answer_key
 from harness.report.model import Row
 from harness.report.tables import machine_label
-from harness.workloads.search.fits import UNITS
 
 HEADER = ["GPU", "cells searched again", "same answer", "earlier searches", "latest searches", "latest / earlier",
           "latest from the predictor", "latest commits"]
@@ -42,8 +41,7 @@ class Pair:
     def one_step_apart(self) -> bool:
         """Whether the two answers are one search step apart, along the axis the latest searched."""
         rec, a, b = self.latest.record, _answer(self.earlier), _answer(self.latest)
-        unit = rec.check.get("search_unit") or UNITS[rec.params.get("over", "batch")]
-        return a is not None and b is not None and abs(a - b) == unit
+        return a is not None and b is not None and abs(a - b) == search_unit(rec.check, rec.params.get("over", "batch"))
 
 
 def _seconds(row: Row) -> float:

@@ -133,11 +133,9 @@ def _todo_bench(args) -> str | None:
     and this checkout's local runs); None, said, where nothing is left."""
     from harness.drive.asv import profiles
     from harness.drive.commands import todo
-    from harness.measure.records.store import COMMITTED, LOCAL
     profile = args.profile or profiles.DEFAULT
-    folders = [Path(args.results)] if args.results is not None else [COMMITTED, LOCAL]
     machine = todo.this_machine()
-    bench = todo.bench_left(profile, machine, folders)
+    bench = todo.bench_left(profile, machine, todo.read_from(args.results))
     if bench is None:
         print(f"oombench run: nothing of profile {profile} is left to do on {machine} "
               f"(`python3 -m harness todo --profile {profile}` lists it)", file=sys.stderr)

@@ -128,6 +128,12 @@ def this_machine() -> str:
     return machine_name(env.devices, env.cpu)
 
 
+def read_from(results: str | None) -> list[Path]:
+    """The results folders a todo reads: ``results`` alone where given, else the committed results
+    and this checkout's local runs."""
+    return [Path(results)] if results else [COMMITTED, LOCAL]
+
+
 def bench_left(profile: str, machine: str, folders: list[Path]) -> str | None:
     """The one ``--bench`` expression that runs what ``profile`` still lacks on ``machine``, as
     ``report`` lists it from ``folders`` (an answer in any is one); None where nothing is left."""
@@ -150,7 +156,7 @@ def main(profile: str, machines: list[str] | None, results: str | None) -> int:
     """This box by default, read from the committed results and this checkout's local runs
     together (``results``: that folder alone). A name given must be a machine with records there or
     this box's own (a box that filed nothing yet has everything to go); any other is a typo, refused."""
-    folders = [Path(results)] if results else [COMMITTED, LOCAL]
+    folders = read_from(results)
     folder = folders[0]
     held = filed_anywhere(folders)
     known = sorted(held)
